@@ -1,0 +1,453 @@
+"""A Llama-style decoder-only transformer in NumPy, float32.
+
+Per layer: RMSNorm -> attention (rotary positions, grouped-query heads) ->
+residual -> RMSNorm -> SwiGLU MLP or a mixture of SwiGLU experts -> residual.
+Then a final RMSNorm and the output projection.
+
+Dimension names used in every docstring: T tokens, V vocab, D model width,
+H query heads, Hkv key/value heads, Dh head width, F MLP width, E experts,
+K experts per token.
+
+`Model.forward` recomputes everything for the whole sequence. It is built
+from the pieces a cached decoder needs, which all take absolute positions:
+
+    x = model.embed(tokens)                                   # (T, D)
+    for layer in range(config.n_layers):
+        q, k, v = model.qkv(layer, x, positions)              # (H|Hkv, T, Dh)
+        x = x + model.attend(layer, q, k, v, positions, positions)
+        x = x + model.mlp(layer, x)
+    logits = model.logits(x)                                  # (T, V)
+
+Every matmul adds its multiply-accumulates to the `Work` counters active on
+this model (see `Model.count_work`), so speed checks can count work exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
+
+
+@dataclass(frozen=True)
+class Config:
+    vocab_size: int = 96  # V: number of token ids (the character tokenizer has 96)
+    d_model: int = 64  # D: width of the residual stream
+    n_layers: int = 2  # number of transformer blocks
+    n_heads: int = 4  # H: query heads; Dh = d_model // n_heads
+    n_kv_heads: int = 2  # Hkv: key/value heads, shared by H // Hkv query heads each
+    d_ff: int = 128  # F: hidden width of the SwiGLU MLP (of each expert, for MoE)
+    max_seq_len: int = 256  # longest sequence the model accepts
+    n_experts: int = 0  # E: experts per MoE block; 0 means a dense MLP
+    top_k: int = 0  # K: experts each token is routed to; 0 for a dense MLP
+    rope_theta: float = 10000.0  # base of the rotary position frequencies
+    norm_eps: float = 1e-5  # epsilon inside every RMSNorm
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"Config.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError(
+                f"Config head width d_model // n_heads = {self.d_model // self.n_heads} must be even for rotary embeddings"
+            )
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"Config.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
+            )
+        if self.n_experts < 0:
+            raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {self.n_experts}")
+        if self.n_experts == 0 and self.top_k != 0:
+            raise ValueError(f"Config.top_k must be 0 for a dense model (n_experts=0), got {self.top_k}")
+        if self.n_experts > 0 and not 1 <= self.top_k <= self.n_experts:
+            raise ValueError(
+                f"Config.top_k must be in [1, n_experts={self.n_experts}] for an MoE model, got {self.top_k}"
+            )
+        if not self.rope_theta > 0:
+            raise ValueError(f"Config.rope_theta must be positive, got {self.rope_theta}")
+        if not self.norm_eps > 0:
+            raise ValueError(f"Config.norm_eps must be positive, got {self.norm_eps}")
+
+    @property
+    def head_dim(self) -> int:
+        """Dh, the width of one attention head."""
+        return self.d_model // self.n_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    def weight_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The name and shape of every weight a model of this config holds."""
+        D, F, V, Dh = self.d_model, self.d_ff, self.vocab_size, self.head_dim
+        shapes: dict[str, tuple[int, ...]] = {"tok_emb": (V, D)}
+        for i in range(self.n_layers):
+            p = f"layers.{i}."
+            shapes[p + "attn_norm"] = (D,)
+            shapes[p + "wq"] = (D, self.n_heads * Dh)
+            shapes[p + "wk"] = (D, self.n_kv_heads * Dh)
+            shapes[p + "wv"] = (D, self.n_kv_heads * Dh)
+            shapes[p + "wo"] = (self.n_heads * Dh, D)
+            shapes[p + "mlp_norm"] = (D,)
+            if self.is_moe:
+                E = self.n_experts
+                shapes[p + "router"] = (D, E)
+                shapes[p + "w_gate"] = (E, D, F)
+                shapes[p + "w_up"] = (E, D, F)
+                shapes[p + "w_down"] = (E, F, D)
+            else:
+                shapes[p + "w_gate"] = (D, F)
+                shapes[p + "w_up"] = (D, F)
+                shapes[p + "w_down"] = (F, D)
+        shapes["norm"] = (D,)
+        shapes["out"] = (D, V)
+        return shapes
+
+    def n_params(self) -> int:
+        return sum(int(np.prod(s)) for s in self.weight_shapes().values())
+
+
+@dataclass
+class Work:
+    """Work a model did while this counter was active.
+
+    macs: multiply-accumulates of every matmul, attention scores included.
+    positions: per layer, the token positions pushed through its q/k/v projections.
+    by_piece: macs split by piece ("qkv", "attention", "wo", "mlp", "router",
+        "experts", "logits").
+    """
+
+    macs: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+    by_piece: Counter = field(default_factory=Counter)
+
+    def add(self, piece: str, macs: int) -> None:
+        self.macs += int(macs)
+        self.by_piece[piece] += int(macs)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x (T, D) scaled to unit root-mean-square per row, times weight (D,)."""
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    return (x / np.sqrt(ms + eps)) * weight
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin tables (T, Dh // 2) for the given absolute positions."""
+    inv_freq = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate x (heads, T, Dh) by position, pairing dimension i with i + Dh/2."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """indices (T, K) of the k most probable experts, best first (ties: lower index),
+    and their probabilities renormalized to sum to 1 (T, K)."""
+    idx = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(probs, idx, axis=-1)
+    return idx, w / np.sum(w, axis=-1, keepdims=True)
+
+
+class Model:
+    """A decoder-only transformer whose weights are a flat dict name -> float32 array."""
+
+    def __init__(self, config: Config, weights: dict[str, np.ndarray]):
+        self.config = config
+        self.weights = _checked_weights(config, weights)
+        self._counters: list[Work] = []
+
+    # ---------------------------------------------------------------- building
+
+    @classmethod
+    def random(cls, config: Config, seed: int = 0) -> "Model":
+        """A model with random weights: normal(0, 1/sqrt(fan_in)), norms at 1."""
+        rng = np.random.default_rng(seed)
+        weights = {}
+        for name, shape in config.weight_shapes().items():
+            if name.endswith("norm"):
+                weights[name] = np.ones(shape, dtype=np.float32)
+            elif name == "tok_emb":
+                weights[name] = rng.standard_normal(shape).astype(np.float32)
+            else:
+                fan_in = shape[-2]
+                weights[name] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+        return cls(config, weights)
+
+    def save(self, path: str | os.PathLike, dtype=np.float32) -> None:
+        """Write the config and weights to an .npz file (dtype float32 or float16)."""
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float16):
+            raise ValueError(f"save dtype must be float32 or float16, got {dtype}")
+        arrays = {name: w.astype(dtype) for name, w in self.weights.items()}
+        arrays["__config__"] = np.array(json.dumps(dataclasses.asdict(self.config)))
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Model":
+        """Read a model written by `save`. Weights always load as float32."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no weights file at {path}")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+        except Exception as exc:  # a truncated or foreign file: say so plainly
+            raise ValueError(f"{path} is not a readable weights file ({exc})") from exc
+        if "__config__" not in arrays:
+            raise ValueError(f"{path} holds no '__config__' entry, so it is not a model file")
+        try:
+            config = Config(**json.loads(str(arrays.pop("__config__"))))
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} has an unreadable config: {exc}") from exc
+        try:
+            return cls(config, arrays)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def pretrained(cls, name: str) -> "Model":
+        """The shipped 'teacher' (MoE) or 'draft' (small dense) model."""
+        names = ("teacher", "draft")
+        if name not in names:
+            raise ValueError(f"pretrained model must be one of {names}, got {name!r}")
+        path = WEIGHTS_DIR / f"{name}.npz"
+        if not path.is_file():
+            raise FileNotFoundError(f"the {name} weights are missing ({path}); {REBUILD_HINT}")
+        try:
+            return cls.load(path)
+        except ValueError as exc:
+            raise ValueError(f"the {name} weights are corrupted: {exc}; {REBUILD_HINT}") from exc
+
+    def copy(self) -> "Model":
+        return Model(self.config, {n: w.copy() for n, w in self.weights.items()})
+
+    # ------------------------------------------------------------ work counter
+
+    @contextlib.contextmanager
+    def count_work(self) -> Iterator[Work]:
+        """Count the work this model does inside the block:
+
+            with model.count_work() as work:
+                model.forward(tokens)
+            work.macs, work.positions[0]
+        """
+        work = Work()
+        self._counters.append(work)
+        try:
+            yield work
+        finally:
+            self._counters.remove(work)
+
+    def _mm(self, piece: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index."""
+        out = a @ b
+        if self._counters:
+            macs = int(np.prod(a.shape)) * b.shape[-1]
+            for work in self._counters:
+                work.add(piece, macs)
+        return out
+
+    def _count(self, piece: str, macs: int) -> None:
+        for work in self._counters:
+            work.add(piece, macs)
+
+    # ------------------------------------------------------------------ pieces
+
+    def check_tokens(self, tokens) -> np.ndarray:
+        """tokens as a (T,) int64 array, or a ValueError saying what is wrong."""
+        arr = np.asarray(tokens)
+        if arr.ndim != 1:
+            raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
+        if arr.size == 0:
+            raise ValueError("tokens must not be empty")
+        if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
+        V = self.config.vocab_size
+        bad = np.flatnonzero((arr < 0) | (arr >= V))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
+        if arr.size > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence of {arr.size} tokens is longer than max_seq_len={self.config.max_seq_len}"
+            )
+        return arr.astype(np.int64)
+
+    def _check_positions(self, positions, T: int, what: str = "positions") -> np.ndarray:
+        pos = np.asarray(positions)
+        if pos.shape != (T,) or not np.issubdtype(pos.dtype, np.integer):
+            raise ValueError(f"{what} must be {T} integers (one per token), got shape {pos.shape} dtype {pos.dtype}")
+        if T and (pos.min() < 0 or pos.max() >= self.config.max_seq_len):
+            raise ValueError(f"{what} must lie in [0, max_seq_len={self.config.max_seq_len}), got {pos.min()}..{pos.max()}")
+        return pos
+
+    def _check_layer(self, layer) -> int:
+        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < self.config.n_layers:
+            raise ValueError(f"layer must be an int in [0, {self.config.n_layers}), got {layer!r}")
+        return int(layer)
+
+    def _check_stream(self, x, what: str = "x") -> np.ndarray:
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.config.d_model:
+            raise ValueError(f"{what} must have shape (T, D={self.config.d_model}), got {x.shape}")
+        return x
+
+    def embed(self, tokens) -> np.ndarray:
+        """Token ids (T,) -> residual stream (T, D)."""
+        return self.weights["tok_emb"][self.check_tokens(tokens)]
+
+    def qkv(self, layer: int, x: np.ndarray, positions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Attention inputs of one layer for the residual stream x (T, D) at
+        absolute `positions` (T,): RMSNorm, projections, rotary embeddings.
+
+        Returns q (H, T, Dh), k (Hkv, T, Dh), v (Hkv, T, Dh).
+        """
+        c, layer = self.config, self._check_layer(layer)
+        x = self._check_stream(x)
+        T = x.shape[0]
+        pos = self._check_positions(positions, T)
+        w, p = self.weights, f"layers.{layer}."
+        h = rms_norm(x, w[p + "attn_norm"], c.norm_eps)
+        q = self._mm("qkv", h, w[p + "wq"]).reshape(T, c.n_heads, c.head_dim).transpose(1, 0, 2)
+        k = self._mm("qkv", h, w[p + "wk"]).reshape(T, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)
+        v = self._mm("qkv", h, w[p + "wv"]).reshape(T, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)
+        cos, sin = rope_tables(pos, c.head_dim, c.rope_theta)
+        for work in self._counters:
+            work.positions[layer] = work.positions.get(layer, 0) + T
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
+        """Attention of queries q (H, Tq, Dh) over keys k and values v
+        (Hkv, Tk, Dh), then the output projection: returns (Tq, D).
+
+        Causal by absolute position: the query at position p sees only keys at
+        positions <= p. Query head h reads key/value head h // (H // Hkv).
+        """
+        c, layer = self.config, self._check_layer(layer)
+        H, Hkv, Dh = c.n_heads, c.n_kv_heads, c.head_dim
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        if q.ndim != 3 or q.shape[0] != H or q.shape[2] != Dh:
+            raise ValueError(f"q must have shape (H={H}, Tq, Dh={Dh}), got {q.shape}")
+        if k.ndim != 3 or k.shape[0] != Hkv or k.shape[2] != Dh:
+            raise ValueError(f"k must have shape (Hkv={Hkv}, Tk, Dh={Dh}), got {k.shape}")
+        if v.shape != k.shape:
+            raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
+        Tq, Tk = q.shape[1], k.shape[1]
+        qpos = self._check_positions(q_positions, Tq, "q_positions")
+        kpos = self._check_positions(k_positions, Tk, "k_positions")
+        if Tq and Tk and kpos.min() > qpos.min():
+            raise ValueError(
+                f"the query at position {qpos.min()} sees no key (the earliest key is at {kpos.min()})"
+            )
+        group = H // Hkv
+        qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
+        scores = (qg @ k.transpose(0, 2, 1)).reshape(H, Tq, Tk) / np.float32(np.sqrt(Dh))
+        self._count("attention", H * Tq * Tk * Dh)
+        masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
+        scores = np.where(masked[None], np.float32(-np.inf), scores)
+        probs = softmax(scores, axis=-1).astype(np.float32)
+        out = probs.reshape(Hkv, group * Tq, Tk) @ v  # (Hkv, group*Tq, Dh)
+        self._count("attention", H * Tq * Tk * Dh)
+        out = out.reshape(H, Tq, Dh).transpose(1, 0, 2).reshape(Tq, H * Dh)
+        return self._mm("wo", out, self.weights[f"layers.{layer}.wo"])
+
+    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+        """RMSNorm then the SwiGLU MLP (or the MoE of SwiGLU experts) of one
+        layer, for the residual stream x (T, D): returns (T, D)."""
+        c, layer = self.config, self._check_layer(layer)
+        x = self._check_stream(x)
+        w, p = self.weights, f"layers.{layer}."
+        h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+        if not c.is_moe:
+            hidden = silu(self._mm("mlp", h, w[p + "w_gate"])) * self._mm("mlp", h, w[p + "w_up"])
+            return self._mm("mlp", hidden, w[p + "w_down"])
+        probs = softmax(self._mm("router", h, w[p + "router"]), axis=-1)  # (T, E)
+        idx, gates = top_k_route(probs, c.top_k)  # (T, K), (T, K)
+        out = np.zeros_like(h)
+        for e in range(c.n_experts):
+            rows, slot = np.nonzero(idx == e)
+            if rows.size == 0:
+                continue
+            he = h[rows]
+            hidden = silu(self._mm("experts", he, w[p + "w_gate"][e])) * self._mm("experts", he, w[p + "w_up"][e])
+            ye = self._mm("experts", hidden, w[p + "w_down"][e])
+            np.add.at(out, rows, gates[rows, slot][:, None] * ye)
+        return out
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""
+        x = self._check_stream(x)
+        h = rms_norm(x, self.weights["norm"], self.config.norm_eps)
+        return self._mm("logits", h, self.weights["out"])
+
+    def forward(self, tokens) -> np.ndarray:
+        """Logits (T, V) for every position of tokens (T,), recomputing the
+        whole sequence from scratch: the path a KV cache avoids."""
+        tokens = self.check_tokens(tokens)
+        positions = np.arange(tokens.size)
+        x = self.embed(tokens)
+        for layer in range(self.config.n_layers):
+            q, k, v = self.qkv(layer, x, positions)
+            x = x + self.attend(layer, q, k, v, positions, positions)
+            x = x + self.mlp(layer, x)
+        return self.logits(x)
+
+    __call__ = forward
+
+
+def _checked_weights(config: Config, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The weights as float32 arrays, or a ValueError naming what does not match the config."""
+    expected = config.weight_shapes()
+    missing = sorted(set(expected) - set(weights))
+    extra = sorted(set(weights) - set(expected))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing[:4]}{'...' if len(missing) > 4 else ''}")
+        if extra:
+            parts.append(f"unexpected {extra[:4]}{'...' if len(extra) > 4 else ''}")
+        raise ValueError(f"weights do not match the config: {'; '.join(parts)}")
+    out = {}
+    for name, shape in expected.items():
+        w = np.asarray(weights[name])
+        if w.shape != shape:
+            raise ValueError(f"weight {name!r} has shape {w.shape}, the config needs {shape}")
+        if not np.issubdtype(w.dtype, np.floating):
+            raise ValueError(f"weight {name!r} must be floating point, got {w.dtype}")
+        w = w.astype(np.float32)
+        if not np.all(np.isfinite(w)):
+            raise ValueError(f"weight {name!r} holds NaN or inf")
+        out[name] = w
+    return out

@@ -1,0 +1,71 @@
+"""Sampling helpers shared by every kata, and the naive generator.
+
+`sample_token` is the one place a token is drawn from logits. A generator
+that calls it once per new token, on the logits of the last position, with
+the same `numpy.random.Generator`, reproduces `generate_naive` exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.model import Model
+
+
+def check_temperature(temperature) -> float:
+    t = float(temperature)
+    if not np.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    return t
+
+
+def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = z - np.max(z, axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Generator | None = None) -> int:
+    """One token id from logits (V,): the argmax when temperature is 0 (lowest
+    id on ties), otherwise a draw from softmax(logits / temperature) using
+    exactly one `rng.random()` call."""
+    logits = np.asarray(logits)
+    if logits.ndim != 1 or logits.size == 0:
+        raise ValueError(f"logits must be a non-empty 1-D array (V,), got shape {logits.shape}")
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("logits hold NaN or inf")
+    t = check_temperature(temperature)
+    if t == 0:
+        return int(np.argmax(logits))
+    if rng is None:
+        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+    cdf = np.cumsum(probs_from_logits(logits, t))
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), logits.size - 1))
+
+
+def check_generation(model: Model, prompt, n_new) -> np.ndarray:
+    """The prompt as an int array, after checking that prompt + n_new fits the model."""
+    prompt = model.check_tokens(prompt)
+    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
+        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    if prompt.size + n_new > model.config.max_seq_len:
+        raise ValueError(
+            f"prompt ({prompt.size}) + n_new ({n_new}) tokens exceed max_seq_len={model.config.max_seq_len}"
+        )
+    return prompt
+
+
+def generate_naive(model: Model, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> list[int]:
+    """The n_new tokens that follow prompt, re-running `model.forward` over the
+    whole sequence for every new token (no cache). Returns only the new tokens."""
+    tokens = list(check_generation(model, prompt, n_new))
+    check_temperature(temperature)
+    new = []
+    for _ in range(n_new):
+        logits = model.forward(tokens)[-1]
+        tok = sample_token(logits, temperature, rng)
+        tokens.append(tok)
+        new.append(tok)
+    return new
