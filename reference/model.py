@@ -267,8 +267,8 @@ class Model:
         self._counters.append(work)
         try:
             yield work
-        finally:
-            self._counters.remove(work)
+        finally:  # by identity: two counters that counted the same work compare equal
+            self._counters = [w for w in self._counters if w is not work]
 
     def _mm(self, piece: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index."""

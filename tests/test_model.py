@@ -1,0 +1,445 @@
+"""Properties of the reference transformer (reference/model.py).
+
+Most checks compare the float32 model against float64 code written here, one
+vector at a time, so that a shared mistake would have to be made twice in two
+different ways.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from reference.model import Config, Model
+
+# float32 model against float64 code, on logits and activations of order 1.
+INDEPENDENT_ATOL = 1e-4
+# A cached decode (one token at a time through the pieces) against forward.
+CACHED_ATOL = 1e-4
+# Rows that should not change may still be computed in a different BLAS
+# blocking when other rows change (an MoE expert sees more or fewer rows).
+CAUSAL_ATOL = 1e-5
+# Attention scores at shifted positions: float32 cos/sin tables differ slightly.
+ROPE_ATOL = 1e-4
+
+DENSE = Config(vocab_size=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24, max_seq_len=16)
+GQA = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=16)
+MOE = Config(
+    vocab_size=32, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=16, max_seq_len=16, n_experts=4, top_k=2
+)
+CONFIGS = pytest.mark.parametrize("config", [DENSE, GQA, MOE], ids=["dense", "gqa", "moe"])
+
+
+def random_tokens(config: Config, T: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, config.vocab_size, size=T)
+
+
+def random_stream(config: Config, T: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((T, config.d_model)).astype(np.float32)
+
+
+# ------------------------------------------------- float64 code, one vector at a time
+
+
+def as_float64(model: Model) -> dict[str, np.ndarray]:
+    return {name: w.astype(np.float64) for name, w in model.weights.items()}
+
+
+def rms_norm_vector(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """One vector (D,) scaled to unit root-mean-square, times weight (D,)."""
+    return x / math.sqrt(float(np.mean(x * x)) + eps) * weight
+
+
+def swiglu_vector(h: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
+    gate = h @ w_gate
+    return (gate / (1.0 + np.exp(-gate)) * (h @ w_up)) @ w_down
+
+
+def feed_forward_vector(config: Config, w: dict, prefix: str, h: np.ndarray) -> np.ndarray:
+    """The dense SwiGLU, or the top-k mixture of SwiGLU experts, for one normed vector h (D,)."""
+    if not config.is_moe:
+        return swiglu_vector(h, w[prefix + "w_gate"], w[prefix + "w_up"], w[prefix + "w_down"])
+    router = h @ w[prefix + "router"]
+    probs = np.exp(router - router.max())
+    probs = probs / probs.sum()
+    chosen = sorted(range(config.n_experts), key=lambda e: -probs[e])[: config.top_k]
+    total = sum(probs[e] for e in chosen)
+    return sum(
+        probs[e] / total * swiglu_vector(h, w[prefix + "w_gate"][e], w[prefix + "w_up"][e], w[prefix + "w_down"][e])
+        for e in chosen
+    )
+
+
+def rotate(vec: np.ndarray, position: int, theta: float) -> np.ndarray:
+    """Rotary embedding of one head vector (Dh,): dimension i turns with i + Dh/2."""
+    half = vec.size // 2
+    out = vec.copy()
+    for i in range(half):
+        angle = position * theta ** (-2.0 * i / vec.size)
+        a, b = vec[i], vec[i + half]
+        out[i] = a * math.cos(angle) - b * math.sin(angle)
+        out[i + half] = a * math.sin(angle) + b * math.cos(angle)
+    return out
+
+
+def loop_forward(model: Model, tokens) -> np.ndarray:
+    """Logits (T, V) in float64 with explicit loops over positions and heads."""
+    c, w = model.config, as_float64(model)
+    Dh, group = c.head_dim, c.n_heads // c.n_kv_heads
+    xs = [w["tok_emb"][t].copy() for t in tokens]
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        qs, ks, vs = [], [], []  # [position][head] -> (Dh,)
+        for pos, x in enumerate(xs):
+            h = rms_norm_vector(x, w[p + "attn_norm"], c.norm_eps)
+            q, k, v = h @ w[p + "wq"], h @ w[p + "wk"], h @ w[p + "wv"]
+            qs.append([rotate(q[i * Dh : (i + 1) * Dh], pos, c.rope_theta) for i in range(c.n_heads)])
+            ks.append([rotate(k[j * Dh : (j + 1) * Dh], pos, c.rope_theta) for j in range(c.n_kv_heads)])
+            vs.append([v[j * Dh : (j + 1) * Dh] for j in range(c.n_kv_heads)])
+        new_xs = []
+        for pos, x in enumerate(xs):
+            heads = []
+            for i in range(c.n_heads):
+                j = i // group
+                scores = [float(qs[pos][i] @ ks[s][j]) / math.sqrt(Dh) for s in range(pos + 1)]
+                top = max(scores)
+                e = [math.exp(score - top) for score in scores]
+                heads.append(sum(e[s] / sum(e) * vs[s][j] for s in range(pos + 1)))
+            x = x + np.concatenate(heads) @ w[p + "wo"]
+            x = x + feed_forward_vector(c, w, p, rms_norm_vector(x, w[p + "mlp_norm"], c.norm_eps))
+            new_xs.append(x)
+        xs = new_xs
+    return np.array([rms_norm_vector(x, w["norm"], c.norm_eps) @ w["out"] for x in xs])
+
+
+def softmax_rows(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# ------------------------------------------------------------------ forward
+
+
+@CONFIGS
+def test_one_token_forward_equals_its_pieces_applied_by_hand(config):
+    # With one token, attention has one key: each head returns its value vector.
+    model = Model.random(config, seed=1)
+    c, w = config, as_float64(model)
+    token = 5
+    x = w["tok_emb"][token]
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        v = rms_norm_vector(x, w[p + "attn_norm"], c.norm_eps) @ w[p + "wv"]
+        heads = v.reshape(c.n_kv_heads, c.head_dim)[np.arange(c.n_heads) // (c.n_heads // c.n_kv_heads)]
+        x = x + heads.reshape(-1) @ w[p + "wo"]
+        x = x + feed_forward_vector(c, w, p, rms_norm_vector(x, w[p + "mlp_norm"], c.norm_eps))
+    expected = rms_norm_vector(x, w["norm"], c.norm_eps) @ w["out"]
+    np.testing.assert_allclose(model.forward([token])[0], expected, atol=INDEPENDENT_ATOL)
+
+
+@CONFIGS
+def test_forward_agrees_with_per_head_per_position_loops_in_float64(config):
+    model = Model.random(config, seed=2)
+    tokens = random_tokens(config, 10, seed=3)
+    np.testing.assert_allclose(model.forward(tokens), loop_forward(model, tokens), atol=INDEPENDENT_ATOL)
+
+
+@CONFIGS
+def test_decoding_one_token_at_a_time_through_the_pieces_reproduces_forward(config):
+    model = Model.random(config, seed=4)
+    tokens = random_tokens(config, 9, seed=5)
+    ks = [np.zeros((config.n_kv_heads, 0, config.head_dim), np.float32) for _ in range(config.n_layers)]
+    vs = [k.copy() for k in ks]
+    rows = []
+    for t, token in enumerate(tokens):
+        x = model.embed([token])  # (1, D)
+        for layer in range(config.n_layers):
+            q, k, v = model.qkv(layer, x, [t])
+            ks[layer] = np.concatenate([ks[layer], k], axis=1)
+            vs[layer] = np.concatenate([vs[layer], v], axis=1)
+            x = x + model.attend(layer, q, ks[layer], vs[layer], [t], np.arange(t + 1))
+            x = x + model.mlp(layer, x)
+        rows.append(model.logits(x)[0])
+    np.testing.assert_allclose(np.array(rows), model.forward(tokens), atol=CACHED_ATOL)
+
+
+@st.composite
+def small_configs(draw) -> Config:
+    n_kv_heads = draw(st.integers(1, 2))
+    n_heads = n_kv_heads * draw(st.integers(1, 2))
+    n_experts = draw(st.sampled_from([0, 2, 3]))
+    return Config(
+        vocab_size=draw(st.integers(2, 32)),
+        d_model=n_heads * draw(st.sampled_from([2, 4, 8])),
+        n_layers=draw(st.integers(1, 2)),
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=draw(st.sampled_from([4, 8, 16])),
+        max_seq_len=12,
+        n_experts=n_experts,
+        top_k=draw(st.integers(1, n_experts)) if n_experts else 0,
+    )
+
+
+@st.composite
+def edited_sequences(draw):
+    """A config, a sequence, a position t >= 1 and the sequence with token t replaced."""
+    config = draw(small_configs())
+    V = config.vocab_size
+    tokens = draw(st.lists(st.integers(0, V - 1), min_size=2, max_size=config.max_seq_len))
+    t = draw(st.integers(1, len(tokens) - 1))
+    edited = list(tokens)
+    edited[t] = (tokens[t] + draw(st.integers(1, V - 1))) % V
+    return config, tokens, t, edited
+
+
+@given(edited_sequences(), st.integers(0, 2**16))
+def test_changing_token_t_never_changes_logits_before_t(case, seed):
+    config, tokens, t, edited = case
+    model = Model.random(config, seed)
+    np.testing.assert_allclose(model.forward(edited)[:t], model.forward(tokens)[:t], rtol=0, atol=CAUSAL_ATOL)
+
+
+# ---------------------------------------------------------------- attention
+
+ROPE_MODEL = Model.random(
+    Config(vocab_size=16, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=8, max_seq_len=256), seed=6
+)
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Unscaled scores (H, Tq, Tk): query head h against key head h // (H // Hkv)."""
+    group = q.shape[0] // k.shape[0]
+    return np.stack([q[h] @ k[h // group].T for h in range(q.shape[0])])
+
+
+@given(st.integers(1, 16), st.integers(1, 240), st.integers(0, 2**16))
+def test_shifting_all_positions_by_a_constant_leaves_attention_scores_unchanged(T, shift, seed):
+    x = random_stream(ROPE_MODEL.config, T, seed)
+    positions = np.arange(T)
+    q, k, _ = ROPE_MODEL.qkv(0, x, positions)
+    q_shifted, k_shifted, _ = ROPE_MODEL.qkv(0, x, positions + shift)
+    np.testing.assert_allclose(
+        attention_scores(q_shifted, k_shifted), attention_scores(q, k), rtol=0, atol=ROPE_ATOL
+    )
+
+
+def test_with_as_many_kv_heads_as_heads_attention_is_plain_multi_head_attention():
+    config = Config(vocab_size=16, d_model=16, n_layers=1, n_heads=4, n_kv_heads=4, d_ff=8, max_seq_len=16)
+    model = Model.random(config, seed=7)
+    T, Dh = 7, config.head_dim
+    positions = np.arange(T)
+    q, k, v = model.qkv(0, random_stream(config, T, seed=8), positions)
+    q64, k64, v64 = q.astype(np.float64), k.astype(np.float64), v.astype(np.float64)
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    heads = []
+    for h in range(config.n_heads):  # each head with its own keys and values
+        scores = np.where(future, -np.inf, q64[h] @ k64[h].T / math.sqrt(Dh))
+        heads.append(softmax_rows(scores) @ v64[h])  # (T, Dh)
+    expected = np.concatenate(heads, axis=1) @ model.weights["layers.0.wo"].astype(np.float64)
+    np.testing.assert_allclose(model.attend(0, q, k, v, positions, positions), expected, atol=INDEPENDENT_ATOL)
+
+
+def test_moe_routing_to_every_expert_equals_the_full_softmax_mixture_of_experts():
+    config = Config(vocab_size=16, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=12, max_seq_len=16,
+                    n_experts=3, top_k=3)
+    model = Model.random(config, seed=9)
+    w, p = as_float64(model), "layers.0."
+    x = random_stream(config, 6, seed=10)
+    expected = []
+    for row in x.astype(np.float64):
+        h = rms_norm_vector(row, w[p + "mlp_norm"], config.norm_eps)
+        probs = softmax_rows(h @ w[p + "router"])
+        expected.append(sum(
+            probs[e] * swiglu_vector(h, w[p + "w_gate"][e], w[p + "w_up"][e], w[p + "w_down"][e])
+            for e in range(config.n_experts)
+        ))
+    np.testing.assert_allclose(model.mlp(0, x), np.array(expected), atol=INDEPENDENT_ATOL)
+
+
+# --------------------------------------------------------------- save / load
+
+
+def test_save_then_load_round_trips_config_and_weights_exactly(tmp_path):
+    model = Model.random(MOE, seed=11)
+    model.save(tmp_path / "m.npz")
+    loaded = Model.load(tmp_path / "m.npz")
+    assert loaded.config == model.config
+    assert loaded.weights.keys() == model.weights.keys()
+    for name, w in model.weights.items():
+        assert loaded.weights[name].dtype == np.float32
+        assert np.array_equal(loaded.weights[name], w), name
+
+
+def test_a_float16_save_loads_as_float32_holding_the_rounded_weights(tmp_path):
+    model = Model.random(GQA, seed=12)
+    model.save(tmp_path / "m16.npz", dtype=np.float16)
+    loaded = Model.load(tmp_path / "m16.npz")
+    for name, w in model.weights.items():
+        assert loaded.weights[name].dtype == np.float32
+        assert np.array_equal(loaded.weights[name], w.astype(np.float16).astype(np.float32)), name
+
+
+# -------------------------------------------------------------- work counter
+
+
+def closed_form_macs(config: Config, T: int) -> dict[str, int]:
+    """Multiply-accumulates of forward on T tokens, by piece. Attention counts
+    every (query, key) pair of the T x T score matrix, masked ones included."""
+    D, H, Hkv, Dh, F = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.d_ff
+    per_layer = {
+        "qkv": T * D * (H + 2 * Hkv) * Dh,
+        "attention": 2 * H * T * T * Dh,  # scores, then the weighted sum of values
+        "wo": T * H * Dh * D,
+    }
+    if config.is_moe:
+        per_layer["router"] = T * D * config.n_experts
+        per_layer["experts"] = T * config.top_k * 3 * D * F  # every routed row runs gate, up and down
+    else:
+        per_layer["mlp"] = 3 * T * D * F
+    macs = {piece: config.n_layers * n for piece, n in per_layer.items()}
+    macs["logits"] = T * D * config.vocab_size
+    return macs
+
+
+WORK_CASES = pytest.mark.parametrize(
+    "config, T", [(DENSE, 1), (DENSE, 16), (GQA, 7), (MOE, 1), (MOE, 11)], ids=["dense1", "dense16", "gqa7", "moe1", "moe11"]
+)
+
+
+@WORK_CASES
+def test_macs_by_piece_equal_the_closed_form_count(config, T):
+    model = Model.random(config, seed=13)
+    with model.count_work() as work:
+        model.forward(random_tokens(config, T, seed=14))
+    assert dict(work.by_piece) == closed_form_macs(config, T)
+
+
+@WORK_CASES
+def test_total_macs_equal_the_sum_of_the_closed_form_count(config, T):
+    model = Model.random(config, seed=13)
+    with model.count_work() as work:
+        model.forward(random_tokens(config, T, seed=14))
+    assert work.macs == sum(closed_form_macs(config, T).values())
+
+
+@WORK_CASES
+def test_every_layer_counts_each_token_position_once(config, T):
+    model = Model.random(config, seed=13)
+    with model.count_work() as work:
+        model.forward(random_tokens(config, T, seed=14))
+    assert work.positions == {layer: T for layer in range(config.n_layers)}
+
+
+def test_a_models_work_counter_never_counts_another_models_work():
+    a, b = Model.random(DENSE, seed=15), Model.random(DENSE, seed=15)
+    tokens = random_tokens(DENSE, 5)
+    with a.count_work() as work_a, b.count_work() as work_b:
+        b.forward(tokens)
+        b.forward(tokens)
+        a.forward(tokens)
+    assert work_a.macs == sum(closed_form_macs(DENSE, 5).values())
+    assert work_b.macs == 2 * work_a.macs
+
+
+def test_nested_work_counters_each_count_exactly_the_work_inside_them():
+    model = Model.random(DENSE, seed=16)
+    tokens = random_tokens(DENSE, 5)
+    one_forward = sum(closed_form_macs(DENSE, 5).values())
+    with model.count_work() as outer:
+        with model.count_work() as inner:
+            model.forward(tokens)
+        model.forward(tokens)
+    model.forward(tokens)
+    assert (outer.macs, inner.macs) == (2 * one_forward, one_forward)
+
+
+# ----------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "tokens, words",
+    [
+        ([0, 32], ["token id 32", "index 1", "[0, 32)"]),
+        ([-1, 3], ["token id -1", "index 0", "[0, 32)"]),
+        ([1.0, 2.0], ["integers", "float64"]),
+        (["a", "b"], ["integers"]),
+        ([True, False], ["integers", "bool"]),
+        ([], ["empty"]),
+        ([[1, 2]], ["1-D"]),
+        ([1] * 17, ["17 tokens", "max_seq_len=16"]),
+    ],
+    ids=["too-big", "negative", "floats", "strings", "bools", "empty", "2-d", "too-long"],
+)
+def test_bad_tokens_raise_a_value_error_that_says_what_is_wrong(tokens, words):
+    model = Model.random(DENSE, seed=17)
+    with pytest.raises(ValueError) as info:
+        model.forward(tokens)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        (dict(d_model=16, n_heads=4, n_kv_heads=3), ["n_kv_heads (3)", "divide n_heads (4)"]),
+        (dict(d_model=18, n_heads=4, n_kv_heads=2), ["d_model (18)", "divisible by n_heads (4)"]),
+        (dict(n_experts=2, top_k=3), ["top_k", "n_experts=2", "got 3"]),
+        (dict(n_experts=0, top_k=1), ["top_k", "dense"]),
+        (dict(vocab_size=0), ["vocab_size", "positive integer"]),
+    ],
+    ids=["kv-heads", "d-model", "top-k-above-experts", "top-k-dense", "vocab"],
+)
+def test_an_inconsistent_config_raises_a_value_error_naming_the_field(fields, words):
+    with pytest.raises(ValueError) as info:
+        Config(**fields)
+    for word in words:
+        assert word in str(info.value)
+
+
+def rewrite_weights_file(path, change) -> None:
+    """Apply change(arrays) to the arrays of a saved model and write them back."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    change(arrays)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def test_loading_an_array_of_the_wrong_shape_names_the_array_and_both_shapes(tmp_path):
+    path = tmp_path / "m.npz"
+    Model.random(DENSE, seed=18).save(path)
+    rewrite_weights_file(path, lambda a: a.update({"layers.1.wq": np.zeros((16, 8), np.float32)}))
+    with pytest.raises(ValueError, match=r"'layers\.1\.wq' has shape \(16, 8\), the config needs \(16, 16\)"):
+        Model.load(path)
+
+
+def test_loading_a_file_missing_an_array_names_the_missing_array(tmp_path):
+    path = tmp_path / "m.npz"
+    Model.random(DENSE, seed=18).save(path)
+    rewrite_weights_file(path, lambda a: a.pop("out"))
+    with pytest.raises(ValueError, match=r"missing \['out'\]"):
+        Model.load(path)
+
+
+def test_loading_a_truncated_file_says_it_is_not_a_readable_weights_file(tmp_path):
+    path = tmp_path / "m.npz"
+    Model.random(DENSE, seed=18).save(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ValueError, match="not a readable weights file"):
+        Model.load(path)
+
+
+def test_loading_a_garbage_file_says_it_is_not_a_readable_weights_file(tmp_path):
+    path = tmp_path / "garbage.npz"
+    path.write_bytes(b"these are not the weights you are looking for" * 10)
+    with pytest.raises(ValueError, match="not a readable weights file"):
+        Model.load(path)
+
+
+def test_loading_a_missing_file_raises_file_not_found_naming_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.npz"):
+        Model.load(tmp_path / "nowhere.npz")
