@@ -237,12 +237,13 @@ class Model:
             raise ValueError(f"{path}: {exc}") from exc
 
     @classmethod
-    def pretrained(cls, name: str) -> "Model":
-        """The shipped 'teacher' (MoE) or 'draft' (small dense) model."""
+    def pretrained(cls, name: str, weights_dir: str | os.PathLike = WEIGHTS_DIR) -> "Model":
+        """The shipped 'teacher' (MoE) or 'draft' (small dense) model, read from
+        weights_dir/{name}.npz (the package's weights unless told otherwise)."""
         names = ("teacher", "draft")
         if name not in names:
             raise ValueError(f"pretrained model must be one of {names}, got {name!r}")
-        path = WEIGHTS_DIR / f"{name}.npz"
+        path = Path(weights_dir) / f"{name}.npz"
         if not path.is_file():
             raise FileNotFoundError(f"the {name} weights are missing ({path}); {REBUILD_HINT}")
         try:
