@@ -1,0 +1,199 @@
+"""Build the training corpus: the docstrings of the Python standard library.
+
+Every Python installation carries its standard library's source, so the
+corpus rebuilds anywhere with no download:
+
+    python tools/build_corpus.py            # writes reference/data/{train,val}.txt and PROVENANCE.md
+
+Steps: walk the stdlib source directory (skipping test packages, idlelib,
+lib2to3 and site-packages), parse each file with `ast`, take the module,
+class and function docstrings (`ast.get_docstring` dedents them), clean them
+to the tokenizer's vocabulary, drop exact duplicates, and split by document
+into train and validation with a seeded hash, so the split of a document does
+not depend on which other documents exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import platform
+import sys
+import sysconfig
+import unicodedata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from reference.tokenizer import VOCAB  # noqa: E402
+
+DATA_DIR = REPO / "reference" / "data"
+SKIP_DIRS = {"test", "tests", "idle_test", "idlelib", "lib2to3", "site-packages", "__pycache__", "_bundled"}
+SKIP_PREFIXES = ("config-", "lib-dynload")
+VAL_PERCENT = 5  # share of documents that go to validation
+MAX_FOREIGN = 0.1  # a docstring with more than this share of non-vocabulary characters is dropped whole
+MAX_BYTES = 3_000_000  # train + val together
+SEP = "\n\n"  # between documents
+_VOCAB = set(VOCAB)
+
+
+def stdlib_files(root: Path) -> list[Path]:
+    """The .py files of the standard library under root, sorted, minus skipped packages."""
+    files = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts[:-1]
+        if any(p in SKIP_DIRS or p.startswith(SKIP_PREFIXES) for p in parts):
+            continue
+        if path.name.startswith("test_"):
+            continue
+        files.append(path)
+    return files
+
+
+def docstrings(source: str) -> list[str]:
+    """Module, class and function docstrings of one source file, in source order."""
+    tree = ast.parse(source)
+    nodes = [tree] + [
+        n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    nodes.sort(key=lambda n: getattr(n, "lineno", 0))
+    found = []
+    for node in nodes:
+        doc = ast.get_docstring(node, clean=True)
+        if doc:
+            found.append(doc)
+    return found
+
+
+def clean(doc: str) -> str | None:
+    """doc reduced to the tokenizer's vocabulary, or None if too little of it is in it.
+
+    Tabs become spaces, accented letters lose their accents, other characters
+    outside the vocabulary are dropped, trailing spaces are stripped.
+    """
+    doc = doc.replace("\r\n", "\n").replace("\r", "\n").expandtabs(8)
+    foreign = sum(ch not in _VOCAB for ch in doc)
+    if foreign > MAX_FOREIGN * len(doc):
+        return None
+    if foreign:
+        doc = unicodedata.normalize("NFKD", doc)
+        doc = "".join(ch for ch in doc if ch in _VOCAB)
+    lines = [line.rstrip() for line in doc.split("\n")]
+    doc = "\n".join(lines).strip("\n")
+    while "\n\n\n" in doc:
+        doc = doc.replace("\n\n\n", "\n\n")
+    return doc or None
+
+
+def is_val(doc: str, seed: int) -> bool:
+    digest = hashlib.sha256(f"{seed}:{doc}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") % 100 < VAL_PERCENT
+
+
+def collect(root: Path) -> tuple[list[str], dict[str, int]]:
+    """Cleaned, deduplicated docstrings under root, and counts of what was seen."""
+    stats = {"files": 0, "unparsable_files": 0, "docstrings": 0, "dropped_foreign": 0, "duplicates": 0}
+    seen: set[str] = set()
+    docs = []
+    for path in stdlib_files(root):
+        try:
+            found = docstrings(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            stats["unparsable_files"] += 1
+            continue
+        stats["files"] += 1
+        for raw in found:
+            stats["docstrings"] += 1
+            doc = clean(raw)
+            if doc is None:
+                stats["dropped_foreign"] += 1
+            elif doc in seen:
+                stats["duplicates"] += 1
+            else:
+                seen.add(doc)
+                docs.append(doc)
+    return docs, stats
+
+
+def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
+    """Write train.txt, val.txt and PROVENANCE.md into out_dir; return sizes and counts."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    docs, stats = collect(root)
+    train = [d for d in docs if not is_val(d, seed)]
+    val = [d for d in docs if is_val(d, seed)]
+    train_text, val_text = SEP.join(train) + "\n", SEP.join(val) + "\n"
+    while len(train_text) + len(val_text) > MAX_BYTES:  # keep the cap by dropping the last documents
+        train.pop()
+        train_text = SEP.join(train) + "\n"
+    stats.update(
+        train_docs=len(train), val_docs=len(val), train_chars=len(train_text), val_chars=len(val_text)
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train.txt").write_text(train_text, encoding="ascii", newline="\n")
+    (out_dir / "val.txt").write_text(val_text, encoding="ascii", newline="\n")
+    (out_dir / "PROVENANCE.md").write_text(provenance(root, seed, stats), encoding="utf-8", newline="\n")
+    return stats
+
+
+def provenance(root: Path, seed: int, s: dict[str, int]) -> str:
+    return f"""# Corpus provenance
+
+`train.txt` and `val.txt` are the docstrings of the CPython {platform.python_version()}
+standard library, extracted by `tools/build_corpus.py` (seed {seed}).
+
+## Source
+
+The `.py` files under the standard library directory of CPython
+{platform.python_version()} (`sysconfig.get_paths()["stdlib"]`, here `{root.name}/`),
+excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
+`idlelib/`, `lib2to3/`, `site-packages/`, `ensurepip/_bundled/`,
+`config-*/` and `lib-dynload/`.
+
+## Method
+
+1. Parse every file with `ast` ({s['files']} files; {s['unparsable_files']} could not be parsed and were skipped).
+2. Take every module, class and function docstring in source order
+   (`ast.get_docstring(..., clean=True)`, which dedents): {s['docstrings']} docstrings.
+3. Clean to the tokenizer's vocabulary (newline and printable ASCII): tabs become
+   spaces, accents are stripped (NFKD), other characters are dropped, trailing
+   spaces are removed, runs of blank lines become one. A docstring with more than
+   {MAX_FOREIGN:.0%} of its characters outside the vocabulary is dropped whole
+   ({s['dropped_foreign']} dropped). Exact duplicates are dropped ({s['duplicates']}).
+4. Split by document: a document goes to validation when the SHA-256 of
+   `"{seed}:" + text` falls in the first {VAL_PERCENT}% of the range, otherwise to training.
+   Documents are joined with one blank line, in source order.
+
+## Sizes
+
+| file | documents | characters (= bytes = tokens) |
+|---|---|---|
+| train.txt | {s['train_docs']} | {s['train_chars']:,} |
+| val.txt | {s['val_docs']} | {s['val_chars']:,} |
+
+## Licence
+
+The text is taken from the CPython source, which is distributed under the
+Python Software Foundation License Version 2 (see `LICENSE.txt` in the
+standard library directory or https://docs.python.org/3/license.html). That
+licence permits reproducing and distributing the software, alone or in
+derivative works, provided its copyright notice
+"Copyright (c) 2001 Python Software Foundation; All Rights Reserved" and the
+licence are retained. This notice retains them: the docstrings in this corpus
+are Copyright (c) 2001 Python Software Foundation; All Rights Reserved, and are
+redistributed here under the PSF License Version 2.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0, help="seed of the train/validation split")
+    parser.add_argument("--out", type=Path, default=DATA_DIR, help="directory to write the corpus into")
+    args = parser.parse_args()
+    stats = build(args.out, args.seed)
+    print(" ".join(f"{k}={v}" for k, v in stats.items()))
+
+
+if __name__ == "__main__":
+    main()

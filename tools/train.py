@@ -1,0 +1,437 @@
+"""Train the shipped teacher and draft with PyTorch on the CPU.
+
+    pip install -e '.[train]'
+    python tools/train.py --minutes 33
+
+Rebuilds the corpus (tools/build_corpus.py), then, from one seed:
+1. the teacher, an MoE model, on the training text (next-character
+   cross-entropy plus a small load-balancing loss on the routers);
+2. the draft, a small dense model, distilled from the teacher with the
+   project's distillation loss at temperature T and weight alpha;
+3. the same draft config on hard labels alone, with the same time budget,
+   kept out of the package, for comparison only.
+
+The teacher gets TEACHER_SHARE of the budget and each draft DRAFT_SHARE.
+Learning rates follow the fraction of the budget spent, so a run stops on
+time wherever it is. Every phase checkpoints into --work-dir and resumes
+from there when rerun; a finished phase is not trained again.
+
+Exports reference/weights/{teacher,draft}.npz (float16) and writes
+reference/data/TRAINING.md with what the run measured.
+
+`TorchModel` is reference.model.Model in PyTorch: the same weight names and
+layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
+tests/test_parity.py checks that both give the same logits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOOLS = Path(__file__).resolve().parent
+REPO = TOOLS.parent
+sys.path[:0] = [str(REPO), str(TOOLS)]
+
+import build_corpus  # noqa: E402
+from reference.model import WEIGHTS_DIR, Config, Model, rope_tables  # noqa: E402
+from reference.tokenizer import VOCAB_SIZE, encode  # noqa: E402
+
+TEACHER = Config(
+    vocab_size=VOCAB_SIZE, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2,
+    d_ff=256, max_seq_len=256, n_experts=4, top_k=2,
+)
+DRAFT = Config(
+    vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256,
+)
+TEACHER_SHARE = 0.7  # of --minutes
+DRAFT_SHARE = 0.15  # of --minutes, for each of the two drafts
+SEQ_LEN = 256  # tokens per training window (targets are the next 256 characters)
+BATCH = 8  # windows per step
+LR = {"teacher": 2e-3, "draft": 3e-3, "draft_hard": 3e-3}  # peak learning rates
+WARMUP_STEPS = 30
+FINAL_LR_FRACTION = 0.1  # cosine decay from the peak to this fraction at the end of the budget
+GRAD_CLIP = 1.0
+BALANCE_COEF = 0.01  # weight of the Switch-Transformer load-balancing loss (teacher only)
+TEMPERATURE = 2.0  # distillation temperature T
+ALPHA = 0.8  # weight of the soft (teacher) term in the distillation loss
+LOG_EVERY_S = 30.0  # seconds between progress lines
+CHECKPOINT_EVERY_S = 120.0  # seconds between checkpoints
+EVAL_WINDOWS = 32  # validation windows scored in progress lines
+BIGRAM_SMOOTHING = 0.1  # added to every bigram count
+
+
+def _key(name: str) -> str:
+    return name.replace(".", "__")  # ParameterDict keys may not contain dots
+
+
+class TorchModel(torch.nn.Module):
+    """reference.model.Model in PyTorch, batched: tokens (B, T) -> logits (B, T, V)."""
+
+    def __init__(self, config: Config, weights: dict[str, np.ndarray]):
+        super().__init__()
+        self.config = config
+        self.params = torch.nn.ParameterDict(
+            {_key(n): torch.nn.Parameter(torch.tensor(np.asarray(w, dtype=np.float32))) for n, w in weights.items()}
+        )
+        cos, sin = rope_tables(np.arange(config.max_seq_len), config.head_dim, config.rope_theta)
+        self.register_buffer("cos", torch.from_numpy(cos), persistent=False)  # (max_seq_len, Dh/2)
+        self.register_buffer("sin", torch.from_numpy(sin), persistent=False)
+
+    @classmethod
+    def from_reference(cls, model: Model) -> "TorchModel":
+        return cls(model.config, model.weights)
+
+    def to_reference(self) -> Model:
+        return Model(self.config, {n: self.w(n).detach().numpy().copy() for n in self.config.weight_shapes()})
+
+    def w(self, name: str) -> torch.Tensor:
+        return self.params[_key(name)]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.run(tokens)[0]
+
+    def run(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (B, T, V) and the mean load-balancing loss of the MoE layers (0 if dense)."""
+        c = self.config
+        B, T = tokens.shape
+        x = self.w("tok_emb")[tokens]  # (B, T, D)
+        balance = x.new_zeros(())
+        for i in range(c.n_layers):
+            p = f"layers.{i}."
+            x = x + self.attention(p, rms_norm(x, self.w(p + "attn_norm"), c.norm_eps))
+            h = rms_norm(x, self.w(p + "mlp_norm"), c.norm_eps).reshape(B * T, c.d_model)
+            if c.is_moe:
+                out, layer_balance = self.moe(p, h)
+                balance = balance + layer_balance / c.n_layers
+            else:
+                out = swiglu(h, self.w(p + "w_gate"), self.w(p + "w_up"), self.w(p + "w_down"))
+            x = x + out.reshape(B, T, c.d_model)
+        return rms_norm(x, self.w("norm"), c.norm_eps) @ self.w("out"), balance
+
+    def attention(self, p: str, h: torch.Tensor) -> torch.Tensor:
+        """Causal grouped-query attention with rotary positions 0..T-1: (B, T, D) -> (B, T, D)."""
+        c = self.config
+        B, T, _ = h.shape
+        q = (h @ self.w(p + "wq")).reshape(B, T, c.n_heads, c.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+        k = (h @ self.w(p + "wk")).reshape(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = (h @ self.w(p + "wv")).reshape(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        cos, sin = self.cos[:T], self.sin[:T]
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        group = c.n_heads // c.n_kv_heads  # query head j reads kv head j // group
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
+        return out.transpose(1, 2).reshape(B, T, c.n_heads * c.head_dim) @ self.w(p + "wo")
+
+    def moe(self, p: str, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Softmax router over all experts, top-k, renormalized gates, no capacity
+        limit: h (N, D) -> (N, D), and the Switch load-balancing loss."""
+        c = self.config
+        probs = torch.softmax(h @ self.w(p + "router"), dim=-1)  # (N, E)
+        top_p, top_i = probs.topk(c.top_k, dim=-1)  # (N, K)
+        gates = top_p / top_p.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(h)
+        w_gate, w_up, w_down = self.w(p + "w_gate"), self.w(p + "w_up"), self.w(p + "w_down")
+        for e in range(c.n_experts):
+            rows, slot = torch.nonzero(top_i == e, as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            y = swiglu(h[rows], w_gate[e], w_up[e], w_down[e])
+            out = out.index_add(0, rows, gates[rows, slot, None] * y)
+        share = F.one_hot(top_i, c.n_experts).float().mean(dim=(0, 1))  # (E,) fraction of routed slots
+        balance = c.n_experts * torch.sum(share * probs.mean(dim=0))
+        return out, balance
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps) * weight
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (..., T, Dh), pairing dimension i with i + Dh/2, as reference.model.apply_rope."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def swiglu(h: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
+    return (F.silu(h @ w_gate) * (h @ w_up)) @ w_down
+
+
+def init_model(config: Config, seed: int) -> TorchModel:
+    """Model.random's weights, with the residual-branch outputs (wo, w_down)
+    scaled by 1/sqrt(2 n_layers) so the residual stream starts near the embedding."""
+    weights = dict(Model.random(config, seed).weights)
+    for name in weights:
+        if name.endswith((".wo", ".w_down")):
+            weights[name] = weights[name] / np.float32(math.sqrt(2 * config.n_layers))
+    return TorchModel(config, weights)
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor,
+                      temperature: float, alpha: float) -> torch.Tensor:
+    """alpha T^2 KL(softmax(teacher/T) || softmax(student/T)) + (1 - alpha) CE(labels, student),
+    both averaged over rows: student, teacher (N, V), labels (N,)."""
+    soft = F.kl_div(
+        F.log_softmax(student / temperature, dim=-1), F.log_softmax(teacher / temperature, dim=-1),
+        reduction="batchmean", log_target=True,
+    )
+    return alpha * temperature**2 * soft + (1 - alpha) * F.cross_entropy(student, labels)
+
+
+def windows(tokens: np.ndarray) -> torch.Tensor:
+    """Non-overlapping evaluation windows of SEQ_LEN + 1 tokens: (n, SEQ_LEN + 1)."""
+    n = (tokens.size - 1) // SEQ_LEN
+    idx = np.arange(n)[:, None] * SEQ_LEN + np.arange(SEQ_LEN + 1)[None, :]
+    return torch.from_numpy(tokens[idx])
+
+
+@torch.no_grad()
+def evaluate(model: TorchModel, val: torch.Tensor, reference: TorchModel | None = None) -> dict[str, float]:
+    """Mean next-token loss (nats) and bits/char over val windows (n, SEQ_LEN + 1);
+    with a reference model, also the share of positions where both argmaxes agree."""
+    model.eval()
+    total, agree, count = 0.0, 0, 0
+    for batch in val.split(BATCH):
+        logits = model(batch[:, :-1])
+        total += F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="sum").item()
+        if reference is not None:
+            agree += (logits.argmax(-1) == reference(batch[:, :-1]).argmax(-1)).sum().item()
+        count += batch[:, 1:].numel()
+    model.train()
+    out = {"loss": total / count, "bpc": total / count / math.log(2)}
+    if reference is not None:
+        out["agreement"] = agree / count
+    return out
+
+
+def bigram_bpc(train: np.ndarray, val: np.ndarray) -> float:
+    """Bits/char on val of a bigram model counted on train, with additive smoothing."""
+    counts = np.bincount(train[:-1] * VOCAB_SIZE + train[1:], minlength=VOCAB_SIZE**2)
+    counts = counts.reshape(VOCAB_SIZE, VOCAB_SIZE) + BIGRAM_SMOOTHING
+    logp = np.log2(counts / counts.sum(axis=1, keepdims=True))
+    return float(-logp[val[:-1], val[1:]].mean())
+
+
+def learning_rate(peak: float, step: int, spent: float) -> float:
+    """Linear warmup over WARMUP_STEPS, then cosine decay by the fraction of the budget spent."""
+    if step < WARMUP_STEPS:
+        return peak * (step + 1) / WARMUP_STEPS
+    cos = 0.5 * (1 + math.cos(math.pi * min(spent, 1.0)))
+    return peak * (FINAL_LR_FRACTION + (1 - FINAL_LR_FRACTION) * cos)
+
+
+def train_phase(name: str, config: Config, budget_s: float, train: np.ndarray, val: torch.Tensor,
+                seed: int, work_dir: Path, teacher: TorchModel | None = None) -> tuple[TorchModel, dict]:
+    """Train one model for budget_s seconds of wall clock (resuming a checkpoint
+    in work_dir if there is one); returns the model and a summary."""
+    ckpt_path = work_dir / f"{name}.pt"
+    model = init_model(config, seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR[name], betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "done": False, "log": []}
+    if ckpt_path.is_file():
+        ckpt = torch.load(ckpt_path, weights_only=False)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        gen.set_state(ckpt["gen"])
+        state = ckpt["state"]
+        print(f"[{name}] resuming at step {state['step']} ({state['elapsed']:.0f}s spent)", flush=True)
+
+    def save() -> None:
+        tmp = ckpt_path.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "state": state}, tmp)
+        os.replace(tmp, ckpt_path)
+
+    data = torch.from_numpy(train)
+    val_probe = val[:EVAL_WINDOWS]
+    print(f"[{name}] {config.n_params():,} parameters, budget {budget_s / 60:.1f} min", flush=True)
+    start = time.perf_counter() - state["elapsed"]
+    last_log = last_ckpt = time.perf_counter()
+    log_tokens, log_loss, log_steps = 0, 0.0, 0
+    while not state["done"]:
+        spent = (time.perf_counter() - start) / budget_s
+        lr = learning_rate(LR[name], state["step"], spent)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        starts = torch.randint(0, data.numel() - SEQ_LEN - 1, (BATCH,), generator=gen)
+        batch = data[starts[:, None] + torch.arange(SEQ_LEN + 1)]  # (B, SEQ_LEN + 1)
+        inputs, labels = batch[:, :-1], batch[:, 1:].flatten()
+        logits, balance = model.run(inputs)
+        logits = logits.flatten(0, 1)
+        ce = F.cross_entropy(logits, labels)
+        if teacher is not None:
+            with torch.no_grad():
+                teacher_logits = teacher(inputs).flatten(0, 1)
+            loss = distillation_loss(logits, teacher_logits, labels, TEMPERATURE, ALPHA)
+        else:
+            loss = ce + BALANCE_COEF * balance if config.is_moe else ce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+        opt.step()
+        state["step"] += 1
+        state["tokens"] += inputs.numel()
+        log_tokens, log_loss, log_steps = log_tokens + inputs.numel(), log_loss + ce.item(), log_steps + 1
+        now = time.perf_counter()
+        state["elapsed"] = now - start
+        state["done"] = state["elapsed"] >= budget_s
+        if now - last_log >= LOG_EVERY_S or state["done"]:
+            probe = evaluate(model, val_probe)
+            line = {
+                "step": state["step"], "elapsed_s": round(state["elapsed"]), "lr": lr,
+                "train_ce": log_loss / log_steps, "val_ce": probe["loss"], "tok_per_s": log_tokens / (now - last_log),
+            }
+            state["log"].append(line)
+            print(
+                f"[{name}] step {line['step']:5d}  {line['elapsed_s']:5d}s  lr {lr:.2e}  "
+                f"train ce {line['train_ce']:.3f}  val ce {line['val_ce']:.3f}  "
+                f"{line['tok_per_s']:,.0f} tok/s",
+                flush=True,
+            )
+            last_log, log_tokens, log_loss, log_steps = time.perf_counter(), 0, 0.0, 0
+        if time.perf_counter() - last_ckpt >= CHECKPOINT_EVERY_S or state["done"]:
+            save()
+            last_ckpt = time.perf_counter()
+    return model, state
+
+
+def exported(model: TorchModel, path: Path) -> TorchModel:
+    """Save model to path in float16 and load it back, so what is measured is what ships."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.to_reference().save(path, dtype=np.float16)
+    return TorchModel.from_reference(Model.load(path)).eval()
+
+
+@torch.no_grad()
+def expert_usage(model: TorchModel, val: torch.Tensor) -> list[list[float]]:
+    """Per MoE layer, the share of routed slots each expert takes on val windows."""
+    c, counts = model.config, np.zeros((model.config.n_layers, model.config.n_experts))
+    x = model.w("tok_emb")[val[:, :-1]]
+    for i in range(c.n_layers):
+        p = f"layers.{i}."
+        x = x + model.attention(p, rms_norm(x, model.w(p + "attn_norm"), c.norm_eps))
+        h = rms_norm(x, model.w(p + "mlp_norm"), c.norm_eps).reshape(-1, c.d_model)
+        top_i = (h @ model.w(p + "router")).topk(c.top_k, dim=-1).indices
+        counts[i] = np.bincount(top_i.flatten().numpy(), minlength=c.n_experts)
+        x = x + model.moe(p, h)[0].reshape(x.shape)
+    return (counts / counts.sum(axis=1, keepdims=True)).round(3).tolist()
+
+
+def report(args, results: dict, corpus: dict, times: dict, usage) -> str:
+    t, d, h = results["teacher"], results["draft"], results["draft_hard"]
+    phases = "\n".join(
+        f"| {name} | {times[name]['elapsed'] / 60:.1f} | {times[name]['step']:,} | {times[name]['tokens']:,} | "
+        f"{times[name]['log'][-1]['train_ce']:.3f} | {results[name]['loss']:.3f} | {results[name]['bpc']:.3f} |"
+        for name in ("teacher", "draft", "draft_hard")
+    )
+    return f"""# How the shipped weights were trained
+
+Written by `tools/train.py` at the end of its run; the numbers are that run's.
+
+## Command
+
+    {' '.join(['python', 'tools/train.py'] + sys.argv[1:])}
+
+Machine: {os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()}), shared with other
+work, {torch.get_num_threads()} torch thread(s); Python {platform.python_version()}, torch {torch.__version__},
+NumPy {np.__version__}. Seed {args.seed}. Total training wall clock
+{sum(v['elapsed'] for v in times.values()) / 60:.1f} minutes, plus corpus building and evaluation.
+
+## Corpus
+
+{corpus['train_chars']:,} training and {corpus['val_chars']:,} validation characters
+(see PROVENANCE.md). Validation is scored on all {results['windows']} non-overlapping
+windows of {SEQ_LEN} predicted characters.
+
+## Models
+
+| model | config |
+|---|---|
+| teacher | {TEACHER} ({TEACHER.n_params():,} parameters) |
+| draft | {DRAFT} ({DRAFT.n_params():,} parameters) |
+
+Both train with AdamW (betas 0.9, 0.95, no weight decay), batches of {BATCH} windows
+of {SEQ_LEN} characters, {WARMUP_STEPS} warmup steps, cosine decay to
+{FINAL_LR_FRACTION:.0%} of the peak learning rate over the time budget, gradient
+clipping at {GRAD_CLIP}. The teacher adds {BALANCE_COEF} x the Switch load-balancing
+loss. The draft minimises alpha T^2 KL(teacher_T || draft_T) + (1 - alpha) CE with
+T = {TEMPERATURE}, alpha = {ALPHA}. The hard-label draft is the same config and budget
+trained on cross-entropy alone; it is not shipped.
+
+## Results
+
+Measured on the exported float16 weights, loaded back as float32.
+
+| model | minutes | steps | training tokens | final train CE (nats) | val CE (nats) | val bits/char |
+|---|---|---|---|---|---|---|
+{phases}
+| bigram baseline (train counts + {BIGRAM_SMOOTHING}) | | | | | | {results['bigram_bpc']:.3f} |
+
+Greedy top-1 agreement with the teacher on every validation position:
+
+| draft | agreement |
+|---|---|
+| distilled (shipped) | {d['agreement']:.1%} |
+| hard labels only | {h['agreement']:.1%} |
+
+Teacher expert usage on validation (share of routed slots per expert, one row per layer):
+{chr(10).join(f'- layer {i}: {row}' for i, row in enumerate(usage))}
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
+    parser.add_argument("--minutes", type=float, default=33.0,
+                        help=f"total training budget: {TEACHER_SHARE:.0%} teacher, {DRAFT_SHARE:.0%} each draft")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split, the init and the batches")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--work-dir", type=Path, default=REPO / "build" / "train",
+                        help="checkpoints and the hard-label draft (not shipped)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+
+    corpus = build_corpus.build(seed=args.seed)
+    print("corpus:", " ".join(f"{k}={v}" for k, v in corpus.items()), flush=True)
+    read = lambda name: np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
+    train, val_tokens = read("train.txt"), read("val.txt")
+    val = windows(val_tokens)
+
+    budget = args.minutes * 60
+    teacher, t_state = train_phase("teacher", TEACHER, TEACHER_SHARE * budget, train, val, args.seed, args.work_dir)
+    teacher = exported(teacher, WEIGHTS_DIR / "teacher.npz")
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    draft, d_state = train_phase("draft", DRAFT, DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir, teacher)
+    draft = exported(draft, WEIGHTS_DIR / "draft.npz")
+    hard, h_state = train_phase("draft_hard", DRAFT, DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir)
+    hard = exported(hard, args.work_dir / "draft_hard.npz")
+
+    print("evaluating on all validation windows...", flush=True)
+    results = {
+        "teacher": evaluate(teacher, val),
+        "draft": evaluate(draft, val, teacher),
+        "draft_hard": evaluate(hard, val, teacher),
+        "bigram_bpc": bigram_bpc(train, val_tokens),
+        "windows": len(val),
+    }
+    usage = expert_usage(teacher, val[:EVAL_WINDOWS])
+    times = {"teacher": t_state, "draft": d_state, "draft_hard": h_state}
+    text = report(args, results, corpus, times, usage)
+    (build_corpus.DATA_DIR / "TRAINING.md").write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
