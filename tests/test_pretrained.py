@@ -1,0 +1,140 @@
+"""The shipped teacher and draft (reference/weights/) and their corpus (reference/data/).
+
+They are built by tools/train.py; these tests check what ships: it loads, it
+has the documented shapes, it fails clearly when damaged, and the teacher has
+learned more than a bigram model of the same text.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from reference.model import WEIGHTS_DIR, Config, Model
+from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
+
+DATA_DIR = WEIGHTS_DIR.parent / "data"
+TEACHER_CONFIG = Config(
+    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
+    max_seq_len=256, n_experts=4, top_k=2,
+)
+DRAFT_CONFIG = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
+MAX_WEIGHT_BYTES = 8_000_000  # both .npz files together
+MAX_CORPUS_BYTES = 3_000_000  # train.txt and val.txt together
+VAL_SLICE = 1024  # validation characters scored (4 windows of 256)
+BIGRAM_SMOOTHING = 0.1  # added to every bigram count
+# "Clearly below a bigram model": the teacher must save at least this many
+# bits per character. It saves well over one; a model that learned next to
+# nothing saves next to nothing.
+TEACHER_MARGIN_BITS = 0.5
+
+
+@pytest.fixture(scope="module")
+def teacher() -> Model:
+    return Model.pretrained("teacher")
+
+
+@pytest.fixture(scope="module")
+def draft() -> Model:
+    return Model.pretrained("draft")
+
+
+def val_windows() -> list[np.ndarray]:
+    """The first VAL_SLICE + 1 validation characters as windows of max_seq_len + 1 tokens."""
+    tokens = np.array(encode((DATA_DIR / "val.txt").read_text(encoding="ascii")[: VAL_SLICE + 1]))
+    n = TEACHER_CONFIG.max_seq_len
+    return [tokens[i : i + n + 1] for i in range(0, VAL_SLICE, n)]
+
+
+def model_bits_per_char(model: Model) -> float:
+    total, count = 0.0, 0
+    for window in val_windows():
+        logits = model.forward(window[:-1]).astype(np.float64)
+        z = logits - logits.max(axis=-1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        total -= logp[np.arange(len(window) - 1), window[1:]].sum()
+        count += len(window) - 1
+    return total / count / np.log(2)
+
+
+def bigram_bits_per_char() -> float:
+    """A bigram model counted on train.txt, scored on the same validation characters."""
+    train = np.frombuffer((DATA_DIR / "train.txt").read_bytes(), dtype=np.uint8)
+    ids = np.full(256, -1, dtype=np.int64)
+    ids[[ord(ch) for ch in VOCAB]] = np.arange(VOCAB_SIZE)
+    train = ids[train]
+    counts = np.bincount(train[:-1] * VOCAB_SIZE + train[1:], minlength=VOCAB_SIZE**2)
+    probs = (counts.reshape(VOCAB_SIZE, VOCAB_SIZE) + BIGRAM_SMOOTHING)
+    probs /= probs.sum(axis=1, keepdims=True)
+    total, count = 0.0, 0
+    for window in val_windows():
+        total -= np.log2(probs[window[:-1], window[1:]]).sum()
+        count += len(window) - 1
+    return total / count
+
+
+def test_teacher_has_the_documented_config(teacher):
+    assert teacher.config == TEACHER_CONFIG
+
+
+def test_teacher_is_a_mixture_of_experts(teacher):
+    assert teacher.config.is_moe and teacher.weights["layers.0.w_gate"].ndim == 3
+
+
+def test_draft_is_a_dense_model_of_width_64(draft):
+    assert draft.config == DRAFT_CONFIG
+    assert not draft.config.is_moe and draft.config.d_model == 64
+
+
+def test_both_models_share_the_tokenizer_vocabulary(teacher, draft):
+    assert teacher.config.vocab_size == draft.config.vocab_size == VOCAB_SIZE
+
+
+def test_weights_load_as_float32(teacher, draft):
+    assert all(w.dtype == np.float32 for m in (teacher, draft) for w in m.weights.values())
+
+
+def test_shipped_weights_fit_in_8_mb():
+    assert sum((WEIGHTS_DIR / f"{n}.npz").stat().st_size for n in ("teacher", "draft")) <= MAX_WEIGHT_BYTES
+
+
+def test_corpus_fits_in_3_mb_and_uses_only_the_vocabulary():
+    texts = [(DATA_DIR / name).read_text(encoding="ascii") for name in ("train.txt", "val.txt")]
+    assert sum(len(t) for t in texts) <= MAX_CORPUS_BYTES
+    assert set("".join(texts)) <= set(VOCAB)
+
+
+def test_corpus_states_its_licence():
+    assert "Python Software Foundation License" in (DATA_DIR / "PROVENANCE.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["teacher", "draft"])
+def test_a_truncated_weights_file_raises_value_error_saying_how_to_rebuild(name, tmp_path):
+    data = (WEIGHTS_DIR / f"{name}.npz").read_bytes()
+    (tmp_path / f"{name}.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="tools/train.py"):
+        Model.pretrained(name, weights_dir=tmp_path)
+
+
+def test_a_weights_file_with_a_missing_tensor_raises_value_error_saying_how_to_rebuild(tmp_path):
+    with np.load(WEIGHTS_DIR / "draft.npz") as data:
+        arrays = {k: data[k] for k in data.files if k != "out"}
+    np.savez(tmp_path / "draft.npz", **arrays)
+    with pytest.raises(ValueError, match="tools/train.py"):
+        Model.pretrained("draft", weights_dir=tmp_path)
+
+
+def test_a_missing_weights_file_says_how_to_rebuild(tmp_path):
+    shutil.copy(WEIGHTS_DIR / "draft.npz", tmp_path / "draft.npz")
+    with pytest.raises(FileNotFoundError, match="tools/train.py"):
+        Model.pretrained("teacher", weights_dir=tmp_path)
+
+
+def test_teacher_validation_loss_is_clearly_below_a_bigram_model(teacher):
+    assert model_bits_per_char(teacher) < bigram_bits_per_char() - TEACHER_MARGIN_BITS
+
+
+def test_draft_validation_loss_is_below_a_bigram_model(draft):
+    assert model_bits_per_char(draft) < bigram_bits_per_char()
