@@ -6,8 +6,8 @@ imports and constants kept) and the private helpers, functions and methods
 whose names start with one underscore, removed. `kata reset` writes this text, and a
 project test keeps katas/ equal to it.
 
-    python -m grader.stubs            # rewrite every stub in katas/
-    python -m grader.stubs --check    # exit 1 if any stub differs
+    python -m grader.stubs [KATA ...]          # rewrite the stubs in katas/ (all by default)
+    python -m grader.stubs --check [KATA ...]  # exit 1 if any stub differs
 """
 
 from __future__ import annotations
@@ -83,8 +83,11 @@ def stub_for(kata: str) -> str:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
+    names = [a for a in argv if not a.startswith("-")]
     status = 0
     for solution in sorted(SOLUTIONS_DIR.glob("[!_]*.py")):
+        if names and solution.stem not in names:
+            continue
         stub = stub_for(solution.stem)
         path = KATAS_DIR / solution.name
         if check:
