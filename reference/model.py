@@ -58,6 +58,7 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy ints would not survive save()
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"Config.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
@@ -70,6 +71,13 @@ class Config:
             raise ValueError(
                 f"Config.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
             )
+        for name in ("n_experts", "top_k"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+                raise ValueError(f"Config.{name} must be an integer, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in ("rope_theta", "norm_eps"):
+            object.__setattr__(self, name, float(getattr(self, name)))
         if self.n_experts < 0:
             raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {self.n_experts}")
         if self.n_experts == 0 and self.top_k != 0:

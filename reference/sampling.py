@@ -19,6 +19,14 @@ def check_temperature(temperature) -> float:
     return t
 
 
+def check_sampling(temperature, rng) -> float:
+    """The temperature as a float, after checking that a sampled run has an rng."""
+    t = check_temperature(temperature)
+    if t > 0 and not isinstance(rng, np.random.Generator):
+        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+    return t
+
+
 def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
     z = np.asarray(logits, dtype=np.float64) / temperature
@@ -61,7 +69,7 @@ def generate_naive(model: Model, prompt, n_new: int, *, temperature: float = 0.0
     """The n_new tokens that follow prompt, re-running `model.forward` over the
     whole sequence for every new token (no cache). Returns only the new tokens."""
     tokens = list(check_generation(model, prompt, n_new))
-    check_temperature(temperature)
+    check_sampling(temperature, rng)
     new = []
     for _ in range(n_new):
         logits = model.forward(tokens)[-1]
