@@ -35,6 +35,8 @@ SKIP_PREFIXES = ("config-", "lib-dynload")
 VAL_PERCENT = 5  # share of documents that go to validation
 MAX_FOREIGN = 0.1  # a docstring with more than this share of non-vocabulary characters is dropped whole
 MAX_BYTES = 3_000_000  # train + val together
+LICENSE_START = "PYTHON SOFTWARE FOUNDATION LICENSE VERSION 2"  # the section of LICENSE.txt copied
+LICENSE_END = "BEOPEN.COM LICENSE AGREEMENT"  # the heading after it
 SEP = "\n\n"  # between documents
 _VOCAB = set(VOCAB)
 
@@ -117,8 +119,20 @@ def collect(root: Path) -> tuple[list[str], dict[str, int]]:
     return docs, stats
 
 
+def psf_license(root: Path) -> str | None:
+    """The PSF License Version 2 section of the installation's LICENSE.txt, if it ships one."""
+    path = root / "LICENSE.txt"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    start = text.find(LICENSE_START)
+    end = text.find(LICENSE_END, start)
+    return text[start:end].rstrip() + "\n" if start >= 0 and end > start else None
+
+
 def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
-    """Write train.txt, val.txt and PROVENANCE.md into out_dir; return sizes and counts."""
+    """Write train.txt, val.txt, PROVENANCE.md and PSF-LICENSE.txt into out_dir;
+    return sizes and counts."""
     root = Path(sysconfig.get_paths()["stdlib"])
     docs, stats = collect(root)
     train = [d for d in docs if not is_val(d, seed)]
@@ -134,6 +148,11 @@ def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
     (out_dir / "train.txt").write_text(train_text, encoding="ascii", newline="\n")
     (out_dir / "val.txt").write_text(val_text, encoding="ascii", newline="\n")
     (out_dir / "PROVENANCE.md").write_text(provenance(root, seed, stats), encoding="utf-8", newline="\n")
+    licence = psf_license(root)
+    if licence is None:
+        print(f"note: no PSF License section in {root / 'LICENSE.txt'}; PSF-LICENSE.txt left as it was")
+    else:
+        (out_dir / "PSF-LICENSE.txt").write_text(licence, encoding="utf-8", newline="\n")
     return stats
 
 
@@ -174,15 +193,16 @@ excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
 
 ## Licence
 
-The text is taken from the CPython source, which is distributed under the
-Python Software Foundation License Version 2 (see `LICENSE.txt` in the
-standard library directory or https://docs.python.org/3/license.html). That
-licence permits reproducing and distributing the software, alone or in
-derivative works, provided its copyright notice
-"Copyright (c) 2001 Python Software Foundation; All Rights Reserved" and the
-licence are retained. This notice retains them: the docstrings in this corpus
-are Copyright (c) 2001 Python Software Foundation; All Rights Reserved, and are
-redistributed here under the PSF License Version 2.
+The docstrings are part of CPython, copyright Python Software Foundation, All
+Rights Reserved, and are redistributed here under the Python Software
+Foundation License Version 2. That licence grants the right to reproduce,
+prepare derivative works of and distribute Python, alone or in any derivative
+version, provided the PSF License Agreement and PSF's copyright notice are
+retained, and asks a derivative work to include a brief summary of its
+changes. `PSF-LICENSE.txt` beside this file is the agreement with its
+copyright notice, copied from the `LICENSE.txt` of the installation the corpus
+was built from; the Method section above is the summary of changes.
+This corpus is under the PSF License, not under the project's own licence.
 """
 
 
