@@ -6,6 +6,7 @@ points, the suite tests that belong to each task, and the hints.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,11 +83,13 @@ def _task(entry: dict, where: str) -> Task:
     return Task(name, _need(entry, "title", str, where), points, tests, hints)
 
 
-def load_registry(path: Path = REGISTRY_PATH) -> tuple[Kata, ...]:
+def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
     """Every kata in recommended order, or a RegistryError naming the problem.
 
+    The registry is grader/katas.toml unless `path` or the KATA_REGISTRY
+    environment variable names another (an instructor's own set of katas).
     A kata's optional `suite` key is a path relative to the registry file."""
-    path = Path(path)
+    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH)
     with open(path, "rb") as f:
         data = tomllib.load(f)
     katas = []

@@ -1,0 +1,108 @@
+"""Turn a GradeResult into text, JSON and Gradescope's results.json. Returns
+strings and dicts; the CLI does the printing and writing."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from grader import target as _target
+from grader.runner import GradeResult
+
+
+def table(result: GradeResult) -> str:
+    """One row per task, then a total line."""
+    rows = []
+    for kata in result.katas:
+        for task in kata.tasks:
+            rows.append([kata.name, task.name, task.status, f"{task.checks_passed}/{task.checks_total}",
+                         f"{task.score}/{task.max_score}"])
+    body = tabulate(rows, headers=["kata", "task", "status", "checks", "points"], tablefmt="simple")
+    total = f"total: {result.score}/{result.max_score} points in {result.duration:.1f} s"
+    return f"grading {_target.describe(result.target)}, seed {result.seed}\n\n{body}\n\n{total}"
+
+
+def details(result: GradeResult) -> str:
+    """Every check that did not pass: its message, Hypothesis's minimal example, the task's first hint."""
+    out = []
+    for kata in result.katas:
+        for task in kata.tasks:
+            if task.status == "pass":
+                continue
+            out.append(f"{kata.name} / {task.name}: {task.status}")
+            for f in task.failures:
+                out.append(f"  {f['test']} [{f['outcome']}]: {f['message']}")
+                if f["example"]:
+                    out.extend("      " + line for line in f["example"].splitlines())
+            out.append(f"  hint: {task.hint}")
+            out.append("")
+    return "\n".join(out).rstrip()
+
+
+def failing_summary(result: GradeResult) -> str:
+    """One line per task that did not pass, for the default (not -v) output."""
+    lines = []
+    for kata in result.katas:
+        for task in kata.tasks:
+            if task.status != "pass" and task.status != "todo":
+                lines.append(f"{kata.name} / {task.name}: {task.message}")
+    return "\n".join(lines)
+
+
+def as_json(result: GradeResult) -> dict:
+    """The documented JSON shape (extra fields are additions, never renames)."""
+    return {
+        "score": result.score,
+        "max_score": result.max_score,
+        "seed": result.seed,
+        "target": result.target,
+        "duration": result.duration,
+        "katas": [
+            {
+                "name": k.name,
+                "title": k.title,
+                "score": k.score,
+                "max_score": k.max_score,
+                "duration": k.duration,
+                "tasks": [
+                    {
+                        "name": t.name,
+                        "title": t.title,
+                        "status": t.status,
+                        "score": t.score,
+                        "max_score": t.max_score,
+                        "checks_passed": t.checks_passed,
+                        "checks_total": t.checks_total,
+                        "message": t.message,
+                        "hint": t.hint,
+                        "failures": t.failures,
+                    }
+                    for t in k.tasks
+                ],
+            }
+            for k in result.katas
+        ],
+    }
+
+
+def gradescope(result: GradeResult) -> dict:
+    """Gradescope's autograder results.json."""
+    tests = []
+    for kata in result.katas:
+        for task in kata.tasks:
+            output = f"{task.status}: {task.checks_passed}/{task.checks_total} checks passed"
+            if task.status != "pass":
+                output += f"\n{task.message}\nhint: {task.hint}"
+            tests.append({
+                "name": f"{kata.name}: {task.name} ({task.title})",
+                "score": task.score,
+                "max_score": task.max_score,
+                "status": "passed" if task.status == "pass" else "failed",
+                "output": output,
+                "visibility": "visible",
+            })
+    return {
+        "score": result.score,
+        "execution_time": round(result.duration, 3),
+        "output": f"{result.score}/{result.max_score} points",
+        "tests": tests,
+    }

@@ -1,0 +1,234 @@
+"""The grader's own tests, on a toy kata and fixture submissions (as rustlings
+tests its tool on fixture exercises): every way learner code can go wrong is
+reported with the right status, and the other katas are still graded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.registry import load_registry
+from grader.runner import Limits, grade, grade_kata
+
+TOY = Path(__file__).parent / "fixtures" / "toy"
+SUBS = TOY / "subs"
+# Short limits so the hang and loop fixtures finish quickly.
+FAST = Limits(test_seconds=4, kata_seconds=60)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_registry(TOY / "katas.toml")[0]
+
+
+def statuses(toy, sub: str) -> dict[str, str]:
+    result = grade_kata(toy, str(SUBS / sub), limits=FAST)
+    return {t.name: t.status for t in result.tasks}
+
+
+def test_a_correct_submission_passes_every_task(toy):
+    assert statuses(toy, "correct") == {"mean": "pass", "scale": "pass", "fast": "pass"}
+
+
+def test_the_untouched_stub_is_todo_everywhere(toy):
+    assert statuses(toy, "stub") == {"mean": "todo", "scale": "todo", "fast": "todo"}
+
+
+def test_a_correct_but_slow_submission_is_slow_only_on_the_speed_task(toy):
+    assert statuses(toy, "slow") == {"mean": "pass", "scale": "pass", "fast": "slow"}
+
+
+def test_an_infinite_loop_times_out_and_the_other_tasks_are_still_graded(toy):
+    assert statuses(toy, "loop") == {"mean": "timeout", "scale": "pass", "fast": "timeout"}
+
+
+def test_a_segfault_crashes_only_the_checks_it_happens_in(toy):
+    assert statuses(toy, "segfault") == {"mean": "crash", "scale": "pass", "fast": "crash"}
+
+
+def test_sys_exit_at_import_is_an_error_not_a_pass(toy):
+    result = grade_kata(toy, str(SUBS / "exit_at_import"), limits=FAST)
+    assert {t.status for t in result.tasks} == {"error"}
+    assert "SystemExit" in result.tasks[0].message
+
+
+def test_os_exit_inside_a_test_is_a_crash_of_that_check(toy):
+    assert statuses(toy, "os_exit") == {"mean": "pass", "scale": "crash", "fast": "pass"}
+
+
+def test_a_syntax_error_is_an_error_that_names_the_line(toy):
+    result = grade_kata(toy, str(SUBS / "syntax"), limits=FAST)
+    assert {t.status for t in result.tasks} == {"error"}
+    assert "syntax error at line" in result.tasks[0].message
+
+
+def test_a_huge_allocation_is_an_error_within_the_memory_limit(toy):
+    result = grade_kata(toy, str(SUBS / "huge_alloc"), limits=FAST)
+    assert {t.name: t.status for t in result.tasks} == {"mean": "error", "scale": "pass", "fast": "error"}
+    assert "out of memory" in result.tasks[0].message
+
+
+def test_flooding_stdout_is_an_error_not_a_hang(toy):
+    result = grade_kata(toy, str(SUBS / "flood"), limits=FAST)
+    assert {t.name: t.status for t in result.tasks} == {"mean": "pass", "scale": "error", "fast": "pass"}
+    assert "printed more than" in result.tasks[1].message
+
+
+def test_a_wrong_shape_fails_with_the_suites_message(toy):
+    result = grade_kata(toy, str(SUBS / "wrong_shape"), limits=FAST)
+    assert result.tasks[1].status == "fail"
+    assert result.tasks[1].message == "scale returned shape (6,), expected (2, 3)"
+
+
+def test_nan_output_fails_and_reports_a_minimal_example(toy):
+    result = grade_kata(toy, str(SUBS / "nan"), limits=FAST)
+    mean = result.tasks[0]
+    assert mean.status == "fail"
+    assert any("Falsifying example" in f["example"] for f in mean.failures)
+
+
+@pytest.mark.parametrize("sub", ["patch_numpy", "patch_suite"])
+def test_patching_the_judges_is_caught_and_earns_nothing(toy, sub):
+    result = grade_kata(toy, str(SUBS / sub), limits=FAST)
+    assert result.score == 0
+    assert {t.status for t in result.tasks} == {"error"}
+    assert "replaced" in result.tasks[0].message
+
+
+def test_importing_the_reference_solution_is_an_error(toy):
+    result = grade_kata(toy, str(SUBS / "uses_solution"), limits=FAST)
+    assert {t.status for t in result.tasks} == {"error"}
+    assert "uses the reference solution" in result.tasks[0].message
+
+
+def test_a_crashing_kata_never_loses_another_katas_results(toy, tmp_path):
+    # Two katas graded in parallel: one segfaults, the other must still pass.
+    registry = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
+    other = registry.replace('name = "toy"', 'name = "toy2"').replace("order = 1", "order = 2")
+    (tmp_path / "katas.toml").write_text(registry + "\n" + other)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "toy.py").write_text((SUBS / "segfault" / "toy.py").read_text())
+    (tmp_path / "sub" / "toy2.py").write_text((SUBS / "correct" / "toy.py").read_text())
+    # toy2's suite loads module "toy"; give it a suite file of its own that loads "toy2".
+    suite2 = tmp_path / "test_toy2.py"
+    suite2.write_text((TOY / "test_toy.py").read_text().replace('load_kata("toy")', 'load_kata("toy2")'))
+    (tmp_path / "conftest.py").write_text((TOY / "conftest.py").read_text())
+    text = (tmp_path / "katas.toml").read_text()
+    head, tail = text.split('name = "toy2"', 1)
+    tail = tail.replace(f'suite = "{TOY / "test_toy.py"}"', 'suite = "test_toy2.py"', 1)
+    (tmp_path / "katas.toml").write_text(head + 'name = "toy2"' + tail)
+    katas = load_registry(tmp_path / "katas.toml")
+    result = grade(list(katas), str(tmp_path / "sub"), jobs=2, limits=FAST)
+    by_name = {k.name: k for k in result.katas}
+    assert by_name["toy"].tasks[0].status == "crash"
+    assert [t.status for t in by_name["toy2"].tasks] == ["pass", "pass", "pass"]
+
+
+def test_the_same_code_and_seed_give_the_same_json_apart_from_timings(toy):
+    def strip(result):
+        data = result.to_json()
+        data.pop("duration")
+        for k in data["katas"]:
+            k.pop("duration")
+        return data
+
+    first = strip(grade([toy], str(SUBS / "nan"), seed=3, limits=FAST))
+    again = strip(grade([toy], str(SUBS / "nan"), seed=3, limits=FAST))
+    assert first == again
+
+
+# ------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
+    return CliRunner()
+
+
+def test_grade_exits_0_with_full_marks_for_a_correct_submission(cli):
+    result = cli.invoke(main, ["grade", "--target", str(SUBS / "correct")])
+    assert result.exit_code == 0, result.output
+    assert "total: 4/4 points" in result.output
+
+
+def test_grade_exits_1_when_any_task_does_not_pass(cli):
+    result = cli.invoke(main, ["grade", "--target", str(SUBS / "stub")])
+    assert result.exit_code == 1
+    assert "todo" in result.output
+
+
+def test_grade_of_an_unknown_kata_exits_2_and_lists_the_valid_ones(cli):
+    result = cli.invoke(main, ["grade", "nope"])
+    assert result.exit_code == 2
+    assert "the katas are: toy" in result.output
+
+
+def test_grade_json_has_the_documented_shape(cli):
+    result = cli.invoke(main, ["grade", "--json", "--target", str(SUBS / "wrong_shape")])
+    data = json.loads(result.output)
+    assert {"score", "max_score", "seed", "target", "katas"} <= set(data)
+    task = data["katas"][0]["tasks"][1]
+    assert {"name", "status", "score", "max_score", "checks_passed", "checks_total", "message"} <= set(task)
+    assert (task["name"], task["status"], task["score"]) == ("scale", "fail", 0)
+    assert data["score"] == 3 and data["max_score"] == 4
+
+
+def test_grade_writes_gradescope_results(cli, tmp_path):
+    out = tmp_path / "results.json"
+    cli.invoke(main, ["grade", "--target", str(SUBS / "wrong_shape"), "--gradescope", str(out)])
+    data = json.loads(out.read_text())
+    assert data["score"] == 3 and "execution_time" in data
+    assert all({"name", "score", "max_score", "status", "output", "visibility"} <= set(t) for t in data["tests"])
+    assert [t["status"] for t in data["tests"]] == ["passed", "failed", "passed"]
+
+
+def test_grade_verbose_shows_the_message_and_the_first_hint(cli):
+    result = cli.invoke(main, ["grade", "-v", "--target", str(SUBS / "wrong_shape")])
+    assert "scale returned shape (6,), expected (2, 3)" in result.output
+    assert "hint: What shape should come back?" in result.output
+
+
+def test_list_shows_not_graded_yet_then_the_last_status(cli):
+    assert "not graded yet" in cli.invoke(main, ["list"]).output
+    cli.invoke(main, ["grade"])  # the toy kata's stub is not in katas/: every task errors
+    listing = cli.invoke(main, ["list"]).output
+    assert "not graded yet" not in listing
+    assert "error" in listing
+
+
+def test_hint_gives_the_next_hint_on_each_call_then_stays_on_the_last(cli):
+    outputs = [cli.invoke(main, ["hint", "toy", "mean"]).output for _ in range(3)]
+    assert "hint 1/2: What does the mean divide by?" in outputs[0]
+    assert "hint 2/2" in outputs[1] and "hint 2/2" in outputs[2]
+
+
+def test_hint_all_shows_every_hint(cli):
+    output = cli.invoke(main, ["hint", "toy", "scale", "--all"]).output
+    assert "hint 1/2" in output and "hint 2/2" in output
+
+
+def test_hint_for_an_unknown_task_names_the_tasks(cli):
+    result = cli.invoke(main, ["hint", "toy", "nope"])
+    assert result.exit_code == 2
+    assert "mean, scale, fast" in result.output
+
+
+def walk(group, path=()):
+    yield path, group
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield from walk(cmd, path + (name,))
+
+
+def test_every_command_and_option_has_help():
+    for path, cmd in walk(main):
+        assert cmd.help, f"kata {' '.join(path)} has no help text"
+        for param in cmd.params:
+            if param.param_type_name == "option":
+                assert param.help, f"option {param.opts} of kata {' '.join(path)} has no help text"
+        assert CliRunner().invoke(main, [*path, "--help"]).exit_code == 0
