@@ -1,0 +1,93 @@
+"""Every kata in the registry meets the quality bars: its suite passes the
+reference with full marks, marks the untouched stub todo, and its stub,
+registry entry and checklist section agree with each other."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.registry import load_registry
+from grader.runner import Limits, grade
+from grader.stubs import stub_for
+from grader.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
+
+KATAS = load_registry()
+NAMES = [k.name for k in KATAS]
+# Generous: the project's tests may run beside other work on a 2-core machine.
+LIMITS = Limits(test_seconds=120, kata_seconds=600)
+
+
+def suite_tests(kata) -> list[str]:
+    tree = ast.parse(kata.suite.read_text(encoding="utf-8"))
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+
+
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade(list(KATAS), "reference", jobs=2, limits=LIMITS)
+
+
+@pytest.fixture(scope="module")
+def stub_grade():
+    return grade(list(KATAS), "katas", jobs=2, limits=LIMITS)
+
+
+def test_there_are_katas():
+    assert KATAS, "the registry lists no katas"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_every_suite_test_belongs_to_exactly_one_task(kata):
+    listed = [t for task in kata.tasks for t in task.tests]
+    defined = suite_tests(kata)
+    assert sorted(set(defined) - set(listed)) == [], "suite tests missing from the registry"
+    assert sorted(set(listed) - set(defined)) == [], "registry names tests the suite does not define"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_stub_is_the_reference_with_bodies_removed(kata):
+    stub = (KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")
+    assert stub == stub_for(kata.name), f"katas/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_stub_keeps_every_public_name_of_the_reference(kata):
+    def public(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+
+    assert public(KATAS_DIR / f"{kata.name}.py") == public(SOLUTIONS_DIR / f"{kata.name}.py")
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_reference_gets_full_marks(kata, reference_grade):
+    result = next(k for k in reference_grade.katas if k.name == kata.name)
+    not_passed = {t.name: (t.status, t.message) for t in result.tasks if t.status != "pass"}
+    assert not not_passed, f"the reference does not pass: {not_passed}"
+    assert result.score == kata.max_score
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_untouched_stub_is_todo_on_every_task(kata, stub_grade):
+    result = next(k for k in stub_grade.katas if k.name == kata.name)
+    assert {t.name: t.status for t in result.tasks} == {t.name: "todo" for t in kata.tasks}
+
+
+def test_the_checklist_lists_every_kata_and_task_in_registry_order():
+    text = (ROOT / "CHECKLIST.md").read_text(encoding="utf-8")
+    found = re.findall(r"^## \d+\. .*\(`katas/(\w+)\.py`\)$|^- \[ \] \*\*(\w+)\*\* \((\d+) pts?\)", text, re.M)
+    expected = []
+    for kata in KATAS:
+        expected.append((kata.name, "", ""))
+        expected.extend(("", t.name, str(t.points)) for t in kata.tasks)
+    assert found == expected
+
+
+def test_the_readme_table_lists_every_kata():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for kata in KATAS:
+        assert f"`{kata.name}`" in text, f"README.md does not mention {kata.name}"
