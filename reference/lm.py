@@ -1,0 +1,128 @@
+"""Language-model adapters: a reference `Model` behind one method,
+`logits(tokens) -> (T, V)`, the logits at every position of a sequence.
+
+Code that only needs "score this sequence" (the speculative decoding loop, a
+benchmark) talks to these adapters and never to the model's pieces:
+
+    lm = CachedLM(model)
+    lm.logits(prompt)             # (T, V); computes every position
+    lm.logits(prompt + [t1, t2])  # reuses the prompt's keys/values, computes 2 positions
+    lm.calls, lm.positions        # 2 calls, T + 2 positions pushed through the model
+
+`CachedLM` keeps its own small KV cache: the keys and values of the longest
+prefix shared with the previous call are reused, everything after it is
+recomputed. It is built from the model's pieces (embed, qkv, attend, mlp,
+logits) and does not depend on any kata. `PlainLM` recomputes the whole
+sequence on every call with `Model.forward`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.model import Model
+from reference.sampling import check_temperature, sample_token
+
+
+class PlainLM:
+    """A model behind `logits(tokens)`, recomputing every position on every call.
+
+    calls: how many times `logits` ran (one forward pass each).
+    positions: token positions pushed through the model, summed over calls.
+    """
+
+    def __init__(self, model: Model):
+        if not isinstance(model, Model):
+            raise ValueError(f"PlainLM wraps a reference.model.Model, got {type(model).__name__}")
+        self.model = model
+        self.calls = 0
+        self.positions = 0
+
+    def logits(self, tokens) -> np.ndarray:
+        """Logits (T, V) at every position of tokens (T,), from a full forward pass."""
+        tokens = self.model.check_tokens(tokens)
+        self.calls += 1
+        self.positions += tokens.size
+        return self.model.forward(tokens)
+
+
+class CachedLM:
+    """A model behind `logits(tokens)`, reusing the keys and values of the
+    longest prefix this call shares with the previous one.
+
+    calls: how many times `logits` ran (one forward pass each).
+    positions: token positions actually pushed through the model, summed over
+        calls (prefix positions taken from the cache are not counted).
+
+    The cache holds, per layer, keys and values (Hkv, max_seq_len, Dh) and the
+    logits (max_seq_len, V) of the last sequence scored. A call with a
+    sequence that diverges from the cached one at position n keeps positions
+    < n and recomputes the rest, so going back (rejected drafts) costs
+    nothing extra.
+    """
+
+    def __init__(self, model: Model):
+        if not isinstance(model, Model):
+            raise ValueError(f"CachedLM wraps a reference.model.Model, got {type(model).__name__}")
+        c = model.config
+        self.model = model
+        self.calls = 0
+        self.positions = 0
+        shape = (c.n_layers, c.n_kv_heads, c.max_seq_len, c.head_dim)
+        self._keys = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
+        self._values = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
+        self._logits = np.zeros((c.max_seq_len, c.vocab_size), dtype=np.float32)  # (max_seq_len, V)
+        self._tokens = np.zeros(0, dtype=np.int64)  # the sequence the cache holds
+
+    def reset(self) -> None:
+        """Forget the cached sequence (the counters are kept)."""
+        self._tokens = np.zeros(0, dtype=np.int64)
+
+    def logits(self, tokens) -> np.ndarray:
+        """Logits (T, V) at every position of tokens (T,), computing only the
+        positions after the prefix shared with the previous call."""
+        tokens = self.model.check_tokens(tokens)
+        self.calls += 1
+        T = tokens.size
+        n = self._shared_prefix(tokens)
+        if n < T:
+            self._extend(tokens, n)
+        self._tokens = tokens.copy()
+        return self._logits[:T].copy()
+
+    def _shared_prefix(self, tokens: np.ndarray) -> int:
+        """Length of the longest common prefix of tokens and the cached sequence."""
+        m = min(tokens.size, self._tokens.size)
+        differ = np.flatnonzero(tokens[:m] != self._tokens[:m])
+        return int(differ[0]) if differ.size else m
+
+    def _extend(self, tokens: np.ndarray, n: int) -> None:
+        """Compute positions n..T-1 of tokens over the cached keys/values of 0..n-1."""
+        model, T = self.model, tokens.size
+        new_pos = np.arange(n, T)
+        all_pos = np.arange(T)
+        x = model.embed(tokens[n:])  # (T - n, D)
+        for layer in range(model.config.n_layers):
+            q, k, v = model.qkv(layer, x, new_pos)  # (H, T-n, Dh), (Hkv, T-n, Dh) x2
+            self._keys[layer, :, n:T] = k
+            self._values[layer, :, n:T] = v
+            x = x + model.attend(layer, q, self._keys[layer, :, :T], self._values[layer, :, :T], new_pos, all_pos)
+            x = x + model.mlp(layer, x)
+        self._logits[n:T] = model.logits(x)
+        self.positions += T - n
+
+
+def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> list[int]:
+    """Plain autoregressive decoding through an adapter: one `lm.logits` call
+    per new token, each token drawn by `sample_token` from the last row.
+    Returns only the n_new new tokens (T = len(prompt) + n_new at the end)."""
+    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
+        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    t = check_temperature(temperature)
+    tokens = [int(x) for x in np.asarray(prompt).reshape(-1)]
+    new = []
+    for _ in range(n_new):
+        tok = sample_token(lm.logits(tokens)[-1], t, rng)
+        tokens.append(tok)
+        new.append(tok)
+    return new
