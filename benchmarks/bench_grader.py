@@ -1,0 +1,56 @@
+"""How long grading takes, and the grader's overhead over plain pytest.
+
+Reports the wall time of `kata grade --target reference` for every kata and
+for each kata alone, and of the same suites in one plain pytest process.
+The overhead ratio is grader time / plain pytest time.
+
+    python benchmarks/bench_grader.py [--repeats 3] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader.registry import load_registry  # noqa: E402
+
+
+def wall(cmd: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the median is reported")
+    parser.add_argument("--jobs", type=int, default=2, help="--jobs for grading every kata")
+    args = parser.parse_args()
+
+    katas = load_registry()
+    kata_cmd = [sys.executable, "-m", "grader.cli", "grade", "--target", "reference"]
+    plain = [sys.executable, "-m", "pytest", "-q", "-c", os.devnull, "-p", "no:cacheprovider", "--target", "reference"]
+    env_note = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, median of {args.repeats}"
+    print(f"grading the reference solutions ({env_note})\n")
+    print(f"{'what':<34}{'kata grade s':>14}{'plain pytest s':>16}{'overhead':>10}")
+    rows = [(f"all {len(katas)} katas, --jobs {args.jobs}", kata_cmd + ["--jobs", str(args.jobs)],
+             plain + [str(k.suite) for k in katas])]
+    rows += [(k.name, kata_cmd + [k.name], plain + [str(k.suite)]) for k in katas]
+    for label, graded, raw in rows:
+        g, p = wall(graded, args.repeats), wall(raw, args.repeats)
+        print(f"{label:<34}{g:>14.2f}{p:>16.2f}{g / p:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
