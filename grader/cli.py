@@ -166,9 +166,9 @@ def hint_cmd(kata, task, show_all):
 @click.argument("kata")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset_cmd(kata, yes):
-    """Restore KATA's stub in katas/, keeping a backup of your file under .kata/backups/."""
+    """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/."""
     k = _kata(kata)
-    path = _target.KATAS_DIR / f"{k.name}.py"
+    path = _target.workdir() / f"{k.name}.py"
     if not yes:
         click.confirm(f"Replace {path} with the untouched stub? (a backup is kept)", abort=True)
     if path.exists():

@@ -1,6 +1,7 @@
 """Which implementation a grading run tests, and how its kata modules load.
 
-A target is "katas" (the learner's stubs in this checkout), "reference" (the
+A target is "katas" (the learner's modules: katas/ in this checkout, or the
+directory the KATA_WORKDIR environment variable names), "reference" (the
 reference solutions) or a directory holding kata modules named like the
 stubs (kv_cache.py, quantization.py, ...), such as a student's submission.
 
@@ -11,13 +12,14 @@ same suite can grade any of the three without touching sys.path.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-KATAS_DIR = ROOT / "katas"
+KATAS_DIR = ROOT / "katas"  # the stubs as shipped
 SOLUTIONS_DIR = ROOT / "reference" / "solutions"
 
 # A learner's module may drive the reference model, never the reference solutions.
@@ -28,10 +30,15 @@ class KataLoadError(Exception):
     """The kata module under test could not be loaded; the message says why."""
 
 
+def workdir() -> Path:
+    """Where the learner's kata modules live: $KATA_WORKDIR, else katas/ in this checkout."""
+    return Path(os.environ.get("KATA_WORKDIR") or KATAS_DIR).expanduser().resolve()
+
+
 def resolve(target: str) -> Path:
     """The directory a target names, or a ValueError saying what targets exist."""
     if target == "katas":
-        return KATAS_DIR
+        return workdir()
     if target == "reference":
         return SOLUTIONS_DIR
     path = Path(target).expanduser().resolve()
@@ -43,7 +50,7 @@ def resolve(target: str) -> Path:
 def describe(target: str) -> str:
     """A one-line description of a target for report headers."""
     if target == "katas":
-        return f"the learner's katas ({KATAS_DIR})"
+        return f"the learner's katas ({workdir()})"
     if target == "reference":
         return f"the reference solutions ({SOLUTIONS_DIR})"
     return f"the kata modules in {resolve(target)}"

@@ -232,3 +232,27 @@ def test_every_command_and_option_has_help():
             if param.param_type_name == "option":
                 assert param.help, f"option {param.opts} of kata {' '.join(path)} has no help text"
         assert CliRunner().invoke(main, [*path, "--help"]).exit_code == 0
+
+
+def test_reset_asks_first_and_leaves_the_file_alone_when_told_no(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", "")  # the real katas
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
+    mine = tmp_path / "kv_cache.py"
+    mine.write_text("my work\n")
+    result = cli.invoke(main, ["reset", "kv_cache"], input="n\n")
+    assert result.exit_code == 1
+    assert mine.read_text() == "my work\n"
+
+
+def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, monkeypatch):
+    from grader.stubs import stub_for
+
+    monkeypatch.setenv("KATA_REGISTRY", "")
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
+    mine = tmp_path / "kv_cache.py"
+    mine.write_text("my work\n")
+    result = cli.invoke(main, ["reset", "kv_cache", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert mine.read_text() == stub_for("kv_cache")
+    backups = list((tmp_path / "state" / "backups").glob("kv_cache-*.py"))
+    assert [b.read_text() for b in backups] == ["my work\n"]
