@@ -1,0 +1,682 @@
+"""Grading suite of the moe kata: router, top-k gating, capacity and dispatch,
+the MoE layer, its losses, and its speed.
+
+Expected values come from this file's own float64 formulas and loops, or from
+the reference model; never from the code under test. Routing depends on the
+order of probabilities, so wherever an expected value needs the exact top-k
+the suite draws data whose k-th and (k+1)-th probabilities are clearly apart.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+
+from grader.suites.common import load_kata, median_time, rng
+from reference.model import WEIGHTS_DIR, Config, Model, rms_norm
+
+PROB_TOL = 1e-5  # probabilities and gate weights against float64 formulas
+OUT_ATOL = 1e-4  # layer outputs (float32 matmuls) against float64 ones
+OUT_RTOL = 1e-4
+LOSS_RTOL = 1e-5  # the losses against their float64 formulas
+ZERO_TOL = 1e-7  # what still counts as a zero output
+TOP_K_GAP = 1e-4  # a routing is "clear" when the k-th and (k+1)-th probabilities differ by this
+FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0]  # exact in binary, so any summation order agrees
+WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
+OVER_LOOP = 10.0  # and must be at least this many times faster than a per-token loop
+
+
+@pytest.fixture(scope="module")
+def moe():
+    return load_kata("moe")
+
+
+def _rejects(call) -> bool:
+    """True if call() raises ValueError; any other exception propagates."""
+    try:
+        call()
+    except ValueError:
+        return True
+    return False
+
+
+# ------------------------------------------------------------ suite's own math
+
+
+def _softmax64(logits):
+    z = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+    return z / np.sum(z, axis=-1, keepdims=True)
+
+
+def _silu64(a):
+    return a / (1.0 + np.exp(-a))
+
+
+def _layer(seed, T, D, E, F, router_scale=1.0):
+    """x (T, D), w_router (D, E), w_gate, w_up (E, D, F), w_down (E, F, D), all float32."""
+    g = rng(seed)
+    x = g.standard_normal((T, D))
+    w_router = router_scale * g.standard_normal((D, E)) / np.sqrt(D)
+    w_gate = g.standard_normal((E, D, F)) / np.sqrt(D)
+    w_up = g.standard_normal((E, D, F)) / np.sqrt(D)
+    w_down = g.standard_normal((E, F, D)) / np.sqrt(F)
+    return tuple(a.astype(np.float32) for a in (x, w_router, w_gate, w_up, w_down))
+
+
+def _route64(x, w_router, k, normalize=True):
+    """(probs (T, E), indices (T, K), weights (T, K)) in float64."""
+    probs = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
+    idx = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(probs, idx, axis=-1)
+    if normalize:
+        w = w / w.sum(axis=-1, keepdims=True)
+    return probs, idx, w
+
+
+def _clear(probs, k):
+    """Per row: True when the top-k set and its order cannot flip under float32 rounding."""
+    s = -np.sort(-probs, axis=-1)
+    gaps = s[:, :-1] - s[:, 1:]  # (T, E-1)
+    if k == probs.shape[1]:
+        return np.ones(probs.shape[0], dtype=bool)
+    return np.all(gaps[:, :k] > TOP_K_GAP, axis=-1)
+
+
+def _capacity(T, E, k, factor):
+    return max(1, math.ceil(Fraction(factor) * T * k / E))
+
+
+def _queue(indices, E, capacity):
+    """GShard's priority, one assignment at a time: (keep, position)."""
+    T, k = indices.shape
+    filled = [0] * E
+    position = np.zeros((T, k), dtype=np.int64)
+    for j in range(k):
+        for t in range(T):
+            e = int(indices[t, j])
+            position[t, j] = filled[e]
+            filled[e] += 1
+    return position < capacity, position
+
+
+def _expert64(h, wg, wu, wd):
+    h = h.astype(np.float64)
+    return (_silu64(h @ wg.astype(np.float64)) * (h @ wu.astype(np.float64))) @ wd.astype(np.float64)
+
+
+def _moe64(x, w_router, w_gate, w_up, w_down, k, factor=None, normalize=True):
+    """The layer token by token in float64: (y (T, D), keep (T, K), indices (T, K))."""
+    T, E = x.shape[0], w_router.shape[1]
+    _, idx, w = _route64(x, w_router, k, normalize)
+    if factor is None:
+        keep = np.ones(idx.shape, dtype=bool)
+    else:
+        keep, _ = _queue(idx, E, _capacity(T, E, k, factor))
+    y = np.zeros(x.shape, dtype=np.float64)
+    for t in range(T):
+        for j in range(k):
+            if keep[t, j]:
+                e = idx[t, j]
+                y[t] += w[t, j] * _expert64(x[t:t + 1], w_gate[e], w_up[e], w_down[e])[0]
+    return y, keep, idx
+
+
+def _lb64(probs, indices):
+    T, E = probs.shape
+    f = np.bincount(np.asarray(indices).reshape(-1), minlength=E) / indices.size
+    return E * float(np.sum(f * probs.astype(np.float64).mean(axis=0)))
+
+
+def _z64(logits):
+    logits = logits.astype(np.float64)
+    m = logits.max(axis=-1)
+    lse = m + np.log(np.exp(logits - m[:, None]).sum(axis=-1))
+    return float(np.mean(lse**2))
+
+
+@st.composite
+def _shapes(draw, max_t=16, max_e=8):
+    """(T, D, E, F, k, seed) for a small layer."""
+    E = draw(st.integers(1, max_e))
+    return (draw(st.integers(1, max_t)), draw(st.integers(1, 8)), E, draw(st.integers(1, 8)),
+            draw(st.integers(1, E)), draw(st.integers(0, 2**16)))
+
+
+def _random_indices(seed, T, E, k):
+    """(T, K) distinct experts per row, in random order."""
+    g = rng(seed)
+    return np.argsort(g.random((T, E)), axis=-1)[:, :k]
+
+
+def _moe_model(seed=0):
+    config = Config(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24,
+                    max_seq_len=64, n_experts=4, top_k=2)
+    return Model.random(config, seed=seed)
+
+
+def _block_inputs(model, layer, x):
+    """The MoE block's input (the RMSNorm of x) and its weights, from a reference model."""
+    w, p, c = model.weights, f"layers.{layer}.", model.config
+    h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+    return h, w[p + "router"], w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
+
+
+# ----------------------------------------------------------------------- router
+
+
+@given(shape=_shapes(), scale=st.sampled_from([0.0, 1.0, 30.0]))
+@example(shape=(1, 1, 1, 1, 1, 0), scale=1.0)
+@example(shape=(3, 4, 5, 2, 2, 1), scale=30.0)
+def test_router_probs_are_the_softmax_of_the_logits(moe, shape, scale):
+    T, D, E, F, k, seed = shape
+    x, w_router, *_ = _layer(seed, T, D, E, F, router_scale=scale)
+    got = np.asarray(moe.router_probs(x, w_router))
+    assert got.shape == (T, E), f"router_probs returned shape {got.shape}, expected (T, E) = {(T, E)}"
+    assert np.all(np.isfinite(got)), f"router_probs returned NaN or inf for router logits up to {np.abs(x @ w_router).max():.3g}"
+    want = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
+    d = float(np.max(np.abs(got - want)))
+    assert d <= PROB_TOL, f"router_probs differs from the softmax over experts of x @ w_router by {d:.3g}"
+
+
+def test_router_probs_rejects_mismatched_shapes(moe):
+    x, w_router, *_ = _layer(1, 4, 6, 3, 2)
+    for bad_x, bad_w, what in [(x, w_router[:5], "w_router with 5 rows for x of width 6"),
+                               (x[0], w_router, "a 1-D x"),
+                               (x, w_router[:, :, None], "a 3-D w_router")]:
+        assert _rejects(lambda: moe.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
+
+
+# ------------------------------------------------------------------------ top-k
+
+
+@st.composite
+def _probs(draw, max_t=12, max_e=8, ties=True):
+    """(probs (T, E) float32, k): small integer logits make ties common."""
+    T, E = draw(st.integers(1, max_t)), draw(st.integers(1, max_e))
+    k = draw(st.integers(1, E))
+    g = rng(draw(st.integers(0, 2**16)))
+    logits = g.integers(-2, 3, (T, E)) if ties and draw(st.booleans()) else g.standard_normal((T, E))
+    return _softmax64(logits.astype(np.float64)).astype(np.float32), k
+
+
+@given(case=_probs())
+@example(case=(np.full((2, 4), 0.25, dtype=np.float32), 2))
+@example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 3))
+def test_top_k_indices_are_the_k_largest_in_descending_order(moe, case):
+    probs, k = case
+    T, E = probs.shape
+    idx, _ = moe.top_k_gating(probs, k)
+    idx = np.asarray(idx)
+    assert idx.shape == (T, k), f"indices have shape {idx.shape}, expected (T, k) = {(T, k)}"
+    assert np.issubdtype(idx.dtype, np.integer), f"indices must be integers, got dtype {idx.dtype}"
+    assert idx.min() >= 0 and idx.max() < E, f"indices must be experts in [0, {E}), got {idx.min()}..{idx.max()}"
+    assert all(len(set(row)) == k for row in idx.tolist()), "a token was routed to the same expert twice"
+    chosen = np.take_along_axis(probs, idx, axis=-1)
+    best = -np.sort(-probs, axis=-1)[:, :k]
+    bad = np.flatnonzero(np.any(chosen != best, axis=-1))
+    assert bad.size == 0, (
+        f"token {bad[0] if bad.size else 0}: chosen probabilities {chosen[bad[0]] if bad.size else ''} "
+        f"are not the {k} largest in descending order {best[bad[0]] if bad.size else ''}"
+    )
+
+
+@given(case=_probs())
+@example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
+def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(moe, case):
+    probs, k = case
+    idx, w = moe.top_k_gating(probs, k, normalize=True)
+    idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
+    assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
+    d = float(np.max(np.abs(w.sum(axis=-1) - 1.0)))
+    assert d <= PROB_TOL, f"with normalize=True the {k} weights of a token sum to 1 +- {d:.3g}, not 1"
+    chosen = np.take_along_axis(probs.astype(np.float64), idx, axis=-1)
+    d = float(np.max(np.abs(w - chosen / chosen.sum(axis=-1, keepdims=True))))
+    assert d <= PROB_TOL, f"normalized weights differ from the chosen probabilities divided by their sum by {d:.3g}"
+
+
+@given(case=_probs())
+@example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
+def test_unnormalized_weights_are_the_raw_probabilities(moe, case):
+    probs, k = case
+    idx, w = moe.top_k_gating(probs, k, normalize=False)
+    idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
+    assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
+    d = float(np.max(np.abs(w - np.take_along_axis(probs, idx, axis=-1))))
+    assert d <= PROB_TOL, f"with normalize=False the weights differ from the chosen probabilities by {d:.3g}"
+
+
+def test_top_k_rejects_k_outside_one_to_e(moe):
+    probs = np.full((3, 4), 0.25, dtype=np.float32)
+    for k in (0, 5, -1):
+        assert _rejects(lambda: moe.top_k_gating(probs, k)), f"top_k_gating accepted k={k} with E=4 experts; raise ValueError"
+
+
+def test_top_k_rejects_probabilities_that_are_not_distributions(moe):
+    cases = [
+        (np.array([[0.5, 0.5, 0.5]], dtype=np.float32), "a row summing to 1.5"),
+        (np.array([[1.5, -0.5, 0.0]], dtype=np.float32), "a negative probability"),
+        (np.array([[np.nan, 0.5, 0.5]], dtype=np.float32), "a NaN"),
+        (np.array([0.25, 0.25, 0.5], dtype=np.float32), "a 1-D array"),
+    ]
+    for probs, what in cases:
+        assert _rejects(lambda: moe.top_k_gating(probs, 1)), f"top_k_gating accepted probs with {what}; raise ValueError"
+
+
+# --------------------------------------------------------------------- capacity
+
+
+@given(T=st.integers(0, 5000), E=st.integers(1, 64), k=st.integers(1, 64), factor=st.sampled_from(FACTORS))
+@example(T=0, E=4, k=1, factor=1.0)
+@example(T=7, E=8, k=1, factor=0.25)
+def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(moe, T, E, k, factor):
+    k = 1 + (k - 1) % E
+    got = moe.expert_capacity(T, E, k, factor)
+    want = _capacity(T, E, k, factor)
+    assert isinstance(got, (int, np.integer)) and int(got) == want, (
+        f"expert_capacity({T}, {E}, {k}, {factor}) returned {got!r}, expected max(1, ceil({factor}*{T}*{k}/{E})) = {want}"
+    )
+
+
+def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(moe):
+    for args, what in [((10, 4, 2, -1.0), "capacity_factor=-1.0"), ((10, 4, 5, 1.0), "k=5 with 4 experts"),
+                       ((10, 4, 0, 1.0), "k=0")]:
+        assert _rejects(lambda: moe.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
+
+
+# (indices, E, capacity, keep, position) worked out by hand from the priority rule.
+CRAFTED = [
+    # rank 0 first: tokens 0, 1 fill expert 0, token 2's first choice is dropped;
+    # rank 1: token 2's second choice finds expert 1 full, token 3's finds expert 0 full.
+    ([[0, 1], [0, 2], [0, 1], [1, 0]], 3, 2,
+     [[1, 1], [1, 1], [0, 0], [1, 0]], [[0, 1], [1, 0], [2, 2], [0, 3]]),
+    # a late token's first choice beats an early token's second choice.
+    ([[1, 0], [0, 1]], 2, 1, [[1, 0], [1, 0]], [[0, 1], [0, 1]]),
+    # capacity 0 drops everything; one expert queues tokens in order.
+    ([[0], [0], [0]], 1, 0, [[0], [0], [0]], [[0], [1], [2]]),
+    ([[0], [0], [0]], 1, 3, [[1], [1], [1]], [[0], [1], [2]]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CRAFTED)))
+def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(moe, case):
+    indices, E, capacity, keep, position = CRAFTED[case]
+    indices = np.array(indices, dtype=np.int64)
+    got_keep, got_pos = moe.dispatch(indices, E, capacity)
+    got_keep, got_pos = np.asarray(got_keep), np.asarray(got_pos)
+    assert got_keep.shape == indices.shape, f"keep has shape {got_keep.shape}, expected {indices.shape}"
+    assert got_pos.shape == indices.shape, f"position has shape {got_pos.shape}, expected {indices.shape}"
+    assert np.array_equal(got_pos, np.array(position)), (
+        f"dispatch({indices.tolist()}, {E}, {capacity}) gave queue positions {got_pos.tolist()}, expected "
+        f"{position} (every first choice queues before any second choice, tokens in order)"
+    )
+    assert np.array_equal(got_keep.astype(bool), np.array(keep, dtype=bool)), (
+        f"dispatch({indices.tolist()}, {E}, {capacity}) kept {got_keep.astype(int).tolist()}, expected {keep} "
+        f"(kept iff position < capacity)"
+    )
+
+
+@given(T=st.integers(1, 30), E=st.integers(1, 8), data=st.data())
+def test_dispatch_matches_queueing_one_assignment_at_a_time(moe, T, E, data):
+    k = data.draw(st.integers(1, E))
+    capacity = data.draw(st.integers(0, T * k))
+    indices = _random_indices(data.draw(st.integers(0, 2**16)), T, E, k)
+    keep, position = _queue(indices, E, capacity)
+    got_keep, got_pos = moe.dispatch(indices, E, capacity)
+    got_keep, got_pos = np.asarray(got_keep).astype(bool), np.asarray(got_pos)
+    assert np.array_equal(got_pos, position), "queue positions differ from queueing rank by rank, tokens in order"
+    assert np.array_equal(got_keep, keep), f"dispatch kept {int(got_keep.sum())} assignments, expected {int(keep.sum())}"
+
+
+# ------------------------------------------------------------------------ layer
+
+
+def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(moe):
+    x, w_router, w_gate, w_up, w_down = _layer(11, 10, 8, 4, 12)
+    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k=4)
+    probs = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
+    dense = sum(probs[:, e:e + 1] * _expert64(x, w_gate[e], w_up[e], w_down[e]) for e in range(4))
+    y = np.asarray(y, dtype=np.float64)
+    assert y.shape == x.shape, f"moe_forward returned y of shape {y.shape}, expected (T, D) = {x.shape}"
+    d = float(np.max(np.abs(y - dense)))
+    assert d <= OUT_ATOL, f"with k == E the output differs from the softmax-weighted sum of every expert by {d:.3g}"
+
+
+def test_permuting_tokens_permutes_the_outputs(moe):
+    x, w_router, w_gate, w_up, w_down = _layer(12, 24, 8, 6, 10)
+    perm = rng(13).permutation(24)
+    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k=2)
+    yp, _ = moe.moe_forward(x[perm], w_router, w_gate, w_up, w_down, k=2)
+    d = float(np.max(np.abs(np.asarray(yp) - np.asarray(y)[perm])))
+    assert d <= OUT_ATOL, f"shuffling the tokens changed their outputs by {d:.3g}; each token's output depends only on it"
+
+
+def _assert_matches_block(moe, model, layer, x):
+    h, w_router, w_gate, w_up, w_down = _block_inputs(model, layer, x)
+    want = model.mlp(layer, x)
+    y, _ = moe.moe_forward(h, w_router, w_gate, w_up, w_down, model.config.top_k)
+    y = np.asarray(y)
+    assert y.shape == want.shape, f"moe_forward returned y of shape {y.shape}, expected {want.shape}"
+    probs, _, _ = _route64(h, w_router, model.config.top_k)
+    clear = _clear(probs, model.config.top_k)  # near-ties may route either way
+    assert clear.any(), "suite data has only near ties"
+    d = float(np.max(np.abs(y[clear] - want[clear])))
+    assert d <= OUT_ATOL, f"moe_forward differs from the reference model's MoE block (layer {layer}) by {d:.3g}"
+
+
+def test_moe_forward_matches_the_reference_model_block(moe):
+    model = _moe_model()
+    x = rng(14).standard_normal((40, model.config.d_model)).astype(np.float32)
+    _assert_matches_block(moe, model, 0, x)
+
+
+def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
+    """The shipped teacher's layer weights, on the residual stream it computes for a short text."""
+    try:
+        model = Model.pretrained("teacher", WEIGHTS_DIR)
+    except (FileNotFoundError, ValueError) as exc:
+        pytest.skip(f"no usable teacher weights: {exc}")
+    tokens = np.arange(48) % model.config.vocab_size
+    positions = np.arange(tokens.size)
+    x = model.embed(tokens)
+    for layer in range(2):
+        q, k, v = model.qkv(layer, x, positions)
+        x = x + model.attend(layer, q, k, v, positions, positions)
+        _assert_matches_block(moe, model, layer, x)
+        x = x + model.mlp(layer, x)
+
+
+@given(shape=_shapes(max_t=20), factor=st.sampled_from([None] + FACTORS), normalize=st.booleans())
+def test_moe_forward_matches_a_float64_per_token_loop(moe, shape, factor, normalize):
+    T, D, E, F, k, seed = shape
+    x, w_router, w_gate, w_up, w_down = _layer(seed, T, D, E, F)
+    probs, _, _ = _route64(x, w_router, k)
+    assume(np.all(_clear(probs, k)))
+    want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor, normalize)
+    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor, normalize=normalize)
+    y = np.asarray(y, dtype=np.float64)
+    assert y.shape == (T, D), f"moe_forward returned y of shape {y.shape}, expected (T, D) = {(T, D)}"
+    bad = np.flatnonzero(~np.all(np.isclose(y, want, rtol=OUT_RTOL, atol=OUT_ATOL), axis=-1))
+    assert bad.size == 0, (
+        f"with k={k}, capacity_factor={factor}, normalize={normalize}: token {bad[0] if bad.size else 0}'s output "
+        f"differs from the float64 sum of its kept experts, weighted by their gates, by "
+        f"{float(np.max(np.abs(y - want))):.3g}"
+    )
+
+
+def test_a_large_capacity_factor_drops_nothing(moe):
+    x, w_router, w_gate, w_up, w_down = _layer(15, 32, 8, 4, 8)
+    free, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    y, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=4.0)
+    assert int(aux.dropped) == 0, f"capacity_factor=E leaves room for every assignment, but {int(aux.dropped)} were dropped"
+    d = float(np.max(np.abs(np.asarray(y) - np.asarray(free))))
+    assert d <= OUT_ATOL, f"with room for every assignment the output differs from the unlimited layer's by {d:.3g}"
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
+def test_tokens_per_expert_never_exceed_capacity(moe, factor):
+    T, E, k = 40, 4, 2
+    x, w_router, w_gate, w_up, w_down = _layer(20, T, 8, E, 8, router_scale=3.0)
+    probs, _, _ = _route64(x, w_router, k)
+    assert np.all(_clear(probs, k)), "suite data has a near tie"
+    _, keep, idx = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
+    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    tpe, cap = np.asarray(aux.tokens_per_expert), _capacity(T, E, k, factor)
+    assert tpe.shape == (E,), f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)}"
+    assert tpe.max() <= cap, f"an expert processed {tpe.max()} assignments, over its capacity {cap}"
+    want = np.bincount(idx[keep], minlength=E)
+    assert np.array_equal(tpe, want), f"tokens_per_expert is {tpe.tolist()}, expected the kept assignments {want.tolist()}"
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
+def test_dropped_counts_the_assignments_past_capacity(moe, factor):
+    T, E, k = 40, 4, 2
+    x, w_router, w_gate, w_up, w_down = _layer(20, T, 8, E, 8, router_scale=3.0)
+    _, keep, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
+    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    want = int((~keep).sum())
+    assert int(aux.dropped) == want, f"aux.dropped is {int(aux.dropped)}, expected {want} assignments past capacity"
+
+
+def test_a_fully_dropped_token_outputs_zero(moe):
+    # Router = identity, so every token ranks expert 0, then 1, then 2, then 3;
+    # capacity max(1, ceil(0.5 * 4 * 2 / 4)) = 1: token 0 takes both places, tokens 1-3 get none.
+    E, T, F = 4, 4, 6
+    _, _, w_gate, w_up, w_down = _layer(17, T, E, E, F)
+    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[:, None] * np.array([1, 0, 0, 0], dtype=np.float32)
+    w_router = np.eye(E, dtype=np.float32)
+    y, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=0.5)
+    y = np.asarray(y, dtype=np.float64)
+    assert np.all(np.abs(y[1:]) <= ZERO_TOL), (
+        f"tokens 1-3 lost both experts to capacity, so they must output 0, got up to {np.abs(y[1:]).max():.3g}"
+    )
+    want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, 0.5)
+    d = float(np.max(np.abs(y[0] - want[0])))
+    assert d <= OUT_ATOL, f"token 0 kept both experts and their gate weights, but its output is off by {d:.3g}"
+
+
+def test_moe_forward_reports_the_losses_of_its_routing(moe):
+    x, w_router, w_gate, w_up, w_down = _layer(18, 30, 8, 5, 8, router_scale=2.0)
+    probs, idx, _ = _route64(x, w_router, 2)
+    assert np.all(_clear(probs, 2)), "suite data has a near tie"
+    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    want = _lb64(probs, idx)
+    assert math.isclose(float(aux.load_balancing_loss), want, rel_tol=LOSS_RTOL), (
+        f"aux.load_balancing_loss is {float(aux.load_balancing_loss):.6g}, expected {want:.6g}"
+    )
+    want = _z64(x.astype(np.float64) @ w_router.astype(np.float64))
+    assert math.isclose(float(aux.z_loss), want, rel_tol=LOSS_RTOL), (
+        f"aux.z_loss is {float(aux.z_loss):.6g}, expected {want:.6g} (mean of logsumexp(router logits)^2)"
+    )
+
+
+def test_expert_work_is_k_over_e_of_running_every_expert(moe):
+    """Work counted exactly, with one caveat said plainly: the suite does not
+    instrument the matmuls of the code under test (that would mean testing its
+    internals). It counts exactly what that code reports processing,
+    aux.tokens_per_expert, checks that against the routing, and ties it to the
+    multiply-accumulates the reference model's counter measures for the same
+    block: 3*D*F per assignment, T*K assignments, so K/E of dense. That the
+    code really skips the other experts is checked by time, in the speed task."""
+    model = _moe_model(seed=3)
+    c = model.config
+    T, D, F, E, k = 48, c.d_model, c.d_ff, c.n_experts, c.top_k
+    x = rng(19).standard_normal((T, D)).astype(np.float32)
+    h, w_router, w_gate, w_up, w_down = _block_inputs(model, 0, x)
+    probs, idx, _ = _route64(h, w_router, k)
+    assert np.all(_clear(probs, k)), "suite data has a near tie"
+    with model.count_work() as work:
+        model.mlp(0, x)
+    _, aux = moe.moe_forward(h, w_router, w_gate, w_up, w_down, k)
+    tpe = np.asarray(aux.tokens_per_expert)
+    want = np.bincount(idx.reshape(-1), minlength=E)
+    assert np.array_equal(tpe, want), f"tokens_per_expert is {tpe.tolist()}, but the routing sends {want.tolist()}"
+    macs = int(tpe.sum()) * 3 * D * F
+    assert macs == work.by_piece["experts"], (
+        f"the experts did {macs} multiply-accumulates by tokens_per_expert, the reference block {work.by_piece['experts']}"
+    )
+    assert macs * E == k * (T * E * 3 * D * F), (
+        f"expert work is {macs} multiply-accumulates, expected k/E = {k}/{E} of running every expert on every token"
+    )
+
+
+def test_moe_forward_rejects_bad_input(moe):
+    x, w_router, w_gate, w_up, w_down = _layer(20, 6, 8, 4, 5)
+    cases = [
+        (dict(k=0), "k=0"),
+        (dict(k=5), "k=5 with 4 experts"),
+        (dict(k=2, capacity_factor=-1.0), "capacity_factor=-1.0"),
+        (dict(k=2, w_up=w_up[:, :, :4]), "w_up narrower than w_gate"),
+        (dict(k=2, w_down=w_down[:3]), "w_down with 3 experts for a router with 4"),
+        (dict(k=2, w_router=w_router[:7]), "w_router with 7 rows for x of width 8"),
+    ]
+    for change, what in cases:
+        args = dict(x=x, w_router=w_router, w_gate=w_gate, w_up=w_up, w_down=w_down)
+        args.update(change)
+        assert _rejects(lambda: moe.moe_forward(**args)), f"moe_forward accepted {what}; raise ValueError"
+
+
+# ----------------------------------------------------------------------- losses
+
+
+@given(E=st.integers(1, 16), data=st.data())
+def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(moe, E, data):
+    k = data.draw(st.integers(1, E))
+    T = E * data.draw(st.integers(1, 4))
+    probs = np.full((T, E), 1.0 / E, dtype=np.float32)
+    indices = (np.arange(T)[:, None] + np.arange(k)[None, :]) % E  # every expert gets T*k/E
+    got = float(moe.load_balancing_loss(probs, indices))
+    assert math.isclose(got, 1.0, rel_tol=LOSS_RTOL), f"load balance at uniform routing is {got:.6g}, expected 1.0"
+
+
+def test_load_balance_grows_as_routing_concentrates(moe):
+    T, E, k = 16, 8, 2
+    prefer = np.linspace(1.0, -1.0, E)  # every token prefers experts 0, 1, ...
+    indices = np.tile(np.arange(k), (T, 1))
+    losses = []
+    for beta in (0.5, 1.0, 2.0, 4.0, 8.0):
+        probs = _softmax64(np.tile(beta * prefer, (T, 1))).astype(np.float32)
+        losses.append(float(moe.load_balancing_loss(probs, indices)))
+    assert all(a < b for a, b in zip(losses, losses[1:])) and losses[0] > 1.0, (
+        f"as every token's probability piles onto the same {k} experts the loss should grow above 1, got "
+        + ", ".join(f"{v:.4g}" for v in losses)
+    )
+
+
+@given(T=st.integers(1, 20), E=st.integers(1, 10), data=st.data())
+def test_load_balancing_loss_matches_its_float64_formula(moe, T, E, data):
+    k = data.draw(st.integers(1, E))
+    seed = data.draw(st.integers(0, 2**16))
+    probs = _softmax64(2.0 * rng(seed).standard_normal((T, E))).astype(np.float32)
+    indices = _random_indices(seed + 1, T, E, k)
+    got = float(moe.load_balancing_loss(probs, indices))
+    want = _lb64(probs, indices)
+    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
+        f"load_balancing_loss is {got:.6g}, expected E * sum_i f_i * P_i = {want:.6g}"
+    )
+
+
+@given(T=st.integers(1, 20), E=st.integers(1, 10), scale=st.sampled_from([0.1, 1.0, 10.0]), seed=st.integers(0, 2**16))
+@example(T=2, E=3, scale=100.0, seed=0)
+@example(T=3, E=4, scale=0.0, seed=1)
+def test_z_loss_matches_its_float64_formula(moe, T, E, scale, seed):
+    logits = (scale * rng(seed).standard_normal((T, E))).astype(np.float32)
+    got = float(moe.router_z_loss(logits))
+    want = _z64(logits)
+    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
+        f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = {want:.6g}"
+    )
+
+
+def test_z_loss_is_never_negative(moe):
+    for shift in (-20.0, -3.0, 0.0, 5.0):
+        logits = (shift + rng(21).standard_normal((6, 4))).astype(np.float32)
+        got = float(moe.router_z_loss(logits))
+        assert got >= 0.0, f"router_z_loss is {got:.6g} for logits around {shift}; a mean of squares is >= 0"
+
+
+def test_losses_reject_bad_input(moe):
+    probs = np.full((4, 3), 1.0 / 3, dtype=np.float32)
+    indices = np.zeros((4, 1), dtype=np.int64)
+    cases = [
+        (lambda: moe.load_balancing_loss(2 * probs, indices), "load_balancing_loss accepted rows summing to 2"),
+        (lambda: moe.load_balancing_loss(probs, indices + 3), "load_balancing_loss accepted expert 3 of 3"),
+        (lambda: moe.load_balancing_loss(probs, indices[:3]), "load_balancing_loss accepted 3 rows of indices for 4 tokens"),
+        (lambda: moe.router_z_loss(probs[0]), "router_z_loss accepted 1-D logits"),
+    ]
+    for call, what in cases:
+        assert _rejects(call), f"{what}; raise ValueError"
+
+
+# ------------------------------------------------------------------------ speed
+
+SPEED_T, SPEED_D, SPEED_F = 4096, 32, 64
+SPEED_REPEATS = 7
+
+
+def _time_ratio(mine, baseline, repeats=SPEED_REPEATS):
+    """Median time of mine() over median time of baseline(), the calls interleaved
+    so that a machine busy with something else slows both alike."""
+    mine(), baseline()
+    a, b = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        mine()
+        t1 = time.perf_counter()
+        baseline()
+        a.append(t1 - t0)
+        b.append(time.perf_counter() - t1)
+    return float(np.median(a) / np.median(b))
+
+
+def _vectorized_layer(x, w_router, w_gate, w_up, w_down, k):
+    """The suite's own vectorized layer, losses included: each expert runs once on its tokens."""
+    logits = x @ w_router
+    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs = z / z.sum(axis=-1, keepdims=True)
+    idx = np.argsort(-probs, axis=-1)[:, :k]
+    gates = np.take_along_axis(probs, idx, axis=-1)
+    gates /= gates.sum(axis=-1, keepdims=True)
+    y = np.zeros_like(x)
+    for e in range(w_router.shape[1]):
+        rows, slot = np.nonzero(idx == e)
+        h = x[rows]
+        a = h @ w_gate[e]
+        y[rows] += gates[rows, slot][:, None] * (((a / (1 + np.exp(-a))) * (h @ w_up[e])) @ w_down[e])
+    E = w_router.shape[1]
+    lb = E * np.sum(np.bincount(idx.ravel(), minlength=E) / idx.size * probs.mean(axis=0))
+    lse = logits.max(axis=-1) + np.log(z.sum(axis=-1))
+    return y, (lb, np.mean(lse**2))
+
+
+def _per_token_loop(x, w_router, w_gate, w_up, w_down, k):
+    """The slow way: route and run the experts one token at a time."""
+    y = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        logits = x[t] @ w_router
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        idx = np.argsort(-p)[:k]
+        gates = p[idx] / p[idx].sum()
+        for g, e in zip(gates, idx):
+            a = x[t] @ w_gate[e]
+            y[t] += g * (((a / (1 + np.exp(-a))) * (x[t] @ w_up[e])) @ w_down[e])
+    return y
+
+
+@pytest.mark.speed
+def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
+    args = _layer(22, SPEED_T, SPEED_D, 8, SPEED_F)
+    ratio = _time_ratio(lambda: moe.moe_forward(*args, 2), lambda: _vectorized_layer(*args, 2))
+    assert ratio < WITHIN_REFERENCE, (
+        f"moe_forward at T={SPEED_T}, E=8, k=2 took {ratio:.1f}x the time of one gathered matmul per expert; "
+        f"allowed {WITHIN_REFERENCE:g}x"
+    )
+
+
+@pytest.mark.speed
+def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
+    args = _layer(22, SPEED_T, SPEED_D, 8, SPEED_F)
+    mine = median_time(lambda: moe.moe_forward(*args, 2))
+    loop = median_time(lambda: _per_token_loop(*args, 2), repeats=1)
+    assert loop / mine >= OVER_LOOP, (
+        f"moe_forward at T={SPEED_T}, E=8, k=2 was only {loop / mine:.1f}x faster than a per-token loop; "
+        f"needed {OVER_LOOP:g}x (gather each expert's tokens and run them in one matmul)"
+    )
+
+
+@pytest.mark.speed
+def test_moe_forward_does_not_run_every_expert_on_every_token(moe):
+    """With E=16 and k=1 running every expert on every token is 16x the work."""
+    args = _layer(23, SPEED_T, 64, 16, 128)
+    ratio = _time_ratio(lambda: moe.moe_forward(*args, 1), lambda: _vectorized_layer(*args, 1))
+    assert ratio < WITHIN_REFERENCE, (
+        f"moe_forward at T={SPEED_T}, E=16, k=1 took {ratio:.1f}x the time of running each token's one expert; "
+        f"allowed {WITHIN_REFERENCE:g}x (does every expert see every token?)"
+    )
