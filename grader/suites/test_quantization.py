@@ -1,0 +1,722 @@
+"""Grading suite of the quantization kata: uniform (symmetric, affine,
+per-channel), grouped, int4 packing, llama.cpp's Q8_0/Q4_0 bytes, a quantized
+model, and the speed of grouped quantization.
+
+Expected values come from the formulas of the issue, computed here in
+float64 (or float32 where llama.cpp computes in float32), never from the
+code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from grader.suites.common import load_kata, median_time, rng
+from reference.model import Config, Model
+from reference.sampling import generate_naive, probs_from_logits
+
+# A code may differ from round(x / scale) only where x / scale lies this close
+# to a .5 tie (x / scale and x * (1 / scale) round differently there).
+TIE_SLACK = 1e-3
+# Float rounding allowed on top of half a step, relative to the slice's max |x|.
+REL_TOL = 1e-5
+# Mean KL (nats) of next-token distributions, 8-bit model against the float one.
+KL_8BIT = 1e-3
+# Share of 32 greedily generated tokens the 8-bit model must agree on.
+GREEDY_AGREEMENT = 0.95
+# Grouped quantization may take this many times one np.round over the same array.
+SPEED_RATIO = 10.0
+
+BITS = st.integers(2, 8)
+# Zero, or a magnitude in [1e-3, 100]: no subnormals, whose scales lose precision.
+VALUE = st.one_of(st.just(0.0), st.floats(1e-3, 100.0), st.floats(-100.0, -1e-3))
+SHAPES = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=7)
+FLOATS = st.sampled_from([np.float32, np.float64])
+
+
+@pytest.fixture(scope="module")
+def qz():
+    return load_kata("quantization")
+
+
+@st.composite
+def tensors(draw, shape=SHAPES):
+    dtype = draw(FLOATS)
+    return draw(hnp.arrays(dtype, shape, elements=VALUE))
+
+
+@st.composite
+def tensor_and_axis(draw):
+    x = draw(tensors())
+    axis = draw(st.sampled_from([None, *range(x.ndim), -1]))
+    return x, axis
+
+
+def _other_axes(ndim: int, axis) -> tuple[int, ...]:
+    return tuple(a for a in range(ndim) if axis is None or a != axis % ndim)
+
+
+def _slice_amax(x: np.ndarray, axis) -> np.ndarray:
+    """max |x| per slice, float64, shaped to broadcast against x."""
+    return np.max(np.abs(x.astype(np.float64)), axis=_other_axes(x.ndim, axis), keepdims=True)
+
+
+def _broadcast(a, shape, what: str) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    try:
+        return np.broadcast_to(a, shape)
+    except ValueError:
+        raise AssertionError(f"{what} of shape {a.shape} does not broadcast against x of shape {shape}") from None
+
+
+def _codes(q, shape, what: str = "codes") -> np.ndarray:
+    q = np.asarray(q)
+    assert q.shape == tuple(shape), f"{what} have shape {q.shape}, expected {tuple(shape)} (the shape of x)"
+    assert np.issubdtype(q.dtype, np.integer), f"{what} must be a numpy integer array, got dtype {q.dtype}"
+    return q
+
+
+def _codes_match(q: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """Where codes q equal round(ratio), or either neighbour of a near-tie."""
+    near_tie = np.abs(np.abs(ratio - np.floor(ratio)) - 0.5) < TIE_SLACK
+    return (q == np.round(ratio)) | (near_tie & ((q == np.floor(ratio)) | (q == np.ceil(ratio))))
+
+
+def _first(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+# ------------------------------------------------------------------ symmetric
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+def test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype(qz, xa, bits):
+    x, axis = xa
+    q, _ = qz.quantize_symmetric(x, bits, axis=axis)
+    q = _codes(q, x.shape)
+    qmax = 2 ** (bits - 1) - 1
+    info = np.iinfo(q.dtype)
+    assert info.min <= -qmax and info.max >= qmax, f"dtype {q.dtype} cannot hold codes in [-{qmax}, {qmax}]"
+    assert q.min() >= -qmax and q.max() <= qmax, f"codes {q.min()}..{q.max()} leave [-{qmax}, {qmax}] at {bits} bits"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([[1.0, -2.0, 0.5], [0.0, 0.0, 0.0]], dtype=np.float32), 0), bits=2)
+def test_symmetric_scale_is_max_abs_over_qmax_per_slice(qz, xa, bits):
+    x, axis = xa
+    _, scale = qz.quantize_symmetric(x, bits, axis=axis)
+    scale = np.asarray(scale, dtype=np.float64)
+    n = 1 if axis is None else x.shape[axis]
+    assert scale.size == n, (
+        f"axis={axis} on shape {x.shape} needs {n} scale(s), one per index along that axis; got shape {scale.shape}"
+    )
+    got = _broadcast(scale, x.shape, "scale")
+    want = np.broadcast_to(_slice_amax(x, axis) / (2 ** (bits - 1) - 1), x.shape)
+    bad = ~np.isclose(got, want, rtol=REL_TOL, atol=0) & (want > 0)
+    assert not bad.any(), f"scale at {_first(bad)} is {got[bad][0]:.6g}, max|x| / qmax there is {want[bad][0]:.6g}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([0.25, -1.0, 0.75, 0.5], dtype=np.float32), None), bits=3)
+def test_symmetric_error_is_at_most_half_a_step(qz, xa, bits):
+    x, axis = xa
+    q, scale = qz.quantize_symmetric(x, bits, axis=axis)
+    x_hat = np.asarray(qz.dequantize_symmetric(q, scale), dtype=np.float64)
+    assert x_hat.shape == x.shape, f"dequantize_symmetric returned shape {x_hat.shape}, expected {x.shape}"
+    amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
+    step = amax / (2 ** (bits - 1) - 1)
+    err = np.abs(x_hat - x)
+    bad = err > step / 2 + REL_TOL * amax
+    assert not bad.any(), f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+def test_symmetric_largest_magnitude_comes_back_within_float_rounding(qz, xa, bits):
+    x, axis = xa
+    q, scale = qz.quantize_symmetric(x, bits, axis=axis)
+    x_hat = np.asarray(qz.dequantize_symmetric(q, scale), dtype=np.float64)
+    amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
+    is_max = (np.abs(x) == amax) & (amax > 0)
+    err = np.abs(x_hat - x)
+    bad = is_max & (err > REL_TOL * amax)
+    assert not bad.any(), f"the largest-magnitude value {x[bad][0]:.6g} comes back as {x_hat[bad][0]:.6g}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+def test_requantizing_a_dequantized_tensor_gives_the_same_codes(qz, xa, bits):
+    x, axis = xa
+    q1, scale = qz.quantize_symmetric(x, bits, axis=axis)
+    q1 = _codes(q1, x.shape)
+    x_hat = (q1 * _broadcast(scale, x.shape, "scale")).astype(x.dtype)
+    q2 = _codes(qz.quantize_symmetric(x_hat, bits, axis=axis)[0], x.shape)
+    bad = q1 != q2
+    assert not bad.any(), f"code at {_first(bad)} was {q1[bad][0]}, quantizing its dequantized value gives {q2[bad][0]}"
+
+
+@given(x=tensors(st.integers(2, 40)), bits=BITS)
+def test_symmetric_codes_are_monotone_in_the_input(qz, x, bits):
+    x = np.sort(x)
+    q = _codes(qz.quantize_symmetric(x, bits)[0], x.shape)
+    drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
+    assert drops.size == 0, f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(qz, axis):
+    x = np.zeros((3, 4), dtype=np.float32)
+    x[0] = [1.0, -2.0, 3.0, 0.5]
+    x[:, 0] = [1.0, 0.0, 0.0]
+    for case in (np.zeros_like(x), x):
+        q, scale = qz.quantize_symmetric(case, 4, axis=axis)
+        q = _codes(q, x.shape)
+        x_hat = np.asarray(qz.dequantize_symmetric(q, scale), dtype=np.float64)
+        zero = _slice_amax(case, axis) == 0
+        zero = np.broadcast_to(zero, x.shape)
+        assert np.all(np.isfinite(x_hat)), f"dequantizing gives {x_hat[~np.isfinite(x_hat)][0]} for a slice of zeros (0 / 0?)"
+        assert np.all(q[zero] == 0), f"a slice of zeros (axis={axis}) got nonzero codes {q[zero]}"
+        assert np.all(x_hat[zero] == 0), f"a slice of zeros (axis={axis}) dequantizes to {x_hat[zero]}, not exact zeros"
+
+
+def test_per_channel_error_is_never_above_per_tensor_error(qz):
+    g = rng(11)
+    magnitudes = 4.0 ** -np.arange(6)  # channels 4x apart in size
+    for axis in (0, 1):
+        x = (g.standard_normal((6, 64)) * magnitudes[:, None]).astype(np.float32)
+        x = x if axis == 0 else np.ascontiguousarray(x.T)
+        err = {}
+        for mode in (None, axis):
+            q, scale = qz.quantize_symmetric(x, 4, axis=mode)
+            err[mode] = np.max(np.abs(np.asarray(qz.dequantize_symmetric(q, scale), np.float64) - x),
+                               axis=_other_axes(2, axis))
+        worse = err[axis] > err[None] * (1 + REL_TOL)
+        assert not worse.any(), (
+            f"with axis={axis}, channel {int(np.argmax(worse))} comes back {err[axis][worse][0]:.3g} off, "
+            f"worse than {err[None][worse][0]:.3g} with one scale for the whole tensor"
+        )
+        assert err[axis][-1] < err[None][-1] / 4, (
+            f"with axis={axis} the smallest channel should come back far closer than with one scale "
+            f"({err[axis][-1]:.3g} vs {err[None][-1]:.3g}): is the scale taken per channel?"
+        )
+
+
+@pytest.mark.parametrize("bits", [1, 9, 0, 4.0, True])
+def test_symmetric_rejects_bits_out_of_range(qz, bits):
+    with pytest.raises(ValueError):
+        qz.quantize_symmetric(np.ones(4, np.float32), bits)
+
+
+def test_symmetric_rejects_integer_input(qz):
+    with pytest.raises(ValueError):
+        qz.quantize_symmetric(np.arange(8), 8)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_symmetric_rejects_nan_and_inf(qz, bad):
+    x = np.ones(8, dtype=np.float32)
+    x[3] = bad
+    with pytest.raises(ValueError):
+        qz.quantize_symmetric(x, 8)
+
+
+# --------------------------------------------------------------------- affine
+
+
+def _affine_expected(x: np.ndarray, bits: int, axis):
+    """(scale, zero_point ratio -min_neg/scale) per slice in float64, broadcast to x."""
+    axes = _other_axes(x.ndim, axis)
+    x64 = x.astype(np.float64)
+    min_neg = np.minimum(np.min(x64, axis=axes, keepdims=True), 0)
+    max_pos = np.maximum(np.max(x64, axis=axes, keepdims=True), 0)
+    scale = (max_pos - min_neg) / (2**bits - 1)
+    ratio = np.divide(-min_neg, scale, out=np.zeros_like(scale), where=scale > 0)
+    return np.broadcast_to(scale, x.shape), np.broadcast_to(ratio, x.shape)
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+def test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype(qz, xa, bits):
+    x, axis = xa
+    q, _, zero_point = qz.quantize_affine(x, bits, axis=axis)
+    q = _codes(q, x.shape)
+    qmax = 2**bits - 1
+    info = np.iinfo(q.dtype)
+    assert info.min <= 0 and info.max >= qmax, f"dtype {q.dtype} cannot hold codes in [0, {qmax}]"
+    assert q.min() >= 0 and q.max() <= qmax, f"codes {q.min()}..{q.max()} leave [0, {qmax}] at {bits} bits"
+    zp = np.asarray(zero_point, dtype=np.float64)
+    assert np.all(zp == np.round(zp)), f"zero_point must be a whole number (an integer code), got {zp.ravel()[:4]}"
+    assert np.all((zp >= 0) & (zp <= qmax)), f"zero_point {zp.ravel()[:4]} leaves [0, {qmax}]"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([-1.0, 1.0, 0.3], dtype=np.float32), None), bits=8)
+@example(xa=(np.array([[-3.0, 0.1], [2.0, 5.0]], dtype=np.float64), 1), bits=2)
+def test_affine_scale_and_zero_point_follow_the_pytorch_formulas(qz, xa, bits):
+    x, axis = xa
+    _, scale, zero_point = qz.quantize_affine(x, bits, axis=axis)
+    n = 1 if axis is None else x.shape[axis]
+    assert np.size(scale) == n and np.size(zero_point) == n, (
+        f"axis={axis} on shape {x.shape} needs {n} scale(s) and zero point(s), one per index along that axis; "
+        f"got shapes {np.shape(scale)} and {np.shape(zero_point)}"
+    )
+    want_scale, ratio = _affine_expected(x, bits, axis)
+    got_scale = _broadcast(scale, x.shape, "scale")
+    zp = _broadcast(zero_point, x.shape, "zero_point")
+    bad = ~np.isclose(got_scale, want_scale, rtol=REL_TOL, atol=0) & (want_scale > 0)
+    assert not bad.any(), f"scale at {_first(bad)} is {got_scale[bad][0]:.6g}, (max_pos - min_neg) / qmax is {want_scale[bad][0]:.6g}"
+    bad = ~_codes_match(zp, ratio) & (want_scale > 0)
+    assert not bad.any(), f"zero_point at {_first(bad)} is {zp[bad][0]:g}, round(-min_neg / scale) is {np.round(ratio[bad][0]):g}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([-1.0, 1.0, 0.3], dtype=np.float32), None), bits=8)
+def test_affine_error_is_at_most_half_a_step(qz, xa, bits):
+    x, axis = xa
+    q, scale, zero_point = qz.quantize_affine(x, bits, axis=axis)
+    x_hat = np.asarray(qz.dequantize_affine(q, scale, zero_point), dtype=np.float64)
+    assert x_hat.shape == x.shape, f"dequantize_affine returned shape {x_hat.shape}, expected {x.shape}"
+    step, _ = _affine_expected(x, bits, axis)
+    amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
+    err = np.abs(x_hat - x)
+    bad = err > step / 2 + REL_TOL * amax
+    assert not bad.any(), f"element {_first(bad)} ({x[bad][0]:.6g}) comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([0.0, 0.0], dtype=np.float32), None), bits=8)
+@example(xa=(np.array([0.0, 3.0, 7.0], dtype=np.float32), None), bits=2)
+@example(xa=(np.array([-5.0, 0.0, -1.0], dtype=np.float64), None), bits=3)
+def test_affine_represents_zero_exactly(qz, xa, bits):
+    x, axis = xa
+    x = x.copy()
+    x.flat[0] = 0.0
+    q, scale, zero_point = qz.quantize_affine(x, bits, axis=axis)
+    x_hat = np.asarray(qz.dequantize_affine(q, scale, zero_point))
+    zero = x == 0
+    assert np.all(x_hat[zero] == 0), f"0.0 comes back as {x_hat[zero][x_hat[zero] != 0][0]!r}, not exactly 0"
+
+
+@given(x=tensors(st.integers(2, 40)), bits=BITS)
+def test_affine_codes_are_monotone_in_the_input(qz, x, bits):
+    x = np.sort(x)
+    q = _codes(qz.quantize_affine(x, bits)[0], x.shape)
+    drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
+    assert drops.size == 0, f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+
+
+@pytest.mark.parametrize("bits", [1, 9])
+def test_affine_rejects_bits_out_of_range(qz, bits):
+    with pytest.raises(ValueError):
+        qz.quantize_affine(np.ones(4, np.float32), bits)
+
+
+@pytest.mark.parametrize("bad", [np.arange(8), np.array([1.0, np.nan]), np.array([np.inf, 0.0])], ids=["int", "nan", "inf"])
+def test_affine_rejects_integer_nan_and_inf_input(qz, bad):
+    with pytest.raises(ValueError):
+        qz.quantize_affine(bad, 8)
+
+
+# -------------------------------------------------------------------- grouped
+
+
+@st.composite
+def grouped_inputs(draw):
+    group_size = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    rows = draw(st.integers(1, 4))
+    n_groups = draw(st.integers(1, 4))
+    x = draw(tensors(st.just((rows, n_groups * group_size))))
+    return x, group_size
+
+
+def _group_amax(x: np.ndarray, group_size: int) -> np.ndarray:
+    """max |x| of each element's group, float64, shape of x."""
+    g = np.abs(x.astype(np.float64)).reshape(*x.shape[:-1], -1, group_size)
+    return np.broadcast_to(g.max(axis=-1, keepdims=True), g.shape).reshape(x.shape)
+
+
+@given(xg=grouped_inputs(), bits=BITS)
+def test_grouped_codes_lie_in_range_with_one_scale_per_group(qz, xg, bits):
+    x, group_size = xg
+    q, scales = qz.quantize_grouped(x, bits, group_size)
+    q = _codes(q, x.shape)
+    qmax = 2 ** (bits - 1) - 1
+    info = np.iinfo(q.dtype)
+    assert info.min <= -qmax and info.max >= qmax, f"dtype {q.dtype} cannot hold codes in [-{qmax}, {qmax}]"
+    assert q.min() >= -qmax and q.max() <= qmax, f"codes {q.min()}..{q.max()} leave [-{qmax}, {qmax}] at {bits} bits"
+    want_shape = x.shape[:-1] + (x.shape[-1] // group_size,)
+    assert np.shape(scales) == want_shape, f"scales have shape {np.shape(scales)}, expected {want_shape} (one per group)"
+    want = x.astype(np.float64).reshape(*want_shape, group_size)
+    want = np.abs(want).max(axis=-1) / qmax
+    got = np.asarray(scales, dtype=np.float64)
+    bad = ~np.isclose(got, want, rtol=REL_TOL, atol=0) & (want > 0)
+    assert not bad.any(), f"scale of group {_first(bad)} is {got[bad][0]:.6g}, max|group| / qmax is {want[bad][0]:.6g}"
+
+
+@given(xg=grouped_inputs(), bits=BITS)
+def test_grouped_error_is_at_most_half_a_step_of_its_group(qz, xg, bits):
+    x, group_size = xg
+    q, scales = qz.quantize_grouped(x, bits, group_size)
+    x_hat = np.asarray(qz.dequantize_grouped(q, scales, group_size), dtype=np.float64)
+    assert x_hat.shape == x.shape, f"dequantize_grouped returned shape {x_hat.shape}, expected {x.shape}"
+    amax = _group_amax(x, group_size)
+    step = amax / (2 ** (bits - 1) - 1)
+    err = np.abs(x_hat - x)
+    assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf (a group of zeros divided by 0?)"
+    bad = err > step / 2 + REL_TOL * amax
+    assert not bad.any(), f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step of its group is {step[bad][0] / 2:.4g}"
+
+
+@given(xg=grouped_inputs(), bits=BITS)
+def test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes(qz, xg, bits):
+    x, group_size = xg
+    q1, scales = qz.quantize_grouped(x, bits, group_size)
+    q1 = _codes(q1, x.shape)
+    per_element = np.repeat(np.asarray(scales, dtype=np.float64), group_size, axis=-1)
+    x_hat = (q1 * per_element).astype(x.dtype)
+    q2 = _codes(qz.quantize_grouped(x_hat, bits, group_size)[0], x.shape)
+    bad = q1 != q2
+    assert not bad.any(), f"code at {_first(bad)} was {q1[bad][0]}, quantizing its dequantized value gives {q2[bad][0]}"
+
+
+def test_an_outlier_only_coarsens_its_own_group(qz):
+    group_size, bits = 16, 4
+    x = rng(21).standard_normal((2, 8 * group_size)).astype(np.float32)
+    spiked = x.copy()
+    spiked[1, 5 * group_size + 3] = 1000.0  # in group 5 of row 1
+
+    def group_errors(a):
+        q, scales = qz.quantize_grouped(a, bits, group_size)
+        err = np.abs(np.asarray(qz.dequantize_grouped(q, scales, group_size), np.float64) - x)
+        err[1, 5 * group_size + 3] = 0.0  # the outlier itself is not judged
+        return err.reshape(2, -1, group_size).max(axis=-1)
+
+    before, after = group_errors(x), group_errors(spiked)
+    others = np.ones_like(before, dtype=bool)
+    others[1, 5] = False
+    moved = others & ~np.isclose(after, before, rtol=REL_TOL, atol=0)
+    assert not moved.any(), (
+        f"an outlier in group 5 of row 1 changed the error of group {int(np.argwhere(moved)[0][1])} "
+        f"of row {int(np.argwhere(moved)[0][0])}: do all groups share one scale?"
+    )
+    assert after[1, 5] > 2 * before[1, 5], "the outlier's own group should come back coarser, its scale grew"
+
+
+@given(x=tensors(st.tuples(st.integers(1, 5), st.integers(1, 12))), bits=BITS)
+def test_one_group_per_row_gives_the_per_channel_symmetric_codes(qz, x, bits):
+    q, _ = qz.quantize_grouped(x, bits, x.shape[-1])
+    q = _codes(q, x.shape)
+    qmax = 2 ** (bits - 1) - 1
+    scale = _slice_amax(x, 0) / qmax  # one scale per row: per-channel symmetric with axis=0
+    ratio = np.divide(x.astype(np.float64), scale, out=np.zeros(x.shape), where=scale > 0)
+    bad = ~_codes_match(q, ratio)
+    assert not bad.any(), f"code at {_first(bad)} is {q[bad][0]}, per-channel symmetric gives {np.round(ratio[bad][0]):g}"
+
+
+def test_grouped_all_zero_groups_dequantize_to_exact_zeros(qz):
+    x = np.zeros((2, 8), dtype=np.float32)
+    x[0, :4] = [1.0, -3.0, 2.0, 0.5]
+    q, scales = qz.quantize_grouped(x, 4, 4)
+    x_hat = np.asarray(qz.dequantize_grouped(q, scales, 4))
+    assert np.all(np.asarray(q)[:, 4:] == 0) and np.all(np.asarray(q)[1] == 0), "groups of zeros got nonzero codes"
+    assert np.all(np.isfinite(x_hat)), "a group of zeros dequantizes to NaN or inf (0 / 0?)"
+    assert np.all(x_hat[x == 0] == 0), "groups of zeros do not come back as exact zeros"
+
+
+def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(qz):
+    with pytest.raises(ValueError) as info:
+        qz.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
+    message = str(info.value)
+    assert "5" in message and "12" in message, f"the error should name group_size 5 and the length 12, it says: {message}"
+
+
+@pytest.mark.parametrize(
+    "x, bits",
+    [(np.ones(8, np.float32), 1), (np.ones(8, np.float32), 9), (np.arange(8), 4),
+     (np.array([1.0, np.nan, 2.0, 3.0]), 4), (np.array([1.0, 2.0, -np.inf, 3.0]), 4)],
+    ids=["bits=1", "bits=9", "int", "nan", "inf"],
+)
+def test_grouped_rejects_bad_bits_integers_nan_and_inf(qz, x, bits):
+    with pytest.raises(ValueError):
+        qz.quantize_grouped(x, bits, 4)
+
+
+# -------------------------------------------------------------------- packing
+
+
+def test_pack_int4_puts_element_2i_in_the_low_nibble(qz):
+    packed = np.asarray(qz.pack_int4(np.array([1, -1, -8, 7, 0, 5], dtype=np.int8)))
+    want = [0xF1, 0x78, 0x50]  # -1 is 0xF, -8 is 0x8 in 4-bit two's complement
+    assert packed.dtype == np.uint8, f"pack_int4 must return uint8, got {packed.dtype}"
+    assert packed.tolist() == want, f"pack_int4([1, -1, -8, 7, 0, 5]) gave {[hex(b) for b in packed.tolist()]}, expected {[hex(b) for b in want]}"
+
+
+@given(codes=st.lists(st.integers(-8, 7), min_size=0, max_size=41))
+@example(codes=[-8])
+@example(codes=[7, -8, 3])
+def test_pack_then_unpack_round_trips_exactly(qz, codes):
+    q = np.array(codes, dtype=np.int8)
+    packed = np.asarray(qz.pack_int4(q))
+    assert packed.shape == ((q.size + 1) // 2,), f"{q.size} codes packed into {packed.shape} bytes, expected {(q.size + 1) // 2}"
+    lows = packed.astype(np.int64) & 0xF
+    want = np.array(codes[0::2], dtype=np.int64) & 0xF
+    assert np.array_equal(lows, want), f"the low nibbles {lows.tolist()} should hold elements 0, 2, 4, ...: {want.tolist()}"
+    back = np.asarray(qz.unpack_int4(packed, q.size))
+    assert back.tolist() == codes, f"unpack_int4(pack_int4({codes})) gave {back.tolist()}"
+
+
+@pytest.mark.parametrize("codes", [[8], [-9], [0, 16]])
+def test_pack_int4_rejects_codes_outside_4_bits(qz, codes):
+    with pytest.raises(ValueError):
+        qz.pack_int4(np.array(codes, dtype=np.int16))
+
+
+# ---------------------------------------------------------- llama.cpp blocks
+
+
+def _fp16(d: float) -> bytes:
+    return struct.pack("<e", d)
+
+
+def _q8_0_bytes(d: float, codes: list[int]) -> bytes:
+    return _fp16(d) + np.array(codes, dtype=np.int8).tobytes()
+
+
+def _q4_0_bytes(d: float, codes: list[int]) -> bytes:
+    return _fp16(d) + bytes(codes[j] | (codes[j + 16] << 4) for j in range(16))
+
+
+# Hand-computed blocks: (values, d, codes).
+_TIES = [0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.0, -127.0] + [0.0] * 24
+Q8_0_BLOCKS = {
+    # max|x| = 127 so d = 1: every .5 rounds away from zero (0.5 -> 1, 2.5 -> 3, -2.5 -> -3).
+    "ties": (_TIES, 1.0, [1, 2, 3, -1, -3, 127, 127, -127] + [0] * 24),
+    "zeros": ([0.0] * 32, 0.0, [0] * 32),
+    # max|x| = 254 from a negative value: d = 2, x / d = -127, 2.5, -1.5, 0.5, 0.25.
+    "negative max": ([-254.0, 5.0, -3.0, 1.0, 0.5] + [0.0] * 27, 2.0, [-127, 3, -2, 1, 0] + [0] * 27),
+}
+Q4_0_BLOCKS = {
+    # m = -8 (negative): d = 1, q = min(15, floor(x + 8.5)); ties x = 0.5 -> 9, -0.5 -> 8, 7.5 -> 15.
+    "negative max": ([-8.0, 0.5, -0.5, 1.5, 7.5, 3.0] + [0.0] * 26, 1.0, [0, 9, 8, 10, 15, 11] + [8] * 26),
+    # m = 16 (positive): d = -2, q = floor(-x / 2 + 8.5).
+    "positive max": ([16.0, -10.0, 1.0, -1.0] + [0.0] * 12 + [2.0, -3.0] + [0.0] * 14, -2.0,
+                     [0, 13, 8, 9] + [8] * 12 + [7, 10] + [8] * 14),
+    # |8| == |-8|: the first one (8) wins, so d = -1 and -8 maps to min(15, 16) = 15.
+    "first max wins": ([0.0, 8.0, -8.0] + [0.0] * 29, -1.0, [8, 0, 15] + [8] * 29),
+    "zeros": ([0.0] * 32, 0.0, [8] * 32),
+}
+
+
+@pytest.mark.parametrize("block", list(Q8_0_BLOCKS), ids=str)
+def test_q8_0_matches_hand_computed_blocks(qz, block):
+    values, d, codes = Q8_0_BLOCKS[block]
+    got = bytes(qz.quantize_q8_0(np.array(values, dtype=np.float32)))
+    want = _q8_0_bytes(d, codes)
+    assert got == want, f"Q8_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
+
+
+@pytest.mark.parametrize("block", list(Q4_0_BLOCKS), ids=str)
+def test_q4_0_matches_hand_computed_blocks(qz, block):
+    values, d, codes = Q4_0_BLOCKS[block]
+    got = bytes(qz.quantize_q4_0(np.array(values, dtype=np.float32)))
+    want = _q4_0_bytes(d, codes)
+    assert got == want, f"Q4_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
+
+
+def _round_away(v: np.ndarray) -> np.ndarray:
+    a = np.abs(v)
+    return np.sign(v) * (np.floor(a) + (a - np.floor(a) >= 0.5))
+
+
+def _inverse(d: np.ndarray) -> np.ndarray:
+    return np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+
+
+def _expected_q8_0(x: np.ndarray) -> bytes:
+    """llama.cpp's quantize_row_q8_0_ref, in float32 as in C."""
+    out = b""
+    for block in x.astype(np.float32).reshape(-1, 32):
+        d = np.float32(np.max(np.abs(block)) / np.float32(127))
+        codes = _round_away(block * _inverse(np.array([d]))[0])
+        out += np.float16(d).astype("<f2").tobytes() + codes.astype(np.int8).tobytes()
+    return out
+
+
+def _expected_q4_0(x: np.ndarray) -> bytes:
+    """llama.cpp's quantize_row_q4_0_ref, in float32 as in C."""
+    out = b""
+    for block in x.astype(np.float32).reshape(-1, 32):
+        m = block[int(np.argmax(np.abs(block)))]
+        d = np.float32(m / np.float32(-8))
+        codes = np.minimum(15, np.floor(block * _inverse(np.array([d]))[0] + np.float32(8.5))).astype(np.uint8)
+        out += np.float16(d).astype("<f2").tobytes() + bytes((codes[:16] | (codes[16:] << 4)).tolist())
+    return out
+
+
+llama_blocks = st.integers(1, 3).flatmap(
+    lambda n: hnp.arrays(np.float32, 32 * n, elements=st.one_of(
+        st.just(0.0), st.floats(1e-3, 1000.0, width=32), st.floats(-1000.0, -1e-3, width=32),
+        st.integers(-40, 40).map(lambda k: k / 2),  # halves: ties when d is a power of two
+    ))
+)
+
+
+@given(x=llama_blocks)
+def test_q8_0_matches_the_llama_cpp_formula_on_random_blocks(qz, x):
+    got, want = bytes(qz.quantize_q8_0(x)), _expected_q8_0(x)
+    assert len(got) == len(want), f"{x.size} values gave {len(got)} bytes; Q8_0 takes 34 per block of 32, {len(want)}"
+    block = next(i for i in range(0, len(want), 34) if got[i:i + 34] != want[i:i + 34]) // 34 if got != want else None
+    assert got == want, f"Q8_0 block {block} differs from llama.cpp's: got {got[block * 34:block * 34 + 34].hex()}, want {want[block * 34:block * 34 + 34].hex()}"
+
+
+@given(x=llama_blocks)
+def test_q4_0_matches_the_llama_cpp_formula_on_random_blocks(qz, x):
+    got, want = bytes(qz.quantize_q4_0(x)), _expected_q4_0(x)
+    assert len(got) == len(want), f"{x.size} values gave {len(got)} bytes; Q4_0 takes 18 per block of 32, {len(want)}"
+    block = next(i for i in range(0, len(want), 18) if got[i:i + 18] != want[i:i + 18]) // 18 if got != want else None
+    assert got == want, f"Q4_0 block {block} differs from llama.cpp's: got {got[block * 18:block * 18 + 18].hex()}, want {want[block * 18:block * 18 + 18].hex()}"
+
+
+def test_q8_0_dequantizes_to_code_times_d(qz):
+    data = _q8_0_bytes(0.5, list(range(-16, 16))) + _q8_0_bytes(-3.0, [127, -127, 1] + [0] * 29)
+    got = np.asarray(qz.dequantize_q8_0(data, 64), dtype=np.float64)
+    want = np.concatenate([np.arange(-16, 16) * 0.5, np.array([127, -127, 1] + [0] * 29) * -3.0])
+    assert got.shape == (64,), f"dequantize_q8_0(data, 64) returned shape {got.shape}"
+    bad = got != want
+    assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, code * d is {want[bad][0]}"
+
+
+def test_q4_0_dequantizes_to_q_minus_8_times_d(qz):
+    codes = list(range(16)) + list(range(15, -1, -1))
+    data = _q4_0_bytes(0.25, codes) + _q4_0_bytes(0.0, [8] * 32)
+    got = np.asarray(qz.dequantize_q4_0(data, 64), dtype=np.float64)
+    want = np.concatenate([(np.array(codes) - 8) * 0.25, np.zeros(32)])
+    assert got.shape == (64,), f"dequantize_q4_0(data, 64) returned shape {got.shape}"
+    bad = got != want
+    assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, (q - 8) * d is {want[bad][0]}"
+
+
+def test_q8_0_and_q4_0_match_gguf_on_random_blocks(qz):
+    """Runs only when the optional `gguf` package (llama.cpp's Python side) is installed."""
+    gguf = pytest.importorskip("gguf")
+    x = (rng(31).standard_normal(32 * 64) * np.repeat(10.0 ** rng(32).integers(-3, 4, 64), 32)).astype(np.float32)
+    x[:32] = 0.0
+    for name, quantize in (("Q8_0", qz.quantize_q8_0), ("Q4_0", qz.quantize_q4_0)):
+        want = np.asarray(gguf.quants.quantize(x, getattr(gguf.GGMLQuantizationType, name))).tobytes()
+        assert bytes(quantize(x)) == want, f"{name} bytes differ from gguf.quants.quantize (llama.cpp's own Python port)"
+
+
+@pytest.mark.parametrize("fn", ["quantize_q8_0", "quantize_q4_0"])
+@pytest.mark.parametrize(
+    "x",
+    [np.ones(33, np.float32), np.ones(16, np.float32), np.arange(32),
+     np.where(np.arange(32) == 7, np.nan, 1.0), np.where(np.arange(32) == 0, np.inf, 1.0)],
+    ids=["33 values", "16 values", "int", "nan", "inf"],
+)
+def test_llama_cpp_blocks_reject_bad_input(qz, fn, x):
+    with pytest.raises(ValueError):
+        getattr(qz, fn)(x)
+
+
+# ---------------------------------------------------------------------- model
+
+MODEL_CONFIG = Config(vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64,
+                      max_seq_len=64, n_experts=4, top_k=2)
+LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    return Model.random(MODEL_CONFIG, seed=3)
+
+
+def _mean_kl(p_model: Model, q_model: Model, tokens) -> float:
+    p = probs_from_logits(p_model.forward(tokens), 1.0)
+    q = probs_from_logits(q_model.forward(tokens), 1.0)
+    return float(np.mean(np.sum(p * (np.log(p) - np.log(q)), axis=-1)))
+
+
+def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(qz, small_model):
+    before = {name: w.copy() for name, w in small_model.weights.items()}
+    out = qz.quantize_model(small_model, 4)
+    assert isinstance(out, Model), f"quantize_model must return a Model, got {type(out).__name__}"
+    assert out is not small_model, "quantize_model returned the model it was given; return a copy"
+    changed = [n for n, w in small_model.weights.items() if not np.array_equal(w, before[n])]
+    assert not changed, f"quantize_model changed the input model's weights {changed[:3]}; work on model.copy()"
+    shared = [n for n, w in out.weights.items() if np.shares_memory(w, small_model.weights[n])]
+    assert not shared, f"the quantized model shares arrays {shared[:3]} with the input; copy them"
+
+
+def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(qz, small_model):
+    bits = 4
+    out = qz.quantize_model(small_model, bits)
+    assert out.config == small_model.config, "the quantized model must keep the config"
+    for name, w in small_model.weights.items():
+        got = np.asarray(out.weights[name], dtype=np.float64)
+        if name.split(".")[-1] in LINEAR:
+            assert not np.array_equal(got, w), f"weight {name!r} was not quantized"
+            # Whatever the grouping, a group's step is at most the whole tensor's.
+            bound = np.max(np.abs(w)) / (2 ** (bits - 1) - 1) / 2 * (1 + REL_TOL)
+            err = float(np.max(np.abs(got - w)))
+            assert err <= bound, f"weight {name!r} comes back {err:.3g} off, more than half a {bits}-bit step ({bound:.3g})"
+        else:
+            assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
+
+
+def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(qz, small_model):
+    tokens = rng(41).integers(0, MODEL_CONFIG.vocab_size, 24)
+    kl = _mean_kl(small_model, qz.quantize_model(small_model, 8), tokens)
+    assert kl < KL_8BIT, f"the 8-bit model's next-token distributions are {kl:.3g} nats (mean KL) from the float model's; allowed {KL_8BIT}"
+
+
+def test_kl_to_the_float_model_grows_as_bits_shrink(qz, small_model):
+    tokens = rng(42).integers(0, MODEL_CONFIG.vocab_size, 24)
+    kls = {bits: _mean_kl(small_model, qz.quantize_model(small_model, bits), tokens) for bits in (8, 6, 4, 3)}
+    order = list(kls)
+    for more, fewer in zip(order, order[1:]):
+        assert kls[more] < kls[fewer], (
+            f"KL at {more} bits ({kls[more]:.3g}) should be below KL at {fewer} bits ({kls[fewer]:.3g})"
+        )
+
+
+def test_eight_bit_greedy_generation_agrees_with_the_float_model(qz, small_model):
+    """A random model stands in for the shipped teacher: naive generation
+    with the teacher takes ~2 s, over this suite's time budget."""
+    prompt = [1, 2, 3]
+    want = generate_naive(small_model, prompt, 32)
+    got = generate_naive(qz.quantize_model(small_model, 8), prompt, 32)
+    agree = float(np.mean(np.array(got) == np.array(want)))
+    assert agree >= GREEDY_AGREEMENT, f"the 8-bit model generates {agree:.0%} of the float model's 32 greedy tokens; needs {GREEDY_AGREEMENT:.0%}"
+
+
+@pytest.mark.parametrize("bits, group_size", [(1, 32), (9, 32), (8, 5), (8, 0)])
+def test_quantize_model_rejects_bad_bits_and_group_size(qz, small_model, bits, group_size):
+    with pytest.raises(ValueError):
+        qz.quantize_model(small_model, bits, group_size)
+
+
+@pytest.mark.parametrize("bits, group_size, scale_bytes, want",
+                         [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)])
+def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, want):
+    got = float(qz.bits_per_weight(bits, group_size, scale_bytes))
+    assert math.isclose(got, want), f"bits_per_weight({bits}, {group_size}, scale_bytes={scale_bytes}) is {got}, expected {want}"
+
+
+# ---------------------------------------------------------------------- speed
+
+
+@pytest.mark.speed
+def test_grouped_quantization_is_vectorized(qz):
+    """4M float32 values (4096 rows of 1024) in groups of 32: 131072 groups."""
+    x = rng(51).standard_normal((4096, 1024)).astype(np.float32)
+    t_quant = median_time(lambda: qz.quantize_grouped(x, 4, 32), repeats=3)
+    t_round = median_time(lambda: np.round(x), repeats=3)
+    ratio = t_quant / t_round
+    assert ratio < SPEED_RATIO, (
+        f"quantize_grouped took {ratio:.1f}x the time of one np.round over the same 4M values; "
+        f"allowed {SPEED_RATIO:g}x (a Python loop over groups or rows?)"
+    )

@@ -1,0 +1,371 @@
+"""Quantization: precision for memory.
+
+Every weight is hauled out of memory for every token, and the hauling is the
+bottleneck. Storing a weight in fewer bits snaps it onto a coarse grid of
+levels `code * scale`: symmetric (codes around 0), affine (a zero point, so
+0.0 stays exact), or grouped (one scale per run of G weights, so an outlier
+only coarsens its own group, at the price of a few bits per weight for the
+scales). llama.cpp's Q8_0 and Q4_0 blocks are grouped quantization with
+G = 32, an fp16 scale and its own rounding, written out byte for byte.
+
+Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
+PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
+ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
+or NaN/inf in it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.model import Model
+
+BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
+Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
+Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
+LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
+
+
+def _check_bits(bits) -> int:
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 8:
+        raise ValueError(f"bits must be an int from 2 to 8, got {bits!r}")
+    return int(bits)
+
+
+def _check_floats(x, what: str = "x") -> np.ndarray:
+    """x as a float array, or a ValueError if it is not floating point or not finite."""
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"{what} must be a floating-point array, got dtype {arr.dtype}; convert it with .astype(np.float32)")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr.ravel()))[0])
+        raise ValueError(f"{what} holds {arr.ravel()[bad]} at flat index {bad}; only finite values can be quantized")
+    return arr
+
+
+def _check_axis(axis, ndim: int) -> int | None:
+    if axis is None:
+        return None
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"axis must be None or an int in [{-ndim}, {ndim}) for a {ndim}-D input, got {axis!r}")
+    return int(axis) % ndim
+
+
+def _reduce_axes(ndim: int, axis: int | None) -> tuple[int, ...]:
+    """The axes a scale is taken over: all of them, or all but `axis`."""
+    return tuple(a for a in range(ndim) if a != axis)
+
+
+def _check_group_size(group_size, length: int) -> int:
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if length % group_size:
+        raise ValueError(f"group_size {group_size} does not divide the last axis of length {length}")
+    return int(group_size)
+
+
+def _check_codes(q, what: str = "q") -> np.ndarray:
+    arr = np.asarray(q)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} must be an integer array of codes, got dtype {arr.dtype}")
+    return arr
+
+
+def quantize_symmetric(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric uniform quantization: x ~= q * scale with codes around 0.
+
+    x: float array of any shape. bits: 2..8; qmax = 2**(bits-1) - 1.
+    axis=None: one scale for the whole tensor. axis=a: one scale per index
+    along axis a (PyTorch's per-channel axis), taken over all the other axes;
+    for a (D, F) weight, axis=1 gives one scale per output column.
+
+    Returns q, int8 codes in [-qmax, qmax] with x's shape, and scale =
+    max|x| / qmax (over the whole tensor or the slice), in x's float dtype,
+    shaped to broadcast against x: () for axis=None, else x.shape with every
+    axis but `axis` set to 1. A slice of zeros gets scale 0 and codes 0.
+    Codes are round(x / scale), half to even, clamped to [-qmax, qmax].
+    """
+    bits = _check_bits(bits)
+    x = _check_floats(x)
+    axis = _check_axis(axis, x.ndim)
+    qmax = 2 ** (bits - 1) - 1
+    amax = np.max(np.abs(x), axis=_reduce_axes(x.ndim, axis), keepdims=axis is not None)
+    scale = (amax / qmax).astype(x.dtype)
+    safe = np.where(scale > 0, scale, 1).astype(x.dtype)  # a zero slice divides by 1: codes 0, never NaN
+    q = np.clip(np.round(x / safe), -qmax, qmax).astype(np.int8)
+    return q, scale
+
+
+def dequantize_symmetric(q, scale) -> np.ndarray:
+    """The float values the codes stand for: q * scale.
+
+    q: integer codes, any shape. scale: a float broadcasting against q (as
+    returned by quantize_symmetric). Returns an array of q's shape in
+    scale's float dtype.
+    """
+    q = _check_codes(q)
+    scale = _check_floats(scale, "scale")
+    return (q * scale).astype(scale.dtype)
+
+
+def quantize_affine(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Affine (asymmetric) uniform quantization, PyTorch's convention:
+    x ~= (q - zero_point) * scale with codes in [0, 2**bits - 1].
+
+    x: float array of any shape. bits: 2..8; qmax = 2**bits - 1.
+    axis: as in quantize_symmetric (None: per tensor; a: one scale and zero
+    point per index along axis a).
+
+    The range is widened to hold 0: min_neg = min(min x, 0), max_pos =
+    max(max x, 0). scale = (max_pos - min_neg) / qmax, zero_point =
+    clamp(round(-min_neg / scale), 0, qmax), q = clamp(round(x / scale) +
+    zero_point, 0, qmax), rounding half to even. 0.0 comes back exactly. A
+    slice of zeros gets scale 0, zero point 0 and codes 0.
+
+    Returns q (uint8, x's shape), scale (x's float dtype) and zero_point
+    (int64), both shaped to broadcast against x as in quantize_symmetric.
+    """
+    bits = _check_bits(bits)
+    x = _check_floats(x)
+    axis = _check_axis(axis, x.ndim)
+    qmax = 2**bits - 1
+    axes = _reduce_axes(x.ndim, axis)
+    keep = axis is not None
+    min_neg = np.minimum(np.min(x, axis=axes, keepdims=keep), 0)
+    max_pos = np.maximum(np.max(x, axis=axes, keepdims=keep), 0)
+    scale = ((max_pos - min_neg) / qmax).astype(x.dtype)
+    safe = np.where(scale > 0, scale, 1).astype(x.dtype)
+    zero_point = np.clip(np.round(-min_neg / safe), 0, qmax).astype(np.int64)
+    q = np.clip(np.round(x / safe) + zero_point, 0, qmax).astype(np.uint8)
+    return q, scale, zero_point
+
+
+def dequantize_affine(q, scale, zero_point) -> np.ndarray:
+    """The float values the codes stand for: (q - zero_point) * scale.
+
+    q: integer codes, any shape; scale (float) and zero_point (integer)
+    broadcast against q. Returns an array of q's shape in scale's float dtype.
+    """
+    q = _check_codes(q)
+    zero_point = _check_codes(zero_point, "zero_point")
+    scale = _check_floats(scale, "scale")
+    # Subtract in a signed type: uint8 codes minus a zero point would wrap around.
+    return ((q.astype(np.int64) - zero_point) * scale).astype(scale.dtype)
+
+
+def quantize_grouped(x, bits: int, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped symmetric quantization: one scale per run of G = group_size
+    consecutive values along the last axis.
+
+    x: float array (..., L) with G dividing L (else ValueError naming both).
+    bits: 2..8; qmax = 2**(bits-1) - 1.
+
+    Returns q, int8 codes in [-qmax, qmax] of shape (..., L), and scales
+    (..., L // G) in x's float dtype: scale = max|group| / qmax, codes
+    round(x / scale) half to even, clamped. A group of zeros gets scale 0 and
+    codes 0. Vectorized: no Python loop over groups.
+    """
+    bits = _check_bits(bits)
+    x = np.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("x must have at least one axis to group along, got a scalar")
+    group_size = _check_group_size(group_size, x.shape[-1])
+    if not np.issubdtype(x.dtype, np.floating):
+        raise ValueError(f"x must be a floating-point array, got dtype {x.dtype}; convert it with .astype(np.float32)")
+    qmax = 2 ** (bits - 1) - 1
+    groups = x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)  # (..., L // G, G)
+    amax = np.max(np.abs(groups), axis=-1)  # (..., L // G); NaN or inf anywhere shows up here
+    if not np.all(np.isfinite(amax)):
+        _check_floats(x)  # names the first bad value
+    scales = (amax / qmax).astype(x.dtype)
+    inv = np.divide(qmax, amax, out=np.zeros_like(amax), where=amax > 0).astype(x.dtype)  # 1/scale, 0 for a zero group
+    q = groups * inv[..., None]
+    np.round(q, out=q)
+    np.clip(q, -qmax, qmax, out=q)
+    return q.astype(np.int8).reshape(x.shape), scales
+
+
+def dequantize_grouped(q, scales, group_size: int) -> np.ndarray:
+    """The float values grouped codes stand for.
+
+    q: integer codes (..., L); scales: float (..., L // G); group_size: G.
+    Returns q * scale of its group, shape (..., L), in scales' float dtype.
+    """
+    q = _check_codes(q)
+    scales = _check_floats(scales, "scales")
+    if q.ndim == 0:
+        raise ValueError("q must have at least one axis, got a scalar")
+    group_size = _check_group_size(group_size, q.shape[-1])
+    n_groups = q.shape[-1] // group_size
+    if scales.shape != q.shape[:-1] + (n_groups,):
+        raise ValueError(f"scales must have shape {q.shape[:-1] + (n_groups,)} (one per group of {group_size}), got {scales.shape}")
+    groups = q.reshape(*q.shape[:-1], n_groups, group_size)
+    return (groups * scales[..., None]).astype(scales.dtype).reshape(q.shape)
+
+
+def pack_int4(q) -> np.ndarray:
+    """Two signed 4-bit codes per byte.
+
+    q: integer codes (N,) in [-8, 7] (else ValueError). Element 2i goes to the
+    low nibble and 2i+1 to the high nibble of byte i, each as 4-bit two's
+    complement; an odd N is padded with one zero code.
+    Returns uint8 (ceil(N / 2),).
+    """
+    q = _check_codes(q)
+    if q.ndim != 1:
+        raise ValueError(f"q must be a 1-D array of codes (N,), got shape {q.shape}")
+    if q.size and (q.min() < -8 or q.max() > 7):
+        bad = int(np.flatnonzero((q < -8) | (q > 7))[0])
+        raise ValueError(f"code {int(q[bad])} at index {bad} does not fit in 4 signed bits [-8, 7]")
+    nibbles = (q.astype(np.int64) & 0xF).astype(np.uint8)
+    if nibbles.size % 2:
+        nibbles = np.append(nibbles, np.uint8(0))
+    return nibbles[0::2] | (nibbles[1::2] << 4)
+
+
+def unpack_int4(packed, n: int) -> np.ndarray:
+    """The n signed 4-bit codes that pack_int4 packed.
+
+    packed: uint8 (ceil(n / 2),); n: number of codes. Returns int8 (n,) in [-8, 7].
+    """
+    packed = np.asarray(packed)
+    if packed.dtype != np.uint8 or packed.ndim != 1:
+        raise ValueError(f"packed must be a 1-D uint8 array, got shape {packed.shape} dtype {packed.dtype}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (n + 1) // 2 != packed.size:
+        raise ValueError(f"n must be an int with ceil(n / 2) = {packed.size} (the bytes given), got {n!r}")
+    nibbles = np.empty(2 * packed.size, dtype=np.int8)
+    nibbles[0::2] = packed & 0xF
+    nibbles[1::2] = packed >> 4
+    return np.where(nibbles > 7, nibbles - 16, nibbles).astype(np.int8)[:n]
+
+
+def _blocks(x) -> np.ndarray:
+    """x (N,) as float32 blocks (N // 32, 32), or a ValueError."""
+    x = _check_floats(x)
+    if x.ndim != 1 or x.size % BLOCK:
+        raise ValueError(f"x must be a 1-D array whose length is a multiple of {BLOCK}, got shape {x.shape}")
+    return x.astype(np.float32).reshape(-1, BLOCK)
+
+
+def _inverse(d: np.ndarray) -> np.ndarray:
+    """1/d in float32, 0 where d is 0 (llama.cpp's `id = d ? 1.0f/d : 0.0f`)."""
+    return np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+
+
+def _fp16_scales(d: np.ndarray) -> np.ndarray:
+    """d (n_blocks, 1) float32 as little-endian fp16 bytes (n_blocks, 2)."""
+    if np.any(np.abs(d) > np.finfo(np.float16).max):
+        raise ValueError("a block's scale overflows fp16; values this large (|x| > ~8e6) do not fit these formats")
+    return d.astype("<f2").view(np.uint8)
+
+
+def _split_blocks(data, n, block_bytes: int) -> np.ndarray:
+    """data as uint8 blocks (n // 32, block_bytes), or a ValueError."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or n % BLOCK:
+        raise ValueError(f"n must be a non-negative multiple of {BLOCK}, got {n!r}")
+    raw = np.frombuffer(bytes(data), dtype=np.uint8)
+    if raw.size != n // BLOCK * block_bytes:
+        raise ValueError(f"{n} values take {n // BLOCK * block_bytes} bytes ({block_bytes} per block of {BLOCK}), got {raw.size}")
+    return raw.reshape(-1, block_bytes)
+
+
+def quantize_q8_0(x) -> bytes:
+    """llama.cpp's Q8_0, bit for bit.
+
+    x: float (N,) with N a multiple of 32, taken as float32. Per block of 32:
+    d = max|x| / 127 and id = 1/d (0 when d is 0), in float32; codes
+    round(x * id), halves away from zero, as int8. A block is d as
+    little-endian fp16 (2 bytes) then the 32 codes: 34 bytes.
+    Returns bytes of length N / 32 * 34.
+    """
+    blocks = _blocks(x)  # (n_blocks, 32)
+    d = np.max(np.abs(blocks), axis=1, keepdims=True) / np.float32(127)  # (n_blocks, 1)
+    v = blocks * _inverse(d)
+    a = np.abs(v)
+    whole = np.floor(a)
+    codes = np.sign(v) * (whole + (a - whole >= 0.5))  # C's roundf: halves away from zero, exactly
+    return np.concatenate([_fp16_scales(d), codes.astype(np.int8).view(np.uint8)], axis=1).tobytes()
+
+
+def dequantize_q8_0(data: bytes, n: int) -> np.ndarray:
+    """The n float32 values (n,) that Q8_0 bytes stand for: code * d."""
+    blocks = _split_blocks(data, n, Q8_0_BYTES)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float32)  # (n_blocks, 1)
+    codes = blocks[:, 2:].view(np.int8).astype(np.float32)  # (n_blocks, 32)
+    return (codes * d).reshape(n)
+
+
+def quantize_q4_0(x) -> bytes:
+    """llama.cpp's Q4_0, bit for bit.
+
+    x: float (N,) with N a multiple of 32, taken as float32. Per block of 32:
+    m = the value of largest magnitude, sign kept (the first one on a tie);
+    d = m / -8 and id = 1/d (0 when d is 0), in float32; code q =
+    min(15, floor(x * id + 8.5)) in [0, 15]. A block is d as little-endian
+    fp16 (2 bytes) then 16 bytes, byte j holding code j in its low nibble
+    and code j + 16 in its high nibble: 18 bytes.
+    Returns bytes of length N / 32 * 18.
+    """
+    blocks = _blocks(x)  # (n_blocks, 32)
+    first = np.argmax(np.abs(blocks), axis=1)[:, None]  # argmax keeps the first of equal magnitudes
+    d = np.take_along_axis(blocks, first, axis=1) / np.float32(-8)  # (n_blocks, 1)
+    codes = np.minimum(15, np.floor(blocks * _inverse(d) + np.float32(8.5))).astype(np.uint8)
+    packed = codes[:, : BLOCK // 2] | (codes[:, BLOCK // 2 :] << 4)  # (n_blocks, 16)
+    return np.concatenate([_fp16_scales(d), packed], axis=1).tobytes()
+
+
+def dequantize_q4_0(data: bytes, n: int) -> np.ndarray:
+    """The n float32 values (n,) that Q4_0 bytes stand for: (q - 8) * d."""
+    blocks = _split_blocks(data, n, Q4_0_BYTES)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float32)  # (n_blocks, 1)
+    packed = blocks[:, 2:]
+    codes = np.concatenate([packed & 0xF, packed >> 4], axis=1).astype(np.float32)  # (n_blocks, 32)
+    return ((codes - 8) * d).reshape(n)
+
+
+def quantize_model(model: Model, bits: int, group_size: int = 32) -> Model:
+    """A copy of model whose linear weights are grouped-quantized then
+    dequantized: the model you would get by shipping them in `bits` bits.
+
+    Quantized: every weight whose name ends in wq, wk, wv, wo, w_gate, w_up,
+    w_down (each expert's too), router or out. Each is split into groups of
+    G = group_size consecutive values along its input axis (axis -2, the one
+    the matmul sums over, as llama.cpp's rows are) and replaced by
+    dequantize(quantize_grouped(...)). G must divide every input width (D,
+    F), else ValueError naming the weight.
+    Left in float: the norms, and tok_emb, the embedding table, which is a
+    lookup (each token reads one row, not all of them), not a matmul.
+
+    model is untouched; returns a new Model with the same config.
+    """
+    bits = _check_bits(bits)
+    if not isinstance(model, Model):
+        raise ValueError(f"model must be a reference.model.Model, got {type(model).__name__}")
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    out = model.copy()
+    for name, w in out.weights.items():
+        if not name.split(".")[-1] in LINEAR_WEIGHTS:
+            continue
+        if w.shape[-2] % group_size:
+            raise ValueError(f"group_size {group_size} does not divide the input width {w.shape[-2]} of weight {name!r}")
+        rows = np.swapaxes(w, -1, -2)  # (..., out, in): groups run along the input axis
+        q, scales = quantize_grouped(rows, bits, group_size)
+        out.weights[name] = np.swapaxes(dequantize_grouped(q, scales, group_size), -1, -2).copy()
+    return out
+
+
+def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
+    """True storage cost of grouped quantization, scales included:
+    bits + 8 * scale_bytes / group_size bits per weight.
+
+    4.5 for bits=4, group_size=32 (llama.cpp's Q4_0: 18 bytes per 32 weights);
+    8.5 for bits=8 (Q8_0). bits: 2..8; group_size: positive int; scale_bytes:
+    bytes of one scale, a non-negative int (2 for fp16).
+    """
+    bits = _check_bits(bits)
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if isinstance(scale_bytes, bool) or not isinstance(scale_bytes, (int, np.integer)) or scale_bytes < 0:
+        raise ValueError(f"scale_bytes must be a non-negative int, got {scale_bytes!r}")
+    return bits + 8 * scale_bytes / group_size
