@@ -1,0 +1,518 @@
+"""Grading suite of the kv_cache kata: the cache's contents and errors,
+cached forward passes equal to a full recompute, generation equal to
+`generate_naive`, the paged cache, and the speed (exact work counts and
+wall-clock ratios) a cache buys.
+
+Expected values come from the reference model (`Model.forward`,
+`generate_naive`) or from the suite's own bookkeeping of what was written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from grader.suites import common
+from grader.suites.common import load_kata, median_time
+from reference.model import Config, Model
+from reference.sampling import generate_naive
+
+# Bound before any learner code is imported.
+array_equal = np.array_equal
+max_abs = lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))  # noqa: E731
+
+LOGITS_ATOL = 1e-4  # cached logits vs a full recompute, float32 throughout
+MIN_GENERATE_SPEEDUP = 5.0  # cached generation vs generate_naive, 192 tokens
+MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
+
+MAX_SEQ = 24
+V = 32
+MODELS = {
+    "dense": Model.random(Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=32,
+                                 max_seq_len=MAX_SEQ), seed=1),
+    "gqa": Model.random(Config(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=32,
+                               max_seq_len=MAX_SEQ), seed=2),
+    "moe": Model.random(Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=16,
+                               max_seq_len=MAX_SEQ, n_experts=4, top_k=2), seed=3),
+}
+CONFIG_NAMES = list(MODELS)
+
+# A small raw cache for the contents checks: (layers, Hkv, Dh, max_len).
+LAYERS, HKV, DH, MAX_LEN = 2, 2, 4, 12
+
+
+@pytest.fixture(scope="module")
+def kv():
+    return load_kata("kv_cache")
+
+
+def _kv_pair(rng: np.random.Generator, t: int, hkv: int = HKV, dh: int = DH) -> tuple[np.ndarray, np.ndarray]:
+    """Random keys and values (Hkv, t, Dh), float32."""
+    return (rng.standard_normal((hkv, t, dh)).astype(np.float32),
+            rng.standard_normal((hkv, t, dh)).astype(np.float32))
+
+
+def _check_contents(got_k, got_v, want_k, want_v, what: str) -> None:
+    got_k, got_v = np.asarray(got_k), np.asarray(got_v)
+    assert got_k.shape == want_k.shape, (
+        f"{what}: update returned keys of shape {got_k.shape}, expected {want_k.shape} "
+        "(Hkv, every token cached so far, Dh)")
+    assert got_v.shape == want_v.shape, (
+        f"{what}: update returned values of shape {got_v.shape}, expected {want_v.shape}")
+    assert array_equal(got_k, want_k), f"{what}: the keys update returned differ from everything written so far"
+    assert array_equal(got_v, want_v), f"{what}: the values update returned differ from everything written so far"
+
+
+def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
+    """Write n tokens into each of the LAYERS layers of cache; returns what was written, per layer [k, v]."""
+    written = []
+    for layer in range(LAYERS):
+        k, v = _kv_pair(rng, n)
+        cache.update(layer, k, v)
+        written.append([k, v])
+    return written
+
+
+# ---------------------------------------------------------------- cache
+
+
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
+@example(sizes=[MAX_LEN])
+@example(sizes=[1] * MAX_LEN)
+def test_update_returns_everything_written_so_far(kv, sizes):
+    rng = common.rng(1)
+    cache = kv.KVCache(LAYERS, HKV, DH, 24)
+    written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(LAYERS)]
+    for step, t in enumerate(sizes):
+        for layer in range(LAYERS):
+            k, v = _kv_pair(rng, t)
+            got_k, got_v = cache.update(layer, k, v)
+            written[layer] = [np.concatenate([written[layer][0], k], axis=1),
+                              np.concatenate([written[layer][1], v], axis=1)]
+            _check_contents(got_k, got_v, *written[layer],
+                            f"layer {layer} after updates of {sizes[:step + 1]} tokens")
+
+
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
+def test_length_advances_once_every_layer_holds_the_new_tokens(kv, sizes):
+    rng = common.rng(2)
+    cache = kv.KVCache(3, HKV, DH, 24)
+    assert int(len(cache)) == 0, f"a new cache has len {len(cache)}, expected 0"
+    total = 0
+    for t in sizes:
+        for layer in range(3):
+            assert int(len(cache)) == total, (
+                f"len(cache) is {len(cache)} after {layer} of 3 layers took {t} new tokens; "
+                f"it should stay {total} until every layer holds them")
+            cache.update(layer, *_kv_pair(rng, t))
+        total += t
+        assert int(len(cache)) == total, f"len(cache) is {len(cache)} after every layer took {t} new tokens, expected {total}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
+def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kv, dtype):
+    cache = kv.KVCache(3, 2, 8, 40, dtype=dtype)
+    want = 2 * 3 * 2 * 8 * 40 * np.dtype(dtype).itemsize
+    assert int(cache.nbytes) == want, (
+        f"KVCache(3, 2, 8, 40, dtype={np.dtype(dtype).name}).nbytes is {cache.nbytes}, "
+        f"expected 2 x 3 layers x 2 heads x 8 wide x 40 tokens x {np.dtype(dtype).itemsize} bytes = {want}")
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_for_model_sizes_the_cache_for_the_model(kv, name):
+    model = MODELS[name]
+    c = model.config
+    full = kv.KVCache.for_model(model)
+    short = kv.KVCache.for_model(model, max_len=5)
+    per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+    assert int(len(full)) == 0, f"KVCache.for_model gave a cache of len {len(full)}, expected an empty one"
+    assert int(full.nbytes) == per_token * c.max_seq_len, (
+        f"KVCache.for_model(model).nbytes is {full.nbytes}, expected {per_token} bytes per token x "
+        f"max_seq_len {c.max_seq_len} (float32)")
+    assert int(short.nbytes) == per_token * 5, (
+        f"KVCache.for_model(model, max_len=5).nbytes is {short.nbytes}, expected {per_token} x 5")
+
+
+def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kv):
+    assert isinstance(kv.CacheFullError, type) and issubclass(kv.CacheFullError, ValueError), (
+        "CacheFullError must be a subclass of ValueError")
+    rng = common.rng(3)
+    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    _fill(cache, 9, rng)
+    with pytest.raises(kv.CacheFullError) as info:
+        cache.update(0, *_kv_pair(rng, 4))
+    message = str(info.value)
+    assert "9" in message and str(MAX_LEN) in message, (
+        f"the overflow error should say how many tokens are cached (9) and how many fit ({MAX_LEN}); it says: {message}")
+
+
+@given(held=st.integers(0, MAX_LEN), extra=st.integers(1, 2 * MAX_LEN))
+@example(held=0, extra=MAX_LEN + 1)
+@example(held=MAX_LEN, extra=1)
+def test_writing_past_max_len_leaves_the_cache_unchanged(kv, held, extra):
+    if held + extra <= MAX_LEN:
+        extra = MAX_LEN - held + 1
+    rng = common.rng(4)
+    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _fill(cache, held, rng) if held else [[np.zeros((HKV, 0, DH), np.float32)] * 2] * LAYERS
+    for layer in range(LAYERS):
+        with pytest.raises(kv.CacheFullError):
+            cache.update(layer, *_kv_pair(rng, extra))
+    assert int(len(cache)) == held, f"after a refused write, len(cache) is {len(cache)}, expected {held} as before"
+    if held < MAX_LEN:
+        for layer in range(LAYERS):
+            k, v = _kv_pair(rng, 1)
+            got = cache.update(layer, k, v)
+            _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
+                            np.concatenate([written[layer][1], v], axis=1),
+                            f"layer {layer}, after a refused write of {extra} tokens to a cache holding {held}")
+
+
+def _bad_updates():
+    rng = common.rng(5)
+    k, v = _kv_pair(rng, 2)
+    return {
+        "layer -1": (-1, k, v),
+        "layer n_layers": (LAYERS, k, v),
+        "too many heads": (0, np.zeros((HKV + 1, 2, DH), np.float32), np.zeros((HKV + 1, 2, DH), np.float32)),
+        "wrong head width": (0, np.zeros((HKV, 2, DH + 2), np.float32), np.zeros((HKV, 2, DH + 2), np.float32)),
+        "2-D keys": (0, k[0], v[0]),
+        "values longer than keys": (0, k, np.zeros((HKV, 3, DH), np.float32)),
+        "integer keys": (0, np.ones((HKV, 2, DH), np.int64), np.ones((HKV, 2, DH), np.int64)),
+    }
+
+
+BAD_UPDATES = _bad_updates()
+
+
+@pytest.mark.parametrize("case", list(BAD_UPDATES))
+def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kv, case):
+    rng = common.rng(6)
+    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _fill(cache, 3, rng)
+    layer, k, v = BAD_UPDATES[case]
+    with pytest.raises(ValueError):
+        cache.update(layer, k, v)
+    assert int(len(cache)) == 3, f"after a refused update ({case}), len(cache) is {len(cache)}, expected 3 as before"
+    for layer in range(LAYERS):
+        k, v = _kv_pair(rng, 2)
+        got = cache.update(layer, k, v)
+        _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
+                        np.concatenate([written[layer][1], v], axis=1),
+                        f"layer {layer}, after a refused update ({case})")
+
+
+@pytest.mark.parametrize("args", [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN),
+                                  (LAYERS, HKV, DH, 0)], ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"])
+def test_the_constructor_rejects_sizes_that_are_not_positive(kv, args):
+    with pytest.raises(ValueError):
+        kv.KVCache(*args)
+
+
+@given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
+@example(held=MAX_LEN, n=0, more=1)
+@example(held=5, n=5, more=1)
+def test_crop_forgets_everything_after_the_first_n_tokens(kv, held, n, more):
+    n = min(n, held)
+    rng = common.rng(7)
+    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _fill(cache, held, rng)
+    cache.crop(n)
+    assert int(len(cache)) == n, f"after crop({n}) of {held} tokens, len(cache) is {len(cache)}, expected {n}"
+    more = min(more, MAX_LEN - n)
+    for layer in range(LAYERS):
+        k, v = _kv_pair(rng, more)
+        got = cache.update(layer, k, v)
+        _check_contents(*got, np.concatenate([written[layer][0][:, :n], k], axis=1),
+                        np.concatenate([written[layer][1][:, :n], v], axis=1),
+                        f"layer {layer}, writing {more} tokens after crop({n}) of {held}")
+
+
+@pytest.mark.parametrize("n", [-1, 4], ids=["n -1", "n past len"])
+def test_crop_rejects_n_outside_zero_to_len(kv, n):
+    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    _fill(cache, 3, common.rng(8))
+    with pytest.raises(ValueError):
+        cache.crop(n)
+    assert int(len(cache)) == 3, f"after a refused crop({n}), len(cache) is {len(cache)}, expected 3 as before"
+
+
+# -------------------------------------------------------------- forward
+
+
+def _chunks(n: int, sizes: list[int]) -> list[tuple[int, int]]:
+    """[start, end) spans covering 0..n, taking sizes in turn; the last span takes the rest."""
+    spans, start = [], 0
+    for s in sizes:
+        if start + s >= n:
+            break
+        spans.append((start, start + s))
+        start += s
+    spans.append((start, n))
+    return spans
+
+
+@settings(max_examples=30)
+@given(name=st.sampled_from(CONFIG_NAMES), tokens=st.lists(st.integers(0, V - 1), min_size=1, max_size=MAX_SEQ),
+       sizes=st.lists(st.integers(1, 8), max_size=8))
+@example(name="dense", tokens=[7], sizes=[])
+@example(name="gqa", tokens=[3], sizes=[])
+@example(name="moe", tokens=[(5 * i) % V for i in range(MAX_SEQ)], sizes=[1, 6, 1, 1, 8])
+@example(name="gqa", tokens=[(7 * i + 1) % V for i in range(MAX_SEQ)], sizes=[1] * MAX_SEQ)
+@example(name="dense", tokens=[(3 * i + 2) % V for i in range(MAX_SEQ)], sizes=[10])
+def test_chunked_forward_cached_matches_a_full_forward(kv, name, tokens, sizes):
+    model = MODELS[name]
+    want = model.forward(tokens)  # (T, V)
+    cache = kv.KVCache.for_model(model, max_len=len(tokens))  # the sequence fills the cache exactly
+    for start, end in _chunks(len(tokens), sizes):
+        got = np.asarray(kv.forward_cached(model, tokens[start:end], cache))
+        assert got.shape == (end - start, V), (
+            f"forward_cached of {end - start} tokens returned shape {got.shape}, expected ({end - start}, {V})")
+        for row in range(end - start):
+            d = max_abs(got[row], want[start + row])
+            assert d <= LOGITS_ATOL, (
+                f"{name} model: cached logits of the chunk at positions {start}..{end - 1} differ from a full "
+                f"recompute at position {start + row} by {d:.3g} (allowed {LOGITS_ATOL:g})")
+        assert int(len(cache)) == end, f"after feeding {end} tokens, len(cache) is {len(cache)}, expected {end}"
+
+
+@given(name=st.sampled_from(CONFIG_NAMES), held=st.integers(1, 12), n=st.integers(0, 12),
+       tail=st.integers(1, 8))
+@example(name="dense", held=12, n=0, tail=1)
+@example(name="moe", held=7, n=3, tail=8)
+def test_continuing_after_crop_matches_a_fresh_cache(kv, name, held, n, tail):
+    n = min(n, held)
+    model = MODELS[name]
+    rng = common.rng(9)
+    drafted = rng.integers(0, V, size=held).tolist()
+    continuation = rng.integers(0, V, size=tail).tolist()
+    cache = kv.KVCache.for_model(model)
+    kv.forward_cached(model, drafted, cache)
+    cache.crop(n)
+    got = np.asarray(kv.forward_cached(model, continuation, cache))
+    want = model.forward(drafted[:n] + continuation)[n:]
+    assert got.shape == want.shape, f"forward_cached returned shape {got.shape} after crop, expected {want.shape}"
+    d = max_abs(got, want)
+    assert d <= LOGITS_ATOL, (
+        f"{name} model: after feeding {held} tokens and crop({n}), the next {tail} tokens' logits differ from a "
+        f"fresh cache fed the first {n} by {d:.3g} (allowed {LOGITS_ATOL:g})")
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kv, name):
+    model = MODELS[name]
+    tokens = common.rng(10).integers(0, V, size=15).tolist()
+    cache = kv.KVCache.for_model(model)
+    kv.forward_cached(model, tokens[:10], cache)
+    for chunk in (tokens[10:14], tokens[14:]):
+        with model.count_work() as work:
+            kv.forward_cached(model, chunk, cache)
+        want = {layer: len(chunk) for layer in range(model.config.n_layers)}
+        assert work.positions == want, (
+            f"forward_cached of {len(chunk)} new tokens after {len(cache) - len(chunk)} cached ones pushed "
+            f"{work.positions} token positions through the layers' projections, expected {want}: "
+            "the cached tokens must not be recomputed")
+
+
+def test_forward_cached_past_the_cache_raises_cache_full_error(kv):
+    model = MODELS["dense"]
+    cache = kv.KVCache.for_model(model, max_len=6)
+    kv.forward_cached(model, [1, 2, 3, 4], cache)
+    with pytest.raises(kv.CacheFullError):
+        kv.forward_cached(model, [5, 6, 7], cache)
+    assert int(len(cache)) == 4, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 4 as before"
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
+def test_forward_cached_rejects_a_cache_of_another_shape(kv, shape):
+    with pytest.raises(ValueError):
+        kv.forward_cached(MODELS["dense"], [1, 2, 3], kv.KVCache(*shape, MAX_SEQ))
+
+
+# ------------------------------------------------------------- generate
+
+
+@pytest.mark.parametrize("name,p,n", [("dense", 5, 12), ("gqa", 1, 10), ("moe", 9, 15), ("dense", 1, MAX_SEQ - 1),
+                                      ("gqa", 3, 0)],
+                         ids=["dense", "gqa 1-token prompt", "moe", "dense fills max_seq_len", "no new tokens"])
+def test_greedy_generate_matches_generate_naive(kv, name, p, n):
+    model = MODELS[name]
+    prompt = common.rng(11).integers(0, V, size=p).tolist()
+    want = generate_naive(model, prompt, n)
+    got = [int(t) for t in kv.generate(model, prompt, n)]
+    assert got == want, f"{name} model, greedy, {p}-token prompt: generate gave {got}, generate_naive gave {want}"
+
+
+@pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5)])
+def test_sampled_generate_matches_generate_naive_with_the_same_seed(kv, name, temperature):
+    model = MODELS[name]
+    prompt = common.rng(12).integers(0, V, size=4).tolist()
+    seed = int(common.rng(13).integers(2**31))
+    want = generate_naive(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))
+    got = [int(t) for t in kv.generate(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))]
+    assert got == want, (
+        f"{name} model at temperature {temperature}: generate gave {got}, generate_naive with the same seed gave "
+        f"{want}; call sample_token once per new token on the last position's logits")
+
+
+@pytest.mark.parametrize("p,n", [(1, 10), (6, 9)])
+def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kv, p, n):
+    model = MODELS["moe"]
+    prompt = common.rng(14).integers(0, V, size=p).tolist()
+    with model.count_work() as work:
+        kv.generate(model, prompt, n)
+    want = {layer: p + n - 1 for layer in range(model.config.n_layers)}
+    naive = n * p + n * (n - 1) // 2
+    assert work.positions == want, (
+        f"generating {n} tokens after a {p}-token prompt pushed {work.positions} token positions through the "
+        f"layers, expected {p + n - 1} per layer (the prompt once, then each new token but the last once); "
+        f"the naive path pushes {naive}")
+
+
+@pytest.mark.parametrize("prompt,n,temperature", [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
+                         ids=["negative n_new", "past max_seq_len", "negative temperature"])
+def test_generate_rejects_bad_arguments(kv, prompt, n, temperature):
+    with pytest.raises(ValueError):
+        kv.generate(MODELS["dense"], prompt, n, temperature=temperature)
+
+
+# ---------------------------------------------------------------- paged
+
+P_LAYERS, P_HKV, P_DH, P_BLOCKS, P_BLOCK = 2, 1, 2, 6, 4
+
+paged_ops = st.lists(st.tuples(st.sampled_from(["add", "update", "update", "free"]), st.integers(0, 2),
+                               st.integers(1, 6)), max_size=30)
+
+
+def _run_paged(kv, ops, after_each):
+    """Apply ops to a PagedKVCache, skipping those that do not apply or would
+    need more blocks than are free, checking every read against a dense copy.
+    Calls after_each(cache, lengths) after every op."""
+    rng = common.rng(15)
+    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, P_BLOCKS, block_size=P_BLOCK)
+    dense: dict[int, list[list[np.ndarray]]] = {}
+    blocks = lambda n: -(-n // P_BLOCK)  # noqa: E731
+    for i, (op, seq, t) in enumerate(ops):
+        if op == "add" and seq not in dense:
+            cache.add_sequence(seq)
+            dense[seq] = [[np.zeros((P_HKV, 0, P_DH), np.float32)] * 2 for _ in range(P_LAYERS)]
+        elif op == "free" and seq in dense:
+            cache.free(seq)
+            del dense[seq]
+        elif op == "update" and seq in dense:
+            held = dense[seq][0][0].shape[1]
+            taken = sum(blocks(d[0][0].shape[1]) for d in dense.values())
+            if taken - blocks(held) + blocks(held + t) > P_BLOCKS:
+                continue
+            for layer in range(P_LAYERS):
+                k, v = _kv_pair(rng, t, P_HKV, P_DH)
+                got = cache.update(seq, layer, k, v)
+                dense[seq][layer] = [np.concatenate([dense[seq][layer][0], k], axis=1),
+                                     np.concatenate([dense[seq][layer][1], v], axis=1)]
+                _check_contents(*got, *dense[seq][layer],
+                                f"sequence {seq}, layer {layer}, op {i} of {ops[:i + 1]}")
+        after_each(cache, {s: d[0][0].shape[1] for s, d in dense.items()})
+
+
+@given(ops=paged_ops)
+@example(ops=[("add", 0, 1), ("add", 1, 1), ("update", 0, 5), ("update", 1, 6), ("update", 0, 3),
+              ("free", 0, 1), ("add", 2, 1), ("update", 2, 6), ("update", 1, 4)])
+def test_paged_cache_reads_back_what_a_dense_cache_holds(kv, ops):
+    _run_paged(kv, ops, lambda cache, lengths: None)
+
+
+@given(ops=paged_ops)
+def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kv, ops):
+    def check(cache, lengths):
+        need = sum(-(-n // P_BLOCK) for n in lengths.values())
+        used = int(cache.blocks_in_use)
+        assert used <= need, (
+            f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens need only {need} blocks "
+            f"of {P_BLOCK}")
+    _run_paged(kv, ops, check)
+
+
+def test_paged_cache_reuses_freed_blocks(kv):
+    rng = common.rng(16)
+    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
+    cache.add_sequence("a")
+    for layer in range(P_LAYERS):
+        cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH))
+    cache.free("a")
+    assert int(cache.blocks_in_use) == 0, f"after freeing the only sequence, blocks_in_use is {cache.blocks_in_use}, expected 0"
+    cache.add_sequence("b")
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)
+        got = cache.update("b", layer, k, v)  # needs both blocks "a" gave back
+        _check_contents(*got, k, v, f"a new sequence in the blocks a freed one gave back, layer {layer}")
+    assert int(cache.blocks_in_use) == 2, f"blocks_in_use is {cache.blocks_in_use} with {2 * P_BLOCK} tokens cached, expected 2"
+
+
+def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kv):
+    rng = common.rng(17)
+    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, 3, block_size=P_BLOCK)
+    written = {}
+    for seq, n in (("a", P_BLOCK + 1), ("b", P_BLOCK)):
+        cache.add_sequence(seq)
+        written[seq] = [_kv_pair(rng, n, P_HKV, P_DH) for _ in range(P_LAYERS)]
+        for layer in range(P_LAYERS):
+            cache.update(seq, layer, *written[seq][layer])
+    with pytest.raises(kv.CacheFullError):
+        cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH))  # a full pool: b's next token needs a 4th block
+    assert int(cache.blocks_in_use) == 3, f"after a refused update, blocks_in_use is {cache.blocks_in_use}, expected 3"
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, P_BLOCK - 1, P_HKV, P_DH)  # fits the blocks sequence a already holds
+        got = cache.update("a", layer, k, v)
+        old_k, old_v = written["a"][layer]
+        _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
+                        f"sequence a, layer {layer}, after sequence b ran out of blocks")
+    cache.free("a")
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, 1, P_HKV, P_DH)
+        got = cache.update("b", layer, k, v)
+        old_k, old_v = written["b"][layer]
+        _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
+                        f"sequence b, layer {layer}, continuing after its refused update")
+
+
+# ---------------------------------------------------------------- speed
+
+# Wide attention (8 heads) and one layer: a full recompute costs far more than a
+# decode step's fixed overhead, so the ratio measures the cache, not Python.
+SPEED_MODEL = Model.random(Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128,
+                                  max_seq_len=192), seed=4)
+
+
+@pytest.mark.speed
+def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
+    prompt = common.rng(18).integers(0, V, size=176).tolist()
+    naive = median_time(lambda: generate_naive(SPEED_MODEL, prompt, 16), repeats=3)
+    cached = median_time(lambda: kv.generate(SPEED_MODEL, prompt, 16), repeats=7)
+    ratio = naive / cached
+    assert ratio >= MIN_GENERATE_SPEEDUP, (
+        f"generating 16 tokens after a 176-token prompt took {cached * 1e3:.1f} ms, only {ratio:.1f}x faster than "
+        f"generate_naive ({naive * 1e3:.1f} ms); a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster")
+
+
+@pytest.mark.speed
+def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kv):
+    hkv, dh, steps, repeats = 8, 64, 8, 9
+    rng = common.rng(19)
+    one = _kv_pair(rng, 1, hkv, dh)
+
+    def timed(held: int) -> float:
+        cache = kv.KVCache(1, hkv, dh, held + steps * (repeats + 1))
+        cache.update(0, *_kv_pair(rng, held, hkv, dh))
+
+        def run():
+            for _ in range(steps):
+                cache.update(0, *one)
+        return median_time(run, repeats=repeats)
+
+    short, long = timed(16), timed(4096)
+    ratio = long / short
+    assert ratio <= MAX_UPDATE_GROWTH, (
+        f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
+        f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past")
