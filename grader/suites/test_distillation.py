@@ -1,0 +1,536 @@
+"""Grading suite of the distillation kata: temperature softmax, KL, the Hinton
+loss and its gradient, distilling a bigram student from a teacher, and speed.
+
+Every expected value comes from this file's own float64 formulas (the `_..64`
+helpers) or from the reference model, never from the code under test.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from grader.suites import common
+from grader.suites.common import float_arrays, load_kata, median_time
+from reference.model import Config, Model
+from reference.sampling import generate_naive
+
+_close = np.allclose
+_isfinite = np.isfinite
+
+PROB_ATOL = 1e-6  # softmax probabilities vs float64
+LOGPROB_RTOL, LOGPROB_ATOL = 1e-6, 1e-5  # log-probabilities vs float64 (they reach -2e4)
+KL_ATOL, KL_RTOL = 1e-6, 1e-5  # per-row KL vs float64
+LOSS_ATOL, LOSS_RTOL = 1e-6, 1e-5  # loss values vs float64
+GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4  # gradient vs central finite differences
+FD_STEP = 1e-5  # step of the central finite differences
+FLAT_TOL = 1e-6  # slack when checking that KL to uniform never increases with T
+SPEED_RATIO = 10.0  # loss + gradient may take this many times two plain softmaxes
+IGNORE = -100
+
+
+@pytest.fixture(scope="module")
+def kd():
+    return load_kata("distillation")
+
+
+# ---------------------------------------------------------------- float64 formulas
+
+
+def _log_softmax64(x, temperature=1.0, axis=-1):
+    z = np.asarray(x, dtype=np.float64) / temperature
+    z = z - np.max(z, axis=axis, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+
+
+def _kl64(teacher, student, temperature=1.0):
+    """Per-row KL(softmax(teacher/T) || softmax(student/T)), float64 (N,)."""
+    log_p, log_q = _log_softmax64(teacher, temperature), _log_softmax64(student, temperature)
+    return np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)
+
+
+def _loss64(student, teacher, labels, temperature, alpha):
+    """The distillation loss, float64, written from the issue's formula."""
+    keep = labels != IGNORE
+    if not keep.any():
+        return 0.0
+    s, t, y = student[keep], teacher[keep], labels[keep]
+    soft = np.mean(_kl64(t, s, temperature))
+    hard = -np.mean(_log_softmax64(s)[np.arange(y.size), y])
+    return alpha * temperature**2 * soft + (1 - alpha) * hard
+
+
+def _finite_difference_grad(student, teacher, labels, temperature, alpha):
+    """Central differences of _loss64 with respect to every student logit."""
+    grad = np.zeros_like(student)
+    for idx in np.ndindex(*student.shape):
+        up, down = student.copy(), student.copy()
+        up[idx] += FD_STEP
+        down[idx] -= FD_STEP
+        grad[idx] = (_loss64(up, teacher, labels, temperature, alpha)
+                     - _loss64(down, teacher, labels, temperature, alpha)) / (2 * FD_STEP)
+    return grad
+
+
+@st.composite
+def batches(draw, max_rows=5, max_vocab=6, bound=5.0, ignore=True):
+    """(student (N, V), teacher (N, V), labels (N,)) in float64; some labels ignored."""
+    n = draw(st.integers(1, max_rows))
+    v = draw(st.integers(2, max_vocab))
+    student = draw(float_arrays((n, v), -bound, bound, dtype=np.float64))
+    teacher = draw(float_arrays((n, v), -bound, bound, dtype=np.float64))
+    labels = draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, v - 1)))
+    if ignore:
+        dropped = draw(hnp.arrays(np.bool_, (n,)))
+        labels = np.where(dropped, IGNORE, labels)
+    return student, teacher, labels
+
+
+temperatures = st.floats(0.5, 8.0)
+alphas = st.floats(0.0, 1.0)
+
+
+# ----------------------------------------------------------------------- softmax
+
+
+@given(x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0))
+def test_softmax_rows_sum_to_one(kd, x, temperature):
+    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
+    assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
+    assert np.all(p >= 0), "softmax returned a negative probability"
+    worst = float(np.max(np.abs(np.sum(p, axis=-1) - 1)))
+    assert worst <= PROB_ATOL, f"a row of softmax sums to 1 {'+' if worst > 0 else ''}{worst:.3g}, not 1"
+
+
+@given(x=float_arrays((3, 6), -50, 50, dtype=np.float64), shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
+       temperature=st.floats(0.5, 4.0))
+def test_softmax_ignores_a_constant_added_to_a_row(kd, x, shift, temperature):
+    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
+    shifted = np.asarray(kd.softmax(x + shift, temperature), dtype=np.float64)
+    d = float(np.max(np.abs(p - shifted)))
+    assert d <= PROB_ATOL, f"adding a constant to each row changed softmax by {d:.3g}"
+
+
+@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
+@example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
+def test_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, temperature):
+    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
+    assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
+    assert np.all(_isfinite(p)), "softmax of logits up to ±1e4 returned NaN or inf: subtract each row's maximum first"
+    want = np.exp(_log_softmax64(x, temperature))
+    d = float(np.max(np.abs(p - want)))
+    assert d <= PROB_ATOL, f"softmax of logits up to ±1e4 differs from a float64 computation by {d:.3g}"
+
+
+@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
+@example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
+def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, temperature):
+    got = np.asarray(kd.log_softmax(x, temperature), dtype=np.float64)
+    assert got.shape == x.shape, f"log_softmax returned shape {got.shape} for logits of shape {x.shape}"
+    assert np.all(_isfinite(got)), "log_softmax of logits up to ±1e4 returned NaN or -inf: never take log of a probability that underflowed"
+    want = _log_softmax64(x, temperature)
+    ok = _close(got, want, rtol=LOGPROB_RTOL, atol=LOGPROB_ATOL)
+    d = float(np.max(np.abs(got - want)))
+    assert ok, f"log_softmax differs from a float64 computation by {d:.3g}"
+
+
+def test_softmax_normalizes_along_the_given_axis(kd):
+    x = common.rng(1).standard_normal((4, 7))
+    p = np.asarray(kd.softmax(x, 2.0, axis=0), dtype=np.float64)
+    want = np.exp(_log_softmax64(x.T, 2.0)).T
+    assert p.shape == x.shape, f"softmax(axis=0) returned shape {p.shape} for logits of shape {x.shape}"
+    d = float(np.max(np.abs(p - want)))
+    assert d <= PROB_ATOL, f"softmax(axis=0) differs from normalizing each column by {d:.3g}"
+
+
+def test_softmax_flattens_toward_uniform_as_temperature_grows(kd):
+    rows = 3.0 * common.rng(2).standard_normal((3, 8))
+    temps = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1e4]
+    for row in rows:
+        dist = []  # KL(p || uniform) = log V - entropy, at each temperature
+        for T in temps:
+            p = np.asarray(kd.softmax(row[None, :], T), dtype=np.float64)[0]
+            dist.append(np.log(p.size) + float(np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0))))
+        for i in range(1, len(temps)):
+            assert dist[i] <= dist[i - 1] + FLAT_TOL, (
+                f"raising the temperature from {temps[i - 1]:g} to {temps[i]:g} made softmax less uniform "
+                f"(KL to uniform {dist[i - 1]:.4g} -> {dist[i]:.4g})")
+        p = np.asarray(kd.softmax(row[None, :], temps[-1]), dtype=np.float64)[0]
+        assert np.max(np.abs(p - 1 / p.size)) < 1e-3, f"at temperature {temps[-1]:g} softmax is {p}, not nearly uniform"
+
+
+def test_softmax_approaches_one_hot_as_temperature_shrinks(kd):
+    row = 0.5 * common.rng(3).permutation(8).astype(np.float64)  # distinct logits, gaps of at least 0.5
+    best = int(np.argmax(row))
+    last = 0.0
+    for T in [2.0, 1.0, 0.5, 0.1, 0.02]:
+        p = np.asarray(kd.softmax(row[None, :], T), dtype=np.float64)[0]
+        assert p[best] >= last - FLAT_TOL, f"lowering the temperature to {T:g} lowered the top probability"
+        last = p[best]
+    assert last > 1 - 1e-6, f"at temperature 0.02 the top probability is {last:.6g}, not nearly 1 (one-hot)"
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_rejects_a_temperature_that_is_not_positive(kd, fn, temperature):
+    with pytest.raises(ValueError):
+        getattr(kd, fn)(np.zeros((2, 3)), temperature)
+
+
+# ---------------------------------------------------------------------------- KL
+
+
+@given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
+def test_kl_is_never_negative(kd, batch, temperature):
+    student, teacher, _ = batch
+    kl = np.asarray(kd.kl_divergence(teacher, student, temperature), dtype=np.float64)
+    assert kl.shape == (student.shape[0],), f"kl_divergence returned shape {kl.shape}, expected (N,) = ({student.shape[0]},)"
+    assert np.all(kl >= -KL_ATOL), f"kl_divergence returned {float(np.min(kl)):.3g}; KL is never negative"
+
+
+@given(teacher=float_arrays((4, 6), -20, 20, dtype=np.float64), shift=float_arrays((4, 1), -50, 50, dtype=np.float64),
+       temperature=temperatures)
+def test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant(kd, teacher, shift, temperature):
+    kl = np.asarray(kd.kl_divergence(teacher, teacher + shift, temperature), dtype=np.float64)
+    worst = float(np.max(np.abs(kl)))
+    assert worst <= KL_ATOL, f"KL between logits that differ by a per-row constant is {worst:.3g}, not 0"
+
+
+@given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
+@example(batch=(np.array([[0.0, 0.0]]), np.array([[2 * np.log(3.0), 0.0]]), np.array([0])), temperature=2.0)
+def test_kl_matches_a_float64_formula(kd, batch, temperature):
+    student, teacher, _ = batch
+    got = np.asarray(kd.kl_divergence(teacher, student, temperature), dtype=np.float64)
+    want = _kl64(teacher, student, temperature)
+    assert got.shape == want.shape, f"kl_divergence returned shape {got.shape}, expected {want.shape}"
+    d = float(np.max(np.abs(got - want)))
+    assert _close(got, want, rtol=KL_RTOL, atol=KL_ATOL), (
+        f"kl_divergence differs from KL(softmax(teacher/T) || softmax(student/T)) by {d:.3g} (teacher first)")
+
+
+@pytest.mark.parametrize("case", ["mismatched shapes", "NaN logits", "inf logits", "temperature 0"])
+def test_kl_rejects_bad_input(kd, case):
+    t, s, T = np.zeros((3, 4)), np.zeros((3, 4)), 1.0
+    if case == "mismatched shapes":
+        s = np.zeros((3, 5))
+    elif case == "NaN logits":
+        s[1, 2] = np.nan
+    elif case == "inf logits":
+        t[0, 0] = np.inf
+    else:
+        T = 0.0
+    with pytest.raises(ValueError):
+        kd.kl_divergence(t, s, T)
+
+
+# -------------------------------------------------------------------------- loss
+
+
+def _bad_batch(case):
+    """(student, teacher, labels, temperature, alpha) with one thing wrong."""
+    s, t, y, T, a = np.zeros((3, 4)), np.zeros((3, 4)), np.array([0, 1, 2]), 2.0, 0.5
+    if case == "mismatched logits":
+        t = np.zeros((3, 5))
+    elif case == "labels of the wrong length":
+        y = np.array([0, 1])
+    elif case == "a label >= V":
+        y = np.array([0, 4, 2])
+    elif case == "a negative label other than ignore_index":
+        y = np.array([0, -1, 2])
+    elif case == "NaN student logits":
+        s[2, 3] = np.nan
+    elif case == "inf teacher logits":
+        t[0, 1] = -np.inf
+    elif case == "temperature 0":
+        T = 0.0
+    elif case == "negative temperature":
+        T = -1.0
+    elif case == "alpha below 0":
+        a = -0.1
+    elif case == "alpha above 1":
+        a = 1.5
+    return s, t, y, T, a
+
+
+BAD_BATCHES = ["mismatched logits", "labels of the wrong length", "a label >= V", "a negative label other than ignore_index",
+               "NaN student logits", "inf teacher logits", "temperature 0", "negative temperature", "alpha below 0",
+               "alpha above 1"]
+
+
+@given(batch=batches(), temperature=temperatures)
+def test_loss_with_alpha_one_is_the_scaled_soft_term(kd, batch, temperature):
+    student, teacher, labels = batch
+    got = float(kd.distillation_loss(student, teacher, labels, temperature, 1.0))
+    want = _loss64(student, teacher, labels, temperature, 1.0)
+    assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
+        f"with alpha=1 the loss is {got:.6g}, expected T² x mean KL = {want:.6g} (T={temperature:g})")
+
+
+@given(batch=batches(), temperature=temperatures)
+@example(batch=(np.array([[1.0, -1.0, 0.5]]), np.array([[0.0, 0.0, 0.0]]), np.array([0])), temperature=4.0)
+def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kd, batch, temperature):
+    student, teacher, labels = batch
+    got = float(kd.distillation_loss(student, teacher, labels, temperature, 0.0))
+    want = _loss64(student, teacher, labels, 1.0, 0.0)
+    assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
+        f"with alpha=0 the loss is {got:.6g}, expected the cross-entropy at temperature 1, {want:.6g} "
+        f"(the temperature {temperature:g} must not touch the hard term)")
+
+
+def test_loss_equals_hand_computed_values(kd):
+    ln3 = np.log(3.0)
+    # Row 0: at T=2 the teacher is (3/4, 1/4) and the student (1/2, 1/2); label 0 costs ln 2.
+    # Row 1: student and teacher agree (KL 0); at T=1 the student gives label 1 probability 1/10.
+    student = np.array([[0.0, 0.0], [2 * ln3, 0.0]])
+    teacher = np.array([[2 * ln3, 0.0], [2 * ln3, 0.0]])
+    labels = np.array([0, 1])
+    kl0 = 0.75 * np.log(1.5) + 0.25 * np.log(0.5)
+    cases = [  # (temperature, alpha, expected)
+        (2.0, 0.5, 0.5 * 4 * kl0 / 2 + 0.5 * (np.log(2) + np.log(10)) / 2),
+        (2.0, 1.0, 4 * kl0 / 2),
+        (2.0, 0.0, (np.log(2) + np.log(10)) / 2),
+    ]
+    for T, alpha, want in cases:
+        got = float(kd.distillation_loss(student, teacher, labels, T, alpha))
+        assert abs(got - want) <= LOSS_ATOL + LOSS_RTOL * abs(want), (
+            f"on the hand-computed batch (T={T:g}, alpha={alpha:g}) the loss is {got:.6g}, expected {want:.6g}")
+
+
+@given(batch=batches(), temperature=temperatures, alpha=alphas)
+def test_loss_matches_the_formula(kd, batch, temperature, alpha):
+    student, teacher, labels = batch
+    got = kd.distillation_loss(student, teacher, labels, temperature, alpha)
+    assert np.ndim(got) == 0, f"distillation_loss returned shape {np.shape(got)}, expected a float"
+    got, want = float(got), _loss64(student, teacher, labels, temperature, alpha)
+    assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
+        f"the loss is {got:.6g}, expected alpha T² mean KL + (1 - alpha) mean CE = {want:.6g}")
+
+
+@given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
+       temperature=temperatures, alpha=alphas)
+def test_ignored_rows_do_not_change_the_loss(kd, batch, extra, temperature, alpha):
+    student, teacher, labels = batch
+    v = student.shape[1]
+    more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
+    more_y = np.concatenate([labels, [IGNORE, IGNORE]])
+    base = float(kd.distillation_loss(student, teacher, labels, temperature, alpha))
+    got = float(kd.distillation_loss(more_s, more_t, more_y, temperature, alpha))
+    assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
+        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: "
+        "the means run over the kept rows alone")
+
+
+def test_loss_of_an_all_ignored_batch_is_zero(kd):
+    s = common.rng(4).standard_normal((3, 5))
+    got = float(kd.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
+    assert got == 0.0, f"when every label is ignore_index the loss is {got}, expected 0.0"
+
+
+@pytest.mark.parametrize("case", BAD_BATCHES)
+def test_loss_rejects_bad_input(kd, case):
+    s, t, y, T, a = _bad_batch(case)
+    with pytest.raises(ValueError):
+        kd.distillation_loss(s, t, y, T, a)
+
+
+# ---------------------------------------------------------------------- gradient
+
+
+@given(batch=batches(), temperature=temperatures, alpha=alphas)
+@example(batch=(np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+                np.array([2, 0])), temperature=4.0, alpha=1.0)
+@example(batch=(np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+                np.array([2, IGNORE])), temperature=3.0, alpha=0.0)
+def test_gradient_matches_central_finite_differences(kd, batch, temperature, alpha):
+    student, teacher, labels = batch
+    got = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    assert got.shape == student.shape, f"distillation_grad returned shape {got.shape}, expected (N, V) = {student.shape}"
+    want = _finite_difference_grad(student, teacher, labels, temperature, alpha)
+    if not _close(got, want, rtol=GRAD_RTOL, atol=GRAD_ATOL):
+        i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
+        pytest.fail(f"d loss / d student[{i}, {j}] is {got[i, j]:.6g}, finite differences of the loss give "
+                    f"{want[i, j]:.6g} (T={temperature:g}, alpha={alpha:g}, N={student.shape[0]})")
+
+
+@given(batch=batches(bound=20.0), temperature=temperatures, alpha=alphas)
+def test_gradient_rows_sum_to_zero(kd, batch, temperature, alpha):
+    student, teacher, labels = batch
+    got = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    worst = float(np.max(np.abs(np.sum(got, axis=-1))))
+    assert worst <= GRAD_ATOL, f"a row of the gradient sums to {worst:.3g}, not 0 (softmax ignores a constant shift)"
+
+
+@given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
+       temperature=temperatures, alpha=alphas)
+def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kd, batch, extra, temperature, alpha):
+    student, teacher, labels = batch
+    n, v = student.shape
+    more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
+    more_y = np.concatenate([labels, [IGNORE, IGNORE]])
+    base = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    got = np.asarray(kd.distillation_grad(more_s, more_t, more_y, temperature, alpha), dtype=np.float64)
+    assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"
+    assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
+    assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
+        "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone")
+
+
+def test_soft_gradient_keeps_its_scale_as_temperature_grows(kd):
+    """At high T the logits divided by T are small (the high-temperature limit),
+    where T * (q_T - p_T) tends to (student - teacher) / V, centered: a size
+    that does not depend on T. Without the T² in the loss it shrinks as 1/T²."""
+    gen = common.rng(5)
+    student, teacher = gen.standard_normal((8, 16)), gen.standard_normal((8, 16))
+    labels = gen.integers(0, 16, 8)
+    temps = [4.0, 8.0, 16.0, 32.0]
+    sizes = [float(np.linalg.norm(np.asarray(kd.distillation_grad(student, teacher, labels, T, 1.0), dtype=np.float64)))
+             for T in temps]
+    ratio = max(sizes) / max(min(sizes), 1e-300)
+    assert ratio < 2.0, (
+        f"the soft gradient's size changes {ratio:.3g}x between T=4 and T=32 "
+        f"({', '.join(f'{s:.3g}' for s in sizes)}); T² should keep it the same order")
+
+
+@pytest.mark.parametrize("case", BAD_BATCHES)
+def test_gradient_rejects_bad_input(kd, case):
+    s, t, y, T, a = _bad_batch(case)
+    with pytest.raises(ValueError):
+        kd.distillation_grad(s, t, y, T, a)
+
+
+# ---------------------------------------------------------------------- distill
+
+TEACHER_CONFIG = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64)
+SEQUENCES, SEQUENCE_LENGTH = 4, 48  # per split: 4 x 48 = 192 positions for train, as many held out
+DISTILL_TEMPERATURE, DISTILL_STEPS, DISTILL_LR = 2.0, 60, 20.0
+
+
+def _teacher_positions(model, gen, sequences):
+    """Teacher logits (N, V), previous tokens (N,) and next tokens (N,) over text
+    the teacher samples itself at temperature 1 (the labels are its own draws)."""
+    logits, prev, nxt = [], [], []
+    for _ in range(sequences):
+        start = int(gen.integers(model.config.vocab_size))
+        seq = [start] + generate_naive(model, [start], SEQUENCE_LENGTH, temperature=1.0, rng=gen)
+        logits.append(model.forward(seq[:-1]).astype(np.float64))
+        prev += seq[:-1]
+        nxt += seq[1:]
+    return np.concatenate(logits), np.array(prev), np.array(nxt)
+
+
+@pytest.fixture(scope="module")
+def teacher_data():
+    """A small random teacher and two splits of the text it writes."""
+    gen = common.rng(6)
+    model = Model.random(TEACHER_CONFIG, seed=int(gen.integers(2**31)))
+    return _teacher_positions(model, gen, SEQUENCES), _teacher_positions(model, gen, SEQUENCES)
+
+
+def _student(kd, train, alpha, seed):
+    teacher, prev, labels = train
+    table = kd.distill_bigram(teacher, prev, labels, temperature=DISTILL_TEMPERATURE, alpha=alpha,
+                              steps=DISTILL_STEPS, lr=DISTILL_LR, rng=np.random.default_rng(seed))
+    table = np.asarray(table, dtype=np.float64)
+    v = teacher.shape[1]
+    assert table.shape == (v, v), f"distill_bigram returned shape {table.shape}, expected (V, V) = ({v}, {v})"
+    assert np.all(_isfinite(table)), "distill_bigram returned a table holding NaN or inf"
+    return table
+
+
+def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(kd, teacher_data):
+    """The budget: 192 training positions for a 32 x 32 table (1024 logits),
+    so each row of the table sees about 6 labels. A hard-label student can
+    only learn the noisy counts of those few draws; a soft student sees the
+    teacher's whole distribution at every position. 60 full-batch steps at
+    lr 20 take the soft student (T=2, alpha=0.9) most of the way to its best
+    table (held-out KL to the teacher about 0.17, from 0.4 for a uniform
+    table) while the hard student (alpha=0) has fit its few labels (about
+    0.9). Across 12 seeds of teacher and text the hard student's KL was at
+    least 4 times the soft one's; the check asks only that soft is lower."""
+    train, held_out = teacher_data
+    soft = _student(kd, train, 0.9, seed=7)
+    hard = _student(kd, train, 0.0, seed=7)
+    teacher, prev, _ = held_out
+    kl_soft = float(np.mean(_kl64(teacher, soft[prev])))
+    kl_hard = float(np.mean(_kl64(teacher, hard[prev])))
+    assert kl_soft < kl_hard, (
+        f"on held-out text the soft-target student is at mean KL {kl_soft:.4g} from the teacher and the hard-label "
+        f"one at {kl_hard:.4g}; soft targets (T=2, alpha=0.9) should end closer")
+
+
+def test_distilling_lowers_the_distillation_loss(kd, teacher_data):
+    train, _ = teacher_data
+    teacher, prev, labels = train
+    table = _student(kd, train, 0.9, seed=8)
+    v = teacher.shape[1]
+    before = _loss64(np.zeros((prev.size, v)), teacher, labels, DISTILL_TEMPERATURE, 0.9)
+    after = _loss64(table[prev], teacher, labels, DISTILL_TEMPERATURE, 0.9)
+    assert after < 0.8 * before, (
+        f"after {DISTILL_STEPS} steps the distillation loss on the training positions is {after:.4g}; "
+        f"a uniform table scores {before:.4g}, so training should bring it well below that")
+
+
+@pytest.mark.parametrize("case", ["prev token >= V", "negative prev token", "prev_tokens of the wrong length",
+                                  "label >= V", "negative steps", "lr 0", "alpha above 1", "temperature 0"])
+def test_distill_bigram_rejects_bad_input(kd, case):
+    teacher, prev, labels = np.zeros((4, 3)), np.array([0, 1, 2, 0]), np.array([1, 2, 0, 1])
+    kwargs = dict(temperature=2.0, alpha=0.5, steps=2, lr=1.0, rng=np.random.default_rng(0))
+    if case == "prev token >= V":
+        prev = np.array([0, 1, 3, 0])
+    elif case == "negative prev token":
+        prev = np.array([0, -1, 2, 0])
+    elif case == "prev_tokens of the wrong length":
+        prev = np.array([0, 1, 2])
+    elif case == "label >= V":
+        labels = np.array([1, 2, 3, 1])
+    elif case == "negative steps":
+        kwargs["steps"] = -1
+    elif case == "lr 0":
+        kwargs["lr"] = 0.0
+    elif case == "alpha above 1":
+        kwargs["alpha"] = 1.5
+    else:
+        kwargs["temperature"] = 0.0
+    with pytest.raises(ValueError):
+        kd.distill_bigram(teacher, prev, labels, **kwargs)
+
+
+# ------------------------------------------------------------------------ speed
+
+
+def _plain_softmax(x):
+    z = x - np.max(x, axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+@pytest.mark.speed
+def test_loss_and_gradient_are_vectorized(kd):
+    """Loss plus gradient on (4096, 256) logits against two plain softmaxes of
+    the same size. A vectorized version needs a few softmaxes' worth of
+    passes over the array; a Python loop over rows takes 30x and more. Up to
+    three rounds are timed and the best kept, so a busy machine does not fail
+    fast code."""
+    gen = common.rng(9)
+    student, teacher = gen.standard_normal((4096, 256)), gen.standard_normal((4096, 256))
+    labels = gen.integers(0, 256, 4096)
+
+    def step():
+        kd.distillation_loss(student, teacher, labels, 2.0, 0.5)
+        kd.distillation_grad(student, teacher, labels, 2.0, 0.5)
+
+    def baseline():
+        _plain_softmax(student)
+        _plain_softmax(teacher)
+
+    ratio = float("inf")
+    for _ in range(3):
+        ratio = min(ratio, median_time(step, repeats=3) / median_time(baseline, repeats=3))
+        if ratio < SPEED_RATIO:
+            break
+    assert ratio < SPEED_RATIO, (
+        f"loss + gradient on (4096, 256) logits took {ratio:.1f}x the time of two softmaxes; allowed "
+        f"{SPEED_RATIO:g}x: work on whole arrays, not row by row")

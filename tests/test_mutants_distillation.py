@@ -1,0 +1,115 @@
+"""The distillation suite catches each listed mistake, and gives full marks to
+a correct implementation written differently from the reference."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader.registry import find_kata
+from grader.runner import grade_kata
+from mutation import Mutant, assert_caught
+
+ALT = Path(__file__).parent / "fixtures" / "alt" / "distillation.py"
+
+MUTANTS = [
+    Mutant(
+        name="loss forgets T squared",
+        task="loss",
+        old="return float(alpha * T**2 * soft + (1 - alpha) * hard)",
+        new="return float(alpha * soft + (1 - alpha) * hard)",
+    ),
+    Mutant(
+        name="gradient forgets T squared",
+        task="grad",
+        old="soft = T * (softmax(s[rows], T) - softmax(t[rows], T))",
+        new="soft = (softmax(s[rows], T) - softmax(t[rows], T)) / T",
+    ),
+    Mutant(
+        name="loss computes the hard cross-entropy at temperature T",
+        task="loss",
+        old="log_q1 = log_softmax(s[keep])",
+        new="log_q1 = log_softmax(s[keep], T)",
+    ),
+    Mutant(
+        name="gradient computes the hard term at temperature T",
+        task="grad",
+        old="hard = softmax(s[rows])",
+        new="hard = softmax(s[rows], T)",
+    ),
+    Mutant(
+        name="softmax without the max-subtraction overflows",
+        task="softmax",
+        old="    z -= np.max(z, axis=axis, keepdims=True)\n",
+        new="",
+    ),
+    Mutant(
+        name="loss counts ignored rows in the denominator",
+        task="loss",
+        old="n_kept = int(np.count_nonzero(keep))",
+        new="n_kept = keep.size",
+    ),
+    Mutant(
+        name="gradient counts ignored rows in the denominator",
+        task="grad",
+        old="grad[rows] = (alpha * soft + (1 - alpha) * hard) / rows.size",
+        new="grad[rows] = (alpha * soft + (1 - alpha) * hard) / y.size",
+    ),
+    Mutant(
+        name="gradient misses its 1/N",
+        task="grad",
+        old="grad[rows] = (alpha * soft + (1 - alpha) * hard) / rows.size",
+        new="grad[rows] = alpha * soft + (1 - alpha) * hard",
+    ),
+    Mutant(
+        name="gradient misses its factor T",
+        task="grad",
+        old="soft = T * (softmax(s[rows], T) - softmax(t[rows], T))",
+        new="soft = softmax(s[rows], T) - softmax(t[rows], T)",
+    ),
+    Mutant(
+        name="KL taken the wrong way round, student first",
+        task="kl",
+        old="return np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)",
+        new="return np.sum(np.exp(log_q) * (log_q - log_p), axis=-1)",
+    ),
+    Mutant(
+        name="log_softmax takes the log of a softmax that underflowed",
+        task="softmax",
+        old="    z -= np.log(np.sum(np.exp(z), axis=axis, keepdims=True))\n    return z",
+        new="    return np.log(softmax(logits, temperature, axis))",
+    ),
+    Mutant(
+        name="bigram student climbs the gradient",
+        task="distill",
+        old="table -= lr * (scatter @ grad)",
+        new="table += lr * (scatter @ grad)",
+    ),
+    Mutant(
+        name="bigram student never trains",
+        task="distill",
+        old="table -= lr * (scatter @ grad)",
+        new="table -= 0 * (scatter @ grad)",
+    ),
+    Mutant(
+        name="loss loops over rows in Python",
+        task="speed",
+        old="soft = np.sum(kl_divergence(t[keep], s[keep], T)) / n_kept",
+        new="soft = sum(float(kl_divergence(t[i:i + 1], s[i:i + 1], T)[0]) for i in np.flatnonzero(keep)) / n_kept",
+        expect=("slow",),
+    ),
+]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
+    assert_caught("distillation", mutant, tmp_path)
+
+
+def test_a_differently_written_correct_kata_gets_full_marks(tmp_path):
+    shutil.copy(ALT, tmp_path / "distillation.py")
+    kata = find_kata("distillation")
+    tasks = [t.name for t in kata.tasks if t.name != "speed"]
+    result = grade_kata(kata, str(tmp_path), tasks=tasks)
+    assert {t.name: t.status for t in result.tasks} == {name: "pass" for name in tasks}, [
+        (t.name, t.message) for t in result.tasks if t.status != "pass"]
