@@ -209,9 +209,9 @@ def _checked_tokens(tokens, name: str = "draft_tokens") -> np.ndarray:
 
 
 def _check_token_range(tokens: np.ndarray, V: int) -> None:
-    bad = np.flatnonzero((tokens < 0) | (tokens >= V))
-    if bad.size:
-        raise ValueError(f"draft token {int(tokens[bad[0]])} at index {int(bad[0])} is out of range [0, V={V})")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= V):
+        i = int(np.flatnonzero((tokens < 0) | (tokens >= V))[0])
+        raise ValueError(f"draft token {int(tokens[i])} at index {i} is out of range [0, V={V})")
 
 
 def _checked_rows(probs, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -222,12 +222,12 @@ def _checked_rows(probs, name: str, shape: tuple[int, int]) -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.number) or arr.dtype == bool:
         raise ValueError(f"{name} must hold floats, got dtype {arr.dtype}")
     arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
         raise ValueError(f"{name} must hold finite probabilities >= 0")
     sums = arr.sum(axis=-1)
-    off = np.flatnonzero(np.abs(sums - 1.0) > ROW_SUM_TOLERANCE)
-    if off.size:
-        raise ValueError(f"row {int(off[0])} of {name} sums to {sums[off[0]]:.6g}; every row must sum to 1")
+    if sums.size and np.abs(sums - 1.0).max() > ROW_SUM_TOLERANCE:
+        i = int(np.argmax(np.abs(sums - 1.0)))
+        raise ValueError(f"row {i} of {name} sums to {sums[i]:.6g}; every row must sum to 1")
     return arr
 
 
