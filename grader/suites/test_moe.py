@@ -322,11 +322,20 @@ def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(moe, cas
     )
 
 
-@given(T=st.integers(1, 30), E=st.integers(1, 8), data=st.data())
-def test_dispatch_matches_queueing_one_assignment_at_a_time(moe, T, E, data):
-    k = data.draw(st.integers(1, E))
-    capacity = data.draw(st.integers(0, T * k))
-    indices = _random_indices(data.draw(st.integers(0, 2**16)), T, E, k)
+@st.composite
+def _routings(draw, max_t=30, max_e=8):
+    """(T, E, k, seed) for random indices."""
+    E = draw(st.integers(1, max_e))
+    return draw(st.integers(1, max_t)), E, draw(st.integers(1, E)), draw(st.integers(0, 2**16))
+
+
+@given(routing=_routings(), room=st.floats(0.0, 1.0))
+@example(routing=(1, 1, 1, 0), room=0.0)
+@example(routing=(6, 3, 3, 1), room=0.5)
+def test_dispatch_matches_queueing_one_assignment_at_a_time(moe, routing, room):
+    T, E, k, seed = routing
+    capacity = int(room * T * k)
+    indices = _random_indices(seed, T, E, k)
     keep, position = _queue(indices, E, capacity)
     got_keep, got_pos = moe.dispatch(indices, E, capacity)
     got_keep, got_pos = np.asarray(got_keep).astype(bool), np.asarray(got_pos)
@@ -393,6 +402,7 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
 
 
 @given(shape=_shapes(max_t=20), factor=st.sampled_from([None] + FACTORS), normalize=st.booleans())
+@example(shape=(5, 3, 1, 4, 1, 0), factor=0.25, normalize=True)  # one expert, room for 2 of 5 tokens
 def test_moe_forward_matches_a_float64_per_token_loop(moe, shape, factor, normalize):
     T, D, E, F, k, seed = shape
     x, w_router, w_gate, w_up, w_down = _layer(seed, T, D, E, F)
@@ -525,10 +535,12 @@ def test_moe_forward_rejects_bad_input(moe):
 # ----------------------------------------------------------------------- losses
 
 
-@given(E=st.integers(1, 16), data=st.data())
-def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(moe, E, data):
-    k = data.draw(st.integers(1, E))
-    T = E * data.draw(st.integers(1, 4))
+@given(routing=_routings(max_t=4, max_e=16))
+@example(routing=(1, 1, 1, 0))
+@example(routing=(2, 8, 2, 0))
+def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(moe, routing):
+    m, E, k, _ = routing
+    T = E * m
     probs = np.full((T, E), 1.0 / E, dtype=np.float32)
     indices = (np.arange(T)[:, None] + np.arange(k)[None, :]) % E  # every expert gets T*k/E
     got = float(moe.load_balancing_loss(probs, indices))
@@ -549,10 +561,11 @@ def test_load_balance_grows_as_routing_concentrates(moe):
     )
 
 
-@given(T=st.integers(1, 20), E=st.integers(1, 10), data=st.data())
-def test_load_balancing_loss_matches_its_float64_formula(moe, T, E, data):
-    k = data.draw(st.integers(1, E))
-    seed = data.draw(st.integers(0, 2**16))
+@given(routing=_routings(max_t=20, max_e=10))
+@example(routing=(1, 1, 1, 0))
+@example(routing=(7, 5, 5, 2))
+def test_load_balancing_loss_matches_its_float64_formula(moe, routing):
+    T, E, k, seed = routing
     probs = _softmax64(2.0 * rng(seed).standard_normal((T, E))).astype(np.float32)
     indices = _random_indices(seed + 1, T, E, k)
     got = float(moe.load_balancing_loss(probs, indices))
