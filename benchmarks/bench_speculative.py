@@ -1,0 +1,140 @@
+"""Speculative decoding of the shipped teacher with the shipped draft, k = 1..8.
+
+    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3]
+
+For each k, greedy and at temperature 1, with the reference solution
+(reference/solutions/speculative.py) and both models behind `CachedLM`:
+- acceptance rate: accepted / drafted drafts (SpecStats.acceptance_rate);
+- alpha: the per-token acceptance probability Leviathan et al. call alpha,
+  measured on the generated text: the mean over its positions of
+  sum_x min(p(x), q(x)) (at temperature 0, the share of positions where the
+  draft's argmax equals the teacher's);
+- tokens per target call, measured, next to Leviathan's expected
+  (1 - alpha^(k+1)) / (1 - alpha) at the measured alpha;
+- wall-clock speedup over plain cached decoding of the teacher (one cached
+  teacher call per token), median of --repeats runs each, next to
+  Leviathan's expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)),
+  where c is the measured time of one cached draft call over one cached
+  teacher call. With NumPy at this size a call's cost is mostly Python
+  overhead per layer, not reading weights, so c is far from the ~0.05 of a
+  real deployment and the speedup is small or below 1.
+
+Without reference/weights/{teacher,draft}.npz, random models of the same
+configs stand in (their acceptance is near zero) and the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from reference.lm import CachedLM, generate  # noqa: E402
+from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
+from reference.sampling import probs_from_logits  # noqa: E402
+from reference.solutions.speculative import speculative_generate  # noqa: E402
+from reference.tokenizer import encode  # noqa: E402
+
+TEACHER = Config(n_layers=4, d_model=128, n_heads=4, n_kv_heads=2, d_ff=256, n_experts=4, top_k=2, max_seq_len=256)
+DRAFT = Config(n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
+PROMPT_CHARS = 32
+SEED = 0
+
+
+def models() -> tuple[Model, Model, str]:
+    if (WEIGHTS_DIR / "teacher.npz").is_file() and (WEIGHTS_DIR / "draft.npz").is_file():
+        return Model.pretrained("teacher"), Model.pretrained("draft"), "shipped teacher and draft (reference/weights)"
+    return Model.random(TEACHER, seed=1), Model.random(DRAFT, seed=2), "RANDOM stand-ins (no shipped weights found)"
+
+
+def prompt() -> list[int]:
+    path = WEIGHTS_DIR.parent / "data" / "val.txt"
+    text = path.read_text(encoding="ascii") if path.is_file() else "def main():\n    return 0\n" * 2
+    return encode(text[:PROMPT_CHARS])
+
+
+def median_seconds(fn, repeats: int):
+    """(median wall seconds over `repeats` calls of fn, the last call's result)."""
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), result
+
+
+def measured_alpha(teacher: Model, draft: Model, tokens: list[int], n_prompt: int, temperature: float) -> float:
+    """Mean acceptance probability of a draft token over the generated positions, teacher-forced."""
+    rows = slice(n_prompt - 1, len(tokens) - 1)
+    zt, zd = teacher.forward(tokens)[rows], draft.forward(tokens)[rows]  # (n_new, V) each
+    if temperature == 0:
+        return float(np.mean(zt.argmax(axis=1) == zd.argmax(axis=1)))
+    p, q = probs_from_logits(zt, temperature), probs_from_logits(zd, temperature)
+    return float(np.mean(np.minimum(p, q).sum(axis=1)))
+
+
+def expected_tokens_per_call(alpha: float, k: int) -> float:
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per cell (the median is shown)")
+    args = parser.parse_args(argv)
+    teacher, draft, which = models()
+    start = prompt()
+    n = args.n_new
+    print(f"models: {which}")
+    print(f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
+          f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n")
+
+    draft_secs, _ = median_seconds(lambda: generate(CachedLM(draft), start, n), args.repeats)
+    base = {}
+    for temperature in (0.0, 1.0):
+        secs, _ = median_seconds(lambda: generate(CachedLM(teacher), start, n, temperature=temperature,
+                                                  rng=np.random.default_rng(SEED)), args.repeats)
+        base[temperature] = secs
+        print(f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
+              f"({n / secs:.0f} tokens/s)")
+    c = draft_secs / base[0.0]
+    print(f"plain cached decoding of the draft, temperature 0: {draft_secs * 1e3:.0f} ms; "
+          f"cost of a draft call / a teacher call c = {c:.2f}\n")
+
+    header = ("k", "temp", "accept rate", "alpha", "tokens/call", "Leviathan", "target calls", "draft calls",
+              "ms", "speedup", "Leviathan x")
+    rows = []
+    for temperature in (0.0, 1.0):
+        for k in range(1, 9):
+            def run():
+                return speculative_generate(CachedLM(teacher), CachedLM(draft), start, n, k=k,
+                                            temperature=temperature, rng=np.random.default_rng(SEED))
+            secs, (tokens, stats) = median_seconds(run, args.repeats)
+            alpha = measured_alpha(teacher, draft, start + tokens, len(start), temperature)
+            rows.append((str(k), f"{temperature:g}", f"{stats.acceptance_rate:.3f}", f"{alpha:.3f}",
+                         f"{stats.tokens_per_target_call:.2f}", f"{expected_tokens_per_call(alpha, k):.2f}",
+                         str(stats.target_calls), str(stats.draft_calls), f"{secs * 1e3:.0f}",
+                         f"{base[temperature] / secs:.2f}x",
+                         f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x"))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print(" | ".join(h.rjust(w) for h, w in zip(header, widths)))
+    print("-|-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print("\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
+          "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
+          "speedup = plain cached decoding time / speculative time, same temperature;\n"
+          "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
