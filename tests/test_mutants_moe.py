@@ -60,9 +60,9 @@ MUTANTS = [
            new=RANK_MAJOR.replace("indices.T.reshape(-1)", "indices.reshape(-1)")
                          .replace("queued.reshape(k, T).T", "queued.reshape(T, k)")),
     Mutant(name="gates_renormalized_after_dropping", task="layer",
-           old="    tokens = np.broadcast_to(",
-           new="    weights = weights * keep / np.maximum(np.sum(weights * keep, axis=-1, keepdims=True), 1e-30)\n"
-               "    tokens = np.broadcast_to("),
+           old="        keep, _ = dispatch(indices, E, expert_capacity(T, E, k, capacity_factor))\n",
+           new="        keep, _ = dispatch(indices, E, expert_capacity(T, E, k, capacity_factor))\n"
+               "        weights = weights * keep / np.maximum(np.sum(weights * keep, axis=-1, keepdims=True), 1e-30)\n"),
     Mutant(name="tokens_per_expert_counts_dropped_assignments", task="layer",
            old="tokens_per_expert=counts.astype(np.int64)",
            new="tokens_per_expert=np.bincount(indices.reshape(-1), minlength=E)"),
