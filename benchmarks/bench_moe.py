@@ -1,0 +1,140 @@
+"""What a mixture of experts buys: time and multiply-accumulates of the MoE
+layer against two dense layers, and the tokens it drops at a capacity.
+
+    python benchmarks/bench_moe.py [--repeats 5]
+
+Uses the shipped teacher (4 experts, top-2) if reference/weights/teacher.npz
+exists, else a random model of the same shape, and says which.
+
+1. One MoE layer (the reference solution's moe_forward, no capacity) against
+   a dense SwiGLU with the same total parameters (width E*F: every expert's
+   weights fired for every token) and one with the same active parameters
+   (width K*F: what a token actually pays for), at T = 256, 1024 and 4096.
+2. The share of assignments dropped at capacity factors 1.0, 1.25 and 2.0,
+   per layer, on the teacher's own activations for validation text, one
+   sequence of max_seq_len tokens per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from reference import tokenizer  # noqa: E402
+from reference.model import WEIGHTS_DIR, Config, Model, rms_norm, silu  # noqa: E402
+from reference.solutions.moe import moe_forward  # noqa: E402
+
+TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
+                 max_seq_len=256, n_experts=4, top_k=2)
+TOKENS = (256, 1024, 4096)
+FACTORS = (1.0, 1.25, 2.0)
+SEQUENCES = 8  # validation sequences whose activations feed the capacity table
+
+
+def load_model(seed: int) -> tuple[Model, str]:
+    if (WEIGHTS_DIR / "teacher.npz").is_file():
+        return Model.pretrained("teacher"), "the shipped teacher"
+    return Model.random(TEACHER, seed=seed), "a random model of the teacher's shape (no teacher.npz)"
+
+
+def median_seconds(run, repeats: int) -> float:
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def dense_swiglu(h: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
+    return (silu(h @ w_gate) * (h @ w_up)) @ w_down
+
+
+def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
+    """Per layer, the MoE block inputs (RMSNorm of the residual stream) of n_seq sequences of max_seq_len tokens."""
+    c = model.config
+    ids = np.array(tokenizer.encode(text), dtype=np.int64)
+    L = c.max_seq_len
+    per_layer: list[list[np.ndarray]] = [[] for _ in range(c.n_layers)]
+    positions = np.arange(L)
+    for s in range(n_seq):
+        x = model.embed(ids[s * L:(s + 1) * L])
+        for layer in range(c.n_layers):
+            q, k, v = model.qkv(layer, x, positions)
+            x = x + model.attend(layer, q, k, v, positions, positions)
+            per_layer[layer].append(rms_norm(x, model.weights[f"layers.{layer}.mlp_norm"], c.norm_eps))
+            x = x + model.mlp(layer, x)
+    return per_layer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per row; the median is reported (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+
+    model, which = load_model(args.seed)
+    c = model.config
+    D, F, E, K = c.d_model, c.d_ff, c.n_experts, c.top_k
+    text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
+    n_seq = min(SEQUENCES, len(text) // c.max_seq_len)
+    acts = mlp_inputs(model, text, n_seq)
+
+    w = model.weights
+    router, w_gate, w_up, w_down = (w[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
+    rng = np.random.default_rng(args.seed)
+    total = (w_gate.transpose(1, 0, 2).reshape(D, E * F), w_up.transpose(1, 0, 2).reshape(D, E * F),
+             w_down.reshape(E * F, D))  # every expert side by side: one dense SwiGLU of width E*F
+    active = tuple(rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a)
+                   for a, b in ((D, K * F), (D, K * F), (K * F, D)))
+    pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
+
+    print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
+    print(f"numpy {np.__version__}, Python {platform.python_version()}, median of {args.repeats} runs")
+    print()
+    print("1. one layer: MoE against dense layers (multiply-accumulates counted, router included)")
+    head = f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}"
+    print(head)
+    print("-" * len(head))
+    for T in TOKENS:
+        h = pool[rng.integers(0, pool.shape[0], size=T)]
+        _, aux = moe_forward(h, router, w_gate, w_up, w_down, K)
+        moe_macs = T * D * E + int(aux.tokens_per_expert.sum()) * 3 * D * F
+        rows = [
+            (f"MoE, {E} experts top-{K}", median_seconds(lambda: moe_forward(h, router, w_gate, w_up, w_down, K), args.repeats), moe_macs),
+            (f"dense, same total params (F={E * F})", median_seconds(lambda: dense_swiglu(h, *total), args.repeats), T * 3 * D * E * F),
+            (f"dense, same active params (F={K * F})", median_seconds(lambda: dense_swiglu(h, *active), args.repeats), T * 3 * D * K * F),
+        ]
+        for name, seconds, macs in rows:
+            print(f"{T:>5}  {name:<38}  {seconds * 1e3:>7.2f}  {macs:>13,}  {macs / moe_macs:>10.2f}x")
+    print()
+    print(f"2. assignments dropped at a capacity, on the teacher's activations "
+          f"({n_seq} validation sequences of {c.max_seq_len} tokens, one per batch)")
+    head = f"{'layer':>5}  {'load balance':>12}  " + "  ".join(f"{'cf ' + format(f, 'g'):>8}" for f in FACTORS)
+    print(head)
+    print("-" * len(head))
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        weights = tuple(w[p + n] for n in ("router", "w_gate", "w_up", "w_down"))
+        lb = statistics.mean(moe_forward(h, *weights, K)[1].load_balancing_loss for h in acts[layer])
+        shares = []
+        for f in FACTORS:
+            dropped = sum(moe_forward(h, *weights, K, capacity_factor=f)[1].dropped for h in acts[layer])
+            shares.append(dropped / (n_seq * c.max_seq_len * K))
+        print(f"{layer:>5}  {lb:>12.3f}  " + "  ".join(f"{s:>8.1%}" for s in shares))
+
+
+if __name__ == "__main__":
+    main()
