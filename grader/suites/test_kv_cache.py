@@ -65,12 +65,33 @@ def _check_contents(got_k, got_v, want_k, want_v, what: str) -> None:
     assert array_equal(got_v, want_v), f"{what}: the values update returned differ from everything written so far"
 
 
+def _refused(error: type, call, what: str) -> BaseException:
+    """The error call() raised; a failed check if it raised none, or another kind."""
+    try:
+        call()
+    except error as exc:
+        return exc
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the wrong error is a wrong answer, not a crash of the check
+        raise AssertionError(f"{what} raised {type(exc).__name__} ({exc}), expected {error.__name__}") from None
+    raise AssertionError(f"{what} raised no error, expected {error.__name__}")
+
+
+def _accepted(call, what: str):
+    """call()'s result; a failed check if it refused valid input with a ValueError."""
+    try:
+        return call()
+    except ValueError as exc:
+        raise AssertionError(f"{what} raised {type(exc).__name__} for valid input: {exc}") from None
+
+
 def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
     """Write n tokens into each of the LAYERS layers of cache; returns what was written, per layer [k, v]."""
     written = []
     for layer in range(LAYERS):
         k, v = _kv_pair(rng, n)
-        cache.update(layer, k, v)
+        _accepted(lambda: cache.update(layer, k, v), f"writing {n} tokens to layer {layer} of an empty cache")
         written.append([k, v])
     return written
 
@@ -88,7 +109,8 @@ def test_update_returns_everything_written_so_far(kv, sizes):
     for step, t in enumerate(sizes):
         for layer in range(LAYERS):
             k, v = _kv_pair(rng, t)
-            got_k, got_v = cache.update(layer, k, v)
+            got_k, got_v = _accepted(lambda: cache.update(layer, k, v),
+                                     f"layer {layer}, after updates of {sizes[:step]} tokens, update of {t}")
             written[layer] = [np.concatenate([written[layer][0], k], axis=1),
                               np.concatenate([written[layer][1], v], axis=1)]
             _check_contents(got_k, got_v, *written[layer],
@@ -106,7 +128,8 @@ def test_length_advances_once_every_layer_holds_the_new_tokens(kv, sizes):
             assert int(len(cache)) == total, (
                 f"len(cache) is {len(cache)} after {layer} of 3 layers took {t} new tokens; "
                 f"it should stay {total} until every layer holds them")
-            cache.update(layer, *_kv_pair(rng, t))
+            k, v = _kv_pair(rng, t)
+            _accepted(lambda: cache.update(layer, k, v), f"with {total} tokens cached, writing {t} to layer {layer}")
         total += t
         assert int(len(cache)) == total, f"len(cache) is {len(cache)} after every layer took {t} new tokens, expected {total}"
 
@@ -141,9 +164,9 @@ def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kv):
     rng = common.rng(3)
     cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
     _fill(cache, 9, rng)
-    with pytest.raises(kv.CacheFullError) as info:
-        cache.update(0, *_kv_pair(rng, 4))
-    message = str(info.value)
+    error = _refused(kv.CacheFullError, lambda: cache.update(0, *_kv_pair(rng, 4)),
+                     f"writing 4 tokens to a cache holding 9 with max_len={MAX_LEN}")
+    message = str(error)
     assert "9" in message and str(MAX_LEN) in message, (
         f"the overflow error should say how many tokens are cached (9) and how many fit ({MAX_LEN}); it says: {message}")
 
@@ -158,13 +181,13 @@ def test_writing_past_max_len_leaves_the_cache_unchanged(kv, held, extra):
     cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, held, rng) if held else [[np.zeros((HKV, 0, DH), np.float32)] * 2] * LAYERS
     for layer in range(LAYERS):
-        with pytest.raises(kv.CacheFullError):
-            cache.update(layer, *_kv_pair(rng, extra))
+        _refused(kv.CacheFullError, lambda: cache.update(layer, *_kv_pair(rng, extra)),
+                 f"writing {extra} tokens to layer {layer} of a cache holding {held} with max_len={MAX_LEN}")
     assert int(len(cache)) == held, f"after a refused write, len(cache) is {len(cache)}, expected {held} as before"
     if held < MAX_LEN:
         for layer in range(LAYERS):
             k, v = _kv_pair(rng, 1)
-            got = cache.update(layer, k, v)
+            got = _accepted(lambda: cache.update(layer, k, v), f"after a refused write, writing 1 token to layer {layer}")
             _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
                             np.concatenate([written[layer][1], v], axis=1),
                             f"layer {layer}, after a refused write of {extra} tokens to a cache holding {held}")
@@ -193,12 +216,11 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kv,
     cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, 3, rng)
     layer, k, v = BAD_UPDATES[case]
-    with pytest.raises(ValueError):
-        cache.update(layer, k, v)
+    _refused(ValueError, lambda: cache.update(layer, k, v), f"update with {case}")
     assert int(len(cache)) == 3, f"after a refused update ({case}), len(cache) is {len(cache)}, expected 3 as before"
     for layer in range(LAYERS):
         k, v = _kv_pair(rng, 2)
-        got = cache.update(layer, k, v)
+        got = _accepted(lambda: cache.update(layer, k, v), f"after a refused update ({case}), update of layer {layer}")
         _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
                         np.concatenate([written[layer][1], v], axis=1),
                         f"layer {layer}, after a refused update ({case})")
@@ -207,8 +229,7 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kv,
 @pytest.mark.parametrize("args", [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN),
                                   (LAYERS, HKV, DH, 0)], ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"])
 def test_the_constructor_rejects_sizes_that_are_not_positive(kv, args):
-    with pytest.raises(ValueError):
-        kv.KVCache(*args)
+    _refused(ValueError, lambda: kv.KVCache(*args), f"KVCache{args}")
 
 
 @given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
@@ -219,12 +240,12 @@ def test_crop_forgets_everything_after_the_first_n_tokens(kv, held, n, more):
     rng = common.rng(7)
     cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, held, rng)
-    cache.crop(n)
+    _accepted(lambda: cache.crop(n), f"crop({n}) of a cache holding {held} tokens")
     assert int(len(cache)) == n, f"after crop({n}) of {held} tokens, len(cache) is {len(cache)}, expected {n}"
     more = min(more, MAX_LEN - n)
     for layer in range(LAYERS):
         k, v = _kv_pair(rng, more)
-        got = cache.update(layer, k, v)
+        got = _accepted(lambda: cache.update(layer, k, v), f"after crop({n}) of {held} tokens, writing {more} to layer {layer}")
         _check_contents(*got, np.concatenate([written[layer][0][:, :n], k], axis=1),
                         np.concatenate([written[layer][1][:, :n], v], axis=1),
                         f"layer {layer}, writing {more} tokens after crop({n}) of {held}")
@@ -234,8 +255,7 @@ def test_crop_forgets_everything_after_the_first_n_tokens(kv, held, n, more):
 def test_crop_rejects_n_outside_zero_to_len(kv, n):
     cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
     _fill(cache, 3, common.rng(8))
-    with pytest.raises(ValueError):
-        cache.crop(n)
+    _refused(ValueError, lambda: cache.crop(n), f"crop({n}) of a cache holding 3 tokens")
     assert int(len(cache)) == 3, f"after a refused crop({n}), len(cache) is {len(cache)}, expected 3 as before"
 
 
@@ -290,8 +310,10 @@ def test_continuing_after_crop_matches_a_fresh_cache(kv, name, held, n, tail):
     continuation = rng.integers(0, V, size=tail).tolist()
     cache = kv.KVCache.for_model(model)
     kv.forward_cached(model, drafted, cache)
+    assert int(len(cache)) == held, f"after forward_cached of {held} tokens, len(cache) is {len(cache)}, expected {held}"
     cache.crop(n)
-    got = np.asarray(kv.forward_cached(model, continuation, cache))
+    got = np.asarray(_accepted(lambda: kv.forward_cached(model, continuation, cache),
+                               f"after {held} tokens and crop({n}), forward_cached of {tail} more"))
     want = model.forward(drafted[:n] + continuation)[n:]
     assert got.shape == want.shape, f"forward_cached returned shape {got.shape} after crop, expected {want.shape}"
     d = max_abs(got, want)
@@ -320,15 +342,17 @@ def test_forward_cached_past_the_cache_raises_cache_full_error(kv):
     model = MODELS["dense"]
     cache = kv.KVCache.for_model(model, max_len=6)
     kv.forward_cached(model, [1, 2, 3, 4], cache)
-    with pytest.raises(kv.CacheFullError):
-        kv.forward_cached(model, [5, 6, 7], cache)
+    _refused(kv.CacheFullError, lambda: kv.forward_cached(model, [5, 6, 7], cache),
+             "forward_cached of 3 tokens into a cache holding 4 with max_len=6")
     assert int(len(cache)) == 4, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 4 as before"
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
 def test_forward_cached_rejects_a_cache_of_another_shape(kv, shape):
-    with pytest.raises(ValueError):
-        kv.forward_cached(MODELS["dense"], [1, 2, 3], kv.KVCache(*shape, MAX_SEQ))
+    cache = kv.KVCache(*shape, MAX_SEQ)
+    _refused(ValueError, lambda: kv.forward_cached(MODELS["dense"], [1, 2, 3], cache),
+             f"forward_cached with a cache of {shape[0]} layers, {shape[1]} kv heads of width {shape[2]} "
+             "for a model of 2 layers, 2 kv heads of width 8")
 
 
 # ------------------------------------------------------------- generate
@@ -374,8 +398,8 @@ def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kv
 @pytest.mark.parametrize("prompt,n,temperature", [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
                          ids=["negative n_new", "past max_seq_len", "negative temperature"])
 def test_generate_rejects_bad_arguments(kv, prompt, n, temperature):
-    with pytest.raises(ValueError):
-        kv.generate(MODELS["dense"], prompt, n, temperature=temperature)
+    _refused(ValueError, lambda: kv.generate(MODELS["dense"], prompt, n, temperature=temperature),
+             f"generate(model, {prompt}, {n}, temperature={temperature}) with max_seq_len={MAX_SEQ}")
 
 
 # ---------------------------------------------------------------- paged
@@ -408,7 +432,8 @@ def _run_paged(kv, ops, after_each):
                 continue
             for layer in range(P_LAYERS):
                 k, v = _kv_pair(rng, t, P_HKV, P_DH)
-                got = cache.update(seq, layer, k, v)
+                got = _accepted(lambda: cache.update(seq, layer, k, v),
+                                f"sequence {seq}, layer {layer}, op {i} of {ops[:i + 1]} (enough blocks are free)")
                 dense[seq][layer] = [np.concatenate([dense[seq][layer][0], k], axis=1),
                                      np.concatenate([dense[seq][layer][1], v], axis=1)]
                 _check_contents(*got, *dense[seq][layer],
@@ -439,13 +464,15 @@ def test_paged_cache_reuses_freed_blocks(kv):
     cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
     cache.add_sequence("a")
     for layer in range(P_LAYERS):
-        cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH))
+        _accepted(lambda: cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)),
+                  f"writing {2 * P_BLOCK} tokens to an empty pool of 2 blocks of {P_BLOCK}")
     cache.free("a")
     assert int(cache.blocks_in_use) == 0, f"after freeing the only sequence, blocks_in_use is {cache.blocks_in_use}, expected 0"
     cache.add_sequence("b")
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)
-        got = cache.update("b", layer, k, v)  # needs both blocks "a" gave back
+        got = _accepted(lambda: cache.update("b", layer, k, v),  # needs both blocks "a" gave back
+                        "a new sequence taking the blocks a freed sequence gave back")
         _check_contents(*got, k, v, f"a new sequence in the blocks a freed one gave back, layer {layer}")
     assert int(cache.blocks_in_use) == 2, f"blocks_in_use is {cache.blocks_in_use} with {2 * P_BLOCK} tokens cached, expected 2"
 
@@ -458,20 +485,22 @@ def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kv):
         cache.add_sequence(seq)
         written[seq] = [_kv_pair(rng, n, P_HKV, P_DH) for _ in range(P_LAYERS)]
         for layer in range(P_LAYERS):
-            cache.update(seq, layer, *written[seq][layer])
-    with pytest.raises(kv.CacheFullError):
-        cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH))  # a full pool: b's next token needs a 4th block
+            _accepted(lambda: cache.update(seq, layer, *written[seq][layer]),
+                      f"writing {n} tokens to sequence {seq} with enough blocks free")
+    # A full pool: b's next token needs a 4th block.
+    _refused(kv.CacheFullError, lambda: cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
+             "an update that needs a block when all 3 are taken")
     assert int(cache.blocks_in_use) == 3, f"after a refused update, blocks_in_use is {cache.blocks_in_use}, expected 3"
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, P_BLOCK - 1, P_HKV, P_DH)  # fits the blocks sequence a already holds
-        got = cache.update("a", layer, k, v)
+        got = _accepted(lambda: cache.update("a", layer, k, v), f"sequence a, writing {P_BLOCK - 1} tokens into its own block")
         old_k, old_v = written["a"][layer]
         _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
                         f"sequence a, layer {layer}, after sequence b ran out of blocks")
     cache.free("a")
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, 1, P_HKV, P_DH)
-        got = cache.update("b", layer, k, v)
+        got = _accepted(lambda: cache.update("b", layer, k, v), "sequence b, writing a token after a freed sequence made room")
         old_k, old_v = written["b"][layer]
         _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
                         f"sequence b, layer {layer}, continuing after its refused update")
