@@ -92,10 +92,15 @@ MUTANTS = [
         new="table -= 0 * (scatter @ grad)",
     ),
     Mutant(
-        name="loss loops over rows in Python",
+        name="gradient computed row by row in Python",
         task="speed",
-        old="soft = np.sum(kl_divergence(t[keep], s[keep], T)) / n_kept",
-        new="soft = sum(float(kl_divergence(t[i:i + 1], s[i:i + 1], T)[0]) for i in np.flatnonzero(keep)) / n_kept",
+        old="    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n",
+        new=("    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n"
+             "    if rows.size > 1:\n"
+             "        for i in rows:\n"
+             "            one = distillation_grad(s[i:i + 1], t[i:i + 1], y[i:i + 1], T, alpha, ignore_index)\n"
+             "            grad[i] = one[0] / rows.size\n"
+             "        return grad\n"),
         expect=("slow",),
     ),
 ]

@@ -26,7 +26,9 @@ LOSS_ATOL, LOSS_RTOL = 1e-6, 1e-5  # loss values vs float64
 GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4  # gradient vs central finite differences
 FD_STEP = 1e-5  # step of the central finite differences
 FLAT_TOL = 1e-6  # slack when checking that KL to uniform never increases with T
-SPEED_RATIO = 10.0  # loss + gradient may take this many times two plain softmaxes
+# Loss + gradient may take this many times two plain softmaxes. Vectorized versions measure 4-8x on a
+# busy 2-core machine (each needs about three softmaxes of passes), a row-by-row gradient 40x and more.
+SPEED_RATIO = 15.0
 IGNORE = -100
 
 
@@ -349,10 +351,10 @@ def test_gradient_matches_central_finite_differences(kd, batch, temperature, alp
     got = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
     assert got.shape == student.shape, f"distillation_grad returned shape {got.shape}, expected (N, V) = {student.shape}"
     want = _finite_difference_grad(student, teacher, labels, temperature, alpha)
-    if not _close(got, want, rtol=GRAD_RTOL, atol=GRAD_ATOL):
-        i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
-        pytest.fail(f"d loss / d student[{i}, {j}] is {got[i, j]:.6g}, finite differences of the loss give "
-                    f"{want[i, j]:.6g} (T={temperature:g}, alpha={alpha:g}, N={student.shape[0]})")
+    i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
+    assert _close(got, want, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
+        f"d loss / d student[{i}, {j}] is {got[i, j]:.6g}, finite differences of the loss give "
+        f"{want[i, j]:.6g} (T={temperature:g}, alpha={alpha:g}, N={student.shape[0]})")
 
 
 @given(batch=batches(bound=20.0), temperature=temperatures, alpha=alphas)
@@ -511,7 +513,7 @@ def _plain_softmax(x):
 def test_loss_and_gradient_are_vectorized(kd):
     """Loss plus gradient on (4096, 256) logits against two plain softmaxes of
     the same size. A vectorized version needs a few softmaxes' worth of
-    passes over the array; a Python loop over rows takes 30x and more. Up to
+    passes over the array; a Python loop over rows takes 40x and more. Up to
     three rounds are timed and the best kept, so a busy machine does not fail
     fast code."""
     gen = common.rng(9)
