@@ -118,6 +118,7 @@ def test_update_returns_everything_written_so_far(kv, sizes):
 
 
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
+@example(sizes=[2, 1])
 def test_length_advances_once_every_layer_holds_the_new_tokens(kv, sizes):
     rng = common.rng(2)
     cache = kv.KVCache(3, HKV, DH, 24)
@@ -156,6 +157,12 @@ def test_for_model_sizes_the_cache_for_the_model(kv, name):
         f"max_seq_len {c.max_seq_len} (float32)")
     assert int(short.nbytes) == per_token * 5, (
         f"KVCache.for_model(model, max_len=5).nbytes is {short.nbytes}, expected {per_token} x 5")
+
+
+@pytest.mark.parametrize("max_len", [0, MAX_SEQ + 1], ids=["max_len 0", "max_len past max_seq_len"])
+def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kv, max_len):
+    _refused(ValueError, lambda: kv.KVCache.for_model(MODELS["dense"], max_len=max_len),
+             f"KVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={MAX_SEQ}")
 
 
 def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kv):
@@ -449,6 +456,7 @@ def test_paged_cache_reads_back_what_a_dense_cache_holds(kv, ops):
 
 
 @given(ops=paged_ops)
+@example(ops=[("add", 0, 1), ("update", 0, 5), ("add", 1, 1), ("update", 1, 3), ("free", 0, 1), ("update", 1, 6)])
 def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kv, ops):
     def check(cache, lengths):
         need = sum(-(-n // P_BLOCK) for n in lengths.values())
@@ -517,8 +525,8 @@ SPEED_MODEL = Model.random(Config(vocab_size=V, d_model=64, n_layers=1, n_heads=
 @pytest.mark.speed
 def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
     prompt = common.rng(18).integers(0, V, size=176).tolist()
-    naive = median_time(lambda: generate_naive(SPEED_MODEL, prompt, 16), repeats=3)
     cached = median_time(lambda: kv.generate(SPEED_MODEL, prompt, 16), repeats=7)
+    naive = median_time(lambda: generate_naive(SPEED_MODEL, prompt, 16), repeats=3)
     ratio = naive / cached
     assert ratio >= MIN_GENERATE_SPEEDUP, (
         f"generating 16 tokens after a 176-token prompt took {cached * 1e3:.1f} ms, only {ratio:.1f}x faster than "

@@ -213,6 +213,8 @@ class PagedKVCache:
 
     Each sequence has a block table; its token i lives in pool slot
     table[i // block_size] * block_size + i % block_size, in every layer.
+    Reading a sequence back gathers its slots into a copy (a serving engine's
+    attention kernel reads the blocks in place instead).
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, num_blocks: int, block_size: int = 16):
