@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
-from numpy.testing import assert_allclose, assert_array_equal
 
 from grader.suites.common import load_kata, rng
 from reference.model import WEIGHTS_DIR, Config, Model, rms_norm
+from reference.tokenizer import encode
 
 PROB_TOL = 1e-5  # probabilities and gate weights against float64 formulas
 OUT_ATOL = 1e-4  # layer outputs (float32 matmuls) against float64 ones
@@ -68,6 +68,15 @@ def _layer(seed, T, D, E, F, router_scale=1.0):
     w_up = g.standard_normal((E, D, F)) / np.sqrt(D)
     w_down = g.standard_normal((E, F, D)) / np.sqrt(F)
     return tuple(a.astype(np.float32) for a in (x, w_router, w_gate, w_up, w_down))
+
+
+def _tie_free_layer(salt, T, D, E, F, k, router_scale=1.0):
+    """_layer data whose top-k routing is clear on every row (see _clear), for any --seed."""
+    for attempt in range(100):
+        args = _layer(salt + 1000 * attempt, T, D, E, F, router_scale)
+        if np.all(_clear(_route64(args[0], args[1], k)[0], k)):
+            return args
+    raise AssertionError("the suite found no tie-free data; report this as a grader bug")
 
 
 def _route64(x, w_router, k, normalize=True):
@@ -391,7 +400,9 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
         model = Model.pretrained("teacher", WEIGHTS_DIR)
     except (FileNotFoundError, ValueError) as exc:
         pytest.skip(f"no usable teacher weights: {exc}")
-    tokens = np.arange(48) % model.config.vocab_size
+    if not model.config.is_moe:
+        pytest.skip("the shipped teacher has no MoE blocks")
+    tokens = np.array(encode("The router sends each token to two experts."), dtype=np.int64)
     positions = np.arange(tokens.size)
     x = model.embed(tokens)
     for layer in range(2):
@@ -432,9 +443,7 @@ def test_a_large_capacity_factor_drops_nothing(moe):
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_tokens_per_expert_never_exceed_capacity(moe, factor):
     T, E, k = 40, 4, 2
-    x, w_router, w_gate, w_up, w_down = _layer(20, T, 8, E, 8, router_scale=3.0)
-    probs, _, _ = _route64(x, w_router, k)
-    assert np.all(_clear(probs, k)), "suite data has a near tie"
+    x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
     _, keep, idx = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
     _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
     tpe, cap = np.asarray(aux.tokens_per_expert), _capacity(T, E, k, factor)
@@ -447,7 +456,7 @@ def test_tokens_per_expert_never_exceed_capacity(moe, factor):
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_dropped_counts_the_assignments_past_capacity(moe, factor):
     T, E, k = 40, 4, 2
-    x, w_router, w_gate, w_up, w_down = _layer(20, T, 8, E, 8, router_scale=3.0)
+    x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
     _, keep, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
     _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
     want = int((~keep).sum())
@@ -472,9 +481,8 @@ def test_a_fully_dropped_token_outputs_zero(moe):
 
 
 def test_moe_forward_reports_the_losses_of_its_routing(moe):
-    x, w_router, w_gate, w_up, w_down = _layer(18, 30, 8, 5, 8, router_scale=2.0)
+    x, w_router, w_gate, w_up, w_down = _tie_free_layer(18, 30, 8, 5, 8, 2, router_scale=2.0)
     probs, idx, _ = _route64(x, w_router, 2)
-    assert np.all(_clear(probs, 2)), "suite data has a near tie"
     _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
     want = _lb64(probs, idx)
     assert math.isclose(float(aux.load_balancing_loss), want, rel_tol=LOSS_RTOL), (
@@ -497,10 +505,14 @@ def test_expert_work_is_k_over_e_of_running_every_expert(moe):
     model = _moe_model(seed=3)
     c = model.config
     T, D, F, E, k = 48, c.d_model, c.d_ff, c.n_experts, c.top_k
-    x = rng(19).standard_normal((T, D)).astype(np.float32)
-    h, w_router, w_gate, w_up, w_down = _block_inputs(model, 0, x)
-    probs, idx, _ = _route64(h, w_router, k)
-    assert np.all(_clear(probs, k)), "suite data has a near tie"
+    for attempt in range(100):
+        x = rng(19 + 1000 * attempt).standard_normal((T, D)).astype(np.float32)
+        h, w_router, w_gate, w_up, w_down = _block_inputs(model, 0, x)
+        probs, idx, _ = _route64(h, w_router, k)
+        if np.all(_clear(probs, k)):
+            break
+    else:
+        raise AssertionError("the suite found no tie-free data; report this as a grader bug")
     with model.count_work() as work:
         model.mlp(0, x)
     _, aux = moe.moe_forward(h, w_router, w_gate, w_up, w_down, k)
