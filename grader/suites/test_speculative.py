@@ -49,7 +49,6 @@ STATS_TOLERANCE = 1e-9  # for the derived SpecStats properties
 # gains nothing from its draft.
 MIN_TOKENS_PER_TARGET_CALL = 1.5
 
-_asarray = np.asarray
 _isclose = math.isclose
 
 

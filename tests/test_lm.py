@@ -1,0 +1,59 @@
+"""The language-model adapters of reference/lm.py: CachedLM scores like a full
+forward pass while recomputing only what changed since its previous call."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reference.lm import CachedLM, PlainLM, generate
+from reference.model import Config, Model
+from reference.sampling import generate_naive
+
+CONFIG = Config(vocab_size=11, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=40)
+MOE = Config(vocab_size=11, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24, max_seq_len=40, n_experts=3, top_k=2)
+ATOL = 1e-5  # float32 logits of a cached and a full pass may differ by summation order
+
+tokens = st.lists(st.integers(0, 10), min_size=1, max_size=20)
+
+
+@given(calls=st.lists(tokens, min_size=1, max_size=5))
+def test_cached_logits_equal_a_full_forward_pass_after_any_sequence_of_calls(calls):
+    for config in (CONFIG, MOE):
+        model = Model.random(config, seed=3)
+        lm = CachedLM(model)
+        for seq in calls:
+            np.testing.assert_allclose(lm.logits(seq), model.forward(seq), atol=ATOL)
+
+
+def test_cached_lm_recomputes_only_the_positions_after_the_shared_prefix():
+    model = Model.random(CONFIG, seed=4)
+    lm = CachedLM(model)
+    lm.logits([1, 2, 3, 4])
+    with model.count_work() as work:
+        lm.logits([1, 2, 3, 4, 5, 6])  # 2 new positions
+        lm.logits([1, 2, 9])  # diverges at position 2: 1 new position
+        lm.logits([1, 2])  # a prefix of the cached sequence: nothing new
+    assert work.positions[0] == 3
+    assert (lm.calls, lm.positions) == (4, 7)
+
+
+def test_plain_lm_counts_calls_and_recomputes_everything():
+    model = Model.random(CONFIG, seed=5)
+    lm = PlainLM(model)
+    np.testing.assert_array_equal(lm.logits([1, 2, 3]), model.forward([1, 2, 3]))
+    lm.logits([1, 2, 3, 4])
+    assert (lm.calls, lm.positions) == (2, 7)
+
+
+def test_generate_through_a_cached_lm_is_the_naive_generation():
+    model = Model.random(CONFIG, seed=6)
+    assert generate(CachedLM(model), [1, 2], 15) == generate_naive(model, [1, 2], 15)
+    sampled = generate(CachedLM(model), [1, 2], 15, temperature=0.8, rng=np.random.default_rng(1))
+    assert sampled == generate_naive(model, [1, 2], 15, temperature=0.8, rng=np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("adapter", [CachedLM, PlainLM])
+def test_adapters_reject_what_is_not_a_model(adapter):
+    with pytest.raises(ValueError, match="wraps a reference.model.Model"):
+        adapter(object())
