@@ -1,9 +1,10 @@
 """Speculative decoding of the shipped teacher with the shipped draft, k = 1..8.
 
-    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3]
+    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3] [--target reference]
 
-For each k, greedy and at temperature 1, with the reference solution
-(reference/solutions/speculative.py) and both models behind `CachedLM`:
+For each k, greedy and at temperature 1, with the reference solution (or
+the `--target` implementation: katas, or a directory) and both models behind
+`CachedLM`:
 - acceptance rate: accepted / drafted drafts (SpecStats.acceptance_rate);
 - alpha: the per-token acceptance probability Leviathan et al. call alpha,
   measured on the generated text: the mean over its positions of
@@ -35,10 +36,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from grader import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
-from reference.solutions.speculative import speculative_generate  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
 
 TEACHER = Config(n_layers=4, d_model=128, n_heads=4, n_kv_heads=2, d_ff=256, n_experts=4, top_k=2, max_seq_len=256)
@@ -89,11 +90,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per cell (the median is shown)")
+    parser.add_argument("--target", default="reference",
+                        help="whose speculative_generate to run: 'reference', 'katas' or a directory of kata modules")
     args = parser.parse_args(argv)
+    if args.repeats < 1 or not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
+        parser.error(f"need --repeats >= 1 and 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
+    speculative_generate = _target.load(args.target, "speculative").speculative_generate
     teacher, draft, which = models()
     start = prompt()
     n = args.n_new
-    print(f"models: {which}")
+    print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
     print(f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
           f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n")
 
