@@ -50,8 +50,9 @@ class SpecStats:
 
     @property
     def tokens_per_target_call(self) -> float:
-        """New tokens per target forward pass: each call yields its accepted
-        drafts plus one token of the target's own (0.0 before any call)."""
+        """New tokens per target forward pass, (accepted + target_calls) /
+        target_calls: each call yields its accepted drafts plus one token of
+        the target's own (0.0 before any call)."""
         if self.target_calls == 0:
             return 0.0
         return (self.accepted + self.target_calls) / self.target_calls
