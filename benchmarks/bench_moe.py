@@ -46,14 +46,18 @@ def load_model(seed: int) -> tuple[Model, str]:
     return Model.random(TEACHER, seed=seed), "a random model of the teacher's shape (no teacher.npz)"
 
 
-def median_seconds(run, repeats: int) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def best_seconds(runs: list, repeats: int) -> list[float]:
+    """Fastest time of each run over `repeats` rounds, the runs interleaved in every
+    round so that a busy machine slows them alike (the minimum is the least noisy)."""
+    for run in runs:
         run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    best = [float("inf")] * len(runs)
+    for _ in range(repeats):
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
 
 
 def dense_swiglu(h: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
@@ -79,7 +83,7 @@ def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per row; the median is reported (default 5)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds; the fastest run of each row is reported (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -97,12 +101,12 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     total = (w_gate.transpose(1, 0, 2).reshape(D, E * F), w_up.transpose(1, 0, 2).reshape(D, E * F),
              w_down.reshape(E * F, D))  # every expert side by side: one dense SwiGLU of width E*F
-    active = tuple(rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a)
+    active = tuple((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
                    for a, b in ((D, K * F), (D, K * F), (K * F, D)))
     pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
 
     print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
-    print(f"numpy {np.__version__}, Python {platform.python_version()}, median of {args.repeats} runs")
+    print(f"numpy {np.__version__}, Python {platform.python_version()}, fastest of {args.repeats} interleaved runs")
     print()
     print("1. one layer: MoE against dense layers (multiply-accumulates counted, router included)")
     head = f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}"
@@ -112,12 +116,14 @@ def main() -> None:
         h = pool[rng.integers(0, pool.shape[0], size=T)]
         _, aux = moe_forward(h, router, w_gate, w_up, w_down, K)
         moe_macs = T * D * E + int(aux.tokens_per_expert.sum()) * 3 * D * F
+        seconds = best_seconds([lambda: moe_forward(h, router, w_gate, w_up, w_down, K),
+                                lambda: dense_swiglu(h, *total), lambda: dense_swiglu(h, *active)], args.repeats)
         rows = [
-            (f"MoE, {E} experts top-{K}", median_seconds(lambda: moe_forward(h, router, w_gate, w_up, w_down, K), args.repeats), moe_macs),
-            (f"dense, same total params (F={E * F})", median_seconds(lambda: dense_swiglu(h, *total), args.repeats), T * 3 * D * E * F),
-            (f"dense, same active params (F={K * F})", median_seconds(lambda: dense_swiglu(h, *active), args.repeats), T * 3 * D * K * F),
+            (f"MoE, {E} experts top-{K}", moe_macs),
+            (f"dense, same total params (F={E * F})", T * 3 * D * E * F),
+            (f"dense, same active params (F={K * F})", T * 3 * D * K * F),
         ]
-        for name, seconds, macs in rows:
+        for (name, macs), seconds in zip(rows, seconds):
             print(f"{T:>5}  {name:<38}  {seconds * 1e3:>7.2f}  {macs:>13,}  {macs / moe_macs:>10.2f}x")
     print()
     print(f"2. assignments dropped at a capacity, on the teacher's activations "

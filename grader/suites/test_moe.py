@@ -384,8 +384,9 @@ def _assert_matches_block(moe, model, layer, x):
     probs, _, _ = _route64(h, w_router, model.config.top_k)
     clear = _clear(probs, model.config.top_k)  # near-ties may route either way
     assert clear.any(), "suite data has only near ties"
+    ok = np.isclose(y[clear], want[clear], rtol=OUT_RTOL, atol=OUT_ATOL)
     d = float(np.max(np.abs(y[clear] - want[clear])))
-    assert d <= OUT_ATOL, f"moe_forward differs from the reference model's MoE block (layer {layer}) by {d:.3g}"
+    assert ok.all(), f"moe_forward differs from the reference model's MoE block (layer {layer}) by {d:.3g}"
 
 
 def test_moe_forward_matches_the_reference_model_block(moe):
@@ -405,7 +406,7 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
     tokens = np.array(encode("The router sends each token to two experts."), dtype=np.int64)
     positions = np.arange(tokens.size)
     x = model.embed(tokens)
-    for layer in range(2):
+    for layer in range(min(2, model.config.n_layers)):
         q, k, v = model.qkv(layer, x, positions)
         x = x + model.attend(layer, q, k, v, positions, positions)
         _assert_matches_block(moe, model, layer, x)
