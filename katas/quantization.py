@@ -150,7 +150,8 @@ def quantize_q4_0(x) -> bytes:
     d = m / -8 and id = 1/d (0 when d is 0), in float32; code q =
     min(15, floor(x * id + 8.5)) in [0, 15]. A block is d as little-endian
     fp16 (2 bytes) then 16 bytes, byte j holding code j in its low nibble
-    and code j + 16 in its high nibble: 18 bytes.
+    and code j + 16 in its high nibble: 18 bytes. A block of zeros gets
+    d = 0 / -8 = -0.0 (fp16 bytes 00 80) and codes 8, as in llama.cpp.
     Returns bytes of length N / 32 * 18.
     """
     raise NotImplementedError
