@@ -1,0 +1,153 @@
+"""Quantization throughput, and what bits cost the teacher in size and accuracy.
+
+    python benchmarks/bench_quantization.py [--target reference] [--repeats 5]
+
+Table 1: quantize and dequantize throughput in GB/s of float32 data (4M
+values, 16 MiB) for symmetric per-tensor int8, grouped int4 (G = 32), Q8_0
+and Q4_0, against a plain float32 copy as the ceiling.
+
+Table 2: the teacher (the shipped weights if reference/weights/teacher.npz
+loads, else a random model of the same shape) with its linear weights
+quantized at 8, 6, 4 and 3 bits in groups of 32, and in llama.cpp's Q8_0 and
+Q4_0: bytes of all weights (scales included; norms and embedding in
+float32), and mean KL(float || quantized) and top-1 agreement of the
+next-token distributions over 256 tokens of held-out text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from grader import target as _target  # noqa: E402
+from reference import tokenizer  # noqa: E402
+from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
+from reference.sampling import probs_from_logits  # noqa: E402
+
+TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
+                 max_seq_len=256, n_experts=4, top_k=2)
+N_VALUES = 4 * 1024 * 1024
+GROUP = 32
+LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
+    x = np.random.default_rng(0).standard_normal(N_VALUES).astype(np.float32)
+    gb = x.nbytes / 1e9
+    rows = []
+    copy = median_seconds(lambda: x.copy(), repeats)
+    rows.append(("float32 copy (ceiling)", gb / copy, gb / copy))
+    q, s = qz.quantize_symmetric(x, 8)
+    rows.append(("symmetric int8, per tensor",
+                 gb / median_seconds(lambda: qz.quantize_symmetric(x, 8), repeats),
+                 gb / median_seconds(lambda: qz.dequantize_symmetric(q, s), repeats)))
+    rows_x = x.reshape(-1, 1024)
+    q, s = qz.quantize_grouped(rows_x, 4, GROUP)
+    rows.append((f"grouped int4, G={GROUP}",
+                 gb / median_seconds(lambda: qz.quantize_grouped(rows_x, 4, GROUP), repeats),
+                 gb / median_seconds(lambda: qz.dequantize_grouped(q, s, GROUP), repeats)))
+    for name, quant, dequant in (("Q8_0", qz.quantize_q8_0, qz.dequantize_q8_0),
+                                 ("Q4_0", qz.quantize_q4_0, qz.dequantize_q4_0)):
+        data = quant(x)
+        rows.append((name, gb / median_seconds(lambda: quant(x), repeats),
+                     gb / median_seconds(lambda: dequant(data, x.size), repeats)))
+    return rows
+
+
+def teacher() -> tuple[Model, str]:
+    if (WEIGHTS_DIR / "teacher.npz").is_file():
+        try:
+            return Model.pretrained("teacher"), "shipped teacher weights"
+        except ValueError as exc:
+            print(f"(could not read the teacher: {exc})")
+    return Model.random(TEACHER, seed=0), "a random model of the teacher's shape (no shipped weights)"
+
+
+def llama_model(qz, model: Model, kind: str) -> tuple[Model, int]:
+    """model with its linear weights stored as Q8_0 or Q4_0 blocks along the
+    input axis, and the bytes of all weights."""
+    quant, dequant = (qz.quantize_q8_0, qz.dequantize_q8_0) if kind == "Q8_0" else (qz.quantize_q4_0, qz.dequantize_q4_0)
+    out = model.copy()
+    nbytes = 0
+    for name, w in out.weights.items():
+        if name.split(".")[-1] not in LINEAR:
+            nbytes += w.nbytes
+            continue
+        rows = np.ascontiguousarray(np.swapaxes(w, -1, -2))  # (..., out, in): blocks run along the input axis
+        data = quant(rows.ravel())
+        nbytes += len(data)
+        out.weights[name] = np.swapaxes(dequant(data, rows.size).reshape(rows.shape), -1, -2).copy()
+    return out, nbytes
+
+
+def grouped_bytes(qz, model: Model, bits: int) -> int:
+    total = 0.0
+    for name, w in model.weights.items():
+        linear = name.split(".")[-1] in LINEAR
+        total += w.size * (qz.bits_per_weight(bits, GROUP) / 8 if linear else 4)
+    return int(total)
+
+
+def compare(float_model: Model, model: Model, tokens: np.ndarray) -> tuple[float, float]:
+    p = probs_from_logits(float_model.forward(tokens), 1.0)
+    q = probs_from_logits(model.forward(tokens), 1.0)
+    kl = np.sum(p * (np.log(p) - np.log(np.maximum(q, 1e-30))), axis=-1)
+    return float(np.mean(kl)), float(np.mean(p.argmax(-1) == q.argmax(-1)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="reference", help="whose quantization module: 'reference' (default), 'katas' or a directory")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell; the median is reported (default 5)")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    qz = _target.load(args.target, "quantization")
+
+    print(f"Throughput over {N_VALUES:,} float32 values ({N_VALUES * 4 / 2**20:.0f} MiB), GB/s of float32 data")
+    print(f"{'method':<28} {'quantize':>9} {'dequantize':>11}")
+    for name, qs, ds in throughput_rows(qz, args.repeats):
+        print(f"{name:<28} {qs:>9.2f} {ds:>11.2f}")
+
+    model, source = teacher()
+    text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
+    ids = [i for i in tokenizer.encode("".join(c for c in text if c in tokenizer.VOCAB))]
+    tokens = np.array(ids[: model.config.max_seq_len])
+    fp32 = sum(w.nbytes for w in model.weights.values())
+    print()
+    print(f"Model: {source}, {model.config.n_params():,} weights; KL over {tokens.size} tokens of held-out text")
+    print(f"{'weights':<22} {'bits/weight':>11} {'bytes':>10} {'vs fp32':>8} {'mean KL (nats)':>15} {'top-1 agree':>12}")
+    print(f"{'float32':<22} {32:>11.2f} {fp32:>10,} {1:>8.2f}x {0:>15.2e} {1:>12.1%}")
+    for bits in (8, 6, 4, 3):
+        quantized = qz.quantize_model(model, bits, GROUP)
+        nbytes = grouped_bytes(qz, model, bits)
+        kl, agree = compare(model, quantized, tokens)
+        print(f"{f'grouped int{bits}, G={GROUP}':<22} {qz.bits_per_weight(bits, GROUP):>11.2f} {nbytes:>10,} "
+              f"{fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}")
+    for kind, bpw in (("Q8_0", 8.5), ("Q4_0", 4.5)):
+        quantized, nbytes = llama_model(qz, model, kind)
+        kl, agree = compare(model, quantized, tokens)
+        print(f"{kind + ' (llama.cpp)':<22} {bpw:>11.2f} {nbytes:>10,} {fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}")
+    print("(bytes: linear weights at bits/weight, scales included; norms and the embedding table in float32)")
+
+
+if __name__ == "__main__":
+    main()
