@@ -87,9 +87,13 @@ def classify(exc: BaseException, limits: dict) -> tuple[str, str]:
             return "error", f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
         if isinstance(e, SystemExit):
             return "error", f"called sys.exit({e.code!r}) inside a test; a kata must return, not exit"
+    import pytest
+
     for e in leaves:
         if isinstance(e, AssertionError):
             return "fail", _assertion_message(e)
+        if isinstance(e, pytest.fail.Exception):  # e.g. pytest.raises saw no exception
+            return "fail", str(e).strip() or "a check failed"
     e = next((x for x in leaves if not isinstance(x, NotImplementedError)), leaves[0])
     return "error", f"{type(e).__name__}: {e}"
 
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         args.suite,
         f"--target={args.target}",
         f"--seed={args.seed}",
-        "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
+        "-q", "--tb=no", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
         "-c", os.devnull,
     ]
     if args.seed:

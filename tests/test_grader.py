@@ -256,3 +256,9 @@ def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, m
     assert mine.read_text() == stub_for("kv_cache")
     backups = list((tmp_path / "state" / "backups").glob("kv_cache-*.py"))
     assert [b.read_text() for b in backups] == ["my work\n"]
+
+
+def test_a_missing_exception_is_a_failed_check_not_an_error(toy):
+    result = grade_kata(toy, str(SUBS / "no_raise"), limits=FAST)
+    assert result.tasks[0].status == "fail"
+    assert "DID NOT RAISE" in result.tasks[0].message
