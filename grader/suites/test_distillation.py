@@ -448,10 +448,12 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
     only learn the noisy counts of those few draws; a soft student sees the
     teacher's whole distribution at every position. 60 full-batch steps at
     lr 20 take the soft student (T=2, alpha=0.9) most of the way to its best
-    table (held-out KL to the teacher about 0.17, from 0.4 for a uniform
-    table) while the hard student (alpha=0) has fit its few labels (about
-    0.9). Across 12 seeds of teacher and text the hard student's KL was at
-    least 4 times the soft one's; the check asks only that soft is lower."""
+    table: held-out mean KL to the teacher 0.14-0.23, from 0.38-0.50 for the
+    uniform table. By then the hard student (alpha=0) has fit its few labels
+    so closely that it sits at 1.1-1.3, further than uniform. Checked offline
+    for grading seeds 0-11 (teacher and text both change with the seed): the
+    hard student's KL was at least 5 times the soft one's every time, so the
+    check asks only that soft is lower."""
     train, held_out = teacher_data
     soft = _student(kd, train, 0.9, seed=7)
     hard = _student(kd, train, 0.0, seed=7)
@@ -464,6 +466,8 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
 
 
 def test_distilling_lowers_the_distillation_loss(kd, teacher_data):
+    """With the budget above the loss on the training positions ends at
+    0.49-0.57 of the uniform table's for grading seeds 0-11; 0.8 is asked."""
     train, _ = teacher_data
     teacher, prev, labels = train
     table = _student(kd, train, 0.9, seed=8)
