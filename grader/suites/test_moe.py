@@ -496,16 +496,15 @@ def test_moe_forward_reports_the_losses_of_its_routing(moe):
 
 
 def test_expert_work_is_k_over_e_of_running_every_expert(moe):
-    """Work counted exactly, with one caveat said plainly: the suite does not
-    instrument the matmuls of the code under test (that would mean testing its
-    internals). It counts exactly what that code reports processing,
-    aux.tokens_per_expert, checks that against the routing, and ties it to the
-    multiply-accumulates the reference model's counter measures for the same
-    block: 3*D*F per assignment, T*K assignments, so K/E of dense. That the
-    code really skips the other experts is checked by time, in the speed task."""
+    """Work, as far as it can be counted without instrumenting the code under
+    test (that would mean testing its internals): the assignments it reports
+    processing, aux.tokens_per_expert, must be exactly the routing's T*K, each
+    costing 3*D*F multiply-accumulates, so K/E of running every expert on
+    every token. That the code really skips the other experts is checked by
+    time, in the speed task."""
     model = _moe_model(seed=3)
     c = model.config
-    T, D, F, E, k = 48, c.d_model, c.d_ff, c.n_experts, c.top_k
+    T, D, E, k = 48, c.d_model, c.n_experts, c.top_k
     for attempt in range(100):
         x = rng(19 + 1000 * attempt).standard_normal((T, D)).astype(np.float32)
         h, w_router, w_gate, w_up, w_down = _block_inputs(model, 0, x)
@@ -514,19 +513,12 @@ def test_expert_work_is_k_over_e_of_running_every_expert(moe):
             break
     else:
         raise AssertionError("the suite found no tie-free data; report this as a grader bug")
-    with model.count_work() as work:
-        model.mlp(0, x)
     _, aux = moe.moe_forward(h, w_router, w_gate, w_up, w_down, k)
     tpe = np.asarray(aux.tokens_per_expert)
     want = np.bincount(idx.reshape(-1), minlength=E)
-    assert np.array_equal(tpe, want), f"tokens_per_expert is {tpe.tolist()}, but the routing sends {want.tolist()}"
-    macs = int(tpe.sum()) * 3 * D * F
-    assert macs == work.by_piece["experts"], (
-        f"the experts did {macs} multiply-accumulates by tokens_per_expert, the reference block {work.by_piece['experts']}"
-    )
-    assert macs * E == k * (T * E * 3 * D * F), (
-        f"expert work is {macs} multiply-accumulates, expected k/E = {k}/{E} of running every expert on every token"
-    )
+    assert np.array_equal(tpe, want), (
+        f"tokens_per_expert is {tpe.tolist()}, but the routing sends {want.tolist()} of the {T} x {k} assignments: "
+        f"each expert should process exactly the tokens routed to it, {k} of {E} experts per token")
 
 
 def test_moe_forward_rejects_bad_input(moe):
