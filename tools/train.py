@@ -8,13 +8,17 @@ Rebuilds the corpus (tools/build_corpus.py), then, from one seed:
    cross-entropy plus a small load-balancing loss on the routers);
 2. the draft, a small dense model, distilled from the teacher with the
    project's distillation loss at temperature T and weight alpha;
-3. the same draft config on hard labels alone, with the same time budget,
-   kept out of the package, for comparison only.
+3. the same draft config on hard labels alone, for as many steps (hence
+   tokens) as the distilled draft took, kept out of the package, for
+   comparison only.
 
-The teacher gets TEACHER_SHARE of the budget and each draft DRAFT_SHARE.
-Learning rates follow the fraction of the budget spent, so a run stops on
-time wherever it is. Every phase checkpoints into --work-dir and resumes
-from there when rerun; a finished phase is not trained again.
+Each phase runs a fixed number of steps (TEACHER_STEPS, DRAFT_STEPS) unless
+its share of --minutes runs out first: the teacher gets TEACHER_SHARE of the
+budget and each draft DRAFT_SHARE. The learning rate decays with whichever
+is further along, steps or time, so a phase cut short by a slow machine still
+ends at its lowest learning rate; a phase that finishes its steps is
+reproducible from the seed. Every phase checkpoints into --work-dir and
+resumes from there when rerun; a finished phase is not trained again.
 
 Exports reference/weights/{teacher,draft}.npz (float16) and writes
 reference/data/TRAINING.md with what the run measured.
@@ -53,13 +57,15 @@ TEACHER = Config(
 DRAFT = Config(
     vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256,
 )
-TEACHER_SHARE = 0.7  # of --minutes
-DRAFT_SHARE = 0.15  # of --minutes, for each of the two drafts
+TEACHER_STEPS = 3500
+DRAFT_STEPS = 1800
+TEACHER_SHARE = 0.7  # of --minutes: the most the teacher may take
+DRAFT_SHARE = 0.15  # of --minutes: the most each draft may take
 SEQ_LEN = 256  # tokens per training window (targets are the next 256 characters)
 BATCH = 8  # windows per step
 LR = {"teacher": 2e-3, "draft": 3e-3, "draft_hard": 3e-3}  # peak learning rates
 WARMUP_STEPS = 30
-FINAL_LR_FRACTION = 0.1  # cosine decay from the peak to this fraction at the end of the budget
+FINAL_LR_FRACTION = 0.1  # cosine decay from the peak to this fraction at the end of a phase
 GRAD_CLIP = 1.0
 BALANCE_COEF = 0.01  # weight of the Switch-Transformer load-balancing loss (teacher only)
 TEMPERATURE = 2.0  # distillation temperature T
@@ -222,20 +228,19 @@ def bigram_bpc(train: np.ndarray, val: np.ndarray) -> float:
     return float(-logp[val[:-1], val[1:]].mean())
 
 
-def learning_rate(peak: float, step: int, spent: float) -> float:
-    """Linear warmup over WARMUP_STEPS, then cosine decay by the fraction of the budget spent."""
+def learning_rate(peak: float, step: int, progress: float) -> float:
+    """Linear warmup over WARMUP_STEPS, then cosine decay by the fraction of the phase done."""
     if step < WARMUP_STEPS:
         return peak * (step + 1) / WARMUP_STEPS
-    cos = 0.5 * (1 + math.cos(math.pi * min(spent, 1.0)))
+    cos = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     return peak * (FINAL_LR_FRACTION + (1 - FINAL_LR_FRACTION) * cos)
 
 
-def train_phase(name: str, config: Config, budget_s: float, train: np.ndarray, val: torch.Tensor,
-                seed: int, work_dir: Path, teacher: TorchModel | None = None,
-                snapshot: tuple[int, Path] | None = None) -> tuple[TorchModel, dict]:
-    """Train one model for budget_s seconds of wall clock (resuming a checkpoint
-    in work_dir if there is one); returns the model and a summary. With a
-    snapshot (step, path), the model as it is after that step is exported to path."""
+def train_phase(name: str, config: Config, steps: int, budget_s: float, train: np.ndarray, val: torch.Tensor,
+                seed: int, work_dir: Path, teacher: TorchModel | None = None) -> tuple[TorchModel, dict]:
+    """Train one model for `steps` steps or budget_s seconds of wall clock,
+    whichever ends first (resuming a checkpoint in work_dir if there is one);
+    returns the model and a summary. With a teacher, distil from it."""
     ckpt_path = work_dir / f"{name}.pt"
     model = init_model(config, seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR[name], betas=(0.9, 0.95), weight_decay=0.0)
@@ -256,13 +261,13 @@ def train_phase(name: str, config: Config, budget_s: float, train: np.ndarray, v
 
     data = torch.from_numpy(train)
     val_probe = val[:EVAL_WINDOWS]
-    print(f"[{name}] {config.n_params():,} parameters, budget {budget_s / 60:.1f} min", flush=True)
+    print(f"[{name}] {config.n_params():,} parameters, {steps} steps or {budget_s / 60:.1f} min", flush=True)
     start = time.perf_counter() - state["elapsed"]
     last_log = last_ckpt = time.perf_counter()
     log_tokens, log_loss, log_steps = 0, 0.0, 0
     while not state["done"]:
-        spent = (time.perf_counter() - start) / budget_s
-        lr = learning_rate(LR[name], state["step"], spent)
+        progress = max(state["step"] / steps, (time.perf_counter() - start) / budget_s)
+        lr = learning_rate(LR[name], state["step"], progress)
         for group in opt.param_groups:
             group["lr"] = lr
         starts = torch.randint(0, data.numel() - SEQ_LEN - 1, (BATCH,), generator=gen)
@@ -283,12 +288,10 @@ def train_phase(name: str, config: Config, budget_s: float, train: np.ndarray, v
         opt.step()
         state["step"] += 1
         state["tokens"] += inputs.numel()
-        if snapshot is not None and state["step"] == snapshot[0]:
-            model.to_reference().save(snapshot[1], dtype=np.float16)
         log_tokens, log_loss, log_steps = log_tokens + inputs.numel(), log_loss + ce.item(), log_steps + 1
         now = time.perf_counter()
         state["elapsed"] = now - start
-        state["done"] = state["elapsed"] >= budget_s
+        state["done"] = state["step"] >= steps or state["elapsed"] >= budget_s
         if now - last_log >= LOG_EVERY_S or state["done"]:
             probe = evaluate(model, val_probe)
             line = {
@@ -332,7 +335,7 @@ def expert_usage(model: TorchModel, val: torch.Tensor) -> list[list[float]]:
 
 
 def report(args, results: dict, corpus: dict, times: dict, usage) -> str:
-    d, h, h_tok = results["draft"], results["draft_hard"], results["draft_hard_same_tokens"]
+    d, h = results["draft"], results["draft_hard"]
     phases = "\n".join(
         f"| {name} | {times[name]['elapsed'] / 60:.1f} | {times[name]['step']:,} | {times[name]['tokens']:,} | "
         f"{times[name]['log'][-1]['train_ce']:.3f} | {results[name]['loss']:.3f} | {results[name]['bpc']:.3f} |"
@@ -366,11 +369,13 @@ windows of {SEQ_LEN} predicted characters.
 
 Both train with AdamW (betas 0.9, 0.95, no weight decay), batches of {BATCH} windows
 of {SEQ_LEN} characters, {WARMUP_STEPS} warmup steps, cosine decay to
-{FINAL_LR_FRACTION:.0%} of the peak learning rate over the time budget, gradient
+{FINAL_LR_FRACTION:.0%} of the peak learning rate over the phase, gradient
 clipping at {GRAD_CLIP}. The teacher adds {BALANCE_COEF} x the Switch load-balancing
 loss. The draft minimises alpha T^2 KL(teacher_T || draft_T) + (1 - alpha) CE with
-T = {TEMPERATURE}, alpha = {ALPHA}. The hard-label draft is the same config and budget
-trained on cross-entropy alone; it is not shipped.
+T = {TEMPERATURE}, alpha = {ALPHA}. The hard-label draft is the same config, init,
+batches and step count trained on cross-entropy alone; it is not shipped.
+Planned steps: teacher {TEACHER_STEPS}, drafts {DRAFT_STEPS}; a phase whose share of
+`--minutes` ran out first stopped early (compare the steps column).
 
 ## Results
 
@@ -381,16 +386,15 @@ Measured on the exported float16 weights, loaded back as float32.
 {phases}
 | bigram baseline (train counts + {BIGRAM_SMOOTHING}) | | | | | | {results['bigram_bpc']:.3f} |
 
-Greedy top-1 agreement with the teacher on every validation position. The
-hard-label draft runs faster (no teacher forward per batch), so in the same
-time it sees more tokens; the last row is the same run stopped after as many
-steps, hence tokens, as the distilled draft took.
+Greedy top-1 agreement with the teacher on every validation position. Both
+drafts start from the same weights and see the same batches for the same
+number of steps; only the loss differs. (The hard-label draft takes less wall
+clock: it runs no teacher forward per batch.)
 
 | draft | steps | val bits/char | agreement |
 |---|---|---|---|
 | distilled (shipped) | {times['draft']['step']:,} | {d['bpc']:.3f} | {d['agreement']:.1%} |
-| hard labels only, same time | {times['draft_hard']['step']:,} | {h['bpc']:.3f} | {h['agreement']:.1%} |
-| hard labels only, same tokens | {times['draft']['step']:,} | {h_tok['bpc']:.3f} | {h_tok['agreement']:.1%} |
+| hard labels only | {times['draft_hard']['step']:,} | {h['bpc']:.3f} | {h['agreement']:.1%} |
 
 Teacher expert usage on validation (share of routed slots per expert, one row per layer):
 {chr(10).join(f'- layer {i}: {row}' for i, row in enumerate(usage))}
@@ -400,7 +404,7 @@ Teacher expert usage on validation (share of routed slots per expert, one row pe
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
     parser.add_argument("--minutes", type=float, default=33.0,
-                        help=f"total training budget: {TEACHER_SHARE:.0%} teacher, {DRAFT_SHARE:.0%} each draft")
+                        help=f"time cap: {TEACHER_SHARE:.0%} for the teacher, {DRAFT_SHARE:.0%} for each draft")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split, the init and the batches")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--work-dir", type=Path, default=REPO / "build" / "train",
@@ -417,16 +421,20 @@ def main() -> None:
     val = windows(val_tokens)
 
     budget = args.minutes * 60
-    teacher, t_state = train_phase("teacher", TEACHER, TEACHER_SHARE * budget, train, val, args.seed, args.work_dir)
+    teacher, t_state = train_phase(
+        "teacher", TEACHER, TEACHER_STEPS, TEACHER_SHARE * budget, train, val, args.seed, args.work_dir
+    )
     teacher = exported(teacher, WEIGHTS_DIR / "teacher.npz")
     for p in teacher.parameters():
         p.requires_grad_(False)
-    draft, d_state = train_phase("draft", DRAFT, DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir, teacher)
+    draft, d_state = train_phase(
+        "draft", DRAFT, DRAFT_STEPS, DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir, teacher
+    )
     draft = exported(draft, WEIGHTS_DIR / "draft.npz")
-    # Snapshot the hard-label draft after as many steps (and tokens) as the distilled draft took.
-    same_tokens = args.work_dir / "draft_hard_same_tokens.npz"
-    hard, h_state = train_phase("draft_hard", DRAFT, DRAFT_SHARE * budget, train, val, args.seed + 1,
-                                args.work_dir, snapshot=(d_state["step"], same_tokens))
+    # Same init, same batches, as many steps as the distilled draft took: only the loss differs.
+    hard, h_state = train_phase(
+        "draft_hard", DRAFT, d_state["step"], DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir
+    )
     hard = exported(hard, args.work_dir / "draft_hard.npz")
 
     print("evaluating on all validation windows...", flush=True)
@@ -434,7 +442,6 @@ def main() -> None:
         "teacher": evaluate(teacher, val),
         "draft": evaluate(draft, val, teacher),
         "draft_hard": evaluate(hard, val, teacher),
-        "draft_hard_same_tokens": evaluate(TorchModel.from_reference(Model.load(same_tokens)), val, teacher),
         "bigram_bpc": bigram_bpc(train, val_tokens),
         "windows": len(val),
     }
