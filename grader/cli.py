@@ -214,10 +214,14 @@ def test_cmd(kata, pytest_args, target):
 @click.option("--temperature", "-t", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="0 writes greedily; higher is more adventurous.")
 @click.option("--seed", default=0, show_default=True, help="Seed for sampling at temperature > 0.")
-def play_cmd(prompt, model_name, tokens, temperature, seed):
-    """Let a shipped model continue PROMPT, with the naive (uncached) generator."""
+@click.option("--no-cache", is_flag=True,
+              help="Generate the naive way, re-reading the whole text for every character, to feel the difference.")
+def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
+    """Let a shipped model continue PROMPT, and say how fast it wrote."""
     import numpy as np
 
+    from reference.lm import CachedLM
+    from reference.lm import generate as generate_cached
     from reference.model import Model
     from reference.sampling import generate_naive
     from reference.tokenizer import decode, encode
@@ -229,13 +233,18 @@ def play_cmd(prompt, model_name, tokens, temperature, seed):
         if tokens > room:
             raise ValueError(f"the prompt leaves room for {room} new characters (max_seq_len "
                              f"{model.config.max_seq_len}); ask for at most that many with -n")
+        rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
-        new = generate_naive(model, ids, tokens, temperature=temperature, rng=np.random.default_rng(seed))
+        if no_cache:
+            new = generate_naive(model, ids, tokens, temperature=temperature, rng=rng)
+        else:
+            new = generate_cached(CachedLM(model), ids, tokens, temperature=temperature, rng=rng)
         seconds = time.perf_counter() - t0
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(prompt + decode(new))
-    click.echo(f"\n[{len(new)} characters in {seconds:.2f} s without a KV cache: "
+    how = "without a KV cache" if no_cache else "with a KV cache"
+    click.echo(f"\n[{len(new)} characters in {seconds:.2f} s {how}: "
                f"{len(new) / max(seconds, 1e-9):.0f} chars/s]", err=True)
 
 

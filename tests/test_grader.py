@@ -262,3 +262,19 @@ def test_a_missing_exception_is_a_failed_check_not_an_error(toy):
     result = grade_kata(toy, str(SUBS / "no_raise"), limits=FAST)
     assert result.tasks[0].status == "fail"
     assert "DID NOT RAISE" in result.tasks[0].message
+
+
+def test_play_continues_the_prompt_with_and_without_the_cache_identically():
+    runner = CliRunner()
+    cached = runner.invoke(main, ["play", "Return the ", "-n", "12"])
+    naive = runner.invoke(main, ["play", "Return the ", "-n", "12", "--no-cache"])
+    assert cached.exit_code == 0 and naive.exit_code == 0, cached.output + naive.output
+    first_line = cached.output.splitlines()[0]
+    assert first_line.startswith("Return the ")
+    assert first_line == naive.output.splitlines()[0]
+
+
+def test_play_refuses_more_characters_than_the_model_holds():
+    result = CliRunner().invoke(main, ["play", "x", "-n", "100000"])
+    assert result.exit_code == 1
+    assert "ask for at most" in result.output
