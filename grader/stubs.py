@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import sys
-from pathlib import Path
 
 from grader.target import KATAS_DIR, SOLUTIONS_DIR
 

@@ -46,3 +46,17 @@ def assert_caught(kata: str, mutant: Mutant, tmp_path: Path) -> None:
         f"mutant {mutant.name!r} graded {task.status!r} on task {mutant.task!r}, expected one of {mutant.expect}: "
         f"{task.message}"
     )
+
+
+ALTERNATIVES = Path(__file__).parent / "fixtures" / "alt"
+
+
+def assert_alternative_passes(kata: str, tmp_path: Path) -> None:
+    """The differently written correct implementation tests/fixtures/alt/<kata>.py
+    passes every task but speed (the one task allowed to tell ways of writing apart)."""
+    (tmp_path / f"{kata}.py").write_text((ALTERNATIVES / f"{kata}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    registered = find_kata(kata)
+    tasks = [t.name for t in registered.tasks if t.name != "speed"]
+    result = grade_kata(registered, str(tmp_path), tasks=tasks, limits=MUTANT_LIMITS)
+    failed = [(t.name, t.status, t.message) for t in result.tasks if t.status != "pass"]
+    assert not failed, f"the alternative implementation of {kata} lost points: {failed}"

@@ -1,16 +1,10 @@
 """The distillation suite catches each listed mistake, and gives full marks to
 a correct implementation written differently from the reference."""
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from grader.registry import find_kata
-from grader.runner import grade_kata
-from mutation import Mutant, assert_caught
+from mutation import Mutant, assert_alternative_passes, assert_caught
 
-ALT = Path(__file__).parent / "fixtures" / "alt" / "distillation.py"
 
 MUTANTS = [
     Mutant(
@@ -112,9 +106,4 @@ def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
 
 
 def test_a_differently_written_correct_kata_gets_full_marks(tmp_path):
-    shutil.copy(ALT, tmp_path / "distillation.py")
-    kata = find_kata("distillation")
-    tasks = [t.name for t in kata.tasks if t.name != "speed"]
-    result = grade_kata(kata, str(tmp_path), tasks=tasks)
-    assert {t.name: t.status for t in result.tasks} == {name: "pass" for name in tasks}, [
-        (t.name, t.message) for t in result.tasks if t.status != "pass"]
+    assert_alternative_passes("distillation", tmp_path)

@@ -1,16 +1,9 @@
 """The moe suite fails every mistake the kata's issue lists (and a few more),
 and gives full marks to a correct implementation written differently."""
 
-import shutil
-from pathlib import Path
-
 import pytest
-from mutation import Mutant, assert_caught
+from mutation import Mutant, assert_alternative_passes, assert_caught
 
-from grader.registry import find_kata
-from grader.runner import grade_kata
-
-ALT = Path(__file__).parent / "fixtures" / "alt" / "moe.py"
 
 PER_TOKEN_LOOP = """    for t, e, g in zip(tokens, experts[order], gates):
         h = x[t:t + 1]  # one token at a time
@@ -91,9 +84,4 @@ def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
 
 
 def test_a_correct_implementation_written_differently_gets_full_marks(tmp_path):
-    shutil.copy(ALT, tmp_path / "moe.py")
-    kata = find_kata("moe")
-    tasks = [t.name for t in kata.tasks if t.name != "speed"]
-    result = grade_kata(kata, str(tmp_path), tasks=tasks)
-    failed = [(t.name, t.status, t.message) for t in result.tasks if t.status != "pass"]
-    assert not failed, f"the alternative implementation lost marks: {failed}"
+    assert_alternative_passes("moe", tmp_path)

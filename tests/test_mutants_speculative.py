@@ -1,16 +1,10 @@
 """The speculative decoding suite catches each listed mistake, and gives full
 marks to a correct implementation written differently from the reference."""
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from grader.registry import find_kata
-from grader.runner import grade_kata
-from mutation import Mutant, assert_caught
+from mutation import Mutant, assert_alternative_passes, assert_caught
 
-ALT = Path(__file__).parent / "fixtures" / "alt" / "speculative.py"
 
 MUTANTS = [
     Mutant(
@@ -89,7 +83,4 @@ def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
 
 
 def test_an_alternative_correct_implementation_gets_full_marks(tmp_path):
-    shutil.copy(ALT, tmp_path / "speculative.py")
-    result = grade_kata(find_kata("speculative"), str(tmp_path))
-    graded = [t for t in result.tasks if t.name != "speed"]
-    assert all(t.status == "pass" for t in graded), [(t.name, t.status, t.message) for t in graded if t.status != "pass"]
+    assert_alternative_passes("speculative", tmp_path)
