@@ -66,7 +66,9 @@ def _falsifying_example(exc: BaseException) -> str:
     notes = []
     for leaf in [exc, *_leaves(exc)]:
         notes.extend(n for n in getattr(leaf, "__notes__", []) if n not in notes)
-    found = [n for n in notes if n.startswith(("Falsifying example", "Draw ", "Falsifying explicit example"))]
+    # Hypothesis words it "Falsifying example: ..." (older) or "Failing test case: ..." (newer).
+    prefixes = ("Falsifying example", "Falsifying explicit example", "Failing test case", "Failing explicit", "Draw ")
+    found = [n for n in notes if n.startswith(prefixes)]
     return "\n".join(found)
 
 

@@ -60,6 +60,23 @@ def median_time(fn, repeats: int = 5) -> float:
     return float(np.median(times))
 
 
+def time_ratio(mine, baseline, repeats: int = 5) -> float:
+    """Median time of mine() over median time of baseline(), after one warm-up
+    call of each. The calls alternate, so a machine busy with something else
+    slows both sides alike and the ratio stays honest."""
+    mine()
+    baseline()
+    a, b = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        mine()
+        t1 = time.perf_counter()
+        baseline()
+        a.append(t1 - t0)
+        b.append(time.perf_counter() - t1)
+    return float(np.median(a) / np.median(b))
+
+
 def float_arrays(shape, lo: float = -100.0, hi: float = 100.0, dtype=np.float32):
     """Arrays of finite floats in [lo, hi] of the given shape (a shape strategy works too)."""
     return hnp.arrays(dtype, shape, elements=st.floats(lo, hi, width=np.dtype(dtype).itemsize * 8))

@@ -10,7 +10,6 @@ the suite draws data whose k-th and (k+1)-th probabilities are clearly apart.
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from grader.suites.common import load_kata, rng
+from grader.suites.common import load_kata, rng, time_ratio
 from reference.model import WEIGHTS_DIR, Config, Model, rms_norm
 from reference.tokenizer import encode
 
@@ -620,21 +619,6 @@ LOOP_SHARE = 4  # the per-token loop runs on 1/LOOP_SHARE of the tokens, its tim
 SPEED_REPEATS = 7
 
 
-def _time_ratio(mine, baseline, repeats=SPEED_REPEATS):
-    """Median time of mine() over median time of baseline(), the calls interleaved
-    so that a machine busy with something else slows both alike."""
-    mine(), baseline()
-    a, b = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        mine()
-        t1 = time.perf_counter()
-        baseline()
-        a.append(t1 - t0)
-        b.append(time.perf_counter() - t1)
-    return float(np.median(a) / np.median(b))
-
-
 def _vectorized_layer(x, w_router, w_gate, w_up, w_down, k):
     """The suite's own vectorized layer, losses included, written the way the
     reference model's MoE block is: each expert runs once on its gathered
@@ -675,7 +659,7 @@ def _per_token_loop(x, w_router, w_gate, w_up, w_down, k):
 @pytest.mark.speed
 def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
     args = _layer(22, SPEED_T, SPEED_D, 8, SPEED_F)
-    ratio = _time_ratio(lambda: moe.moe_forward(*args, 2), lambda: _vectorized_layer(*args, 2))
+    ratio = time_ratio(lambda: moe.moe_forward(*args, 2), lambda: _vectorized_layer(*args, 2), SPEED_REPEATS)
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 took {ratio:.1f}x the time of one gathered matmul per expert; "
         f"allowed {WITHIN_REFERENCE:g}x"
@@ -686,7 +670,7 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
 def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
     x, *weights = _layer(22, SPEED_T, LOOP_D, 8, LOOP_F)
     part = SPEED_T // LOOP_SHARE  # the loop's time is linear in T: time it on a share of the tokens
-    ratio = _time_ratio(lambda: moe.moe_forward(x, *weights, 2), lambda: _per_token_loop(x[:part], *weights, 2), repeats=3)
+    ratio = time_ratio(lambda: moe.moe_forward(x, *weights, 2), lambda: _per_token_loop(x[:part], *weights, 2), repeats=3)
     faster = LOOP_SHARE / ratio
     assert faster >= OVER_LOOP, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 was only {faster:.1f}x faster than a per-token loop; "
@@ -698,7 +682,7 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
 def test_moe_forward_does_not_run_every_expert_on_every_token(moe):
     """With E=16 and k=1 running every expert on every token is 16x the work."""
     args = _layer(23, SPEED_T, 64, 16, 128)
-    ratio = _time_ratio(lambda: moe.moe_forward(*args, 1), lambda: _vectorized_layer(*args, 1))
+    ratio = time_ratio(lambda: moe.moe_forward(*args, 1), lambda: _vectorized_layer(*args, 1), SPEED_REPEATS)
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=16, k=1 took {ratio:.1f}x the time of running each token's one expert; "
         f"allowed {WITHIN_REFERENCE:g}x (does every expert see every token?)"
