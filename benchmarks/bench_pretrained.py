@@ -98,7 +98,7 @@ def main() -> None:
         rows.append(("draft, hard labels only", hard_bpc, float(np.mean(hard_top == teacher_top))))
     print(f"{'model':<28} {'val bits/char':>13} {'greedy agreement with teacher':>30}")
     for name, bpc, agreement in rows:
-        print(f"{name:<28} {bpc:>13.3f} {'' if agreement is None else f'{agreement:.1%}':>30}")
+        print(f"{name:<28} {bpc:>13.3f} {'' if agreement is None else f'{agreement:.2%}':>30}")
     if not args.hard_draft.is_file():
         print(f"(hard-label draft absent at {args.hard_draft}: run tools/train.py to rebuild it;"
               " its numbers from the shipped run are in reference/data/TRAINING.md)")

@@ -106,8 +106,10 @@ def test_corpus_fits_in_3_mb_and_uses_only_the_vocabulary():
     assert set("".join(texts)) <= set(VOCAB)
 
 
-def test_corpus_states_its_licence():
-    assert "Python Software Foundation License" in (DATA_DIR / "PROVENANCE.md").read_text(encoding="utf-8")
+def test_corpus_states_its_licence_and_ships_its_text():
+    provenance = " ".join((DATA_DIR / "PROVENANCE.md").read_text(encoding="utf-8").split())
+    assert "Python Software Foundation License" in provenance
+    assert "PYTHON SOFTWARE FOUNDATION LICENSE" in (DATA_DIR / "PSF-LICENSE.txt").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", ["teacher", "draft"])
