@@ -128,7 +128,8 @@ def list_cmd():
         click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
         for task in kata.tasks:
             status = last.get(kata.name, {}).get(task.name, "not graded yet")
-            click.echo(f"   {task.name:<12} {task.points} pts  {status:<15} {task.title}")
+            points = f"{task.points} pt" + ("s" if task.points != 1 else " ")
+            click.echo(f"   {task.name:<14} {points}  {status:<15} {task.title}")
 
 
 @main.command("hint")

@@ -279,3 +279,9 @@ def test_play_refuses_more_characters_than_the_model_holds():
     result = CliRunner().invoke(main, ["play", "x", "-n", "100000"])
     assert result.exit_code == 1
     assert "ask for at most" in result.output
+
+
+def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on(cli):
+    correct = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "correct"), "--", "-q"])
+    stub = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "stub"), "--", "-q"])
+    assert (correct.exit_code, stub.exit_code) == (0, 1)
