@@ -167,9 +167,15 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
     while True:
         done = [c.id for c in checks.values() if c.outcome != "not run"]
         run = _Run(kata, target, seed, only, done, limits)
-        current, current_start, finished, imported = None, None, False, False
+        current, current_start, finished, imported, collected_at = None, None, False, False, None
         while True:
             now = time.monotonic()
+            if not imported and collected_at is not None and now - collected_at > limits.test_seconds:
+                run.kill()  # importing the kata module hangs: no check can run
+                for c in checks.values():
+                    c.outcome, c.message = "timeout", f"importing the kata module took longer than {limits.test_seconds:g} s"
+                finished = True
+                break
             if current is not None and now - current_start > limits.test_seconds:
                 run.kill()
                 hung = checks[current]
@@ -195,9 +201,10 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
                 break
             for ev in events:
                 kind = ev.get("event")
-                if kind == "collected" and not checks:
+                if kind == "collected":
+                    collected_at = time.monotonic()
                     for t in ev.get("tests", []):
-                        checks[t["id"]] = Check(t["id"], t["name"], bool(t["speed"]))
+                        checks.setdefault(t["id"], Check(t["id"], t["name"], bool(t["speed"])))
                 elif kind == "imported":
                     imported = True
                 elif kind == "start" and ev.get("id") in checks:

@@ -285,3 +285,10 @@ def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on
     correct = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "correct"), "--", "-q"])
     stub = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "stub"), "--", "-q"])
     assert (correct.exit_code, stub.exit_code) == (0, 1)
+
+
+def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_the_kata_limit(toy):
+    result = grade_kata(toy, str(SUBS / "loop_at_import"), limits=FAST)
+    assert {t.status for t in result.tasks} == {"timeout"}
+    assert "importing the kata module" in result.tasks[0].message
+    assert result.duration < FAST.kata_seconds, "waited for the whole kata limit instead of one check limit"
