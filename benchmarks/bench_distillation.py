@@ -27,26 +27,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from reference.model import Config, Model  # noqa: E402
+from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.solutions.distillation import distill_bigram, log_softmax  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
+from shared import shipped_or_random  # noqa: E402
 
-TEACHER_CONFIG = Config(
-    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-    max_seq_len=256, n_experts=4, top_k=2,
-)
 WINDOW = 256  # tokens per teacher forward pass
 TRAIN_SIZES = (256, 1024, 4096)  # training-set sizes, one row of the report each
 HELD_OUT = 2048  # held-out positions
 TEMPERATURE, SOFT_ALPHA = 2.0, 0.9
-
-
-def teacher_model() -> tuple[Model, str]:
-    path = ROOT / "reference" / "weights" / "teacher.npz"
-    if path.is_file():
-        return Model.pretrained("teacher"), f"shipped teacher ({path.relative_to(ROOT)})"
-    return Model.random(TEACHER_CONFIG, seed=0), "random model of the teacher's shape (no shipped weights)"
 
 
 def text_tokens(model: Model, name: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
@@ -90,7 +80,9 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    model, which = teacher_model()
+    model, shipped = shipped_or_random("teacher")
+    which = ("shipped teacher (reference/weights/teacher.npz)" if shipped
+             else "random model of the teacher's shape (no shipped weights)")
     rng = np.random.default_rng(args.seed)
     train_ids, train_src = text_tokens(model, "train", max(TRAIN_SIZES), rng)
     held_ids, held_src = text_tokens(model, "val", HELD_OUT, rng)

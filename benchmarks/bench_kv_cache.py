@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,36 +25,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from grader import target as _target  # noqa: E402
-from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
+from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
+from shared import median_seconds, shipped_or_random  # noqa: E402
 
-TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-                 max_seq_len=256, n_experts=4, top_k=2)
 PROMPT = "def main"
 LENGTHS = (64, 128, 256)
-
-
-def load_model() -> tuple[Model, str]:
-    """The shipped teacher if its weights exist, else a random model of its size."""
-    if (WEIGHTS_DIR / "teacher.npz").is_file():
-        try:
-            return Model.pretrained("teacher"), "the shipped teacher"
-        except ValueError as exc:
-            print(f"(the teacher weights did not load: {exc})", file=sys.stderr)
-    return Model.random(TEACHER, seed=0), "a random model of the teacher's size (no shipped weights)"
 
 
 def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> tuple[float, int, int, list[int]]:
     """Median seconds over repeats, positions per layer and macs of one run, and its tokens."""
     with model.count_work() as work:
-        tokens = generate(model, prompt, n_new)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        generate(model, prompt, n_new)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), work.positions[0], work.macs, tokens
+        tokens = generate(model, prompt, n_new)  # the warm-up, counted once
+    seconds, _ = median_seconds(lambda: generate(model, prompt, n_new), repeats, warmup=False)
+    return seconds, work.positions[0], work.macs, tokens
 
 
 def main() -> None:
@@ -69,7 +52,8 @@ def main() -> None:
         parser.error("--repeats must be at least 1")
 
     kv = _target.load(args.target, "kv_cache")
-    model, which = load_model()
+    model, shipped = shipped_or_random("teacher")
+    which = "the shipped teacher" if shipped else "a random model of the teacher's size (no shipped weights)"
     c = model.config
     prompt = encode(PROMPT)
 

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from reference.model import Config, Model  # noqa: E402
+from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
+from shared import TEACHER, median_seconds  # noqa: E402
 
-CONFIG = Config(
-    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-    max_seq_len=256, n_experts=4, top_k=2,
-)
+CONFIG = TEACHER  # the teacher's shape, with random weights
 FORWARD_TOKENS = 256
 PROMPT_TOKENS = 8
 NEW_TOKENS = 128
@@ -37,12 +33,8 @@ def timed(model: Model, run, repeats: int) -> tuple[float, int]:
     """Median seconds of run() over repeats, and the macs of one run."""
     with model.count_work() as work:
         run()  # warm-up, counted once
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), work.macs
+    seconds, _ = median_seconds(run, repeats, warmup=False)
+    return seconds, work.macs
 
 
 def main() -> None:

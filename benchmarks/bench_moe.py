@@ -30,20 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from reference import tokenizer  # noqa: E402
-from reference.model import WEIGHTS_DIR, Config, Model, rms_norm, silu  # noqa: E402
+from reference.model import Model, rms_norm, silu  # noqa: E402
 from reference.solutions.moe import moe_forward  # noqa: E402
+from shared import shipped_or_random  # noqa: E402
 
-TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-                 max_seq_len=256, n_experts=4, top_k=2)
 TOKENS = (256, 1024, 4096)
 FACTORS = (1.0, 1.25, 2.0)
 SEQUENCES = 8  # validation sequences whose activations feed the capacity table
-
-
-def load_model(seed: int) -> tuple[Model, str]:
-    if (WEIGHTS_DIR / "teacher.npz").is_file():
-        return Model.pretrained("teacher"), "the shipped teacher"
-    return Model.random(TEACHER, seed=seed), "a random model of the teacher's shape (no teacher.npz)"
 
 
 def best_seconds(runs: list, repeats: int) -> list[float]:
@@ -89,7 +82,8 @@ def main() -> None:
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
 
-    model, which = load_model(args.seed)
+    model, shipped = shipped_or_random("teacher", seed=args.seed)
+    which = "the shipped teacher" if shipped else "a random model of the teacher's shape (no teacher.npz)"
     c = model.config
     D, F, E, K = c.d_model, c.d_ff, c.n_experts, c.top_k
     text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")

@@ -17,9 +17,7 @@ next-token distributions over 256 tokens of held-out text.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,56 +27,36 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from grader import target as _target  # noqa: E402
 from reference import tokenizer  # noqa: E402
-from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
+from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
+from shared import median_seconds, shipped_or_random  # noqa: E402
 
-TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-                 max_seq_len=256, n_experts=4, top_k=2)
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
-
-
-def median_seconds(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
     x = np.random.default_rng(0).standard_normal(N_VALUES).astype(np.float32)
     gb = x.nbytes / 1e9
     rows = []
-    copy = median_seconds(lambda: x.copy(), repeats)
+    copy = median_seconds(lambda: x.copy(), repeats)[0]
     rows.append(("float32 copy (ceiling)", gb / copy, gb / copy))
     q, s = qz.quantize_symmetric(x, 8)
     rows.append(("symmetric int8, per tensor",
-                 gb / median_seconds(lambda: qz.quantize_symmetric(x, 8), repeats),
-                 gb / median_seconds(lambda: qz.dequantize_symmetric(q, s), repeats)))
+                 gb / median_seconds(lambda: qz.quantize_symmetric(x, 8), repeats)[0],
+                 gb / median_seconds(lambda: qz.dequantize_symmetric(q, s), repeats)[0]))
     rows_x = x.reshape(-1, 1024)
     q, s = qz.quantize_grouped(rows_x, 4, GROUP)
     rows.append((f"grouped int4, G={GROUP}",
-                 gb / median_seconds(lambda: qz.quantize_grouped(rows_x, 4, GROUP), repeats),
-                 gb / median_seconds(lambda: qz.dequantize_grouped(q, s, GROUP), repeats)))
+                 gb / median_seconds(lambda: qz.quantize_grouped(rows_x, 4, GROUP), repeats)[0],
+                 gb / median_seconds(lambda: qz.dequantize_grouped(q, s, GROUP), repeats)[0]))
     for name, quant, dequant in (("Q8_0", qz.quantize_q8_0, qz.dequantize_q8_0),
                                  ("Q4_0", qz.quantize_q4_0, qz.dequantize_q4_0)):
         data = quant(x)
-        rows.append((name, gb / median_seconds(lambda: quant(x), repeats),
-                     gb / median_seconds(lambda: dequant(data, x.size), repeats)))
+        rows.append((name, gb / median_seconds(lambda: quant(x), repeats)[0],
+                     gb / median_seconds(lambda: dequant(data, x.size), repeats)[0]))
     return rows
-
-
-def teacher() -> tuple[Model, str]:
-    if (WEIGHTS_DIR / "teacher.npz").is_file():
-        try:
-            return Model.pretrained("teacher"), "shipped teacher weights"
-        except ValueError as exc:
-            print(f"(could not read the teacher: {exc})")
-    return Model.random(TEACHER, seed=0), "a random model of the teacher's shape (no shipped weights)"
 
 
 def llama_model(qz, model: Model, kind: str) -> tuple[Model, int]:
@@ -127,7 +105,8 @@ def main() -> None:
     for name, qs, ds in throughput_rows(qz, args.repeats):
         print(f"{name:<28} {qs:>9.2f} {ds:>11.2f}")
 
-    model, source = teacher()
+    model, shipped = shipped_or_random("teacher")
+    source = "shipped teacher weights" if shipped else "a random model of the teacher's shape (no shipped weights)"
     text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
     ids = [i for i in tokenizer.encode("".join(c for c in text if c in tokenizer.VOCAB))]
     tokens = np.array(ids[: model.config.max_seq_len])

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,36 +37,19 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from grader import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
-from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
+from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
+from shared import DRAFT, TEACHER, median_seconds, shipped_or_random  # noqa: E402
 
-TEACHER = Config(n_layers=4, d_model=128, n_heads=4, n_kv_heads=2, d_ff=256, n_experts=4, top_k=2, max_seq_len=256)
-DRAFT = Config(n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
 PROMPT_CHARS = 32
 SEED = 0
-
-
-def models() -> tuple[Model, Model, str]:
-    if (WEIGHTS_DIR / "teacher.npz").is_file() and (WEIGHTS_DIR / "draft.npz").is_file():
-        return Model.pretrained("teacher"), Model.pretrained("draft"), "shipped teacher and draft (reference/weights)"
-    return Model.random(TEACHER, seed=1), Model.random(DRAFT, seed=2), "RANDOM stand-ins (no shipped weights found)"
 
 
 def prompt() -> list[int]:
     path = WEIGHTS_DIR.parent / "data" / "val.txt"
     text = path.read_text(encoding="ascii") if path.is_file() else "def main():\n    return 0\n" * 2
     return encode(text[:PROMPT_CHARS])
-
-
-def median_seconds(fn, repeats: int):
-    """(median wall seconds over `repeats` calls of fn, the last call's result)."""
-    times, result = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), result
 
 
 def measured_alpha(teacher: Model, draft: Model, tokens: list[int], n_prompt: int, temperature: float) -> float:
@@ -96,18 +78,22 @@ def main(argv: list[str]) -> int:
     if args.repeats < 1 or not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
         parser.error(f"need --repeats >= 1 and 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
     speculative_generate = _target.load(args.target, "speculative").speculative_generate
-    teacher, draft, which = models()
+    (teacher, shipped_teacher), (draft, shipped_draft) = shipped_or_random("teacher", 1), shipped_or_random("draft", 2)
+    which = "shipped teacher and draft (reference/weights)"
+    if not (shipped_teacher and shipped_draft):  # never mix a shipped model with a stand-in
+        teacher, draft = Model.random(TEACHER, seed=1), Model.random(DRAFT, seed=2)
+        which = "RANDOM stand-ins (no shipped weights found)"
     start = prompt()
     n = args.n_new
     print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
     print(f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
           f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n")
 
-    draft_secs, _ = median_seconds(lambda: generate(CachedLM(draft), start, n), args.repeats)
+    draft_secs, _ = median_seconds(lambda: generate(CachedLM(draft), start, n), args.repeats, warmup=False)
     base = {}
     for temperature in (0.0, 1.0):
         secs, _ = median_seconds(lambda: generate(CachedLM(teacher), start, n, temperature=temperature,
-                                                  rng=np.random.default_rng(SEED)), args.repeats)
+                                                  rng=np.random.default_rng(SEED)), args.repeats, warmup=False)
         base[temperature] = secs
         print(f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
               f"({n / secs:.0f} tokens/s)")
@@ -123,7 +109,7 @@ def main(argv: list[str]) -> int:
             def run():
                 return speculative_generate(CachedLM(teacher), CachedLM(draft), start, n, k=k,
                                             temperature=temperature, rng=np.random.default_rng(SEED))
-            secs, (tokens, stats) = median_seconds(run, args.repeats)
+            secs, (tokens, stats) = median_seconds(run, args.repeats, warmup=False)
             alpha = measured_alpha(teacher, draft, start + tokens, len(start), temperature)
             rows.append((str(k), f"{temperature:g}", f"{stats.acceptance_rate:.3f}", f"{alpha:.3f}",
                          f"{stats.tokens_per_target_call:.2f}", f"{expected_tokens_per_call(alpha, k):.2f}",

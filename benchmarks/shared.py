@@ -1,0 +1,43 @@
+"""What the benchmark scripts share: the shipped models' shapes, loading a
+shipped model or a random stand-in of its shape, and a median timer.
+
+The scripts put the checkout on sys.path before importing this module.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from reference.model import WEIGHTS_DIR, Config, Model
+
+# The shapes of the shipped models (tools/train.py trains these).
+TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
+                 max_seq_len=256, n_experts=4, top_k=2)
+DRAFT = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
+SHAPES = {"teacher": TEACHER, "draft": DRAFT}
+
+
+def shipped_or_random(name: str, seed: int = 0) -> tuple[Model, bool]:
+    """(the shipped model `name`, True), or (a random model of its shape, False)
+    when its weights are missing or do not load (said on stderr)."""
+    if (WEIGHTS_DIR / f"{name}.npz").is_file():
+        try:
+            return Model.pretrained(name), True
+        except ValueError as exc:
+            print(f"(the {name} weights did not load: {exc})", file=sys.stderr)
+    return Model.random(SHAPES[name], seed=seed), False
+
+
+def median_seconds(fn, repeats: int, warmup: bool = True):
+    """(median wall seconds of `repeats` calls of fn, the last call's result),
+    after one untimed call when warmup is set."""
+    if warmup:
+        fn()
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
