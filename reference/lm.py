@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.model import Model
-from reference.sampling import check_temperature, sample_token
+from reference.sampling import check_temperature, decode
 
 
 class PlainLM:
@@ -119,10 +119,4 @@ def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> l
     if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
         raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
     t = check_temperature(temperature)
-    tokens = [int(x) for x in np.asarray(prompt).reshape(-1)]
-    new = []
-    for _ in range(n_new):
-        tok = sample_token(lm.logits(tokens)[-1], t, rng)
-        tokens.append(tok)
-        new.append(tok)
-    return new
+    return decode(lambda seq: lm.logits(seq)[-1], np.asarray(prompt).reshape(-1), n_new, t, rng)

@@ -70,10 +70,17 @@ def generate_naive(model: Model, prompt, n_new: int, *, temperature: float = 0.0
     whole sequence for every new token (no cache). Returns only the new tokens."""
     tokens = list(check_generation(model, prompt, n_new))
     check_sampling(temperature, rng)
+    return decode(lambda seq: model.forward(seq)[-1], tokens, n_new, temperature, rng)
+
+
+def decode(next_logits, prompt, n_new: int, temperature: float, rng) -> list[int]:
+    """The n_new tokens that follow prompt, one `sample_token` call each on
+    next_logits(sequence so far), the logits (V,) of the next token.
+    The caller checks its arguments."""
+    tokens = [int(t) for t in prompt]
     new = []
     for _ in range(n_new):
-        logits = model.forward(tokens)[-1]
-        tok = sample_token(logits, temperature, rng)
+        tok = sample_token(next_logits(tokens), temperature, rng)
         tokens.append(tok)
         new.append(tok)
     return new
