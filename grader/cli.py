@@ -53,6 +53,13 @@ def _pick_katas(names: tuple[str, ...]) -> list[Kata]:
     return [known[n] for n in names]
 
 
+def _check_target(target: str) -> None:
+    try:
+        _target.resolve(target)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--target") from None
+
+
 def _kata(name: str) -> Kata:
     return _pick_katas((name,))[0]
 
@@ -92,10 +99,7 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     usage error.
     """
     chosen = _pick_katas(katas)
-    try:
-        _target.resolve(target)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--target") from None
+    _check_target(target)
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits)
     if target == "katas":
@@ -197,10 +201,7 @@ def test_cmd(kata, pytest_args, target):
     No isolation and no table: pytest's own output, for debugging.
     """
     k = _kata(kata)
-    try:
-        _target.resolve(target)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--target") from None
+    _check_target(target)
     cmd = [sys.executable, "-m", "pytest", str(k.suite), f"--target={target}", "-c", os.devnull,
            "-p", "no:cacheprovider", *pytest_args]
     sys.exit(subprocess.call(cmd, cwd=str(_target.ROOT)))

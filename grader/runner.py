@@ -114,14 +114,12 @@ class _Run:
                                      pass_fds=(write_fd,), env=env, cwd=str(_target.ROOT), start_new_session=True)
         os.close(write_fd)
         self.buffer = b""
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.read_fd, selectors.EVENT_READ)
 
     def events(self, timeout: float):
         """Events that arrived within `timeout` seconds; None at end of stream."""
-        sel = selectors.DefaultSelector()
-        sel.register(self.read_fd, selectors.EVENT_READ)
-        ready = sel.select(timeout)
-        sel.close()
-        if not ready:
+        if not self.selector.select(timeout):
             return []
         chunk = os.read(self.read_fd, 1 << 16)
         if not chunk:
@@ -149,6 +147,7 @@ class _Run:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.wait()
+        self.selector.close()
         os.close(self.read_fd)
         self.log.seek(0, os.SEEK_END)
         size = self.log.tell()
