@@ -640,22 +640,25 @@ llama_blocks = st.integers(1, 2).flatmap(
 )
 
 
+def _assert_same_blocks(fmt: str, n: int, got: bytes, want: bytes, size: int) -> None:
+    """got equals llama.cpp's bytes want, else name the first block of `size` bytes that differs."""
+    assert len(got) == len(want), f"{n} values gave {len(got)} bytes; {fmt} takes {size} per block of 32, {len(want)}"
+    if got != want:
+        b = next(i for i in range(0, len(want), size) if got[i:i + size] != want[i:i + size])
+        raise AssertionError(f"{fmt} block {b // size} differs from llama.cpp's: "
+                             f"got {got[b:b + size].hex()}, want {want[b:b + size].hex()}")
+
+
 @given(x=llama_blocks)
 @settings(phases=NO_SHRINK)
 def test_q8_0_matches_the_llama_cpp_formula_on_random_blocks(q8, x):
-    got, want = bytes(q8.quantize_q8_0(x)), _expected_q8_0(x)
-    assert len(got) == len(want), f"{x.size} values gave {len(got)} bytes; Q8_0 takes 34 per block of 32, {len(want)}"
-    block = next(i for i in range(0, len(want), 34) if got[i:i + 34] != want[i:i + 34]) // 34 if got != want else None
-    assert got == want, f"Q8_0 block {block} differs from llama.cpp's: got {got[block * 34:block * 34 + 34].hex()}, want {want[block * 34:block * 34 + 34].hex()}"
+    _assert_same_blocks("Q8_0", x.size, bytes(q8.quantize_q8_0(x)), _expected_q8_0(x), 34)
 
 
 @given(x=llama_blocks)
 @settings(phases=NO_SHRINK)
 def test_q4_0_matches_the_llama_cpp_formula_on_random_blocks(q4, x):
-    got, want = bytes(q4.quantize_q4_0(x)), _expected_q4_0(x)
-    assert len(got) == len(want), f"{x.size} values gave {len(got)} bytes; Q4_0 takes 18 per block of 32, {len(want)}"
-    block = next(i for i in range(0, len(want), 18) if got[i:i + 18] != want[i:i + 18]) // 18 if got != want else None
-    assert got == want, f"Q4_0 block {block} differs from llama.cpp's: got {got[block * 18:block * 18 + 18].hex()}, want {want[block * 18:block * 18 + 18].hex()}"
+    _assert_same_blocks("Q4_0", x.size, bytes(q4.quantize_q4_0(x)), _expected_q4_0(x), 18)
 
 
 def test_q8_0_dequantizes_to_code_times_d(qz):
