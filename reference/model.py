@@ -424,9 +424,8 @@ class Model:
     def forward(self, tokens) -> np.ndarray:
         """Logits (T, V) for every position of tokens (T,), recomputing the
         whole sequence from scratch: the path a KV cache avoids."""
-        tokens = self.check_tokens(tokens)
-        positions = np.arange(tokens.size)
-        x = self.embed(tokens)
+        x = self.embed(tokens)  # checks the tokens
+        positions = np.arange(x.shape[0])
         for layer in range(self.config.n_layers):
             q, k, v = self.qkv(layer, x, positions)
             x = x + self.attend(layer, q, k, v, positions, positions)
