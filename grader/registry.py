@@ -89,7 +89,7 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
     The registry is grader/katas.toml unless `path` or the KATA_REGISTRY
     environment variable names another (an instructor's own set of katas).
     A kata's optional `suite` key is a path relative to the registry file."""
-    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH)
+    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     with open(path, "rb") as f:
         data = tomllib.load(f)
     katas = []

@@ -1,6 +1,7 @@
-"""Grade katas: each kata's suite runs in its own child process (grader.worker),
-watched for hangs, crashes and floods; results come back over a pipe this
-process created. Returns plain data; only the CLI prints.
+"""Grade katas: each kata's suite runs in its own judge process
+(grader.worker), which holds the learner's module in a jail process of its
+own (grader.judge). Results come back over a pipe this process created, as
+grader.outcome events. Returns plain data; only the CLI prints.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from grader import target as _target
+from grader.outcome import Event, EventKind, Status
 from grader.registry import Kata, Task
 
-# Status of a task, most severe first: a task takes the most severe status of its checks.
-STATUSES = ("crash", "timeout", "error", "fail", "todo", "slow", "pass")
+# A judge enforces each check's limit itself; the runner steps in only if the judge stops answering.
+JUDGE_GRACE = 20.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Check:
     id: str  # pytest node id
     name: str  # the test function's name
     speed: bool  # a speed check: failing it grades the task 'slow'
-    outcome: str = "not run"  # pass, fail, todo, error, timeout, crash, skip
+    outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
 
@@ -45,7 +48,7 @@ class Check:
 class TaskResult:
     name: str
     title: str
-    status: str
+    status: Status
     score: int
     max_score: int
     checks_passed: int
@@ -76,48 +79,56 @@ class GradeResult:
 
     @property
     def passed(self) -> bool:
-        return all(t.status == "pass" for k in self.katas for t in k.tasks)
+        return all(t.status is Status.PASS for k in self.katas for t in k.tasks)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def _signal_name(code: int) -> str:
-    if code == 0:
-        return "exited early with code 0 (os._exit?)"
-    if code < 0:
+_LIVE: set[subprocess.Popen] = set()  # every judge running now, for stop_everything()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_everything() -> None:
+    """Kill every judge (their jails die with them): Ctrl-C."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
         try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _Run:
-    """One child process grading part of a kata."""
+    """One judge process grading part of a kata."""
 
-    def __init__(self, kata: Kata, target: str, seed: int, only: list[str], skip: list[str], limits: Limits):
-        """only: test function names to run (all when empty); skip: node ids already graded."""
+    def __init__(self, kata: Kata, target: str, seed: int, only: list[str], limits: Limits):
+        """only: test function names to run (all when empty)."""
         self.read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile()
-        cmd = [sys.executable, "-m", "grader.worker", "--kata", kata.name, "--suite", str(kata.suite),
-               "--target", target, "--fd", str(write_fd),
-               "--seed", str(seed), "--memory-mb", str(limits.memory_mb), "--output-mb", str(limits.output_mb)]
+        self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
+        tasks = {name: t.name for t in kata.tasks for name in t.tests}
+        cmd = [sys.executable, "-s", "-m", "grader.worker", "--kata", kata.name, "--suite", str(kata.suite),
+               "--target", str(_target.resolve(target)) if target not in ("katas", "reference") else target,
+               "--fd", str(write_fd), "--seed", str(seed), "--tasks", json.dumps(tasks),
+               "--test-seconds", str(limits.test_seconds), "--memory-mb", str(limits.memory_mb),
+               "--output-mb", str(limits.output_mb), "--cpu-seconds", str(int(limits.kata_seconds) + 60)]
         if only:
             cmd += ["--only", *only]
-        if skip:
-            cmd += ["--skip", *skip]
         env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                    PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     pass_fds=(write_fd,), env=env, cwd=str(_target.ROOT), start_new_session=True)
+                                     pass_fds=(write_fd,), env=env, cwd=self.cwd.name, start_new_session=True)
+        with _LIVE_LOCK:
+            _LIVE.add(self.proc)
         os.close(write_fd)
         self.buffer = b""
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.read_fd, selectors.EVENT_READ)
 
-    def events(self, timeout: float):
+    def events(self, timeout: float) -> list[Event] | None:
         """Events that arrived within `timeout` seconds; None at end of stream."""
         if not self.selector.select(timeout):
             return []
@@ -129,9 +140,9 @@ class _Run:
         out = []
         for line in lines:
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a garbled line is ignored; the parent trusts only well-formed events
+                out.append(Event.from_line(line))
+            except (ValueError, KeyError, TypeError):
+                continue  # only the judge writes here; a garbled line is dropped, never guessed at
         return out
 
     def kill(self) -> None:
@@ -143,10 +154,12 @@ class _Run:
     def finish(self) -> tuple[int, str]:
         """(exit code, the tail of what the process printed)."""
         try:
-            code = self.proc.wait(timeout=10)
+            code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.wait()
+        with _LIVE_LOCK:
+            _LIVE.discard(self.proc)
         self.selector.close()
         os.close(self.read_fd)
         self.log.seek(0, os.SEEK_END)
@@ -154,43 +167,39 @@ class _Run:
         self.log.seek(max(0, size - 4000))
         tail = self.log.read().decode(errors="replace")
         self.log.close()
+        self.cwd.cleanup()
         return code, tail
 
 
+def _signal_name(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[str]) -> tuple[dict[str, Check], str]:
-    """Run the kata's suite until every check has an outcome, restarting the
-    child after a crash or a hang. Returns the checks and a note for the kata."""
+    """Run the kata's suite in a judge process until it reports every check.
+    Returns the checks and a note for the kata."""
     checks: dict[str, Check] = {}
     started = time.monotonic()
-    note = ""
-    while True:
-        done = [c.id for c in checks.values() if c.outcome != "not run"]
-        run = _Run(kata, target, seed, only, done, limits)
-        current, current_start, finished, imported, collected_at = None, None, False, False, None
+    run = _Run(kata, target, seed, only, limits)
+    current, current_start, finished, note = None, None, False, ""
+    try:
         while True:
             now = time.monotonic()
-            if not imported and collected_at is not None and now - collected_at > limits.test_seconds:
-                run.kill()  # importing the kata module hangs: no check can run
-                for c in checks.values():
-                    c.outcome, c.message = "timeout", f"importing the kata module took longer than {limits.test_seconds:g} s"
-                finished = True
-                break
-            if current is not None and now - current_start > limits.test_seconds:
+            if current is not None and now - current_start > limits.test_seconds + JUDGE_GRACE:
                 run.kill()
                 hung = checks[current]
-                hung.outcome, hung.message = "timeout", f"took longer than {limits.test_seconds:g} s (an infinite loop?)"
-                # The same code would likely hang the task's other checks too: do not wait for each.
-                task = kata.task_of_test(hung.name)
-                for c in checks.values():
-                    if c.outcome == "not run" and task is not None and kata.task_of_test(c.name) is task:
-                        c.outcome, c.message = "timeout", f"not run: {hung.name} of this task timed out"
-                current = None
+                hung.outcome, hung.message = Status.TIMEOUT, f"took longer than {limits.test_seconds:g} s"
                 break
             if now - started > limits.kata_seconds:
                 run.kill()
                 for c in checks.values():
-                    if c.outcome == "not run":
-                        c.outcome, c.message = "timeout", f"the kata's checks took longer than {limits.kata_seconds:g} s in all"
+                    if c.outcome is Status.NOT_RUN:
+                        c.outcome, c.message = Status.TIMEOUT, f"the kata's checks took longer than {limits.kata_seconds:g} s in all"
                 if not checks:
                     note = f"timed out after {limits.kata_seconds:g} s before the checks were collected"
                 finished = True
@@ -199,61 +208,50 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
             if events is None:
                 break
             for ev in events:
-                kind = ev.get("event")
-                if kind == "collected":
-                    collected_at = time.monotonic()
-                    for t in ev.get("tests", []):
-                        checks.setdefault(t["id"], Check(t["id"], t["name"], bool(t["speed"])))
-                elif kind == "imported":
-                    imported = True
-                elif kind == "start" and ev.get("id") in checks:
-                    current, current_start = ev["id"], time.monotonic()
-                elif kind == "result" and ev.get("id") in checks:
-                    c = checks[ev["id"]]
-                    c.outcome, c.message, c.example = ev["outcome"], ev.get("message", ""), ev.get("example", "")
+                if ev.kind is EventKind.COLLECTED:
+                    for t in ev.tests:
+                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"]), bool(t["speed"])))
+                elif ev.kind is EventKind.START and ev.id in checks:
+                    current, current_start = ev.id, time.monotonic()
+                elif ev.kind is EventKind.RESULT and ev.id in checks:
+                    c = checks[ev.id]
+                    c.outcome, c.message, c.example = ev.outcome, ev.message, ev.example
                     current = None
-                elif kind == "done":
+                elif ev.kind is EventKind.DONE:
                     finished = True
+    finally:
         code, tail = run.finish()
-        if finished:
-            if code != 0 and not any(c.outcome != "not run" for c in checks.values()):
-                note = f"the grading process {_signal_name(code)}: {tail.strip()[-500:]}"
-            return checks, note
-        death = f"the grading process {_signal_name(code)}"
-        if current is not None:
-            checks[current].outcome, checks[current].message = "crash", f"{death} during this check"
-        elif not checks or not imported:
-            # Died while collecting the suite or importing the kata: nothing more can run.
-            for c in checks.values():
-                if c.outcome == "not run":
-                    c.outcome, c.message = "crash", f"{death} while importing the kata module"
-            return checks, note or f"{death} before any check ran: {tail.strip()[-500:]}"
-        if all(c.outcome != "not run" for c in checks.values()):
-            return checks, note
+    if not finished:
+        death = f"the grader's judge process {_signal_name(code)}"
+        if current is not None and checks[current].outcome is Status.NOT_RUN:
+            checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
+        note = note or f"{death}: {tail.strip()[-500:]}"
+    elif code != 0 and not checks:
+        note = f"the grader's judge process {_signal_name(code)}: {tail.strip()[-500:]}"
+    return checks, note
 
 
 def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
-    counted = [c for c in checks if c.outcome != "skip"]
-    passed = sum(c.outcome == "pass" for c in counted)
+    """A task passes only when every one of its checks finished and passed."""
+    passed = sum(c.outcome is Status.PASS for c in checks)
     if not checks:
-        status = "crash" if note else "error"
+        status = Status.CRASH if note else Status.ERROR
         message = note or "the suite has no checks for this task"
     else:
-        def rank(c: Check) -> int:
-            outcome = "slow" if (c.speed and c.outcome == "fail") else c.outcome
-            return STATUSES.index(outcome) if outcome in STATUSES else 0
-        worst = min(counted, key=rank, default=None)
-        status = "pass" if worst is None else STATUSES[rank(worst)]
-        message = "" if status == "pass" else worst.message
+        def outcome(c: Check) -> Status:
+            return Status.ERROR if c.outcome is Status.NOT_RUN else c.outcome
+        worst = min(checks, key=lambda c: outcome(c).rank)
+        status = outcome(worst)
+        message = "" if status is Status.PASS else worst.message
     failures = [
-        {"test": c.id.split("::")[-1], "outcome": c.outcome, "message": c.message, "example": c.example}
-        for c in counted if c.outcome != "pass"
+        {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
+        for c in checks if c.outcome is not Status.PASS
     ]
     return TaskResult(
         name=task.name, title=task.title, status=status,
-        score=task.points if status == "pass" else 0, max_score=task.points,
-        checks_passed=passed, checks_total=len(counted), message=message,
-        hint="" if status == "pass" else task.hints[0], failures=failures,
+        score=task.points if status is Status.PASS else 0, max_score=task.points,
+        checks_passed=passed, checks_total=len(checks), message=message,
+        hint="" if status is Status.PASS else task.hints[0], failures=failures,
     )
 
 
@@ -266,8 +264,8 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
     only = [name for t in chosen for name in t.tests] if tasks else []
     checks, note = _run_checks(kata, target, seed, limits, only)
     for c in checks.values():
-        if c.outcome == "not run":
-            c.outcome, c.message = "error", "the check did not run"
+        if c.outcome is Status.NOT_RUN:
+            c.outcome, c.message = Status.ERROR, c.message or "the check did not run"
     results = []
     for task in chosen:
         mine = [c for c in checks.values() if c.name in task.tests]

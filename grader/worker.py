@@ -1,16 +1,18 @@
-"""The grading child process: runs one kata's suite under pytest and streams
-one JSON line per event to a pipe the parent created.
+"""The judge: runs one kata's suite under pytest and streams one event per
+line to a pipe the runner created. It never imports learner code: the suite
+reaches the learner's module through grader.judge, which holds it in a jail
+process, and every timing, count and comparison happens here.
 
     python -m grader.worker --kata NAME --suite PATH --target T --fd N [--seed S]
-        [--only NAME ...] [--skip ID ...] [--memory-mb M] [--output-mb O]
+        [--only NAME ...] [--tasks JSON] [--test-seconds S] [--memory-mb M] [--output-mb O]
 
---only keeps the test functions of those names; --skip drops node ids
-already graded (the parent restarts a run after a crash or a hang).
+--only keeps the test functions of those names; --tasks maps each test
+function to its task, so that after one check of a task times out, the
+task's other checks are reported without running (the same code would most
+likely hang them too).
 
-Events: {"event": "collected", "tests": [...]}, {"event": "imported"},
-{"event": "start", "id": ...}, {"event": "result", ...}, {"event": "done"}.
-The parent reads them as they come, so a crash or a hang loses only the
-test that was running.
+Events are grader.outcome.Event lines. The runner reads them as they come,
+so if this process dies, only the running check is lost.
 """
 
 from __future__ import annotations
@@ -19,29 +21,28 @@ import argparse
 import errno
 import faulthandler
 import json
-import math
 import os
-import resource
-import signal
 import sys
-import types
+import time
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-MIB = 1024 * 1024
+from grader import judge
+from grader.suites import common
+from grader.outcome import Event, EventKind, Status
 
 
 class Channel:
-    """JSON lines written straight to the parent's pipe."""
+    """Event lines written straight to the runner's pipe."""
 
     def __init__(self, fd: int):
         self.fd = fd
 
-    def send(self, **event) -> None:
-        data = (json.dumps(event) + "\n").encode()
+    def send(self, event: Event) -> None:
+        data = event.to_line()
         while data:
             data = data[os.write(self.fd, data):]
 
@@ -72,133 +73,103 @@ def _falsifying_example(exc: BaseException) -> str:
     return "\n".join(found)
 
 
-def classify(exc: BaseException, limits: dict) -> tuple[str, str]:
-    """(outcome, message) for an exception a test raised."""
-    from grader.target import KataLoadError
-
-    leaves = _leaves(exc)
-    if all(isinstance(e, NotImplementedError) for e in leaves):
-        return "todo", "not implemented yet (raises NotImplementedError)"
-    for e in leaves:
-        if isinstance(e, KataLoadError):
-            return "error", str(e)
-    for e in leaves:
-        if isinstance(e, MemoryError):
-            return "error", f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
-        if isinstance(e, OSError) and e.errno == errno.EFBIG:
-            return "error", f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
-        if isinstance(e, SystemExit):
-            return "error", f"called sys.exit({e.code!r}) inside a test; a kata must return, not exit"
+def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
+    """(outcome, message) for an exception a check raised."""
     import pytest
 
+    leaves = _leaves(exc)
+    for e in leaves:
+        if isinstance(e, judge.JailTimeout):
+            return Status.TIMEOUT, str(e)
+        if isinstance(e, judge.JailCrash):
+            return Status.CRASH, str(e)
+    if all(isinstance(e, NotImplementedError) for e in leaves):
+        return Status.TODO, "not implemented yet (raises NotImplementedError)"
+    for e in leaves:
+        if isinstance(e, judge.KataLoadError):
+            return Status.ERROR, str(e)
+    for e in leaves:
+        if isinstance(e, MemoryError):
+            return Status.ERROR, f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
+        if isinstance(e, OSError) and e.errno == errno.EFBIG:
+            return Status.ERROR, f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
+        if isinstance(e, judge.LearnerBaseException):
+            if type(e).__name__ == "SystemExit":
+                return Status.ERROR, f"called sys.exit() inside a check; a kata must return, not exit ({e})"
+            return Status.ERROR, f"raised {type(e).__name__}, which is not an Exception: {e}"
     for e in leaves:
         if isinstance(e, AssertionError):
-            return "fail", _assertion_message(e)
+            return Status.FAIL, _assertion_message(e)
         if isinstance(e, pytest.fail.Exception):  # e.g. pytest.raises saw no exception
-            return "fail", str(e).strip() or "a check failed"
+            return Status.FAIL, str(e).strip() or "a check failed"
     e = next((x for x in leaves if not isinstance(x, NotImplementedError)), leaves[0])
-    return "error", f"{type(e).__name__}: {e}"
-
-
-def _watched_namespaces(suites: list[types.ModuleType]) -> dict[str, dict]:
-    """The namespaces whose functions a learner could swap to fool a suite."""
-    import builtins
-
-    import numpy
-    import numpy.testing
-
-    spaces = {"numpy": vars(numpy), "numpy.testing": vars(numpy.testing), "math": vars(math), "builtins": vars(builtins)}
-    for name, mod in list(sys.modules.items()):
-        if name.startswith(("grader.", "reference.model", "reference.sampling", "hypothesis.strategies")) and isinstance(mod, types.ModuleType):
-            spaces[name] = vars(mod)
-    for mod in suites:
-        spaces[mod.__name__] = vars(mod)
-    return spaces
-
-
-class Tamper:
-    """Remembers what every watched name pointed to, and spots a replacement."""
-
-    def __init__(self, suites: list[types.ModuleType]):
-        self.spaces = _watched_namespaces(suites)
-        self.snapshot = {
-            name: {k: id(v) for k, v in list(ns.items()) if callable(v)} for name, ns in self.spaces.items()
-        }
-
-    def check(self) -> str | None:
-        for name, ids in self.snapshot.items():
-            ns = self.spaces[name]
-            for key, ident in ids.items():
-                if id(ns.get(key)) != ident:
-                    return f"the kata code replaced {name}.{key}; grading refuses to trust this run"
-        return None
+    return Status.ERROR, f"{type(e).__name__}: {e}"
 
 
 class Reporter:
-    """The pytest plugin that turns a suite run into events."""
+    """The pytest plugin that turns a suite run into events, and gives each
+    check its deadline."""
 
-    def __init__(self, channel: Channel, kata: str, only: set[str], skip: set[str], limits: dict):
-        self.channel, self.kata, self.only, self.skip, self.limits = channel, kata, only, skip, limits
-        self.verdicts: dict[str, tuple[str, str, str]] = {}
-        self.refuse: str | None = None
-        self.tamper: Tamper | None = None
+    def __init__(self, channel: Channel, kata: str, only: set[str], tasks: dict[str, str], limits: dict):
+        self.channel, self.kata, self.only, self.tasks, self.limits = channel, kata, only, tasks, limits
+        self.verdicts: dict[str, tuple[Status, str, str]] = {}
+        self.hung: dict[str, str] = {}  # task -> the check of it that timed out
 
     def pytest_collection_modifyitems(self, session, config, items):
-        kept = [i for i in items if (not self.only or i.originalname in self.only) and i.nodeid not in self.skip]
-        items[:] = kept
-        self.channel.send(
-            event="collected",
-            tests=[{"id": i.nodeid, "name": i.originalname, "speed": i.get_closest_marker("speed") is not None} for i in kept],
-        )
+        items[:] = [i for i in items if not self.only or i.originalname in self.only]
+        self.channel.send(Event(EventKind.COLLECTED, tests=[
+            {"id": i.nodeid, "name": i.originalname, "speed": i.get_closest_marker("speed") is not None} for i in items]))
 
     def pytest_collection_finish(self, session):
-        # The suites are imported by now, with their comparison functions bound.
-        # Import the learner's module before any test, so a crash or exit at
-        # import is seen once, not once per test.
-        from grader.suites import common
-        from grader.target import KataLoadError
-
-        suites = {id(i.module): i.module for i in session.items if getattr(i, "module", None) is not None}
-        self.tamper = Tamper(list(suites.values()))
+        # Import the learner's module once, before any check, so that an import
+        # that fails, hangs or crashes costs one check's time limit, not one per check.
+        judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         try:
-            common.load_kata(self.kata)
-        except KataLoadError:
-            pass  # every test's fixture raises it again and reports it as an error
-        self.refuse = self.tamper.check()
-        self.channel.send(event="imported")
+            judge.kata_module(self.kata).__doc__  # noqa: B018 - any attribute starts the jail
+        except (judge.KataLoadError, judge.JailCrash, judge.JailTimeout):
+            pass  # every check's fixture meets it again and reports it
+        except Exception:  # noqa: BLE001 - a missing attribute is not this step's business
+            pass
 
     def pytest_runtest_protocol(self, item, nextitem):
-        if self.refuse:
-            self.channel.send(event="result", id=item.nodeid, outcome="error", message=self.refuse, example="", duration=0.0)
+        task = self.tasks.get(item.originalname)
+        if task in self.hung:
+            message = f"not run: {self.hung[task]} of this task timed out"
+            self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=Status.TIMEOUT, message=message))
             return True
-        self.channel.send(event="start", id=item.nodeid)
+        self.channel.send(Event(EventKind.START, id=item.nodeid))
+        judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         return None
 
     def pytest_runtest_makereport(self, item, call):
         import pytest
 
-        if call.when == "call" and self.tamper is not None:
-            self.refuse = self.refuse or self.tamper.check()
-        if call.excinfo is None or item.nodeid in self.verdicts:
+        if item.nodeid in self.verdicts:
             return
-        if call.excinfo.errisinstance(pytest.skip.Exception):
-            self.verdicts[item.nodeid] = ("skip", str(call.excinfo.value), "")
+        if call.excinfo is None:
+            return
+        if call.excinfo.errisinstance((pytest.skip.Exception, pytest.xfail.Exception)):
+            self.verdicts[item.nodeid] = (Status.ERROR, f"the check was skipped ({call.excinfo.value}); "
+                                          "a check that does not finish scores nothing", "")
             return
         outcome, message = classify(call.excinfo.value, self.limits)
+        if outcome is Status.FAIL and item.get_closest_marker("speed") is not None \
+                and not call.excinfo.errisinstance(common.WrongWhileTimed):
+            outcome = Status.SLOW  # correct (other checks say so) but not fast enough
+        if outcome is Status.TIMEOUT and item.originalname in self.tasks:
+            self.hung.setdefault(self.tasks[item.originalname], item.originalname)
         self.verdicts[item.nodeid] = (outcome, message, _falsifying_example(call.excinfo.value))
 
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" and report.passed and report.nodeid not in self.verdicts:
+            self.verdicts[report.nodeid] = (Status.PASS, "", "")
+
     def pytest_runtest_logfinish(self, nodeid, location):
-        outcome, message, example = self.verdicts.get(nodeid, ("pass", "", ""))
-        if self.refuse and outcome != "error":
-            outcome, message, example = "error", self.refuse, ""
-        self.channel.send(event="result", id=nodeid, outcome=outcome, message=message[:2000], example=example[:2000])
-
-
-def _limit(kind: int, value: int) -> None:
-    soft, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, hard))
+        judge.SETTINGS.deadline = None
+        outcome, message, example = self.verdicts.get(
+            nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", ""))
+        self.channel.send(Event(EventKind.RESULT, id=nodeid, outcome=outcome, message=message[:2000],
+                                example=example[:2000]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,34 +180,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", default=[])
-    parser.add_argument("--skip", nargs="*", default=[])
+    parser.add_argument("--tasks", default="{}", help="JSON: test function name -> task name")
+    parser.add_argument("--test-seconds", type=float, default=60.0)
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--output-mb", type=int, default=64)
+    parser.add_argument("--cpu-seconds", type=int, default=600)
     args = parser.parse_args(argv)
 
-    limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb}
-    _limit(resource.RLIMIT_AS, args.memory_mb * MIB)
-    _limit(resource.RLIMIT_FSIZE, args.output_mb * MIB)
-    _limit(resource.RLIMIT_CORE, 0)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead of killing us
+    limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
+    judge.SETTINGS.memory_mb, judge.SETTINGS.output_mb = args.memory_mb, args.output_mb
+    judge.SETTINGS.cpu_seconds, judge.SETTINGS.load_seconds = args.cpu_seconds, args.test_seconds
     faulthandler.enable()
 
     import pytest
 
     channel = Channel(args.fd)
     os.set_inheritable(args.fd, False)
-    reporter = Reporter(channel, args.kata, set(args.only), set(args.skip), limits)
+    reporter = Reporter(channel, args.kata, set(args.only), json.loads(args.tasks), limits)
     pytest_args = [
         args.suite,
         f"--target={args.target}",
         f"--seed={args.seed}",
         "-q", "--tb=no", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
-        "-c", os.devnull,
+        "-c", os.devnull, "--rootdir", os.path.dirname(os.path.abspath(args.suite)),
     ]
     if args.seed:
         pytest_args.append(f"--hypothesis-seed={args.seed}")
-    code = pytest.main(pytest_args, plugins=[reporter])
-    channel.send(event="done", exitstatus=int(code))
+    try:
+        pytest.main(pytest_args, plugins=[reporter])
+    finally:
+        judge.stop_all()
+    channel.send(Event(EventKind.DONE))
     return 0
 
 

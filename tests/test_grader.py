@@ -93,11 +93,12 @@ def test_nan_output_fails_and_reports_a_minimal_example(toy):
 
 
 @pytest.mark.parametrize("sub", ["patch_numpy", "patch_suite"])
-def test_patching_the_judges_is_caught_and_earns_nothing(toy, sub):
+def test_patching_the_judges_changes_nothing_the_wrong_answers_fail(toy, sub):
+    # The suite and numpy.testing live in the judge; the patch reaches only the jail's copies.
     result = grade_kata(toy, str(SUBS / sub), limits=FAST)
     assert result.score == 0
-    assert {t.status for t in result.tasks} == {"error"}
-    assert "replaced" in result.tasks[0].message
+    assert {t.status for t in result.tasks} == {"fail"}
+    assert "while being timed" in result.tasks[2].message
 
 
 def test_importing_the_reference_solution_is_an_error(toy):

@@ -1,20 +1,20 @@
-"""What every grading suite shares: loading the module under test, the
-Hypothesis profiles, shared strategies and the timing helper for speed checks.
+"""What every grading suite shares: the module under test (a proxy to its
+jail), the Hypothesis profiles, shared strategies and the one timing helper
+for speed checks.
 
-Suites import their comparison functions at module level, before any learner
-code is imported, and never call learner code to judge learner code.
+Suites never call learner code to judge learner code: expected values come
+from the suite, independent formulas or the reference model, all here in
+the judge, where the learner's code never runs.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import target as _target
+from grader import judge, protocol
 
 # Set by conftest.pytest_configure from --target and --seed.
 TARGET = "katas"
@@ -23,6 +23,9 @@ SEED = 0  # 0 is the standard grading draw; suites mix it into their own numpy s
 # Hypothesis examples per test in grading. Fixed, so the same code and seed
 # give the same verdict; small, so a kata grades in a few seconds.
 GRADE_EXAMPLES = 20
+
+# How far a timed result's float sums may stray from the baseline's (summation order, float32).
+DIGEST_RTOL = 1e-3
 
 _COMMON = dict(
     database=None,
@@ -39,8 +42,8 @@ settings.register_profile("grade-seeded", derandomize=False, **_COMMON)
 
 
 def load_kata(name: str):
-    """The kata module under test (from --target), imported once per process."""
-    return _target.load(TARGET, name)
+    """The kata module under test (from --target), as a proxy to the jail that holds it."""
+    return judge.kata_module(name)
 
 
 def rng(salt: int) -> np.random.Generator:
@@ -49,32 +52,43 @@ def rng(salt: int) -> np.random.Generator:
     return np.random.default_rng([salt, SEED])
 
 
-def median_time(fn, repeats: int = 5) -> float:
-    """Median wall time of fn() over `repeats` calls, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+def load_baseline(path=None):
+    """The trusted baselines a speed check times the learner against
+    (grader/suites/baselines.py unless a path is given), in a jail of their
+    own, so both sides cross the same channel."""
+    return judge.baseline_module(path)
 
 
-def time_ratio(mine, baseline, repeats: int = 5) -> float:
-    """Median time of mine() over median time of baseline(), after one warm-up
-    call of each. The calls alternate, so a machine busy with something else
-    slows both sides alike and the ratio stays honest."""
-    mine()
-    baseline()
-    a, b = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        mine()
-        t1 = time.perf_counter()
-        baseline()
-        a.append(t1 - t0)
-        b.append(time.perf_counter() - t1)
-    return float(np.median(a) / np.median(b))
+class WrongWhileTimed(AssertionError):
+    """A speed check's timed call gave a wrong answer: graded fail, not slow."""
+
+
+def time_ratio(mine, baseline, inputs, repeats: int = 5, what: str = "the timed call") -> float:
+    """Median over `repeats` of time(mine(*args)) / time(baseline(*args)),
+    both kata proxies (the learner's function and a trusted baseline's),
+    each timed here in the judge around its round trip (judge.timed).
+
+    inputs(i) makes the arguments of repeat i (and of one warm-up, i = -1):
+    fresh data every time, so remembering an earlier answer gains nothing.
+    The two sides alternate, and which goes first alternates too, so a
+    machine busy with something else slows both alike. Every timed answer
+    must agree with the baseline's (their digests), else the check fails:
+    a fast wrong answer is not fast."""
+    warm = inputs(-1)
+    judge.timed(mine, warm)
+    judge.timed(baseline, warm)
+    ratios = []
+    for i in range(repeats):
+        args = inputs(i)
+        if i % 2 == 0:
+            (t_mine, d_mine), (t_base, d_base) = judge.timed(mine, args), judge.timed(baseline, args)
+        else:
+            (t_base, d_base), (t_mine, d_mine) = judge.timed(baseline, args), judge.timed(mine, args)
+        if not protocol.digests_agree(d_mine, d_base, DIGEST_RTOL):
+            raise WrongWhileTimed(f"{what} returned a different result from the baseline's on the same input "
+                                  "while being timed: a fast wrong answer is not fast")
+        ratios.append(t_mine / t_base)
+    return float(np.median(ratios))
 
 
 def float_arrays(shape, lo: float = -100.0, hi: float = 100.0, dtype=np.float32):

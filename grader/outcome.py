@@ -1,0 +1,64 @@
+"""The types both ends of the judge's result pipe share: a check's outcome,
+a task's status, and the events the judge streams to the runner."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class Status(str, Enum):
+    """A task's status, and a check's outcome, most severe first: a task takes
+    the most severe status of its checks."""
+
+    CRASH = "crash"  # the kata's process died during the check
+    TIMEOUT = "timeout"  # the check did not finish in its time limit
+    ERROR = "error"  # an exception, an import or syntax error, a check that did not finish
+    FAIL = "fail"  # a wrong answer
+    TODO = "todo"  # the stub still raises NotImplementedError
+    SLOW = "slow"  # correct, but a speed check failed
+    PASS = "pass"
+    NOT_RUN = "not run"  # a check no result came back for (never a task's status)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def rank(self) -> int:
+        return list(Status).index(self)
+
+
+class EventKind(str, Enum):
+    COLLECTED = "collected"  # the checks the judge will run: tests = [{"id", "name", "speed"}]
+    START = "start"  # a check started: id
+    RESULT = "result"  # a check ended: id, outcome, message, example
+    DONE = "done"  # every check ended
+
+
+@dataclass
+class Event:
+    kind: EventKind
+    id: str = ""
+    outcome: Status = Status.NOT_RUN
+    message: str = ""
+    example: str = ""  # Hypothesis's minimal falsifying example, if any
+    tests: list[dict] = field(default_factory=list)
+
+    def to_line(self) -> bytes:
+        data = asdict(self)
+        data["kind"], data["outcome"] = self.kind.value, self.outcome.value
+        return (json.dumps(data) + "\n").encode()
+
+    @classmethod
+    def from_line(cls, line: bytes) -> "Event":
+        """An event from one line the judge wrote; ValueError if it is not one."""
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError("not an event")
+        return cls(kind=EventKind(data["kind"]), id=str(data.get("id", "")), outcome=Status(data.get("outcome", "not run")),
+                   message=str(data.get("message", "")), example=str(data.get("example", "")),
+                   tests=list(data.get("tests", [])))

@@ -1,0 +1,472 @@
+"""The wire between the judge and the jail: length-prefixed frames, a codec
+that carries only data, and the message types both ends share.
+
+This module runs on both sides, so it imports only the standard library and
+NumPy. A frame is
+
+    !II   header length, number of buffers
+    JSON  the header: {"v": VERSION, "op": ..., "id": ..., ...}
+    !Q + bytes, once per buffer (the raw bytes of arrays and bytes objects)
+
+Values travel as JSON with tagged objects ({"$": tag, ...}): numpy arrays as
+dtype + shape + raw bytes (numeric dtypes only, never object), Python
+scalars, strings, lists, tuples and dicts as themselves, and anything else as
+a *handle*, a number naming an object that stays on the side that owns it and
+is reached through a proxy. Nothing here unpickles or evaluates what it
+receives; the side that decodes checks sizes, dtypes and shapes.
+
+Either side may send a request while it waits for the answer to its own
+(the jail calls back into the judge's model from inside a learner's
+function), so `Peer.request` serves incoming requests until its reply comes.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+VERSION = 1
+MAX_HEADER = 16 * 1024 * 1024  # bytes of JSON in one frame
+MAX_FRAME = 512 * 1024 * 1024  # bytes of one frame, buffers included
+MAX_DEPTH = 40  # nesting of containers in one value
+MAX_MESSAGE = 4000  # characters of an error message kept
+
+# Array dtypes that may cross; anything else (object, structured, strings) is refused.
+DTYPES = frozenset(np.dtype(t).str for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
+class Op(str, Enum):
+    """What a frame asks for, or answers."""
+
+    LOAD = "load"  # judge -> jail: import a kata module from a file; answer: its handle
+    PUT = "put"  # judge -> jail: keep a value there; answer: its handle (inputs of a timed call)
+    GETATTR = "getattr"  # read an attribute of a handle's object
+    CALL = "call"  # call a handle's object, or one of its methods
+    OK = "ok"  # the answer: a value
+    ERR = "err"  # the answer: an exception
+    BYE = "bye"  # judge -> jail: stop serving
+
+
+class ProtocolError(Exception):
+    """A frame or value broke the protocol (too big, malformed, a refused dtype)."""
+
+
+class PeerGone(Exception):
+    """The other end closed the channel or died."""
+
+
+class PeerTimeout(Exception):
+    """No answer came before the deadline."""
+
+
+@dataclass(frozen=True)
+class RemoteError:
+    """An exception raised on the other side, as data.
+
+    bases: the names of the built-in exception classes it derives from (most
+    derived first), so the receiver can rebuild a class that `except` and
+    `pytest.raises` still match. frames: 'file:line in function' for the
+    frames of the code that raised, innermost last.
+    """
+
+    name: str
+    module: str
+    qualname: str
+    bases: tuple[str, ...]
+    message: str
+    errno: int | None = None
+    frames: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "module": self.module, "qualname": self.qualname, "bases": list(self.bases),
+                "message": self.message, "errno": self.errno, "frames": list(self.frames)}
+
+    @classmethod
+    def from_json(cls, data) -> "RemoteError":
+        if not isinstance(data, dict):
+            raise ProtocolError("an error must be an object")
+        text = lambda key: str(data.get(key, ""))[:MAX_MESSAGE]  # noqa: E731
+        errno = data.get("errno")
+        return cls(text("name")[:200], text("module")[:200], text("qualname")[:200],
+                   tuple(str(b)[:100] for b in list(data.get("bases") or [])[:8]), text("message"),
+                   errno if type(errno) is int else None,
+                   tuple(str(f)[:300] for f in list(data.get("frames") or [])[:30]))
+
+
+def builtin_bases(cls: type) -> tuple[str, ...]:
+    """Names of the most derived built-in exception classes in cls's MRO."""
+    import builtins
+
+    found = [c for c in cls.__mro__ if isinstance(c, type) and issubclass(c, BaseException)
+             and getattr(builtins, c.__name__, None) is c]
+    return tuple(c.__name__ for c in found if not any(o is not c and issubclass(o, c) for o in found))
+
+
+def error_of(exc: BaseException, keep_frame=lambda filename: True) -> RemoteError:
+    """RemoteError for an exception caught on this side."""
+    import traceback
+
+    frames = tuple(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}: {(f.line or '').strip()}"[:300]
+                   for f in traceback.extract_tb(exc.__traceback__) if keep_frame(f.filename))[-10:]
+    try:
+        message = str(exc)
+    except Exception:  # a learner's __str__ that raises still gets a message
+        message = f"<{type(exc).__name__} whose str() failed>"
+    errno = getattr(exc, "errno", None)
+    cls = type(exc)
+    return RemoteError(cls.__name__, str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")),
+                       builtin_bases(cls), message[:MAX_MESSAGE], errno if type(errno) is int else None, frames)
+
+
+# ---------------------------------------------------------------- framing
+
+
+class Reader:
+    """Buffered reads from a socket, with a deadline: one recv usually brings a whole frame."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf = sock, bytearray()
+
+    def read(self, n: int, deadline: float | None) -> bytes:
+        if len(self.buf) >= n:
+            out = bytes(self.buf[:n])
+            del self.buf[:n]
+            return out
+        out = bytearray(n)  # a large read goes straight into its own buffer
+        view = memoryview(out)
+        have = len(self.buf)
+        view[:have] = self.buf
+        self.buf = bytearray()
+        while have < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                    raise PeerTimeout("no answer before the deadline")
+            try:
+                got = self.sock.recv_into(view[have:], n - have)
+            except OSError as exc:
+                raise PeerGone(str(exc)) from None
+            if not got:
+                raise PeerGone("the channel closed")
+            have += got
+        if n < 4096:  # small reads: take what else has arrived, so the next read is free
+            self.sock.setblocking(False)
+            try:
+                self.buf += self.sock.recv(1 << 16)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                raise PeerGone(str(exc)) from None
+            finally:
+                self.sock.setblocking(True)
+        return bytes(out)
+
+
+def send_frame(sock: socket.socket, header: dict, buffers: list[bytes]) -> None:
+    text = json.dumps(header, separators=(",", ":")).encode()
+    parts = [struct.pack("!II", len(text), len(buffers)), text]
+    for b in buffers:
+        parts += [struct.pack("!Q", len(b)), b]
+    if sum(map(len, parts)) > MAX_FRAME:
+        raise ProtocolError(f"a message of more than {MAX_FRAME >> 20} MiB cannot cross")
+    try:
+        sock.sendall(b"".join(parts))
+    except OSError as exc:
+        raise PeerGone(str(exc)) from None
+
+
+def recv_frame(reader: Reader, deadline: float | None = None) -> tuple[dict, list[bytes]]:
+    size, count = struct.unpack("!II", reader.read(8, deadline))
+    if size > MAX_HEADER or count > 100_000:
+        raise ProtocolError("a frame header is too large")
+    try:
+        header = json.loads(reader.read(size, deadline))
+    except (ValueError, RecursionError):
+        raise ProtocolError("a frame header is not JSON") from None
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        raise ProtocolError(f"a frame of another protocol version (this end speaks {VERSION})")
+    buffers, total = [], size
+    for _ in range(count):
+        (n,) = struct.unpack("!Q", reader.read(8, deadline))
+        total += n
+        if total > MAX_FRAME:
+            raise ProtocolError(f"a message of more than {MAX_FRAME >> 20} MiB cannot cross")
+        buffers.append(reader.read(n, deadline))
+    return header, buffers
+
+
+# ---------------------------------------------------------------- values
+
+
+class Codec:
+    """Turns values into JSON + buffers and back. Subclasses say what becomes a
+    handle (`export`), how a handle of the other side is represented
+    (`remote`), and how the tags only one side understands are encoded
+    (`encode_special`, `decode_special`)."""
+
+    side = ""  # "judge" or "jail": which end owns a handle
+
+    def __init__(self):
+        self.objects: dict[int, object] = {}  # handle -> object this side owns
+        self._ids: dict[int, int] = {}  # id(object) -> handle
+        self._next = 1
+
+    def handle(self, obj) -> int:
+        h = self._ids.get(id(obj))
+        if h is None or self.objects.get(h) is not obj:
+            h, self._next = self._next, self._next + 1
+            self.objects[h], self._ids[id(obj)] = obj, h
+        return h
+
+    def release(self, handles) -> None:
+        for h in handles:
+            obj = self.objects.pop(h, None)
+            if obj is not None:
+                self._ids.pop(id(obj), None)
+
+    def lookup(self, h) -> object:
+        if type(h) is not int or h not in self.objects:
+            raise ProtocolError(f"no object with handle {h!r} on the {self.side} side")
+        return self.objects[h]
+
+    # -- encoding
+    def encode(self, value, buffers: list, depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep cannot cross")
+        t = type(value)
+        if value is None or t in (bool, int, float, str):
+            return value
+        if t is list:
+            return [self.encode(v, buffers, depth + 1) for v in value]
+        if t is tuple:
+            return {"$": "tuple", "items": [self.encode(v, buffers, depth + 1) for v in value]}
+        if t is dict:
+            return {"$": "dict", "items": [[self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)]
+                                           for k, v in value.items()]}
+        if isinstance(value, (bytes, bytearray)) and t in (bytes, bytearray):
+            buffers.append(bytes(value))
+            return {"$": "bytes", "buf": len(buffers) - 1}
+        if isinstance(value, (np.ndarray, np.generic)) and np.dtype(value.dtype).str in DTYPES:
+            arr = np.asarray(value)
+            buffers.append(arr.tobytes())  # C order, whatever the strides
+            tag = "np" if isinstance(value, np.generic) else "nd"
+            return {"$": tag, "dtype": arr.dtype.str, "shape": list(arr.shape), "buf": len(buffers) - 1}
+        special = self.encode_special(value, buffers, depth)
+        if special is not None:
+            return special
+        return self.export(value)
+
+    def encode_special(self, value, buffers, depth):
+        return None
+
+    def export(self, value):
+        raise ProtocolError(f"a {type(value).__name__} cannot cross to the other side")
+
+    def ref(self, obj, kind: str, methods=()) -> dict:
+        return {"$": "ref", "side": self.side, "id": self.handle(obj), "kind": kind,
+                "type": type(obj).__name__ if kind == "object" else getattr(obj, "__name__", kind),
+                "methods": list(methods)}
+
+    # -- decoding
+    def decode(self, data, buffers: list[bytes], depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep")
+        if data is None or type(data) in (bool, int, float, str):
+            return data
+        if type(data) is list:
+            return [self.decode(v, buffers, depth + 1) for v in data]
+        if type(data) is not dict:
+            raise ProtocolError("a malformed value")
+        tag = data.get("$")
+        if tag == "tuple":
+            return tuple(self.decode(v, buffers, depth + 1) for v in _items(data))
+        if tag == "dict":
+            out = {}
+            for pair in _items(data):
+                if type(pair) is not list or len(pair) != 2:
+                    raise ProtocolError("a malformed dict entry")
+                key = self.decode(pair[0], buffers, depth + 1)
+                if type(key) not in (str, int, float, bool, tuple) and key is not None:
+                    raise ProtocolError("a dict key must be a plain value")
+                out[key] = self.decode(pair[1], buffers, depth + 1)
+            return out
+        if tag == "bytes":
+            return _buffer(data, buffers)
+        if tag in ("nd", "np"):
+            return decode_array(data, buffers)
+        if tag == "ref":
+            h = data.get("id")
+            if data.get("side") == self.side:
+                return self.lookup(h)
+            if type(h) is not int:
+                raise ProtocolError("a malformed handle")
+            return self.remote(data)
+        return self.decode_special(tag, data, buffers, depth)
+
+    def decode_special(self, tag, data, buffers, depth):
+        raise ProtocolError(f"an unknown value tag {tag!r}")
+
+    def remote(self, data: dict):
+        raise ProtocolError("this side accepts no handles of the other")
+
+
+def _items(data: dict) -> list:
+    items = data.get("items")
+    if type(items) is not list:
+        raise ProtocolError("a malformed container")
+    return items
+
+
+def _buffer(data: dict, buffers: list[bytes]) -> bytes:
+    i = data.get("buf")
+    if type(i) is not int or not 0 <= i < len(buffers):
+        raise ProtocolError("a value names a buffer that was not sent")
+    return buffers[i]
+
+
+def decode_array(data: dict, buffers: list[bytes]):
+    """A numpy array (or scalar) from dtype + shape + raw bytes, checked."""
+    dtype, shape = data.get("dtype"), data.get("shape")
+    if dtype not in DTYPES:
+        raise ProtocolError(f"arrays of dtype {dtype!r} cannot cross; numeric dtypes only")
+    if type(shape) is not list or len(shape) > 32 or not all(type(n) is int and n >= 0 for n in shape):
+        raise ProtocolError("a malformed array shape")
+    raw = _buffer(data, buffers)
+    dt = np.dtype(dtype)
+    if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != len(raw):
+        raise ProtocolError(f"an array of shape {tuple(shape)} and dtype {dt} does not fit its {len(raw)} bytes")
+    arr = np.frombuffer(raw, dtype=dt).reshape(shape).copy()
+    if data.get("$") == "np":
+        if shape:
+            raise ProtocolError("a scalar with a shape")
+        return arr[()]
+    return arr
+
+
+def digest(value):
+    """A small summary of a result that only the result itself gives cheaply:
+    for every number or array in it, its shape, kind and float64 sums; None
+    for other objects. A timed call answers with this instead of its data, so
+    the time measures the work, and the answer is still checked."""
+    if type(value) in (bool, int, float) or isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        if value and all(type(v) in (int, bool, float) or isinstance(v, np.generic) for v in value):
+            return digest(np.asarray(value))
+        return [digest(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+        finite = np.isfinite(value)
+        clean = np.where(finite, value, 0).real.astype(np.float64)
+        return {"shape": list(value.shape), "kind": value.dtype.kind, "sum": float(clean.sum()),
+                "abs": float(np.abs(clean).sum()), "nonfinite": int(value.size - np.count_nonzero(finite))}
+    return None
+
+
+def digests_agree(a, b, rtol: float = 1e-4) -> bool:
+    """Whether two digests describe the same result, up to float summation order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("shape") != b.get("shape") or a.get("nonfinite") != b.get("nonfinite"):
+            return False
+        if (a.get("kind") in "biu") != (b.get("kind") in "biu"):
+            return False
+        scale = max(float(b.get("abs", 0)), 1.0)
+        return all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs")) and \
+            abs(a["sum"] - b["sum"]) <= rtol * scale and abs(a["abs"] - b["abs"]) <= rtol * scale
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
+    return b is None or a == b
+
+
+def rng_state(gen: np.random.Generator) -> dict:
+    bg = gen.bit_generator
+    name = type(bg).__name__
+    if name not in BIT_GENERATORS:
+        raise ProtocolError(f"a Generator over {name} cannot cross; use one of {BIT_GENERATORS}")
+    return {"kind": name, "state": bg.state}
+
+
+def set_rng_state(gen: np.random.Generator, data) -> None:
+    """Set gen's bit-generator state from data sent by the other side, checked."""
+    if not isinstance(data, dict) or data.get("kind") != type(gen.bit_generator).__name__:
+        raise ProtocolError("a random generator state of the wrong kind")
+    state = data.get("state")
+    if not isinstance(state, dict) or state.get("bit_generator") != data["kind"]:
+        raise ProtocolError("a malformed random generator state")
+    try:
+        gen.bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ProtocolError(f"a malformed random generator state ({exc})") from None
+
+
+def new_rng(data) -> np.random.Generator:
+    if not isinstance(data, dict) or data.get("kind") not in BIT_GENERATORS:
+        raise ProtocolError("a malformed random generator")
+    gen = np.random.Generator(getattr(np.random, data["kind"])())
+    set_rng_state(gen, data)
+    return gen
+
+
+# ---------------------------------------------------------------- a peer
+
+
+class Peer:
+    """One end of the channel: sends requests and serves the other end's.
+
+    `serve(header, buffers)` (given by the owner) answers one incoming
+    request and returns (value, extra fields) or raises; its exception
+    travels back as a RemoteError."""
+
+    def __init__(self, sock: socket.socket, codec: Codec, serve, on_error=None):
+        self.sock, self.codec, self.serve = sock, codec, serve
+        self.reader = Reader(sock)
+        self.on_error = on_error or (lambda exc: exc)  # maps a caught exception to a RemoteError
+        self.deadline: float | None = None
+        self._next = 1
+        self.pending_release: list[int] = []
+
+    def send(self, op: Op, rid: int, fields: dict, buffers: list) -> None:
+        header = {"v": VERSION, "op": op.value, "id": rid, **fields}
+        if self.pending_release:
+            header["release"], self.pending_release = self.pending_release, []
+        send_frame(self.sock, header, buffers)
+
+    def request(self, op: Op, **fields) -> tuple[dict, list[bytes]]:
+        """Send a request; serve the other side's requests until the answer comes.
+        Returns the answer's header and buffers (op OK or ERR)."""
+        rid, self._next = self._next, self._next + 1
+        buffers: list = []
+        encoded = {k: self.codec.encode(v, buffers) for k, v in fields.items()}
+        self.send(op, rid, encoded, buffers)
+        while True:
+            header, bufs = recv_frame(self.reader, self.deadline)
+            self.codec.release(header.get("release") or [])
+            op_in = header.get("op")
+            if op_in in (Op.OK.value, Op.ERR.value):
+                if header.get("id") != rid:
+                    raise ProtocolError("an answer to a request that was not asked")
+                return header, bufs
+            self.answer(header, bufs)
+
+    def answer(self, header: dict, bufs: list[bytes]) -> None:
+        rid = header.get("id")
+        try:
+            value, extra = self.serve(header, bufs)
+            out: list = []
+            fields = {"value": self.codec.encode(value, out), **extra}
+            self.send(Op.OK, rid, fields, out)
+        except (PeerGone, PeerTimeout):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure of a request is an answer
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self.send(Op.ERR, rid, {"error": self.on_error(exc).to_json()}, [])
