@@ -256,7 +256,8 @@ class Server:
             result = fn(*args, **kwargs)
             extra = {"rngs": [p.rng_state(g) for g in rngs]}
             if header.get("keep"):
-                result, extra["digest"] = _Kept(result), p.digest(result)
+                probe = header.get("probe")
+                result, extra["digest"] = _Kept(result), p.digest(result, probe if type(probe) is int else None)
             return result, extra
         raise p.ProtocolError(f"an unknown request {op!r}")
 

@@ -451,15 +451,17 @@ class Jail:
         self.ensure()
         return self._send(op, SETTINGS.deadline, **fields)[0]
 
-    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False):
+    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False, probe: int | None = None):
         """obj(*args) or obj.method(*args). keep: leave the result in the jail and
-        return (its proxy, its digest) instead of its data."""
+        return (its proxy, its digest, sampled if a probe seed is given) instead of its data."""
         self.ensure()
         if obj._gen != self.generation:
             raise JailCrash("this kata object was made before the kata process restarted")
         fields = {"obj": obj, "method": method, "args": list(args), "kwargs": dict(kwargs)}
         if keep:
             fields["keep"] = True
+        if probe is not None:
+            fields["probe"] = probe
         value, header = self._send(p.Op.CALL, SETTINGS.deadline, **fields)
         return (value, header.get("digest")) if keep else value
 
@@ -524,10 +526,10 @@ def kata_module(name: str) -> ModuleProxy:
     return _JAILS[key].module()
 
 
-def baseline_module(path=None) -> ModuleProxy:
-    """Trusted baselines (grader/suites/baselines.py unless told otherwise), in
-    a jail of their own, so a speed check times both sides through the same channel."""
-    source = Path(path) if path else Path(__file__).with_name("suites") / "baselines.py"
+def baseline_module(path) -> ModuleProxy:
+    """A module of trusted baselines, in a jail of its own, so that a speed
+    check times both sides through the same channel."""
+    source = Path(path)
     key = (source.stem, str(source))
     if key not in _JAILS:
         _JAILS[key] = Jail(source.stem, source)
@@ -537,18 +539,19 @@ def baseline_module(path=None) -> ModuleProxy:
 UPLOAD_BYTES = 4096  # arguments of a timed call larger than this are sent before the clock starts
 
 
-def timed(fn, args) -> tuple[float, object]:
+def timed(fn, args, probe: int | None = None) -> tuple[float, object]:
     """(seconds, digest) of one call of a kata function or method, timed here
     around its round trip. Large array arguments are sent to the jail first,
     outside the timing; the result stays there and only its digest
-    (protocol.digest) comes back, so the time is the work, not the copying."""
+    (protocol.digest, sampled with a probe seed) comes back, so the time is
+    the work, not the copying."""
     owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
     if not isinstance(owner, Remote):
         raise TypeError("timed() takes a kata function or method, a proxy from the jail")
     jail = owner._jail
     sent = [jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a for a in args]
     t0 = time.perf_counter()
-    _, digest = jail.call(owner, method, sent, {}, keep=True)
+    _, digest = jail.call(owner, method, sent, {}, keep=True, probe=probe)
     return time.perf_counter() - t0, digest
 
 

@@ -119,6 +119,7 @@ def test_a_crashing_kata_never_loses_another_katas_results(toy, tmp_path):
     suite2 = tmp_path / "test_toy2.py"
     suite2.write_text((TOY / "test_toy.py").read_text().replace('load_kata("toy")', 'load_kata("toy2")'))
     (tmp_path / "conftest.py").write_text((TOY / "conftest.py").read_text())
+    (tmp_path / "baseline_toy.py").write_text((TOY / "baseline_toy.py").read_text())
     text = (tmp_path / "katas.toml").read_text()
     head, tail = text.split('name = "toy2"', 1)
     tail = tail.replace(f'suite = "{TOY / "test_toy.py"}"', 'suite = "test_toy2.py"', 1)

@@ -9,6 +9,8 @@ the judge, where the learner's code never runs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -52,10 +54,13 @@ def rng(salt: int) -> np.random.Generator:
     return np.random.default_rng([salt, SEED])
 
 
-def load_baseline(path=None):
+def load_baseline(kata_or_path):
     """The trusted baselines a speed check times the learner against
-    (grader/suites/baselines.py unless a path is given), in a jail of their
-    own, so both sides cross the same channel."""
+    (grader/suites/baseline_KATA.py, or a file), in a jail of their own, so
+    both sides cross the same channel."""
+    path = Path(kata_or_path)
+    if path.suffix != ".py":
+        path = Path(__file__).with_name(f"baseline_{kata_or_path}.py")
     return judge.baseline_module(path)
 
 
@@ -63,30 +68,49 @@ class WrongWhileTimed(AssertionError):
     """A speed check's timed call gave a wrong answer: graded fail, not slow."""
 
 
-def time_ratio(mine, baseline, inputs, repeats: int = 5, what: str = "the timed call") -> float:
-    """Median over `repeats` of time(mine(*args)) / time(baseline(*args)),
-    both kata proxies (the learner's function and a trusted baseline's),
-    each timed here in the judge around its round trip (judge.timed).
+def _timed_all(fns, args) -> tuple[float, list]:
+    """Total time and digests of calling each of fns with args, one after another."""
+    total, digests = 0.0, []
+    for fn in fns:
+        seconds, d = judge.timed(fn, args)
+        total += seconds
+        digests.append(d)
+    return total, digests
+
+
+def time_ratio(mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call",
+               expect=None, baseline_args=None) -> float:
+    """Median over `repeats` of time(mine) / time(baseline), each timed here
+    in the judge around its round trip (judge.timed). mine and baseline are
+    kata proxies (the learner's function and a trusted baseline's), or tuples
+    of them called one after another with the same arguments.
 
     inputs(i) makes the arguments of repeat i (and of one warm-up, i = -1):
     fresh data every time, so remembering an earlier answer gains nothing.
-    The two sides alternate, and which goes first alternates too, so a
-    machine busy with something else slows both alike. Every timed answer
-    must agree with the baseline's (their digests), else the check fails:
-    a fast wrong answer is not fast."""
+    baseline_args(args) gives the baseline other arguments (a share of the
+    tokens, say). The sides alternate, and which goes first alternates too,
+    so a machine busy with something else slows both alike.
+
+    Every timed answer of mine is checked: against expect(*args) (a value
+    the suite computes) when given, else against the baseline's answer on
+    the same arguments. A fast wrong answer fails the check (not 'slow')."""
+    mine = mine if isinstance(mine, tuple) else (mine,)
+    baseline = baseline if isinstance(baseline, tuple) else (baseline,)
+    other = baseline_args or (lambda args: args)
     warm = inputs(-1)
-    judge.timed(mine, warm)
-    judge.timed(baseline, warm)
+    _timed_all(mine, warm)
+    _timed_all(baseline, other(warm))
     ratios = []
     for i in range(repeats):
         args = inputs(i)
         if i % 2 == 0:
-            (t_mine, d_mine), (t_base, d_base) = judge.timed(mine, args), judge.timed(baseline, args)
+            (t_mine, d_mine), (t_base, d_base) = _timed_all(mine, args), _timed_all(baseline, other(args))
         else:
-            (t_base, d_base), (t_mine, d_mine) = judge.timed(baseline, args), judge.timed(mine, args)
-        if not protocol.digests_agree(d_mine, d_base, DIGEST_RTOL):
-            raise WrongWhileTimed(f"{what} returned a different result from the baseline's on the same input "
-                                  "while being timed: a fast wrong answer is not fast")
+            (t_base, d_base), (t_mine, d_mine) = _timed_all(baseline, other(args)), _timed_all(mine, args)
+        want = [protocol.digest(v) for v in expect(*args)] if expect else d_base
+        if not protocol.digests_agree(d_mine, want, DIGEST_RTOL):
+            raise WrongWhileTimed(f"{what} returned a wrong result while being timed (its sums differ from the "
+                                  "expected ones on the same input): a fast wrong answer is not fast")
         ratios.append(t_mine / t_base)
     return float(np.median(ratios))
 

@@ -18,7 +18,7 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.suites.common import load_kata, median_time, rng
+from grader.suites.common import load_baseline, load_kata, rng, time_ratio
 from reference.lm import CachedLM
 from reference.lm import generate as generate_cached
 from reference.model import Config, Model
@@ -794,15 +794,6 @@ def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, wa
 # ---------------------------------------------------------------------- speed
 
 
-def _vectorized_grouped(x: np.ndarray, bits: int, group_size: int) -> np.ndarray:
-    """The speed baseline: grouped symmetric codes in a few whole-array numpy calls."""
-    qmax = 2 ** (bits - 1) - 1
-    groups = x.reshape(*x.shape[:-1], -1, group_size)
-    amax = np.max(np.abs(groups), axis=-1, keepdims=True)
-    inv = np.divide(qmax, amax, out=np.zeros_like(amax), where=amax > 0)
-    return np.clip(np.round(groups * inv), -qmax, qmax).astype(np.int8)
-
-
 @pytest.mark.speed
 def test_grouped_quantization_is_vectorized(qz):
     """4M float32 values (4096 rows of 1024) in groups of 32: 131072 groups.
@@ -811,14 +802,14 @@ def test_grouped_quantization_is_vectorized(qz):
     with NumPy 2 the max over each group of 32 alone costs 10-20 np.rounds
     (a reduction over a short last axis pays per row), so a correct
     vectorized implementation lands at 20-35x. The baseline is therefore a
-    minimal vectorized grouped quantization (_vectorized_grouped, the same
-    handful of whole-array calls); a Python loop over groups or rows is
-    50-1000x slower than it.
+    minimal vectorized grouped quantization (baseline_quantization.py, the
+    same handful of whole-array calls), timed through the same channel; a
+    Python loop over groups or rows is 50-1000x slower than it.
     """
-    x = rng(51).random((4096, 1024), dtype=np.float32) - np.float32(0.5)
-    t_quant = median_time(lambda: qz.quantize_grouped(x, 4, 32), repeats=3)
-    t_base = median_time(lambda: _vectorized_grouped(x, 4, 32), repeats=3)
-    ratio = t_quant / t_base
+    gen = rng(51)
+    ratio = time_ratio(qz.quantize_grouped, load_baseline("quantization").quantize_grouped,
+                       lambda i: (gen.random((4096, 1024), dtype=np.float32) - np.float32(0.5), 4, 32),
+                       repeats=3, what="quantize_grouped")
     assert ratio < SPEED_RATIO, (
         f"quantize_grouped took {ratio:.1f}x the time of a few whole-array numpy calls doing the same job "
         f"on 4M values; allowed {SPEED_RATIO:g}x (a Python loop over groups or rows?)"
