@@ -211,16 +211,16 @@ class JudgeCodec(p.Codec):
             return value._ref
         if isinstance(value, Model):
             ref = self.ref(value, "model")
-            ref["config"] = dataclasses.asdict(value.config)
+            ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
             return ref
         if isinstance(value, Config):
-            return {"$": "config", "fields": dataclasses.asdict(value)}
+            return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
         if isinstance(value, Local):
             key = self.handle(value.model)  # kept alive here, so the key stays its own
             out = {"$": "model", "key": key}
             if key not in self.sent_local:
                 self.sent_local.add(key)
-                out["config"] = dataclasses.asdict(value.model.config)
+                out["config"] = self.encode(dataclasses.asdict(value.model.config), buffers, depth + 1)
                 out["weights"] = self.encode(value.model.weights, buffers, depth + 1)
             return out
         if isinstance(value, np.random.Generator):

@@ -261,6 +261,10 @@ class Codec:
             buffers.append(arr.tobytes())  # C order, whatever the strides
             tag = "np" if isinstance(value, np.generic) else "nd"
             return {"$": tag, "dtype": arr.dtype.str, "shape": list(arr.shape), "buf": len(buffers) - 1}
+        if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+            dt = np.dtype(value)
+            if dt.str in DTYPES:
+                return {"$": "dtype", "str": dt.str, "type": isinstance(value, type)}
         special = self.encode_special(value, buffers, depth)
         if special is not None:
             return special
@@ -304,6 +308,11 @@ class Codec:
             return _buffer(data, buffers)
         if tag in ("nd", "np"):
             return decode_array(data, buffers)
+        if tag == "dtype":
+            if data.get("str") not in DTYPES:
+                raise ProtocolError(f"a dtype {data.get('str')!r} cannot cross; numeric dtypes only")
+            dt = np.dtype(data["str"])
+            return dt.type if data.get("type") else dt
         if tag == "ref":
             h = data.get("id")
             if data.get("side") == self.side:

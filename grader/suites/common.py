@@ -91,9 +91,9 @@ def time_ratio(mine, baseline, inputs, *, repeats: int = 5, what: str = "the tim
     tokens, say). The sides alternate, and which goes first alternates too,
     so a machine busy with something else slows both alike.
 
-    Every timed answer of mine is checked: against expect(*args) (a value
-    the suite computes) when given, else against the baseline's answer on
-    the same arguments. A fast wrong answer fails the check (not 'slow')."""
+    Every timed answer of mine is checked: against expect(*args) (a tuple
+    the suite computes, one answer per function of mine) when given, else
+    against the baseline's answers on the same arguments. A fast wrong answer fails the check (not 'slow')."""
     mine = mine if isinstance(mine, tuple) else (mine,)
     baseline = baseline if isinstance(baseline, tuple) else (baseline,)
     other = baseline_args or (lambda args: args)

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from grader.suites.common import load_kata, rng, time_ratio
+from grader.suites import baseline_moe
+from grader.suites.common import load_baseline, load_kata, rng, time_ratio
 from reference.model import WEIGHTS_DIR, Config, Model, rms_norm
 from reference.tokenizer import encode
 
@@ -619,47 +620,15 @@ LOOP_SHARE = 4  # the per-token loop runs on 1/LOOP_SHARE of the tokens, its tim
 SPEED_REPEATS = 7
 
 
-def _vectorized_layer(x, w_router, w_gate, w_up, w_down, k):
-    """The suite's own vectorized layer, losses included, written the way the
-    reference model's MoE block is: each expert runs once on its gathered
-    tokens, and np.add.at scatters the results back."""
-    logits = x @ w_router
-    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    probs = z / z.sum(axis=-1, keepdims=True)
-    idx = np.argsort(-probs, axis=-1)[:, :k]
-    gates = np.take_along_axis(probs, idx, axis=-1)
-    gates /= gates.sum(axis=-1, keepdims=True)
-    y = np.zeros_like(x)
-    for e in range(w_router.shape[1]):
-        rows, slot = np.nonzero(idx == e)
-        h = x[rows]
-        a = h @ w_gate[e]
-        np.add.at(y, rows, gates[rows, slot][:, None] * (((a / (1 + np.exp(-a))) * (h @ w_up[e])) @ w_down[e]))
-    E = w_router.shape[1]
-    lb = E * np.sum(np.bincount(idx.ravel(), minlength=E) / idx.size * probs.mean(axis=0))
-    lse = logits.max(axis=-1) + np.log(z.sum(axis=-1))
-    return y, (lb, np.mean(lse**2))
-
-
-def _per_token_loop(x, w_router, w_gate, w_up, w_down, k):
-    """The slow way: route and run the experts one token at a time."""
-    y = np.zeros_like(x)
-    for t in range(x.shape[0]):
-        logits = x[t] @ w_router
-        p = np.exp(logits - logits.max())
-        p /= p.sum()
-        idx = np.argsort(-p)[:k]
-        gates = p[idx] / p[idx].sum()
-        for g, e in zip(gates, idx):
-            a = x[t] @ w_gate[e]
-            y[t] += g * (((a / (1 + np.exp(-a))) * (x[t] @ w_up[e])) @ w_down[e])
-    return y
+def _speed_inputs(salt, D, E, F, k):
+    """Fresh layer data for repeat i of a timed check."""
+    return lambda i: (*_layer(salt + 100 * (i + 1), SPEED_T, D, E, F), k)
 
 
 @pytest.mark.speed
 def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
-    args = _layer(22, SPEED_T, SPEED_D, 8, SPEED_F)
-    ratio = time_ratio(lambda: moe.moe_forward(*args, 2), lambda: _vectorized_layer(*args, 2), SPEED_REPEATS)
+    ratio = time_ratio(moe.moe_forward, load_baseline("moe").layer_output, _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
+                       repeats=SPEED_REPEATS, what="moe_forward")
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 took {ratio:.1f}x the time of one gathered matmul per expert; "
         f"allowed {WITHIN_REFERENCE:g}x"
@@ -668,9 +637,10 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
 
 @pytest.mark.speed
 def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
-    x, *weights = _layer(22, SPEED_T, LOOP_D, 8, LOOP_F)
     part = SPEED_T // LOOP_SHARE  # the loop's time is linear in T: time it on a share of the tokens
-    ratio = time_ratio(lambda: moe.moe_forward(x, *weights, 2), lambda: _per_token_loop(x[:part], *weights, 2), repeats=3)
+    ratio = time_ratio(moe.moe_forward, load_baseline("moe").per_token_loop, _speed_inputs(22, LOOP_D, 8, LOOP_F, 2),
+                       repeats=3, what="moe_forward", expect=lambda *args: (baseline_moe.layer_output(*args),),
+                       baseline_args=lambda args: (args[0][:part], *args[1:]))
     faster = LOOP_SHARE / ratio
     assert faster >= OVER_LOOP, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 was only {faster:.1f}x faster than a per-token loop; "
@@ -681,8 +651,8 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
 @pytest.mark.speed
 def test_moe_forward_does_not_run_every_expert_on_every_token(moe):
     """With E=16 and k=1 running every expert on every token is 16x the work."""
-    args = _layer(23, SPEED_T, 64, 16, 128)
-    ratio = time_ratio(lambda: moe.moe_forward(*args, 1), lambda: _vectorized_layer(*args, 1), SPEED_REPEATS)
+    ratio = time_ratio(moe.moe_forward, load_baseline("moe").layer_output, _speed_inputs(23, 64, 16, 128, 1),
+                       repeats=SPEED_REPEATS, what="moe_forward")
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=16, k=1 took {ratio:.1f}x the time of running each token's one expert; "
         f"allowed {WITHIN_REFERENCE:g}x (does every expert see every token?)"

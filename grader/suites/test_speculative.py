@@ -358,6 +358,8 @@ def tiny(seed: int) -> Model:
 class ReversedLM:
     """A deliberately bad draft: it proposes the token the target likes least."""
 
+    __jail_api__ = ("logits",)  # the learner's loop calls this back in the judge
+
     def __init__(self, target: Model):
         self.lm = CachedLM(target)
 
@@ -368,6 +370,8 @@ class ReversedLM:
 class BigramLM:
     """A tiny random language model whose logits at a position depend only on
     that position's token: logits(tokens) = table[tokens], table (V, V)."""
+
+    __jail_api__ = ("logits",)  # the learner's loop calls this back in the judge
 
     def __init__(self, table: np.ndarray):
         self.table = table
