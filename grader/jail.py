@@ -162,6 +162,11 @@ class JailCodec(p.Codec):
 
     def decode_special(self, tag, data, buffers, depth):
         if tag == "rng":
+            if "slot" in data:  # a generator this message already carried
+                slot = data["slot"]
+                if type(slot) is not int or not 0 <= slot < len(self.rngs):
+                    raise p.ProtocolError("a generator slot that was not sent")
+                return self.rngs[slot]
             gen = p.new_rng(data)
             self.rngs.append(gen)
             return gen
@@ -253,7 +258,12 @@ class Server:
             if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
                 raise p.ProtocolError("malformed call arguments")
             rngs = list(self.codec.rngs)
-            result = fn(*args, **kwargs)
+            if header.get("batch"):
+                if not all(type(a) is list for a in args):
+                    raise p.ProtocolError("a batch call needs a list of argument lists")
+                result = [fn(*a, **kwargs) for a in args]
+            else:
+                result = fn(*args, **kwargs)
             extra = {"rngs": [p.rng_state(g) for g in rngs]}
             if header.get("keep"):
                 probe = header.get("probe")

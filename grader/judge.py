@@ -224,6 +224,9 @@ class JudgeCodec(p.Codec):
                 out["weights"] = self.encode(value.model.weights, buffers, depth + 1)
             return out
         if isinstance(value, np.random.Generator):
+            for slot, gen in enumerate(self.sent_rngs):
+                if gen is value:  # the same generator again in this message: the jail uses one object
+                    return {"$": "rng", "slot": slot}
             self.sent_rngs.append(value)
             return {"$": "rng", **p.rng_state(value)}
         api = api_of(value)
@@ -451,15 +454,21 @@ class Jail:
         self.ensure()
         return self._send(op, SETTINGS.deadline, **fields)[0]
 
-    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False, probe: int | None = None):
-        """obj(*args) or obj.method(*args). keep: leave the result in the jail and
-        return (its proxy, its digest, sampled if a probe seed is given) instead of its data."""
+    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False, probe: int | None = None,
+             batch: bool = False):
+        """obj(*args, **kwargs) or obj.method(*args, **kwargs). keep: leave the
+        result in the jail and return (its proxy, its digest, sampled if a
+        probe seed is given) instead of its data. batch: args is a list of
+        argument lists, one call each, in order, in one round trip; returns
+        the list of results."""
         self.ensure()
         if obj._gen != self.generation:
             raise JailCrash("this kata object was made before the kata process restarted")
         fields = {"obj": obj, "method": method, "args": list(args), "kwargs": dict(kwargs)}
         if keep:
             fields["keep"] = True
+        if batch:
+            fields["batch"] = True
         if probe is not None:
             fields["probe"] = probe
         value, header = self._send(p.Op.CALL, SETTINGS.deadline, **fields)
@@ -553,6 +562,17 @@ def timed(fn, args, probe: int | None = None) -> tuple[float, object]:
     t0 = time.perf_counter()
     _, digest = jail.call(owner, method, sent, {}, keep=True, probe=probe)
     return time.perf_counter() - t0, digest
+
+
+def call_many(fn, arg_lists, **kwargs) -> list:
+    """[fn(*args, **kwargs) for args in arg_lists] in one round trip: the same
+    calls in the same order (a generator shared by the calls advances through
+    them exactly as in a loop). For suites that call a kata function
+    thousands of times."""
+    owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
+    if not isinstance(owner, Remote):
+        raise TypeError("call_many() takes a kata function or method, a proxy from the jail")
+    return owner._jail.call(owner, method, [list(a) for a in arg_lists], kwargs, batch=True)
 
 
 def stop_all() -> None:

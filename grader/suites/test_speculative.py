@@ -28,6 +28,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from grader import judge
 from grader.suites import common
 from grader.suites.common import load_kata
 from reference.lm import CachedLM, generate
@@ -124,11 +125,8 @@ def run_rounds(kv, p: np.ndarray, q: np.ndarray, trials: int, salt: int) -> tupl
     gen = common.rng(salt)
     drafts = sample_rows(q, trials, gen)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    outs = []
-    for n in range(trials):
-        out = kv.accept_reject(drafts[n].copy(), q.copy(), p.copy(), learner_rng)
-        outs.append([int(t) for t in out])
-    return drafts, outs
+    outs = judge.call_many(kv.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
+    return drafts, [[int(t) for t in out] for out in outs]
 
 
 def tokens_at(outs: list[list[int]], i: int, V: int) -> np.ndarray:
@@ -441,8 +439,9 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kv)
     joint = first[:, None] * probs(target.table)  # (V, V): P(t1, t2) of the target sampling alone
     counts = np.zeros((V, V), dtype=np.int64)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    for _ in range(LOOP_RUNS):
-        tokens, _ = kv.speculative_generate(target, draft, prompt, 3, k=2, temperature=temperature, rng=learner_rng)
+    runs = judge.call_many(kv.speculative_generate, [(target, draft, prompt, 3)] * LOOP_RUNS, k=2,
+                           temperature=temperature, rng=learner_rng)
+    for tokens, _ in runs:
         counts[int(tokens[0]), int(tokens[1])] += 1
     stat, df, note = chi_square(counts, joint)
     assert fits(stat, df) and not note, fit_message(
