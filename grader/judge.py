@@ -6,11 +6,13 @@ module and objects through proxies.
     k, v = cache.update(0, keys, values)  # arrays come back as data
 
 A suite never imports learner code: every attribute, call, `len` and
-exception comes over the channel (grader.protocol). What the judge passes
-that is not data goes as a handle the jail calls back: a reference `Model`
-(its pieces run here, so `Model.count_work` here counts the learner's work)
-and objects whose class lists the methods it offers in `__jail_api__` (the
-suites' language models). Exceptions from the learner's code are raised here
+exception comes over the channel (grader.protocol). A reference `Model`
+goes as a copy the jail keeps (sent once), except while the suite counts
+its work (inside `with model.count_work()`): then it goes as a handle, its
+pieces run here when the learner's code calls them, and the count is the
+judge's own. Objects whose class lists the methods it offers in
+`__jail_api__` (the suites' language models) also stay here and are called
+back. Exceptions from the learner's code are raised here
 as classes of the same name with the same built-in bases, carrying the
 learner's own frames as file:line.
 
@@ -180,20 +182,6 @@ class RemoteMethod:
         return f"<kata method {self.owner._ref.get('type')}.{self.name}>"
 
 
-@dataclasses.dataclass(frozen=True)
-class Local:
-    """A reference Model sent to the jail as data, to run there (a speed
-    check's model: no round trip per piece). Models passed plainly stay in
-    the judge, and the jail calls their pieces back, so the judge counts
-    their work."""
-
-    model: Model
-
-
-def local(model: Model) -> Local:
-    return Local(model)
-
-
 class JudgeCodec(p.Codec):
     side = "judge"
 
@@ -202,27 +190,27 @@ class JudgeCodec(p.Codec):
         self.jail = jail
         self.sent_rngs: list[np.random.Generator] = []
         self.proxies: dict[int, weakref.ref] = {}  # jail handle -> its one proxy
-        self.sent_local: set[int] = set()  # Local models this jail already holds
+        self.sent_local: set[int] = set()  # models this jail already holds a copy of
 
     def encode_special(self, value, buffers, depth):
         if isinstance(value, Remote):
             if value._gen != self.jail.generation:
                 raise JailCrash("this kata object was made before the kata process restarted")
             return value._ref
-        if isinstance(value, Model):
+        if isinstance(value, Model) and value._counters:  # the suite counts its work: its pieces run here
             ref = self.ref(value, "model")
             ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
             return ref
-        if isinstance(value, Config):
-            return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
-        if isinstance(value, Local):
-            key = self.handle(value.model)  # kept alive here, so the key stays its own
+        if isinstance(value, Model):  # otherwise a copy runs in the jail, sent once
+            key = self.handle(value)  # kept alive here, so the key stays its own
             out = {"$": "model", "key": key}
             if key not in self.sent_local:
                 self.sent_local.add(key)
-                out["config"] = self.encode(dataclasses.asdict(value.model.config), buffers, depth + 1)
-                out["weights"] = self.encode(value.model.weights, buffers, depth + 1)
+                out["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
+                out["weights"] = self.encode(value.weights, buffers, depth + 1)
             return out
+        if isinstance(value, Config):
+            return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
         if isinstance(value, np.random.Generator):
             for slot, gen in enumerate(self.sent_rngs):
                 if gen is value:  # the same generator again in this message: the jail uses one object
@@ -506,12 +494,19 @@ class ModuleProxy:
 
     def __init__(self, jail: Jail):
         self._jail = jail
+        self._known: dict[str, Remote] = {}  # functions and classes already looked up, in this jail
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         self._jail.ensure()
-        return self._jail.request(p.Op.GETATTR, obj=self._jail.module_remote, name=name)
+        known = self._known.get(name)
+        if known is not None and known._gen == self._jail.generation:
+            return known
+        value = self._jail.request(p.Op.GETATTR, obj=self._jail.module_remote, name=name)
+        if isinstance(value, Remote) and value._ref.get("kind") in ("function", "class"):
+            self._known[name] = value
+        return value
 
     def __repr__(self):
         return f"<kata module {self._jail.kata}>"

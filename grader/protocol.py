@@ -23,6 +23,7 @@ function), so `Peer.request` serves incoming requests until its reply comes.
 from __future__ import annotations
 
 import json
+import math
 import select
 import socket
 import struct
@@ -137,21 +138,33 @@ class Reader:
     def __init__(self, sock: socket.socket):
         self.sock, self.buf = sock, bytearray()
 
+    def _wait(self, deadline: float | None) -> None:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise PeerTimeout("no answer before the deadline")
+
     def read(self, n: int, deadline: float | None) -> bytes:
-        if len(self.buf) >= n:
+        if n <= 1 << 16:  # small: one recv usually brings this and the rest of the frame
+            while len(self.buf) < n:
+                self._wait(deadline)
+                try:
+                    chunk = self.sock.recv(1 << 16)
+                except OSError as exc:
+                    raise PeerGone(str(exc)) from None
+                if not chunk:
+                    raise PeerGone("the channel closed")
+                self.buf += chunk
             out = bytes(self.buf[:n])
             del self.buf[:n]
             return out
-        out = bytearray(n)  # a large read goes straight into its own buffer
+        out = bytearray(n)  # large: straight into its own buffer
         view = memoryview(out)
-        have = len(self.buf)
-        view[:have] = self.buf
-        self.buf = bytearray()
+        have = min(len(self.buf), n)
+        view[:have] = self.buf[:have]
+        del self.buf[:have]
         while have < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
-                    raise PeerTimeout("no answer before the deadline")
+            self._wait(deadline)
             try:
                 got = self.sock.recv_into(view[have:], n - have)
             except OSError as exc:
@@ -159,16 +172,6 @@ class Reader:
             if not got:
                 raise PeerGone("the channel closed")
             have += got
-        if n < 4096:  # small reads: take what else has arrived, so the next read is free
-            self.sock.setblocking(False)
-            try:
-                self.buf += self.sock.recv(1 << 16)
-            except (BlockingIOError, InterruptedError):
-                pass
-            except OSError as exc:
-                raise PeerGone(str(exc)) from None
-            finally:
-                self.sock.setblocking(True)
         return bytes(out)
 
 
@@ -352,7 +355,7 @@ def decode_array(data: dict, buffers: list[bytes]):
         raise ProtocolError("a malformed array shape")
     raw = _buffer(data, buffers)
     dt = np.dtype(dtype)
-    if int(np.prod(shape, dtype=np.int64)) * dt.itemsize != len(raw):
+    if math.prod(shape) * dt.itemsize != len(raw):
         raise ProtocolError(f"an array of shape {tuple(shape)} and dtype {dt} does not fit its {len(raw)} bytes")
     arr = np.frombuffer(raw, dtype=dt).reshape(shape).copy()
     if data.get("$") == "np":
