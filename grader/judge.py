@@ -543,19 +543,25 @@ def baseline_module(path) -> ModuleProxy:
 UPLOAD_BYTES = 4096  # arguments of a timed call larger than this are sent before the clock starts
 
 
-def timed(fn, args, probe: int | None = None) -> tuple[float, object]:
+def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
     """(seconds, digest) of one call of a kata function or method, timed here
     around its round trip. Large array arguments are sent to the jail first,
     outside the timing; the result stays there and only its digest
     (protocol.digest, sampled with a probe seed) comes back, so the time is
-    the work, not the copying."""
+    the work, not the copying. batch: args is a list of argument lists,
+    called in order in one round trip (the digest is then a list), for calls
+    too quick to time one by one."""
     owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
     if not isinstance(owner, Remote):
         raise TypeError("timed() takes a kata function or method, a proxy from the jail")
     jail = owner._jail
-    sent = [jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a for a in args]
+
+    def upload(a):
+        return jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a
+
+    sent = [[upload(a) for a in one] for one in args] if batch else [upload(a) for a in args]
     t0 = time.perf_counter()
-    _, digest = jail.call(owner, method, sent, {}, keep=True, probe=probe)
+    _, digest = jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
     return time.perf_counter() - t0, digest
 
 
