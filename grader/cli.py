@@ -107,8 +107,9 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
         for k in result.katas:
             last[k.name] = {t.name: t.status for t in k.tasks}
         _write_state("last_grade.json", last)
+    # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
-        Path(gradescope_path).write_text(json.dumps(report.gradescope(result), indent=1))
+        _write_atomically(Path(gradescope_path), json.dumps(report.gradescope(result), indent=1))
     if as_json:
         click.echo(json.dumps(report.as_json(result), indent=1))
     else:
@@ -121,7 +122,17 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
             summary = report.failing_summary(result)
             if summary:
                 click.echo("\n" + summary + "\n\n(kata grade -v shows each failing check and a hint)")
+    if result.interrupted:
+        click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
+        sys.exit(130)
     sys.exit(0 if result.passed else 1)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write text to path through a temporary file and a rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 @main.command("list")

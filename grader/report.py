@@ -9,6 +9,10 @@ from grader import target as _target
 from grader.runner import GradeResult
 
 
+# The version of as_json's shape: bumped when a field is renamed or removed, not when one is added.
+JSON_VERSION = 2
+
+
 def table(result: GradeResult) -> str:
     """One row per task, then a total line."""
     rows = []
@@ -51,11 +55,13 @@ def failing_summary(result: GradeResult) -> str:
 def as_json(result: GradeResult) -> dict:
     """The documented JSON shape (extra fields are additions, never renames)."""
     return {
+        "version": JSON_VERSION,
         "score": result.score,
         "max_score": result.max_score,
         "seed": result.seed,
         "target": result.target,
         "duration": result.duration,
+        "interrupted": result.interrupted,
         "katas": [
             {
                 "name": k.name,
@@ -67,7 +73,7 @@ def as_json(result: GradeResult) -> dict:
                     {
                         "name": t.name,
                         "title": t.title,
-                        "status": t.status,
+                        "status": t.status.value,
                         "score": t.score,
                         "max_score": t.max_score,
                         "checks_passed": t.checks_passed,

@@ -76,10 +76,11 @@ class GradeResult:
     max_score: int
     duration: float
     katas: list[KataResult]
+    interrupted: bool = False  # Ctrl-C stopped the grading: katas holds what was graded so far
 
     @property
     def passed(self) -> bool:
-        return all(t.status is Status.PASS for k in self.katas for t in k.tasks)
+        return not self.interrupted and all(t.status is Status.PASS for k in self.katas for t in k.tasks)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -87,10 +88,12 @@ class GradeResult:
 
 _LIVE: set[subprocess.Popen] = set()  # every judge running now, for stop_everything()
 _LIVE_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()  # Ctrl-C: every kata stops where it is
+INTERRUPTED_MESSAGE = "not graded: the grading was interrupted (Ctrl-C)"
 
 
 def stop_everything() -> None:
-    """Kill every judge (their jails die with them): Ctrl-C."""
+    """Kill every judge (their jails die with them, by their parent-death signal)."""
     with _LIVE_LOCK:
         procs = list(_LIVE)
     for proc in procs:
@@ -190,6 +193,13 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
     try:
         while True:
             now = time.monotonic()
+            if _INTERRUPTED.is_set():
+                run.kill()
+                for c in checks.values():
+                    if c.outcome is Status.NOT_RUN:
+                        c.outcome, c.message = Status.ERROR, INTERRUPTED_MESSAGE
+                note, finished = INTERRUPTED_MESSAGE, True
+                break
             if current is not None and now - current_start > limits.test_seconds + JUDGE_GRACE:
                 run.kill()
                 hung = checks[current]
@@ -279,12 +289,28 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
 
 def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int = 1,
           limits: Limits = Limits()) -> GradeResult:
-    """Grade several katas, `jobs` at a time; each in its own process."""
+    """Grade several katas, `jobs` at a time; each in its own process.
+
+    Ctrl-C (KeyboardInterrupt) kills every judge and jail at once; the
+    result then holds what was graded so far, with `interrupted` set."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(lambda k: grade_kata(k, target, seed=seed, limits=limits), katas))
+    _INTERRUPTED.clear()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits) for k in katas]
+    interrupted = False
+    try:
+        for future in futures:
+            future.result()
+    except KeyboardInterrupt:
+        interrupted = True
+        _INTERRUPTED.set()
+        for future in futures:
+            future.cancel()
+        stop_everything()
+    pool.shutdown(wait=True)
+    results = [f.result() for f in futures if not f.cancelled()]
     return GradeResult(
         target=target, seed=seed,
-        score=sum(k.score for k in results), max_score=sum(k.max_score for k in results),
-        duration=round(time.monotonic() - started, 3), katas=results,
+        score=sum(k.score for k in results), max_score=sum(k.max_score for k in katas),
+        duration=round(time.monotonic() - started, 3), katas=results, interrupted=interrupted,
     )

@@ -294,3 +294,54 @@ def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_th
     assert {t.status for t in result.tasks} == {"timeout"}
     assert "importing the kata module" in result.tasks[0].message
     assert result.duration < FAST.kata_seconds, "waited for the whole kata limit instead of one check limit"
+
+
+def _processes_under(folder) -> list[int]:
+    """Processes whose command line or working directory lies in folder (a grading's TMPDIR:
+    its judges run there and its jails' sys.path names it)."""
+    import os
+
+    found, mark = [], str(folder).encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
+        except OSError:
+            continue
+        if mark in cmd or cwd.startswith(mark):
+            found.append(int(pid))
+    return found
+
+
+def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
+    proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"),
+                             "--test-timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    time.sleep(4)  # long enough to be inside the hanging check
+    assert _processes_under(scratch), "the grading had no judge or jail running to stop"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err.decode()
+    assert b"kata" in out and b"task" in out, "no table of what was graded so far"
+    assert b"interrupted" in err
+    deadline = time.monotonic() + 5
+    while _processes_under(scratch) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_under(scratch), "a judge or a jail outlived the interrupted grading"
+
+
+def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_path):
+    out = tmp_path / "results.json"
+    result = cli.invoke(main, ["grade", "--json", "--target", str(SUBS / "wrong_shape"), "--gradescope", str(out)])
+    data, scope = json.loads(result.output), json.loads(out.read_text())
+    assert data["version"] >= 2 and scope["score"] == data["score"]
+    assert [t["score"] for t in scope["tests"]] == [t["score"] for k in data["katas"] for t in k["tasks"]]
+    assert not list(tmp_path.glob(".results.json.*")), "a temporary file was left behind"

@@ -1,0 +1,284 @@
+"""The judge/jail channel: what crosses it, how, and what never does."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import textwrap
+
+import numpy as np
+import pytest
+
+from grader import confine, judge
+from grader import protocol as p
+from reference.model import Config, Model
+
+TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
+
+
+@pytest.fixture
+def jail_of(tmp_path, monkeypatch):
+    """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail."""
+    monkeypatch.setattr(judge.SETTINGS, "target", str(tmp_path))
+    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+
+    def make(source: str, name: str = "k"):
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        return judge.kata_module(name)
+
+    yield make
+    judge.stop_all()
+
+
+def roundtrip(value):
+    """value encoded by one codec and decoded by another, as over the channel."""
+    buffers: list = []
+    data = p.Codec().encode(value, buffers)
+    return p.Codec().decode(data, buffers)
+
+
+@pytest.mark.parametrize("dtype", sorted(p.DTYPES))
+def test_arrays_of_every_numeric_dtype_cross_bit_for_bit(dtype):
+    x = (np.arange(24) % 7).astype(dtype).reshape(2, 3, 4)
+    got = roundtrip(x)
+    assert got.dtype == x.dtype and got.shape == x.shape and got.tobytes() == x.tobytes()
+    assert got.flags.writeable
+
+
+def test_plain_values_keep_their_types():
+    value = {"a": [1, 2.5, None, True], "b": (b"\x00\xff", "text"), 3: np.float32(1.5), "t": np.int8(-3)}
+    got = roundtrip(value)
+    assert got == value
+    assert type(got["b"]) is tuple and type(got[3]) is np.float32 and type(got["t"]) is np.int8
+
+
+def test_a_non_contiguous_view_crosses_as_its_values():
+    x = np.arange(20.0).reshape(4, 5)[:, ::2]
+    assert np.array_equal(roundtrip(x), x)
+
+
+def test_object_arrays_and_unknown_objects_are_refused():
+    with pytest.raises(p.ProtocolError, match="cannot cross"):
+        roundtrip(np.array([object()]))
+    with pytest.raises(p.ProtocolError, match="cannot cross"):
+        roundtrip(object())
+
+
+def test_an_array_whose_bytes_do_not_fit_its_shape_is_refused():
+    data = {"$": "nd", "dtype": "<f4", "shape": [3], "buf": 0}
+    with pytest.raises(p.ProtocolError, match="does not fit"):
+        p.Codec().decode(data, [b"\x00" * 8])
+
+
+def test_a_value_nested_past_the_limit_is_refused():
+    value: list = []
+    for _ in range(p.MAX_DEPTH + 2):
+        value = [value]
+    with pytest.raises(p.ProtocolError, match="nested"):
+        roundtrip(value)
+
+
+def test_a_frame_of_another_version_or_too_large_is_refused():
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(struct.pack("!II", 2, 0) + b"{}")
+        with pytest.raises(p.ProtocolError, match="version"):
+            p.recv_frame(p.Reader(b))
+        a.sendall(struct.pack("!II", p.MAX_HEADER + 1, 0))
+        with pytest.raises(p.ProtocolError, match="too large"):
+            p.recv_frame(p.Reader(b))
+
+
+def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    assert p.digests_agree(p.digest((x, 3)), p.digest((x[::-1][::-1].copy(), 3)))
+    wrong = x.copy()
+    wrong[5, 5] += 1
+    assert not p.digests_agree(p.digest(wrong), p.digest(x))
+    assert not p.digests_agree(p.digest(x[:, :31]), p.digest(x))
+    assert p.digests_agree(p.digest(x, probe=4), p.digest(x.copy(), probe=4))
+    assert not p.digests_agree(p.digest(np.zeros_like(x), probe=4), p.digest(x, probe=4))
+
+
+def test_a_learner_exception_keeps_its_name_its_builtin_base_and_its_line(jail_of):
+    k = jail_of("""
+        class CacheFullError(ValueError):
+            pass
+
+        def fill():
+            raise CacheFullError("no room for 3 more tokens")
+    """)
+    with pytest.raises(k.CacheFullError) as info:
+        k.fill()
+    assert isinstance(info.value, ValueError) and type(info.value).__name__ == "CacheFullError"
+    assert "no room for 3 more tokens" in str(info.value)
+    assert "k.py:6 in fill" in str(info.value)
+
+
+def test_sys_exit_in_learner_code_is_an_ordinary_error_here(jail_of):
+    k = jail_of("""
+        import sys
+
+        def leave():
+            sys.exit(3)
+    """)
+    with pytest.raises(judge.LearnerBaseException) as info:
+        k.leave()
+    assert type(info.value).__name__ == "SystemExit" and not isinstance(info.value, SystemExit)
+
+
+def test_learner_objects_stay_in_the_jail_and_answer_through_proxies(jail_of):
+    k = jail_of("""
+        class Box:
+            def __init__(self, n):
+                self.items = list(range(n))
+
+            def __len__(self):
+                return len(self.items)
+
+            def add(self, x):
+                self.items.append(x)
+                return self
+
+            @property
+            def total(self):
+                return sum(self.items)
+    """)
+    box = k.Box(3)
+    assert isinstance(box, judge.Remote)
+    assert box.add(10) is box  # the same object comes back as the same proxy
+    assert (len(box), box.total, box.items) == (4, 13, [0, 1, 2, 10])
+
+
+def test_a_generator_passed_in_advances_exactly_as_if_used_here(jail_of):
+    k = jail_of("""
+        def draw(rng, n):
+            return rng.random(n)
+    """)
+    mine, same = np.random.default_rng(5), np.random.default_rng(5)
+    got = k.draw(mine, 3)
+    assert np.array_equal(got, same.random(3))
+    assert mine.random() == same.random()
+
+
+def test_a_model_is_counted_by_the_judge_while_the_suite_counts_its_work(jail_of):
+    k = jail_of("""
+        def run(model, tokens):
+            return model.forward(tokens)
+    """)
+    model = Model.random(TINY, seed=1)
+    with model.count_work() as work:
+        got = k.run(model, [1, 2, 3])
+    assert np.allclose(got, model.forward([1, 2, 3]), atol=1e-5)
+    assert work.positions == {0: 3}
+    assert np.allclose(k.run(model, [4, 5]), model.forward([4, 5]), atol=1e-5)  # a copy in the jail, uncounted
+
+
+def test_a_model_built_in_the_jail_comes_back_as_a_checked_reference_model(jail_of):
+    k = jail_of("""
+        def halve(model):
+            out = model.copy()
+            for w in out.weights.values():
+                w *= 0.5
+            return out
+    """)
+    model = Model.random(TINY, seed=2)
+    got = k.halve(model)
+    assert type(got) is Model
+    assert np.allclose(got.weights["out"], model.weights["out"] * 0.5)
+
+
+def test_a_suite_object_offers_the_jail_only_the_methods_it_lists(jail_of):
+    class LM:
+        __jail_api__ = ("logits",)
+
+        def logits(self, tokens):
+            return np.ones((len(tokens), 3))
+
+        def secret(self):
+            return "judge internals"
+
+    k = jail_of("""
+        def use(lm):
+            return lm.logits([1, 2]).shape
+
+        def peek(lm):
+            return lm.secret()
+    """)
+    assert k.use(LM()) == (2, 3)
+    with pytest.raises(AttributeError, match="offers"):
+        k.peek(LM())
+
+
+def test_a_hang_times_out_the_check_and_the_next_use_gets_a_fresh_jail(jail_of, monkeypatch):
+    import time
+
+    k = jail_of("""
+        def spin():
+            while True:
+                pass
+
+        def one():
+            return 1
+    """)
+    monkeypatch.setattr(judge.SETTINGS, "deadline", time.monotonic() + 1.0)
+    with pytest.raises(judge.JailTimeout):
+        k.spin()
+    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+    assert k.one() == 1
+
+
+def test_a_dead_jail_is_a_crash_and_its_objects_are_gone(jail_of):
+    k = jail_of("""
+        import os
+
+        class Thing:
+            pass
+
+        def die():
+            os._exit(0)
+    """)
+    thing = k.Thing()
+    with pytest.raises(judge.JailCrash, match="exited with code 0"):
+        k.die()
+    with pytest.raises(judge.JailCrash, match="before the kata process restarted"):
+        thing.anything  # noqa: B018
+
+
+@pytest.mark.skipif(confine.mode() != "root", reason="only a root grader confines the jail's files and uid")
+def test_the_jail_sees_no_checkout_no_solutions_and_cannot_fork(jail_of):
+    from grader import target
+
+    k = jail_of(f"""
+        import os
+
+        def probe():
+            seen = [os.path.exists(p) for p in ({str(target.SOLUTIONS_DIR)!r}, {str(target.ROOT / "grader")!r}, "/proc/1")]
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                forked = True
+            except OSError:
+                forked = False
+            return seen, forked, os.getuid()
+    """)
+    seen, forked, uid = k.probe()
+    assert seen == [False, False, False] and not forked and uid >= confine.UID_BASE
+
+
+def test_the_judge_refuses_a_forged_callback_for_a_method_it_does_not_offer(jail_of):
+    class LM:
+        __jail_api__ = ("logits",)
+
+        def secret(self):
+            raise AssertionError("the judge ran a method it does not offer")
+
+    k = jail_of("""
+        from grader import jail
+
+        def forge(lm):
+            return jail.call_judge(lm._peer, lm._ref, "secret", (), {})
+    """)
+    with pytest.raises(Exception, match="offers"):
+        k.forge(LM())
