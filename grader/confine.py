@@ -1,18 +1,23 @@
 """How a jail process is confined, decided once per judge.
 
+- "bwrap": bubblewrap is installed and the judge is not root. The jail runs
+  under `bwrap` with every namespace of its own (user, PID with a private
+  /proc, network, IPC, UTS, mount), read-only binds of the system, the
+  Python installation and its own directory (its working folder writable),
+  nothing else, and dies with the judge.
 - "root": the judge runs as root (CI, Gradescope's containers). The jail gets
   new mount, network, IPC and UTS namespaces and a root of its own: a tmpfs
   holding read-only binds of the system, the Python installation and the
   jail's own directory, and nothing else (not the checkout, not the reference
   solutions, not /proc). It then drops to a uid/gid of its own that no other
   process has, so it can signal nobody and write nothing it was not given.
-- "plain": anyone else. The jail still runs in its own session with hard
+- "plain": anyone else (a user without bubblewrap). The jail still runs in its own session with hard
   resource limits, a scrubbed environment and a private copy of the
   submission, but it shares the user's files and processes: a learner who
   wants to can read the solutions and attack their own grade (which only
   cheats themselves). Grade others' work as root.
 
-KATA_JAIL=plain forces the plain mode (for debugging the jail itself).
+KATA_JAIL=plain, bwrap or root forces a mode (to test or debug the jail itself).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
+import subprocess
 import sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
@@ -31,10 +38,34 @@ UID_BASE = 100_000  # jail uids are UID_BASE + 8 * judge pid + serial: unique am
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
+MODES = ("root", "bwrap", "plain")
+_BWRAP_WORKS: bool | None = None
+
+
+def _bwrap_works() -> bool:
+    """Whether bwrap is installed and can make namespaces here (checked once)."""
+    global _BWRAP_WORKS
+    if _BWRAP_WORKS is None:
+        exe = shutil.which("bwrap")
+        try:
+            _BWRAP_WORKS = exe is not None and subprocess.run(
+                [exe, "--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _BWRAP_WORKS = False
+    return _BWRAP_WORKS
+
+
 def mode() -> str:
-    if os.environ.get("KATA_JAIL") == "plain" or os.geteuid() != 0:
-        return "plain"
-    return "root"
+    """root, bwrap or plain: see the module's docstring."""
+    forced = os.environ.get("KATA_JAIL")
+    if forced:
+        if forced not in MODES:
+            raise ValueError(f"KATA_JAIL must be one of {', '.join(MODES)}, got {forced!r}")
+        return forced
+    if os.geteuid() == 0:
+        return "root"
+    return "bwrap" if _bwrap_works() else "plain"
 
 
 def _check(result: int, what: str) -> None:
@@ -71,11 +102,33 @@ def readable_paths() -> list[str]:
     return out
 
 
-def preexec(jaildir: str, workdir: str, uid: int, masks: list[str]):
-    """A preexec_fn for the jail: confine it as mode() says. Runs in the child
+def launch(argv: list[str], jaildir: str, workdir: str, uid: int, masks: list[str]):
+    """(argv, preexec_fn) that start the jail command argv confined as mode() says."""
+    chosen = mode()
+    if chosen == "bwrap":
+        return _bwrap_argv(argv, jaildir, workdir, masks), None
+    return argv, preexec(chosen, jaildir, workdir, uid, masks)
+
+
+def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str]) -> list[str]:
+    out = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all",
+           "--proc", "/proc", "--dev", "/dev"]
+    for src in readable_paths():
+        if os.path.islink(src):
+            out += ["--symlink", os.readlink(src), src]
+        else:
+            out += ["--ro-bind", src, src]
+    out += [arg for mask in masks if any(mask.startswith(p.rstrip("/") + "/") for p in readable_paths())
+            for arg in ("--tmpfs", mask)]
+    out += ["--ro-bind", jaildir, jaildir, "--bind", workdir, workdir, "--chdir", workdir, "--"]
+    return out + argv
+
+
+def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str]):
+    """A preexec_fn for the jail in the root or plain mode. Runs in the child
     after fork, before exec."""
     parent = os.getpid()
-    if mode() == "plain":
+    if chosen == "plain":
         return lambda: _last_words(parent)
     binds = readable_paths()
     newroot = os.path.join(jaildir, ".root")

@@ -337,12 +337,12 @@ class Jail:
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
         masks = [str(_target.ROOT / s) for s in SECRETS]
+        argv, preexec = confine.launch([os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot,
+                                        json.dumps(config)], self.dir, self.work, self.uid, masks)
         try:
             self.proc = subprocess.Popen(
-                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
-                stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(child.fileno(),),
-                close_fds=True, env=env, cwd=self.work, start_new_session=True,
-                preexec_fn=confine.preexec(self.dir, self.work, self.uid, masks))
+                argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(child.fileno(),),
+                close_fds=True, env=env, cwd=self.work, start_new_session=True, preexec_fn=preexec)
         finally:
             child.close()
         self.generation += 1
