@@ -132,7 +132,7 @@ class Remote:
         object.__setattr__(self, "_gen", jail.generation)
 
     def __getattr__(self, name):
-        if name.startswith("__"):
+        if name.startswith("__") or name in LOCAL_MISSES or name == "_repr_pretty_":
             raise AttributeError(name)
         if name in self._ref.get("methods", ()):
             return RemoteMethod(self, name)
@@ -489,6 +489,11 @@ class Jail:
         return getattr(target, name)(*args, **kwargs), {}
 
 
+# Names test tools look up on any object (Hypothesis on a test's arguments): answered here, not asked of the jail.
+LOCAL_MISSES = frozenset({"hypothesis_internal_is_this_a_mock_check", "execute_example", "setup_example",
+                          "teardown_example"})
+
+
 class ModuleProxy:
     """The learner's kata module as the judge sees it. It outlives jail restarts."""
 
@@ -497,7 +502,7 @@ class ModuleProxy:
         self._known: dict[str, Remote] = {}  # functions and classes already looked up, in this jail
 
     def __getattr__(self, name):
-        if name.startswith("__"):
+        if name.startswith("_") or name in LOCAL_MISSES:
             raise AttributeError(name)
         self._jail.ensure()
         known = self._known.get(name)
