@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from grader import protocol as p
+from reference.lm import BigramLM
 from reference.model import Config, Model
 
 MIB = 1024 * 1024
@@ -172,6 +173,8 @@ class JailCodec(p.Codec):
             return gen
         if tag == "config":
             return Config(**self.decode(data.get("fields"), buffers, depth + 1))
+        if tag == "bigram":
+            return BigramLM(self.decode(data.get("table"), buffers, depth + 1))
         if tag == "model":  # a model sent as data, to run here (a speed check's model)
             key = data.get("key")
             if "weights" in data:

@@ -44,7 +44,7 @@ import numpy as np
 from grader import confine
 from grader import protocol as p
 from grader import target as _target
-from reference.lm import CachedLM, PlainLM
+from reference.lm import BigramLM, CachedLM, PlainLM
 from reference.model import Config, Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
@@ -211,6 +211,8 @@ class JudgeCodec(p.Codec):
             return out
         if isinstance(value, Config):
             return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
+        if type(value) is BigramLM:  # keeps no counts: a copy runs in the jail
+            return {"$": "bigram", "table": self.encode(value.table, buffers, depth + 1)}
         if isinstance(value, np.random.Generator):
             for slot, gen in enumerate(self.sent_rngs):
                 if gen is value:  # the same generator again in this message: the jail uses one object
@@ -389,12 +391,13 @@ class Jail:
 
     # -- requests
     def ensure(self) -> None:
+        """A live jail with the module loaded, or the reason there cannot be one."""
         if self.failed is not None:
             raise self.failed
-        if self.peer is not None:  # alive as far as we know: a dead one fails its next request
+        if self.peer is None:
+            self.start()
+        if self.module_remote is not None:
             return
-        self.stop()
-        self.start()
         start = time.monotonic()
         deadline = start + SETTINGS.load_seconds
         if SETTINGS.deadline is not None:
@@ -520,6 +523,18 @@ class ModuleProxy:
 _JAILS: dict[tuple[str, str], Jail] = {}
 
 
+def prestart(name: str, baseline: Path | None = None) -> None:
+    """Start the jail of kata `name` (and of a baseline file) now, so that its
+    interpreter starts while the judge collects the suite."""
+    try:
+        proxies = [kata_module(name)] + ([baseline_module(baseline)] if baseline and baseline.is_file() else [])
+    except KataLoadError:
+        return  # the suite meets the same error and reports it
+    for proxy in proxies:
+        if proxy._jail.peer is None and proxy._jail.failed is None:
+            proxy._jail.start()
+
+
 def kata_module(name: str) -> ModuleProxy:
     """The module of kata `name` from the configured target, in its jail."""
     source = _target.kata_path(SETTINGS.target, name)
@@ -548,25 +563,32 @@ def baseline_module(path) -> ModuleProxy:
 UPLOAD_BYTES = 4096  # arguments of a timed call larger than this are sent before the clock starts
 
 
-def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
-    """(seconds, digest) of one call of a kata function or method, timed here
-    around its round trip. Large array arguments are sent to the jail first,
-    outside the timing; the result stays there and only its digest
-    (protocol.digest, sampled with a probe seed) comes back, so the time is
-    the work, not the copying. batch: args is a list of argument lists,
-    called in order in one round trip (the digest is then a list), for calls
-    too quick to time one by one."""
+def _owner(fn, what: str) -> tuple[Remote, str | None]:
     owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
     if not isinstance(owner, Remote):
-        raise TypeError("timed() takes a kata function or method, a proxy from the jail")
-    jail = owner._jail
+        raise TypeError(f"{what}() takes a kata function or method, a proxy from the jail")
+    return owner, method
 
-    def upload(a):
-        return jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a
 
-    sent = [[upload(a) for a in one] for one in args] if batch else [upload(a) for a in args]
+def upload(fn, args) -> list:
+    """args with every array larger than UPLOAD_BYTES already sent to fn's
+    jail (as handles), so that timing a call of fn does not time the copy."""
+    jail = _owner(fn, "upload")[0]._jail
+    return [jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a for a in args]
+
+
+def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
+    """(seconds, digest) of one call of a kata function or method, timed here
+    around its round trip. Large array arguments are sent to the jail first
+    (see upload), outside the timing; the result stays there and only its
+    digest (protocol.digest, sampled with a probe seed) comes back, so the
+    time is the work, not the copying. batch: args is a list of argument
+    lists, called in order in one round trip (the digest is then a list),
+    for calls too quick to time one by one."""
+    owner, method = _owner(fn, "timed")
+    sent = [upload(fn, one) for one in args] if batch else upload(fn, args)
     t0 = time.perf_counter()
-    _, digest = jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
+    _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
     return time.perf_counter() - t0, digest
 
 
@@ -575,9 +597,7 @@ def call_many(fn, arg_lists, **kwargs) -> list:
     calls in the same order (a generator shared by the calls advances through
     them exactly as in a loop). For suites that call a kata function
     thousands of times."""
-    owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
-    if not isinstance(owner, Remote):
-        raise TypeError("call_many() takes a kata function or method, a proxy from the jail")
+    owner, method = _owner(fn, "call_many")
     return owner._jail.call(owner, method, [list(a) for a in arg_lists], kwargs, batch=True)
 
 

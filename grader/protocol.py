@@ -43,6 +43,7 @@ MAX_MESSAGE = 4000  # characters of an error message kept
 DTYPES = frozenset(np.dtype(t).str for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
+_PLAIN = frozenset({bool, int, float, str})  # JSON's own values, exactly these types (no subclasses)
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
 
@@ -244,11 +245,17 @@ class Codec:
 
     # -- encoding
     def encode(self, value, buffers: list, depth: int = 0):
+        t = type(value)
+        if t in _PLAIN or value is None:
+            return value
+        if t is np.ndarray or isinstance(value, (np.ndarray, np.generic)):
+            dt = value.dtype.str
+            if dt in DTYPES:
+                buffers.append(value.tobytes())  # C order, whatever the strides
+                return {"$": "np" if isinstance(value, np.generic) else "nd", "dtype": dt,
+                        "shape": list(value.shape), "buf": len(buffers) - 1}
         if depth > MAX_DEPTH:
             raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep cannot cross")
-        t = type(value)
-        if value is None or t in (bool, int, float, str):
-            return value
         if t is list:
             return [self.encode(v, buffers, depth + 1) for v in value]
         if t is tuple:
@@ -256,14 +263,9 @@ class Codec:
         if t is dict:
             return {"$": "dict", "items": [[self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)]
                                            for k, v in value.items()]}
-        if isinstance(value, (bytes, bytearray)) and t in (bytes, bytearray):
+        if t in (bytes, bytearray):
             buffers.append(bytes(value))
             return {"$": "bytes", "buf": len(buffers) - 1}
-        if isinstance(value, (np.ndarray, np.generic)) and np.dtype(value.dtype).str in DTYPES:
-            arr = np.asarray(value)
-            buffers.append(arr.tobytes())  # C order, whatever the strides
-            tag = "np" if isinstance(value, np.generic) else "nd"
-            return {"$": tag, "dtype": arr.dtype.str, "shape": list(arr.shape), "buf": len(buffers) - 1}
         if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
             dt = np.dtype(value)
             if dt.str in DTYPES:
@@ -286,15 +288,18 @@ class Codec:
 
     # -- decoding
     def decode(self, data, buffers: list[bytes], depth: int = 0):
+        t = type(data)
+        if t in _PLAIN or data is None:
+            return data
         if depth > MAX_DEPTH:
             raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep")
-        if data is None or type(data) in (bool, int, float, str):
-            return data
-        if type(data) is list:
+        if t is list:
             return [self.decode(v, buffers, depth + 1) for v in data]
         if type(data) is not dict:
             raise ProtocolError("a malformed value")
         tag = data.get("$")
+        if tag == "nd" or tag == "np":
+            return decode_array(data, buffers)
         if tag == "tuple":
             return tuple(self.decode(v, buffers, depth + 1) for v in _items(data))
         if tag == "dict":
@@ -309,8 +314,6 @@ class Codec:
             return out
         if tag == "bytes":
             return _buffer(data, buffers)
-        if tag in ("nd", "np"):
-            return decode_array(data, buffers)
         if tag == "dtype":
             if data.get("str") not in DTYPES:
                 raise ProtocolError(f"a dtype {data.get('str')!r} cannot cross; numeric dtypes only")
@@ -389,10 +392,15 @@ def digest(value, probe: int | None = None):
             samples = value[tuple(where.T)].real.astype(np.float64)
             out["samples"] = [float(v) if np.isfinite(v) else str(v) for v in samples]
             return out
-        finite = np.isfinite(value)
-        clean = np.where(finite, value, 0).real.astype(np.float64)
-        out.update({"sum": float(clean.sum()), "abs": float(np.abs(clean).sum()),
-                    "nonfinite": int(value.size - np.count_nonzero(finite))})
+        total = float(value.real.sum(dtype=np.float64))
+        size = float(np.abs(value, dtype=np.float64).sum()) if value.dtype.kind != "c" else float(np.abs(value).sum())
+        nonfinite = 0
+        if not (np.isfinite(total) and np.isfinite(size)):  # only then pay for a pass that finds them
+            finite = np.isfinite(value)
+            nonfinite = int(value.size - np.count_nonzero(finite))
+            clean = np.where(finite, value, 0).real
+            total, size = float(clean.sum(dtype=np.float64)), float(np.abs(clean).sum(dtype=np.float64))
+        out.update({"sum": total, "abs": size, "nonfinite": nonfinite})
         return out
     return None
 

@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     channel = Channel(args.fd)
     os.set_inheritable(args.fd, False)
     reporter = Reporter(channel, args.kata, set(args.only), json.loads(args.tasks), limits)
+    judge.SETTINGS.target = args.target
+    judge.prestart(args.kata, Path(args.suite).with_name(f"baseline_{args.kata}.py"))
     pytest_args = [
         args.suite,
         f"--target={args.target}",

@@ -9,6 +9,8 @@ benchmark) talks to these adapters and never to the model's pieces:
     lm.logits(prompt + [t1, t2])  # reuses the prompt's keys/values, computes 2 positions
     lm.calls, lm.positions        # 2 calls, T + 2 positions pushed through the model
 
+`BigramLM` is a lookup table behind the same method.
+
 `CachedLM` keeps its own small KV cache: the keys and values of the longest
 prefix shared with the previous call are reused, everything after it is
 recomputed. It is built from the model's pieces (embed, qkv, attend, mlp,
@@ -110,6 +112,29 @@ class CachedLM:
             x = x + model.mlp(layer, x)
         self._logits[n:T] = model.logits(x)
         self.positions += T - n
+
+
+class BigramLM:
+    """A language model whose logits at a position depend only on that
+    position's token: logits(tokens) = table[tokens], with table (V, V).
+    Tiny and exact, for checks that draw thousands of sequences. The grader
+    copies it into the jail as its table (it keeps no counts)."""
+
+    def __init__(self, table):
+        table = np.asarray(table, dtype=np.float64)
+        if table.ndim != 2 or table.shape[0] != table.shape[1] or table.shape[0] < 1:
+            raise ValueError(f"table must be a square (V, V) array, got shape {table.shape}")
+        if not np.all(np.isfinite(table)):
+            raise ValueError("table must hold finite logits")
+        self.table = table
+
+    def logits(self, tokens) -> np.ndarray:
+        """Logits (T, V): row t is table[tokens[t]]."""
+        tokens = np.asarray(tokens)
+        V = self.table.shape[0]
+        if tokens.ndim != 1 or tokens.size == 0 or tokens.dtype.kind not in "iu" or tokens.min() < 0 or tokens.max() >= V:
+            raise ValueError(f"tokens must be a non-empty 1-D int sequence in [0, {V}), got {tokens!r}")
+        return self.table[tokens]
 
 
 def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> list[int]:

@@ -26,9 +26,9 @@ LOSS_ATOL, LOSS_RTOL = 1e-6, 1e-5  # loss values vs float64
 GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4  # gradient vs central finite differences
 FD_STEP = 1e-5  # step of the central finite differences
 FLAT_TOL = 1e-6  # slack when checking that KL to uniform never increases with T
-# Loss + gradient may take this many times two plain softmaxes. Vectorized versions measure 4-8x on a
-# busy 2-core machine (each needs about three softmaxes of passes), a row-by-row gradient 40x and more.
-SPEED_RATIO = 15.0
+# Loss + gradient may take this many times two plain softmaxes, both timed through the jail's channel.
+# The reference measures about 4x (it needs about three softmaxes of passes), a row-by-row gradient about 20x.
+SPEED_RATIO = 10.0
 IGNORE = -100
 
 
@@ -532,16 +532,16 @@ def _grad64(student, teacher, labels, temperature, alpha):
 
 @pytest.mark.speed
 def test_loss_and_gradient_are_vectorized(kd):
-    """Loss plus gradient on (4096, 256) logits against two plain softmaxes of
+    """Loss plus gradient on (2048, 256) logits against two plain softmaxes of
     the same size (baseline_distillation.py), both timed through the same
     channel on fresh logits each repeat. A vectorized version needs a few
-    softmaxes' worth of passes over the array; a Python loop over rows takes
-    40x and more. The two are timed alternately, up to three rounds, and the
+    softmaxes' worth of passes over the array (about 4x); a Python loop over
+    rows takes about 20x. The two are timed alternately, up to three rounds, and the
     best round kept, so a busy machine does not fail fast code."""
     gen = common.rng(9)
 
     def inputs(i):
-        return (gen.standard_normal((4096, 256)), gen.standard_normal((4096, 256)), gen.integers(0, 256, 4096),
+        return (gen.standard_normal((2048, 256)), gen.standard_normal((2048, 256)), gen.integers(0, 256, 2048),
                 2.0, 0.5)
 
     def expect(student, teacher, labels, temperature, alpha):
@@ -556,5 +556,5 @@ def test_loss_and_gradient_are_vectorized(kd):
         if ratio < SPEED_RATIO:
             break
     assert ratio < SPEED_RATIO, (
-        f"loss + gradient on (4096, 256) logits took {ratio:.1f}x the time of two softmaxes; allowed "
+        f"loss + gradient on (2048, 256) logits took {ratio:.1f}x the time of two softmaxes; allowed "
         f"{SPEED_RATIO:g}x: work on whole arrays, not row by row")

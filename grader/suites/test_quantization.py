@@ -34,8 +34,9 @@ REL_TOL = 1e-5
 KL_8BIT = 1e-3
 # Share of 32 greedily generated tokens the 8-bit model must agree on.
 GREEDY_AGREEMENT = 0.95
-# Grouped quantization may take this many times a minimal vectorized version (see the speed test).
-SPEED_RATIO = 10.0
+# Grouped quantization may take this many times a minimal vectorized version (see the speed test):
+# correct vectorized code measures about 1x, a Python loop over the groups about 13x.
+SPEED_RATIO = 5.0
 
 BITS = st.integers(2, 8)
 # Zero, or a magnitude in [1e-3, 100]: no subnormals, whose scales lose precision.
@@ -796,24 +797,26 @@ def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, wa
 
 @pytest.mark.speed
 def test_grouped_quantization_is_vectorized(qz):
-    """4M float32 values (4096 rows of 1024) in groups of 32: 131072 groups.
+    """2M float32 values (2048 rows of 1024) in groups of 32: 65536 groups.
 
     The issue asks for "within 10x of one np.round over the same array", but
     with NumPy 2 the max over each group of 32 alone costs 10-20 np.rounds
     (a reduction over a short last axis pays per row), so a correct
     vectorized implementation lands at 20-35x. The baseline is therefore a
     minimal vectorized grouped quantization (baseline_quantization.py, the
-    same handful of whole-array calls), timed through the same channel; a
-    Python loop over groups or rows is 50-1000x slower than it.
+    same handful of whole-array calls), timed through the same channel:
+    correct vectorized code measures about 1x, a Python loop over the
+    groups about 13x and one over single values far more, so the bar sits
+    at 5x.
     """
     gen = rng(51)
 
     def inputs(i):  # the warm-up (i = -1) on a quarter of the rows
-        return gen.random((1024 if i < 0 else 4096, 1024), dtype=np.float32) - np.float32(0.5), 4, 32
+        return gen.random((512 if i < 0 else 2048, 1024), dtype=np.float32) - np.float32(0.5), 4, 32
 
     ratio = time_ratio(qz.quantize_grouped, load_baseline("quantization").quantize_grouped, inputs,
                        repeats=3, what="quantize_grouped")
     assert ratio < SPEED_RATIO, (
         f"quantize_grouped took {ratio:.1f}x the time of a few whole-array numpy calls doing the same job "
-        f"on 4M values; allowed {SPEED_RATIO:g}x (a Python loop over groups or rows?)"
+        f"on 2M values; allowed {SPEED_RATIO:g}x (a Python loop over groups or rows?)"
     )

@@ -31,7 +31,7 @@ from hypothesis.extra import numpy as hnp
 from grader import judge
 from grader.suites import common
 from grader.suites.common import load_kata
-from reference.lm import CachedLM, generate
+from reference.lm import BigramLM, CachedLM, generate
 from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import generate_naive
 
@@ -363,19 +363,6 @@ class ReversedLM:
 
     def logits(self, tokens) -> np.ndarray:
         return -self.lm.logits(tokens)
-
-
-class BigramLM:
-    """A tiny random language model whose logits at a position depend only on
-    that position's token: logits(tokens) = table[tokens], table (V, V)."""
-
-    __jail_api__ = ("logits",)  # the learner's loop calls this back in the judge
-
-    def __init__(self, table: np.ndarray):
-        self.table = table
-
-    def logits(self, tokens) -> np.ndarray:
-        return self.table[np.asarray(tokens)]
 
 
 def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int, who: str) -> None:
