@@ -1,8 +1,11 @@
-"""How long grading takes, and the grader's overhead over plain pytest.
+"""How long grading takes.
 
-Reports the wall time of `kata grade --target reference` for every kata and
-for each kata alone, and of the same suites in one plain pytest process.
-The overhead ratio is grader time / plain pytest time.
+Reports the wall time of `kata grade --target reference` for every kata
+(--jobs 2) and for each kata alone, and of the same suites under plain
+pytest (`kata test`'s way: one process, no table, no per-check limits).
+Both go through the judge and jail: every learner call is a round trip to
+the jail process, so the overhead ratio is the runner's (a judge process
+per kata, the event pipe), not the jail's.
 
     python benchmarks/bench_grader.py [--repeats 3] [--jobs 2]
 """

@@ -209,7 +209,8 @@ def reset_cmd(kata, yes):
 def test_cmd(kata, pytest_args, target):
     """Run KATA's grading suite under plain pytest: kata test KATA -- PYTEST_ARGS.
 
-    No isolation and no table: pytest's own output, for debugging.
+    No table and no per-check time limit: pytest's own output, for
+    debugging. Your module still runs in its jail.
     """
     k = _kata(kata)
     _check_target(target)
