@@ -35,7 +35,7 @@ import numpy as np
 
 VERSION = 1
 MAX_HEADER = 16 * 1024 * 1024  # bytes of JSON in one frame
-MAX_FRAME = 512 * 1024 * 1024  # bytes of one frame, buffers included
+MAX_FRAME = 256 * 1024 * 1024  # bytes of one frame, buffers included
 MAX_DEPTH = 40  # nesting of containers in one value
 MAX_MESSAGE = 4000  # characters of an error message kept
 

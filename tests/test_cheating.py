@@ -1,0 +1,480 @@
+"""Cheating submissions against the judge and its jail (issue 12, "Done means").
+
+Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py starts from the untouched
+stub of its kata (no line of real work; slow_memo alone starts from a correct
+but slow solution) and adds one of the ways a learner might write their own
+grade. Each run grades two cheats and an honest kata (the reference solution of
+kv_cache) together, `-j 2`, with the real CLI in a throwaway copy of this
+checkout, exactly as a course would (`python -m grader.cli grade ... --json
+--gradescope FILE`). Then it asserts that
+
+- no cheat earns a point it did not deserve;
+- the honest kata keeps its full marks;
+- the grader exits normally (1: not everything passes), with its JSON report
+  and no traceback, and does not hang;
+- the --gradescope file says what stdout says, task by task;
+- nothing persisted: the checkout's files are byte for byte as they were, no
+  jail directory, marker file or process is left behind, and a re-grade of
+  the untouched stubs afterwards is still all `todo`.
+
+Cheats that only a confined jail can stop (reading the checkout, writing into
+it, signalling or outliving other processes) run only when the grader runs as
+root (grader.confine.mode() == "root"), as it does in CI and on Gradescope;
+a plain user account does not promise that (see grader/confine.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader import confine
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+CHEATS = Path(__file__).parent / "fixtures" / "cheats"
+HONEST = "kv_cache"  # graded beside every pair of cheats from its reference solution: it must keep full marks
+SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (made here: its target is per copy)
+SIBLINGS = {"solution_paths": "sol.py"}  # a symlink to the solution placed beside the cheat in the submission
+GRADE_SECONDS = 300  # a grade that takes longer hangs
+TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
+LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
+
+MODE = confine.mode()
+CONFINED_ONLY = None if MODE == "root" else (
+    f"the grader runs in {MODE!r} mode here: only a root-mode jail (its own root without the checkout, its own "
+    "uid, no /proc, no fork) is promised to stop cheats that read or write the checkout or signal or outlive "
+    "other processes")
+ROOT_WITHOUT_JAIL = None if not (MODE != "root" and os.geteuid() == 0) else (
+    f"the grader runs as root in {MODE!r} mode: an unconfined root jail may raise its own hard limits")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One grading run: a cheat per kata, graded together with the honest kata."""
+
+    cheats: dict[str, str]  # kata -> cheat (a folder of tests/fixtures/cheats, or SYMLINK)
+    deserved: dict[str, tuple[str, ...]] = field(default_factory=dict)  # kata -> tasks its code really earns
+    skip: str | None = None  # why this run cannot be graded in this mode
+    linger: bool = False  # watch the --gradescope file for LINGER seconds after the grade
+
+
+RUNS = {
+    "events_and_gc": Run({"distillation": "gc_tamper", "moe": "fd_events"}),
+    "comparisons_and_skips": Run({"distillation": "skip", "moe": "patch_compare"}),
+    "solution_by_name_and_by_symlink": Run({"distillation": SYMLINK, "moe": "solution_import"}),
+    "solution_paths_and_persisting": Run({"distillation": "persist", "moe": "solution_paths"}, skip=CONFINED_ONLY),
+    "daemons_and_signals": Run({"distillation": "kill", "moe": "daemon"}, skip=CONFINED_ONLY, linger=True),
+    "memory_and_speed": Run({"distillation": "rlimit", "moe": "slow_memo"}, skip=ROOT_WITHOUT_JAIL,
+                            deserved={"moe": ("router", "top_k", "capacity", "layer", "losses")}),
+}
+
+
+# ------------------------------------------------------------------ grading
+
+
+@dataclass
+class Graded:
+    """What one run produced, and what it left behind."""
+
+    run: Run
+    checkout: Path
+    code: int | None  # the CLI's exit code; None if it hung and was killed
+    stdout: str
+    stderr: str
+    seconds: float
+    gradescope: str | None  # the --gradescope file when the CLI exited
+    gradescope_later: str | None  # ... and LINGER seconds later (when the run lingers)
+    listing_before: dict[str, str]
+    listing_after: dict[str, str]  # after the cheats' grade
+    listing_final: dict[str, str]  # after the re-grade of the stubs too
+    leftovers: list[str]  # what the grade left in its own TMPDIR (jail directories, cheat files)
+    markers: list[str]  # files the cheats left outside the checkout (found, then removed)
+    survivors: list[str]  # processes of a jail's uid started during the grade and still alive after it
+    stubs_code: int | None
+    stubs_stdout: str
+    stubs_stderr: str
+
+    @property
+    def report(self) -> dict:
+        return json.loads(self.stdout)
+
+    def kata(self, name: str) -> dict:
+        return next(k for k in self.report["katas"] if k["name"] == name)
+
+    def tasks(self, kata: str) -> dict[str, dict]:
+        return {t["name"]: t for t in self.kata(kata)["tasks"]}
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The tracked files of this checkout, as they are in the work tree."""
+    try:
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True,
+                               timeout=60).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"needs git to list the checkout's files: {exc}")
+    for name in filter(None, names):
+        src = ROOT / name
+        if not os.path.lexists(src):  # deleted in the work tree
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / name, follow_symlinks=False)
+
+
+def _listing(root: Path) -> dict[str, str]:
+    """Every file, link and folder under root, with a hash of its content."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                out[rel] = "link -> " + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = "folder"
+            else:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return ([f"new {p}" for p in sorted(set(after) - set(before))] +
+            [f"gone {p}" for p in sorted(set(before) - set(after))] +
+            [f"changed {p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]])
+
+
+def _run(cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str, str]:
+    """Run the CLI; kill it (its own session, which this test started) if it hangs."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, text=True)
+    try:
+        out, err = proc.communicate(timeout=GRADE_SECONDS)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return None, out, err
+
+
+def _home() -> str:
+    return os.path.expanduser("~")
+
+
+def _python_dirs() -> list[str]:
+    dirs = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return sorted(d for d in dirs if d and os.path.isdir(d))
+
+
+def _markers(token: str) -> list[str]:
+    """Files a cheat left where it should not reach: named after, or holding, this run's token. Removed."""
+    found = []
+    for where in sorted({"/tmp", "/var/tmp", "/dev/shm", "/root", _home()}):
+        if os.path.isdir(where):
+            found += [str(p) for p in Path(where).glob(f"*{token}*")]
+    for where in _python_dirs() + [_home(), "/root"]:
+        for name in ("sitecustomize.py", "usercustomize.py"):
+            path = Path(where, name)
+            try:
+                if token in path.read_text(errors="replace"):
+                    found.append(str(path))
+            except OSError:
+                pass
+    for path in found:  # a cheat that worked still must not disturb anything after this test
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return found
+
+
+def _uptime_ticks() -> int:
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _jail_processes(since_ticks: int, base: Path) -> list[str]:
+    """Live processes of a jail's uid that started after `since_ticks` (clock ticks since boot) and belong
+    to this run: their command line names a path under `base` (a jail's does, and so does anything forked
+    from it or started by the daemon cheat), unlike another grader's running on this machine meanwhile."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = next(int(ln.split()[1]) for ln in status.read_text().splitlines() if ln.startswith("Uid:"))
+            stat = (status.parent / "stat").read_text()
+            started = int(stat.rsplit(")", 1)[1].split()[19])
+            cmdline = (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+        if uid >= confine.UID_BASE and started >= since_ticks and str(base) in cmdline:
+            found.append(f"pid {status.parent.name} uid {uid}: {cmdline[:200]}")
+    return found
+
+
+def _grade(name: str, run: Run, base: Path) -> Graded:
+    checkout, sub, tmp, state = base / "checkout", base / "submission", base / "tmp", base / "state"
+    for d in (checkout, sub, tmp, state):
+        d.mkdir()
+    _copy_checkout(checkout)
+    gradescope = base / "results.json"
+    token = f"{name}-{uuid.uuid4().hex[:10]}"
+    fill = {"@CHECKOUT@": str(checkout), "@SUBMISSION@": str(sub), "@GRADESCOPE@": str(gradescope),
+            "@TOKEN@": token, "@HOME@": _home()}
+    solutions = checkout / "reference" / "solutions"
+    for kata, cheat in run.cheats.items():
+        if cheat == SYMLINK:
+            (sub / f"{kata}.py").symlink_to(solutions / f"{kata}.py")
+            continue
+        text = (CHEATS / cheat / f"{kata}.py").read_text(encoding="utf-8")
+        for key, value in fill.items():
+            text = text.replace(key, value)
+        (sub / f"{kata}.py").write_text(text, encoding="utf-8")
+        if cheat in SIBLINGS:
+            (sub / SIBLINGS[cheat]).symlink_to(solutions / f"{kata}.py")
+    (sub / f"{HONEST}.py").write_text((solutions / f"{HONEST}.py").read_text(encoding="utf-8"), encoding="utf-8")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KATA_") or k == "KATA_JAIL"}
+    env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp), KATA_STATE_DIR=str(state))
+    where = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"], cwd=checkout, env=env,
+                           capture_output=True, text=True, timeout=60).stdout.strip()
+    assert where == str(checkout / "grader" / "__init__.py"), f"the copy's grader is not the one run: {where}"
+
+    listing_before = _listing(checkout)
+    katas = [*run.cheats, HONEST]
+    cmd = [sys.executable, "-m", "grader.cli", "grade", *katas, "--target", str(sub), "--json",
+           "--gradescope", str(gradescope), "-j", "2", "--test-timeout", str(TEST_SECONDS)]
+    since = _uptime_ticks()
+    started = time.monotonic()
+    code, out, err = _run(cmd, checkout, env)
+    seconds = time.monotonic() - started
+    text = gradescope.read_text() if gradescope.exists() else None
+    later = text
+    if run.linger:
+        time.sleep(LINGER)
+        later = gradescope.read_text() if gradescope.exists() else None
+    survivors = _jail_processes(since, base)
+    leftovers = sorted(str(p.relative_to(tmp)) for p in tmp.iterdir())
+    markers = _markers(token)
+    listing_after = _listing(checkout)
+
+    # The untouched stubs of the cheated katas (katas/ of the copy), graded after the cheats.
+    stubs_code, stubs_out, stubs_err = _run([sys.executable, "-m", "grader.cli", "grade", *run.cheats, "--json",
+                                             "-j", "2", "--test-timeout", str(TEST_SECONDS)], checkout, env)
+    return Graded(run, checkout, code, out, err, seconds, text, later, listing_before, listing_after,
+                  _listing(checkout), leftovers, markers, survivors, stubs_code, stubs_out, stubs_err)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """graded(run name) -> Graded, each run graded once per module."""
+    done: dict[str, Graded | BaseException] = {}
+
+    def get(name: str) -> Graded:
+        run = RUNS[name]
+        if run.skip:
+            pytest.skip(run.skip)
+        if name not in done:
+            try:
+                done[name] = _grade(name, run, tmp_path_factory.mktemp(name))
+            except Exception as exc:  # noqa: BLE001 - every test of the run reports it, none re-grades
+                done[name] = exc
+        if isinstance(done[name], BaseException):
+            raise done[name]
+        return done[name]
+
+    return get
+
+
+def _graded_report(g: Graded) -> dict:
+    assert g.code is not None, f"the grade hung: killed after {GRADE_SECONDS} s\n{g.stderr[-3000:]}"
+    try:
+        return g.report
+    except ValueError:
+        raise AssertionError(f"no JSON report on stdout (exit code {g.code}):\n{g.stdout[-2000:]}\n"
+                             f"{g.stderr[-3000:]}") from None
+
+
+def assert_no_undeserved_point(g: Graded, kata: str) -> None:
+    _graded_report(g)
+    deserved = g.run.deserved.get(kata, ())
+    undeserved = {t: (task["status"], task["score"]) for t, task in g.tasks(kata).items()
+                  if task["score"] and t not in deserved}
+    assert not undeserved, f"the {g.run.cheats[kata]} cheat earned points on {kata}: {undeserved}"
+
+
+def statuses(g: Graded, kata: str) -> dict[str, str]:
+    return {t: task["status"] for t, task in g.tasks(kata).items()}
+
+
+# ------------------------------------------------------------- one cheat each
+
+
+def test_result_events_forged_into_every_descriptor_earn_no_point(graded):
+    g = graded("events_and_gc")
+    assert_no_undeserved_point(g, "moe")
+    tasks = g.tasks("moe")
+    assert sum(t["checks_passed"] for t in tasks.values()) == 0, {n: t["checks_passed"] for n, t in tasks.items()}
+    # Writing into the channel breaks the protocol: the check crashes, it does not pass.
+    assert set(statuses(g, "moe").values()) <= {"crash", "todo", "error"}, statuses(g, "moe")
+
+
+def test_rewriting_code_and_registering_hooks_found_through_gc_earns_no_point(graded):
+    g = graded("events_and_gc")
+    assert_no_undeserved_point(g, "distillation")
+    # The zeros it answers are judged wrong by the suite's own, untouched comparisons.
+    assert set(statuses(g, "distillation").values()) == {"fail"}, statuses(g, "distillation")
+
+
+def test_patched_and_self_restoring_comparisons_earn_no_point(graded):
+    g = graded("comparisons_and_skips")
+    assert_no_undeserved_point(g, "moe")
+    assert set(statuses(g, "moe").values()) == {"fail"}, statuses(g, "moe")
+
+
+def test_calling_pytest_skip_from_every_kata_function_scores_nothing(graded):
+    g = graded("comparisons_and_skips")
+    assert_no_undeserved_point(g, "distillation")
+    tasks = g.tasks("distillation")
+    assert sum(t["checks_passed"] for t in tasks.values()) == 0, {n: t["checks_passed"] for n, t in tasks.items()}
+    assert set(statuses(g, "distillation").values()) == {"error"}, statuses(g, "distillation")
+
+
+def test_importing_the_solution_by_a_computed_name_or_replacing_sys_modules_earns_no_point(graded):
+    g = graded("solution_by_name_and_by_symlink")
+    assert_no_undeserved_point(g, "moe")
+    # The stub's own functions were graded: neither the solution nor the module put in sys.modules.
+    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
+
+
+def test_a_submission_file_that_is_a_symlink_to_the_solution_is_refused(graded):
+    g = graded("solution_by_name_and_by_symlink")
+    assert_no_undeserved_point(g, "distillation")
+    tasks = g.tasks("distillation")
+    assert {t["status"] for t in tasks.values()} == {"error"}, statuses(g, "distillation")
+    assert all("symlink" in t["message"] for t in tasks.values()), [t["message"] for t in tasks.values()]
+
+
+def test_executing_the_solution_from_any_path_a_learner_knows_or_finds_earns_no_point(graded):
+    g = graded("solution_paths_and_persisting")
+    assert_no_undeserved_point(g, "moe")
+    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
+
+
+def test_files_written_into_the_checkout_cwd_home_and_tmp_change_nothing_later(graded):
+    g = graded("solution_paths_and_persisting")
+    assert_no_undeserved_point(g, "distillation")
+    assert set(statuses(g, "distillation").values()) == {"todo"}, statuses(g, "distillation")
+    assert not _changes(g.listing_before, g.listing_after), _changes(g.listing_before, g.listing_after)
+    assert not g.markers, f"the cheat left files outside the checkout: {g.markers}"
+    assert not g.leftovers, f"the grade left its jail folders (the cheat's cwd and $HOME) behind: {g.leftovers}"
+    stubs = json.loads(g.stubs_stdout)
+    assert {t["status"] for k in stubs["katas"] for t in k["tasks"]} == {"todo"}
+
+
+def test_a_setsid_daemon_cannot_outlive_the_grade_or_rewrite_its_results(graded):
+    g = graded("daemons_and_signals")
+    assert_no_undeserved_point(g, "moe")
+    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
+    assert g.gradescope is not None and g.gradescope == g.gradescope_later, (
+        f"the --gradescope file changed within {LINGER} s after the grade ended:\n{g.gradescope_later}")
+    assert not g.survivors, f"processes of a jail outlived the grade: {g.survivors}"
+    assert not g.markers, f"a daemon wrote its marker: {g.markers}"
+
+
+def test_stopping_or_killing_the_grading_processes_neither_stops_the_grade_nor_earns_a_point(graded):
+    g = graded("daemons_and_signals")
+    report = _graded_report(g)
+    assert_no_undeserved_point(g, "distillation")
+    # The judge was never stopped or killed: every check came back, none waited out its time limit.
+    messages = [t["message"] for k in report["katas"] for t in k["tasks"]]
+    assert not [m for m in messages if "judge process" in m or "took longer" in m], messages
+    assert g.seconds < TEST_SECONDS, f"the grade took {g.seconds:.0f} s: something waited for a stopped process"
+
+
+def test_raising_the_memory_limit_gains_nothing(graded):
+    g = graded("memory_and_speed")
+    assert_no_undeserved_point(g, "distillation")
+    tasks = g.tasks("distillation")
+    assert all("out of memory" in t["message"] for t in tasks.values()), [t["message"] for t in tasks.values()]
+
+
+def test_stopped_clocks_and_memoized_answers_leave_a_slow_implementation_slow(graded):
+    g = graded("memory_and_speed")
+    assert_no_undeserved_point(g, "moe")
+    assert statuses(g, "moe") == {"router": "pass", "top_k": "pass", "capacity": "pass", "layer": "pass",
+                                  "losses": "pass", "speed": "slow"}
+
+
+# --------------------------------------------------------- every run, alike
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_honest_kata_graded_beside_the_cheats_keeps_full_marks(graded, name):
+    g = graded(name)
+    _graded_report(g)
+    honest = g.kata(HONEST)
+    assert honest["score"] == honest["max_score"], statuses(g, HONEST)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_grader_exits_1_with_its_whole_report_and_no_traceback(graded, name):
+    g = graded(name)
+    report = _graded_report(g)
+    assert g.code == 1, f"exit code {g.code}\n{g.stderr[-3000:]}"
+    assert "Traceback" not in g.stderr, g.stderr[-3000:]
+    assert [k["name"] for k in report["katas"]] == [*g.run.cheats, HONEST]
+    for kata in report["katas"]:
+        assert kata["tasks"] and all(t["checks_total"] > 0 for t in kata["tasks"]), kata["name"]
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_gradescope_file_agrees_with_stdout(graded, name):
+    g = graded(name)
+    report = _graded_report(g)
+    assert g.gradescope is not None, "no --gradescope file was written"
+    scope = json.loads(g.gradescope)
+    assert scope["score"] == report["score"]
+    want = {f"{k['name']}: {t['name']} ({t['title']})": (t["score"], t["max_score"])
+            for k in report["katas"] for t in k["tasks"]}
+    got = {t["name"]: (t["score"], t["max_score"]) for t in scope["tests"]}
+    assert got == want
+    assert len(scope["tests"]) == len(want)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_a_regrade_of_the_untouched_stubs_afterwards_is_still_all_todo(graded, name):
+    g = graded(name)
+    assert g.stubs_code == 1, f"exit code {g.stubs_code}\n{g.stubs_stderr[-3000:]}"
+    stubs = json.loads(g.stubs_stdout)
+    assert [k["name"] for k in stubs["katas"]] == list(g.run.cheats)
+    found = {(k["name"], t["name"]): t["status"] for k in stubs["katas"] for t in k["tasks"]}
+    assert set(found.values()) == {"todo"}, found
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_checkout_is_byte_for_byte_as_it_was(graded, name):
+    g = graded(name)
+    assert not _changes(g.listing_before, g.listing_after), _changes(g.listing_before, g.listing_after)
+    assert not _changes(g.listing_before, g.listing_final), _changes(g.listing_before, g.listing_final)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_no_jail_folder_marker_file_or_jail_process_is_left_behind(graded, name):
+    g = graded(name)
+    assert not g.leftovers, f"left in the grade's TMPDIR: {g.leftovers}"
+    assert not g.markers, f"left outside the checkout: {g.markers}"
+    assert not g.survivors, f"still running: {g.survivors}"
