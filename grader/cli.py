@@ -214,6 +214,8 @@ def test_cmd(kata, pytest_args, target):
     """
     k = _kata(kata)
     _check_target(target)
+    if target not in ("katas", "reference"):
+        target = str(_target.resolve(target))  # the caller's directory, not the suite's
     cmd = [sys.executable, "-m", "pytest", str(k.suite), f"--target={target}", "-c", os.devnull,
            "-p", "no:cacheprovider", *pytest_args]
     sys.exit(subprocess.call(cmd, cwd=str(_target.ROOT)))

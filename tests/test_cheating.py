@@ -103,7 +103,7 @@ class Graded:
     listing_final: dict[str, str]  # after the re-grade of the stubs too
     leftovers: list[str]  # what the grade left in its own TMPDIR (jail directories, cheat files)
     markers: list[str]  # files the cheats left outside the checkout (found, then removed)
-    survivors: list[str]  # processes of a jail's uid started during the grade and still alive after it
+    survivors: list[str]  # processes of the grade (judges, jails, their children) alive after it
     stubs_code: int | None
     stubs_stdout: str
     stubs_stderr: str
@@ -205,23 +205,22 @@ def _uptime_ticks() -> int:
         return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
 
 
-def _jail_processes(since_ticks: int, base: Path) -> list[str]:
-    """Live processes of a jail's uid that started after `since_ticks` (clock ticks since boot) and belong
-    to this run: their command line names a path under `base` (a jail's does, and so does anything forked
-    from it or started by the daemon cheat), unlike another grader's running on this machine meanwhile."""
+def _survivors(since_ticks: int, base: Path) -> list[str]:
+    """Live processes of this run, started after `since_ticks` (clock ticks since boot): their command line
+    names a path under `base`, as a judge's, a jail's (its folder is in the run's TMPDIR), anything forked
+    from them and the daemon cheat's shell do; another grader running on this machine meanwhile does not."""
     if not os.path.isdir("/proc/self"):
         return []
     found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            uid = next(int(ln.split()[1]) for ln in status.read_text().splitlines() if ln.startswith("Uid:"))
-            stat = (status.parent / "stat").read_text()
-            started = int(stat.rsplit(")", 1)[1].split()[19])
-            cmdline = (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, StopIteration, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            state, started = fields[0], int(fields[19])
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
             continue
-        if uid >= confine.UID_BASE and started >= since_ticks and str(base) in cmdline:
-            found.append(f"pid {status.parent.name} uid {uid}: {cmdline[:200]}")
+        if started >= since_ticks and str(base) in cmdline and state != "Z" and int(stat.parent.name) != os.getpid():
+            found.append(f"pid {stat.parent.name} ({state}): {cmdline[:300]}")
     return found
 
 
@@ -266,7 +265,7 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
     if run.linger:
         time.sleep(LINGER)
         later = gradescope.read_text() if gradescope.exists() else None
-    survivors = _jail_processes(since, base)
+    survivors = _survivors(since, base)
     leftovers = sorted(str(p.relative_to(tmp)) for p in tmp.iterdir())
     markers = _markers(token)
     listing_after = _listing(checkout)

@@ -345,3 +345,13 @@ def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_pat
     assert data["version"] >= 2 and scope["score"] == data["score"]
     assert [t["score"] for t in scope["tests"]] == [t["score"] for k in data["katas"] for t in k["tasks"]]
     assert not list(tmp_path.glob(".results.json.*")), "a temporary file was left behind"
+
+
+def test_a_relative_target_is_the_callers_directory_for_grade_and_test(cli, tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "toy.py").write_text((SUBS / "correct" / "toy.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    graded = cli.invoke(main, ["grade", "--target", "sub"])
+    tested = cli.invoke(main, ["test", "toy", "--target", "sub", "--", "-q"])
+    assert graded.exit_code == 0, graded.output
+    assert tested.exit_code == 0, tested.output
