@@ -33,7 +33,8 @@ import sys
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-UID_BASE = 100_000  # jail uids are UID_BASE + 8 * judge pid + serial: unique among live processes
+UID_BASE = 100_000  # a judge's jails take uids from UID_BASE + UIDS_PER_JUDGE * its pid on
+UIDS_PER_JUDGE = 8  # (a judge holds two jails at most: the learner's and the baseline's)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 

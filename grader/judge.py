@@ -282,7 +282,13 @@ def _runtime_paths() -> list[str]:
     return out
 
 
-_serial = 0
+def _free_uid() -> int:
+    """A uid for a new jail that no live jail of this judge has. Other judges
+    use other ranges (the range is the judge's pid), so no two live jails on
+    the machine share one and none can signal another."""
+    taken = {jail.uid for jail in _JAILS.values() if jail.proc is not None}
+    base = confine.UID_BASE + confine.UIDS_PER_JUDGE * os.getpid()
+    return next(uid for uid in range(base, base + confine.UIDS_PER_JUDGE) if uid not in taken)
 
 
 class Jail:
@@ -298,12 +304,11 @@ class Jail:
         self.module_remote: Remote | None = None
         self.failed: BaseException | None = None  # the import failed: every use fails the same way
         self.dir: str | None = None
+        self.uid = 0
 
     # -- life
     def _prepare(self) -> None:
-        global _serial
-        _serial += 1
-        self.uid = confine.UID_BASE + 8 * os.getpid() + _serial % 8
+        self.uid = _free_uid()
         self.dir = tempfile.mkdtemp(prefix="kata-jail-")
         os.chmod(self.dir, 0o755)
         root = _target.ROOT

@@ -302,3 +302,23 @@ def test_the_judge_refuses_a_forged_callback_for_a_method_it_does_not_offer(jail
     """)
     with pytest.raises(Exception, match="offers"):
         k.forge(LM())
+
+
+def test_two_live_jails_never_share_a_uid_however_often_one_restarts(jail_of, tmp_path):
+    k = jail_of("""
+        import os
+
+        def die():
+            os._exit(1)
+
+        def one():
+            return 1
+    """)
+    (tmp_path / "base.py").write_text("def two():\n    return 2\n")
+    base = judge.baseline_module(tmp_path / "base.py")
+    assert base.two() == 2
+    base_uid = base._jail.uid
+    for _ in range(confine.UIDS_PER_JUDGE + 2):
+        with pytest.raises(judge.JailCrash):
+            k.die()
+        assert k.one() == 1 and k._jail.uid != base_uid
