@@ -11,6 +11,11 @@
   jail's own directory, and nothing else (not the checkout, not the reference
   solutions, not /proc). It then drops to a uid/gid of its own that no other
   process has, so it can signal nobody and write nothing it was not given.
+- "uid": root where namespaces cannot be made (a container without
+  CAP_SYS_ADMIN). The jail drops to its own uid as in "root" mode, so it can
+  neither write the checkout nor signal another process, but it shares the
+  file system: it can read world-readable files (the solutions, if they are
+  installed). Grade with a student edition there, which ships none.
 - "plain": anyone else (a user without bubblewrap). The jail still runs in its own session with hard
   resource limits, a scrubbed environment and a private copy of the
   submission, but it shares the user's files and processes: a learner who
@@ -39,8 +44,20 @@ UIDS_PER_JUDGE = 8  # (a judge holds two jails at most: the learner's and the ba
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
-MODES = ("root", "bwrap", "plain")
+MODES = ("root", "uid", "bwrap", "plain")
 _BWRAP_WORKS: bool | None = None
+_NAMESPACES_WORK: bool | None = None
+
+
+def _namespaces_work() -> bool:
+    """Whether this (root) process may make mount and network namespaces (checked once, in a child)."""
+    global _NAMESPACES_WORK
+    if _NAMESPACES_WORK is None:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET) == 0 else 1)
+        _NAMESPACES_WORK = os.waitpid(pid, 0)[1] == 0
+    return _NAMESPACES_WORK
 
 
 def _bwrap_works() -> bool:
@@ -65,7 +82,7 @@ def mode() -> str:
             raise ValueError(f"KATA_JAIL must be one of {', '.join(MODES)}, got {forced!r}")
         return forced
     if os.geteuid() == 0:
-        return "root"
+        return "root" if _namespaces_work() else "uid"
     return "bwrap" if _bwrap_works() else "plain"
 
 
@@ -126,11 +143,18 @@ def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str]) -
 
 
 def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str]):
-    """A preexec_fn for the jail in the root or plain mode. Runs in the child
-    after fork, before exec."""
+    """A preexec_fn for the jail in the root, uid or plain mode. Runs in the
+    child after fork, before exec."""
     parent = os.getpid()
     if chosen == "plain":
         return lambda: _last_words(parent)
+    if chosen == "uid":
+        def drop():
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            _last_words(parent)
+        return drop
     binds = readable_paths()
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)

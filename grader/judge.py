@@ -327,7 +327,7 @@ class Jail:
             os.chmod(path, 0o555 if path.is_dir() else 0o444)
         work = Path(self.dir, "work")
         work.mkdir(mode=0o700)
-        if confine.mode() == "root":
+        if confine.mode() in ("root", "uid"):
             os.chown(work, self.uid, self.uid)
         self.sub, self.work = str(sub), str(work)
 
@@ -350,6 +350,10 @@ class Jail:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(child.fileno(),),
                 close_fds=True, env=env, cwd=self.work, start_new_session=True, preexec_fn=preexec)
+        except (OSError, subprocess.SubprocessError) as exc:
+            parent.close()
+            raise JailCrash(f"the grader could not start the kata process in {confine.mode()!r} mode ({exc}); "
+                            "see grader/confine.py for the modes, KATA_JAIL to choose one") from None
         finally:
             child.close()
         self.generation += 1
@@ -362,6 +366,7 @@ class Jail:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            self.proc.kill()
             self.proc.wait()
             self.peer.sock.close()
             self.log.close()
