@@ -1,9 +1,12 @@
 """Cheating submissions against the judge and its jail (issue 12, "Done means").
 
-Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py starts from the untouched
-stub of its kata (no line of real work; slow_memo alone starts from a correct
-but slow solution) and adds one of the ways a learner might write their own
-grade. Each run grades two cheats and an honest kata (the reference solution of
+Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
+learner might write their own grade. Its submission is put together here: the
+untouched stub of its kata (no line of real work; slow_memo alone starts from a
+correct but slow solution, the reference solution with its loop over experts
+made a loop over tokens), then tests/fixtures/cheats/_wrap.py (with which a
+cheat runs itself in every kata function before the stub's own body), then the
+cheat. Each run grades two cheats and an honest kata (the reference solution of
 kv_cache) together, `-j 2`, with the real CLI in a throwaway copy of this
 checkout, exactly as a course would (`python -m grader.cli grade ... --json
 --gradescope FILE`). Then it asserts that
@@ -28,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,9 +50,16 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEATS = Path(__file__).parent / "fixtures" / "cheats"
+WRAP = CHEATS / "_wrap.py"  # put between the kata's base text and the cheat
 HONEST = "kv_cache"  # graded beside every pair of cheats from its reference solution: it must keep full marks
 SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (made here: its target is per copy)
 SIBLINGS = {"solution_paths": "sol.py"}  # a symlink to the solution placed beside the cheat in the submission
+# Cheats that start from their kata's reference solution, made slow: (the code to replace, its slow version).
+# slow_memo: moe_forward's loop over experts (a gathered matmul each) becomes a loop over tokens.
+SLOWED = {"slow_memo": (re.compile(r"^    for e in range\(E\):\n(?:        .*\n)+", re.MULTILINE),
+                        "    for t, e, g in zip(tokens, experts[order], gates):  # the slow part: one token at a time\n"
+                        "        h = x[t:t + 1]\n"
+                        "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n")}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
 TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
 LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
@@ -224,6 +235,32 @@ def _survivors(since_ticks: int, base: Path) -> list[str]:
     return found
 
 
+def _end(survivors: list[str]) -> None:
+    """Kill what this run left running (processes it started, by their ids), so a cheat that
+    escaped, or a hung judge, disturbs nothing after this test."""
+    for line in survivors:
+        try:
+            os.kill(int(line.split()[1]), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def _submission(kata: str, cheat: str, checkout: Path, fill: dict[str, str]) -> str:
+    """The cheat's module for kata: its base (the copy's stub, or for a SLOWED cheat its reference solution
+    made slow), then _wrap.py, then the cheat with fill's values written in."""
+    if cheat in SLOWED:
+        loop, slow = SLOWED[cheat]
+        solution = (checkout / "reference" / "solutions" / f"{kata}.py").read_text(encoding="utf-8")
+        base, found = loop.subn(slow, solution)
+        assert found == 1, f"{cheat}: the loop to make slow is not in the reference solution of {kata} (once)"
+    else:
+        base = (checkout / "katas" / f"{kata}.py").read_text(encoding="utf-8")
+    text = (CHEATS / cheat / f"{kata}.py").read_text(encoding="utf-8")
+    for key, value in fill.items():
+        text = text.replace(key, value)
+    return base + "\n\n" + WRAP.read_text(encoding="utf-8") + "\n\n" + text
+
+
 def _grade(name: str, run: Run, base: Path) -> Graded:
     checkout, sub, tmp, state = base / "checkout", base / "submission", base / "tmp", base / "state"
     for d in (checkout, sub, tmp, state):
@@ -238,10 +275,7 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
         if cheat == SYMLINK:
             (sub / f"{kata}.py").symlink_to(solutions / f"{kata}.py")
             continue
-        text = (CHEATS / cheat / f"{kata}.py").read_text(encoding="utf-8")
-        for key, value in fill.items():
-            text = text.replace(key, value)
-        (sub / f"{kata}.py").write_text(text, encoding="utf-8")
+        (sub / f"{kata}.py").write_text(_submission(kata, cheat, checkout, fill), encoding="utf-8")
         if cheat in SIBLINGS:
             (sub / SIBLINGS[cheat]).symlink_to(solutions / f"{kata}.py")
     (sub / f"{HONEST}.py").write_text((solutions / f"{HONEST}.py").read_text(encoding="utf-8"), encoding="utf-8")
@@ -250,7 +284,8 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
     env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp), KATA_STATE_DIR=str(state))
     where = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"], cwd=checkout, env=env,
                            capture_output=True, text=True, timeout=60).stdout.strip()
-    assert where == str(checkout / "grader" / "__init__.py"), f"the copy's grader is not the one run: {where}"
+    assert Path(where).resolve() == (checkout / "grader" / "__init__.py").resolve(), (
+        f"the copy's grader is not the one that runs: {where}")
 
     listing_before = _listing(checkout)
     katas = [*run.cheats, HONEST]
@@ -266,6 +301,7 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
         time.sleep(LINGER)
         later = gradescope.read_text() if gradescope.exists() else None
     survivors = _survivors(since, base)
+    _end(survivors)
     leftovers = sorted(str(p.relative_to(tmp)) for p in tmp.iterdir())
     markers = _markers(token)
     listing_after = _listing(checkout)
@@ -273,6 +309,7 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
     # The untouched stubs of the cheated katas (katas/ of the copy), graded after the cheats.
     stubs_code, stubs_out, stubs_err = _run([sys.executable, "-m", "grader.cli", "grade", *run.cheats, "--json",
                                              "-j", "2", "--test-timeout", str(TEST_SECONDS)], checkout, env)
+    _end(_survivors(since, base))
     return Graded(run, checkout, code, out, err, seconds, text, later, listing_before, listing_after,
                   _listing(checkout), leftovers, markers, survivors, stubs_code, stubs_out, stubs_err)
 
