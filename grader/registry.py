@@ -1,7 +1,9 @@
 """The kata registry: grader/katas.toml loaded into validated dataclasses.
 
 The TOML file is the one place that names each kata, its tasks, their
-points, the suite tests that belong to each task, and the hints.
+points, the suite tests that belong to each task, the hints, and for
+`kata interview`: the functions each task writes, its follow-up questions
+and the ready-made interviews (presets).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -18,10 +21,19 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 REGISTRY_PATH = Path(__file__).with_name("katas.toml")
 SUITES_DIR = Path(__file__).with_name("suites")
+MAX_MINUTES = 600  # the longest interview a preset or `kata interview --minutes` may set
 
 
 class RegistryError(ValueError):
     """katas.toml is malformed; the message names the entry and the problem."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """A follow-up question for after an interview: it probes understanding beyond passing."""
+
+    ask: str  # the question, as the interviewer asks it
+    answer: str  # the answer sketch, for the interviewer's eyes only
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,29 @@ class Task:
     points: int  # what passing the task is worth
     tests: tuple[str, ...]  # names of the suite's test functions that grade it
     hints: tuple[str, ...]  # two or three questions, each a bigger nudge than the last
+    functions: tuple[str, ...] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
+    questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
+
+
+class Difficulty(str, Enum):
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A ready-made interview: `kata interview --preset NAME`."""
+
+    name: str  # id on the command line, e.g. "kv-cache-30"
+    title: str  # e.g. "KV cache in 30 minutes"
+    kata: str
+    tasks: tuple[str, ...]  # the tasks under interview; empty for the whole kata
+    minutes: int
+    difficulty: Difficulty
 
 
 @dataclass(frozen=True)
@@ -80,7 +115,29 @@ def _task(entry: dict, where: str) -> Task:
         raise RegistryError(f"{where}: 'tests' must list one or more test function names (test_...)")
     if not 2 <= len(hints) <= 3 or not all(isinstance(h, str) and h.strip() for h in hints):
         raise RegistryError(f"{where}: give two or three non-empty hints, got {len(hints)}")
-    return Task(name, _need(entry, "title", str, where), points, tests, hints)
+    functions = tuple(_need(entry, "functions", list, where)) if "functions" in entry else ()
+    bad = [f for f in functions if not (isinstance(f, str) and f.isidentifier() and not f.startswith("_"))]
+    if bad:
+        raise RegistryError(f"{where}: 'functions' must list public function or class names of the kata module, got {bad!r}")
+    questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.get("question", []), 1))
+    if questions and not 2 <= len(questions) <= 3:
+        raise RegistryError(f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}")
+    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions)
+
+
+def _question(entry, where: str) -> Question:
+    if not isinstance(entry, dict):
+        raise RegistryError(f"{where}: must be a table with 'ask' and 'answer', got {entry!r}")
+    ask, answer = _need(entry, "ask", str, where), _need(entry, "answer", str, where)
+    if not ask.strip() or not answer.strip():
+        raise RegistryError(f"{where}: 'ask' and 'answer' must not be empty")
+    return Question(ask.strip(), answer.strip())
+
+
+def _registry_file(path: Path | None) -> tuple[Path, dict]:
+    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+    with open(path, "rb") as f:
+        return path, tomllib.load(f)
 
 
 def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
@@ -89,9 +146,7 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
     The registry is grader/katas.toml unless `path` or the KATA_REGISTRY
     environment variable names another (an instructor's own set of katas).
     A kata's optional `suite` key is a path relative to the registry file."""
-    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    path, data = _registry_file(path)
     katas = []
     for entry in data.get("kata", []):
         name = _need(entry, "name", str, "kata")
@@ -105,6 +160,13 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
         tests = [x for t in tasks for x in t.tests]
         if len(set(tests)) != len(tests):
             raise RegistryError(f"{where}: a test is listed under two tasks")
+        owners: dict[str, str] = {}
+        for t in tasks:
+            for f in t.functions:
+                if f in owners:
+                    raise RegistryError(f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
+                                        "each function belongs to exactly one task")
+                owners[f] = t.name
         suite = path.parent / entry["suite"] if "suite" in entry else SUITES_DIR / f"test_{name}.py"
         katas.append(Kata(name, _need(entry, "title", str, where), _need(entry, "trade", str, where),
                           _need(entry, "order", int, where), tasks, suite))
@@ -115,6 +177,44 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
     if len(set(orders)) != len(orders) or min(orders, default=1) < 1:
         raise RegistryError(f"kata orders must be distinct positive integers, got {orders}")
     return tuple(sorted(katas, key=lambda k: k.order))
+
+
+def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
+    """The ready-made interviews ([[preset]] tables) of the registry, in the
+    order it lists them, each checked against its kata; a RegistryError
+    names the first problem."""
+    katas = {k.name: k for k in load_registry(path)}
+    _, data = _registry_file(path)
+    presets = []
+    for entry in data.get("preset", []):
+        name = _need(entry, "name", str, "preset")
+        where = f"preset {name!r}"
+        if not name or not all(c.isalnum() or c == "-" for c in name):
+            raise RegistryError(f"{where}: a preset name uses only letters, digits and '-'")
+        kata_name = _need(entry, "kata", str, where)
+        if kata_name not in katas:
+            raise RegistryError(f"{where}: no kata named {kata_name!r}; the katas are: {', '.join(katas)}")
+        kata = katas[kata_name]
+        tasks = tuple(_need(entry, "tasks", list, where)) if "tasks" in entry else ()
+        known = [t.name for t in kata.tasks]
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            raise RegistryError(f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}")
+        chosen = [kata.task(t) for t in tasks] or list(kata.tasks)
+        if not any(t.functions for t in chosen):
+            raise RegistryError(f"{where}: none of its tasks lists 'functions', so it leaves nothing to write")
+        minutes = _need(entry, "minutes", int, where)
+        if not 1 <= minutes <= MAX_MINUTES:
+            raise RegistryError(f"{where}: minutes must be in [1, {MAX_MINUTES}], got {minutes}")
+        difficulty = _need(entry, "difficulty", str, where)
+        if difficulty not in {d.value for d in Difficulty}:
+            allowed = ", ".join(d.value for d in Difficulty)
+            raise RegistryError(f"{where}: difficulty must be one of {allowed}, got {difficulty!r}")
+        presets.append(Preset(name, _need(entry, "title", str, where), kata_name, tasks, minutes, Difficulty(difficulty)))
+    names = [p.name for p in presets]
+    if len(set(names)) != len(names):
+        raise RegistryError(f"preset names repeat: {names}")
+    return tuple(presets)
 
 
 def find_kata(name: str, katas: tuple[Kata, ...] | None = None) -> Kata:

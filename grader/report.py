@@ -13,8 +13,8 @@ from grader.runner import GradeResult
 JSON_VERSION = 2
 
 
-def table(result: GradeResult) -> str:
-    """One row per task, then a total line."""
+def table(result: GradeResult, header: str = "") -> str:
+    """One row per task, then a total line, under `header` (by default: what was graded, and the seed)."""
     rows = []
     for kata in result.katas:
         for task in kata.tasks:
@@ -22,7 +22,8 @@ def table(result: GradeResult) -> str:
                          f"{task.score}/{task.max_score}"])
     body = tabulate(rows, headers=["kata", "task", "status", "checks", "points"], tablefmt="simple")
     total = f"total: {result.score}/{result.max_score} points in {result.duration:.1f} s"
-    return f"grading {_target.describe(result.target)}, seed {result.seed}\n\n{body}\n\n{total}"
+    header = header or f"grading {_target.describe(result.target)}, seed {result.seed}"
+    return f"{header}\n\n{body}\n\n{total}"
 
 
 def details(result: GradeResult) -> str:

@@ -288,15 +288,17 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
 
 
 def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int = 1,
-          limits: Limits = Limits()) -> GradeResult:
+          limits: Limits = Limits(), tasks: dict[str, list[str]] | None = None) -> GradeResult:
     """Grade several katas, `jobs` at a time; each in its own process.
+    tasks: kata name -> the only tasks of it to grade (all when absent).
 
     Ctrl-C (KeyboardInterrupt) kills every judge and jail at once; the
     result then holds what was graded so far, with `interrupted` set."""
     started = time.monotonic()
     _INTERRUPTED.clear()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits) for k in katas]
+    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name))
+               for k in katas]
     interrupted = False
     try:
         for future in futures:
@@ -311,6 +313,6 @@ def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int 
     results = [f.result() for f in futures if not f.cancelled()]
     return GradeResult(
         target=target, seed=seed,
-        score=sum(k.score for k in results), max_score=sum(k.max_score for k in katas),
+        score=sum(k.score for k in results), max_score=sum(k.max_score for k in results),
         duration=round(time.monotonic() - started, 3), katas=results, interrupted=interrupted,
     )

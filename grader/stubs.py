@@ -4,7 +4,8 @@ A stub is its reference solution with every function body replaced by
 `raise NotImplementedError` (docstrings, signatures, decorators, classes,
 imports and constants kept) and the private helpers, functions and methods
 whose names start with one underscore, removed. `kata reset` writes this text, and a
-project test keeps katas/ equal to it.
+project test keeps katas/ equal to it. `kata interview` asks for a partial
+stub: only some functions and classes opened, the rest left as written.
 
     python -m grader.stubs [KATA ...]          # rewrite the stubs in katas/ (all by default)
     python -m grader.stubs --check [KATA ...]  # exit 1 if any stub differs
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from typing import Callable, Collection
 
 from grader.target import KATAS_DIR, SOLUTIONS_DIR
 
@@ -32,40 +34,70 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
 
 
-def make_stub(source: str) -> str:
-    """The stub text for a reference solution's source."""
+def make_stub(source: str, only: Collection[str] | None = None) -> str:
+    """The stub text for a reference solution's source.
+
+    only: the names of the top-level functions and classes to open (their
+    bodies replaced, their private methods removed); the others stay as the
+    solution wrote them, with the private helpers they use. None opens
+    everything and removes every private helper: the learner's stub.
+    """
+    if only is None:
+        return _stub(source, lambda name: True, lambda name: True)
+    opened = set(only)
+    text = _stub(source, lambda name: name in opened, lambda name: False)
+    needed = _helpers_in_use(ast.parse(text))
+    return _stub(text, lambda name: False, lambda name: name not in needed)
+
+
+def _helpers_in_use(tree: ast.Module) -> set[str]:
+    """The private helpers that the module's other statements use, directly or through another helper."""
+    helpers = {node.name: node for node in tree.body if _is_private_helper(node)}
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in helpers}
+
+    todo = set().union(*(names(node) for node in tree.body if not _is_private_helper(node)))
+    used: set[str] = set()
+    while todo:
+        name = todo.pop()
+        used.add(name)
+        todo |= names(helpers[name]) - used
+    return used
+
+
+def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], bool]) -> str:
+    """source with the bodies of the opened top-level functions and classes
+    replaced and the dropped private helpers (and the opened classes' private methods) removed."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []  # (start, end) 0-based half-open, replacement
 
-    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    classes = [c for top in tree.body if isinstance(top, ast.ClassDef) and opened(top.name)
+               for c in ast.walk(top) if isinstance(c, ast.ClassDef)]  # with the classes they hold
     for node in tree.body + [m for c in classes for m in c.body]:
-        if _is_private_helper(node):
+        if _is_private_helper(node) and (node not in tree.body or dropped(node.name)):
             start, end = _first_line(node) - 1, node.end_lineno
             while end < len(lines) and not lines[end].strip():
                 end += 1  # swallow the blank lines that followed it
             edits.append((start, end, []))
 
-    for node in ast.walk(tree):
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and opened(n.name)]
+    for node in functions + [m for c in classes for m in c.body]:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_private_helper(node):
             continue
-        if node in tree.body or any(node in c.body for c in classes):
-            body = node.body
-            keep = 1 if (isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
-                         and isinstance(body[0].value.value, str)) else 0
-            if keep == len(body) and keep:
-                first_stmt = None
-            else:
-                first_stmt = body[keep]
-            if first_stmt is None:
-                continue
-            if first_stmt.lineno == node.lineno:
-                raise ValueError(f"line {node.lineno}: put the body of {node.name} on its own lines")
-            indent = " " * first_stmt.col_offset
-            edits.append((first_stmt.lineno - 1, body[-1].end_lineno, [f"{indent}raise NotImplementedError\n"]))
+        body = node.body
+        keep = 1 if (isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+                     and isinstance(body[0].value.value, str)) else 0
+        if keep == len(body):
+            continue
+        first_stmt = body[keep]
+        if first_stmt.lineno == node.lineno:
+            raise ValueError(f"line {node.lineno}: put the body of {node.name} on its own lines")
+        indent = " " * first_stmt.col_offset
+        edits.append((first_stmt.lineno - 1, body[-1].end_lineno, [f"{indent}raise NotImplementedError\n"]))
 
-    # Apply from the bottom up so earlier line numbers stay valid; nested
-    # functions fall inside their parent's replaced body and are skipped.
+    # Apply from the bottom up so earlier line numbers stay valid.
     edits.sort(key=lambda e: e[0], reverse=True)
     applied_from = len(lines) + 1
     for start, end, repl in edits:

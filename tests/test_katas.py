@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.registry import load_registry
+from grader.registry import load_presets, load_registry
 from grader.runner import Limits, grade
 from grader.stubs import stub_for
 from grader.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
@@ -61,6 +61,26 @@ def test_the_stub_keeps_every_public_name_of_the_reference(kata):
         return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
 
     assert public(KATAS_DIR / f"{kata.name}.py") == public(SOLUTIONS_DIR / f"{kata.name}.py")
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_every_public_function_and_class_of_the_stub_belongs_to_exactly_one_task(kata):
+    # kata interview opens a task's functions and writes the rest from the reference.
+    tree = ast.parse((KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))
+    public = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_"))
+    listed = [f for task in kata.tasks for f in task.functions]
+    assert sorted(listed) == public, "each public name of the stub must be listed under exactly one task's functions"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_every_task_has_two_or_three_follow_up_questions_with_answer_sketches(kata):
+    for task in kata.tasks:
+        assert 2 <= len(task.questions) <= 3, f"{kata.name} / {task.name} has {len(task.questions)} follow-up questions"
+        assert all(q.ask.strip() and q.answer.strip() for q in task.questions)
+
+
+def test_there_are_ready_made_interviews_for_every_kata():
+    assert {p.kata for p in load_presets()} == set(NAMES)
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)

@@ -1,0 +1,429 @@
+"""`kata interview`, driven end to end through the CLI with a fake clock:
+the workspace holds only what it should and never the answer, every attempt
+is logged, time-up freezes the code, and the report lists the attempts and
+the follow-up questions. Grading a real kata takes about a second per task,
+so the whole interview below is graded once and its outputs shared."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import shutil
+import stat
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import interview
+from grader.cli import main
+from grader.registry import RegistryError, load_presets, load_registry
+from grader.target import SOLUTIONS_DIR
+
+KATAS = load_registry()
+SEED = 987654321  # distinctive enough that finding it in an output means it was printed
+TOY_REGISTRY = Path(__file__).parent / "fixtures" / "toy" / "katas.toml"
+
+
+class FakeClock(interview.Clock):
+    """A clock that moves only when the test says so."""
+
+    def __init__(self):
+        self.t = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+    def now(self) -> datetime:
+        return self.t
+
+    def advance(self, minutes: float) -> None:
+        self.t += timedelta(minutes=minutes)
+
+
+def run(clock: FakeClock, *args: str, workspace: Path | None = None):
+    env = {"KATA_WORKDIR": str(workspace)} if workspace else {}
+    return CliRunner().invoke(main, list(args), obj=clock, env=env)
+
+
+def files_in(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------ one whole interview
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """moe / capacity in 30 minutes: a grade of the stub at 5:00, the reference
+    dropped in and graded at 10:00, a grade at 35:00 (time is up), one more after."""
+    clock = FakeClock()
+    ws = tmp_path_factory.mktemp("interview") / "ws"
+    out = {"ws": ws, "clock": clock}
+    out["start"] = run(clock, "interview", "moe", "capacity", "--minutes", "30", "--dir", str(ws), "--seed", str(SEED))
+    out["files_at_start"] = files_in(ws)
+    out["stub"] = (ws / "moe.py").read_text()
+    clock.advance(5)
+    out["grade_stub"] = run(clock, "grade", workspace=ws)
+    shutil.copyfile(SOLUTIONS_DIR / "moe.py", ws / "moe.py")
+    clock.advance(5)
+    out["grade_solution"] = run(clock, "grade", "-v", workspace=ws)
+    clock.advance(25)
+    out["grade_late"] = run(clock, "grade", workspace=ws)
+    out["grade_after"] = run(clock, "grade", workspace=ws)
+    out["log"] = [json.loads(line) for line in (ws / ".interview" / "log.jsonl").read_text().splitlines()]
+    out["report_md"] = (ws / ".interview" / "interview-report.md").read_text()
+    out["report_json"] = json.loads((ws / ".interview" / "interview-report.json").read_text())
+    return out
+
+
+def test_starting_prints_the_workspace_and_the_time_but_never_the_seed(whole):
+    result = whole["start"]
+    assert result.exit_code == 0, result.output
+    assert str(whole["ws"]) in result.output and "30 minutes" in result.output
+    assert str(SEED) not in result.output
+
+
+def test_a_new_workspace_holds_only_the_module_the_checklist_and_the_interview_state(whole):
+    assert whole["files_at_start"] == {"moe.py", "CHECKLIST.md", ".interview/state.json", ".interview/log.jsonl",
+                                       ".interview/start/moe.py"}
+
+
+def test_the_module_opens_the_tasks_functions_and_keeps_the_rest_of_the_kata(whole):
+    tree = ast.parse(whole["stub"])
+    bodies = {n.name: n.body for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert [type(s).__name__ for s in bodies["dispatch"][1:]] == ["Raise"]
+    assert [type(s).__name__ for s in bodies["expert_capacity"][1:]] == ["Raise"]
+    assert len(bodies["moe_forward"]) > 2, "moe_forward (another task) should be written out"
+
+
+def test_the_checklist_holds_only_the_tasks_under_interview(whole):
+    text = (whole["ws"] / "CHECKLIST.md").read_text()
+    assert "**capacity**" in text and "30 minutes" in text
+    assert "**router**" not in text and "**layer**" not in text
+
+
+def test_each_grade_shows_the_time_left_and_never_the_seed(whole):
+    assert "time left: 25:00 of 30:00" in whole["grade_stub"].output
+    assert "time left: 20:00 of 30:00" in whole["grade_solution"].output
+    for name in ("grade_stub", "grade_solution", "grade_late", "grade_after"):
+        assert str(SEED) not in whole[name].output, f"{name} printed the seed"
+
+
+def test_the_untouched_stub_grades_todo_and_the_reference_dropped_in_scores_full_marks(whole):
+    assert whole["grade_stub"].exit_code == 1 and "todo" in whole["grade_stub"].output
+    assert whole["grade_solution"].exit_code == 0, whole["grade_solution"].output
+    assert "total: 2/2 points" in whole["grade_solution"].output
+
+
+def test_every_attempt_is_logged_with_its_time_score_first_failure_and_code_digest(whole):
+    kinds = [e["kind"] for e in whole["log"]]
+    assert kinds == ["start", "grade", "grade", "final"]
+    start, stub, solution = whole["log"][:3]
+    assert start["sha256"] == stub["sha256"] == hashlib.sha256(whole["stub"].encode()).hexdigest()
+    assert solution["sha256"] == sha256(SOLUTIONS_DIR / "moe.py")
+    assert [stub["elapsed"], solution["elapsed"]] == [300.0, 600.0]
+    assert stub["tasks"][0]["status"] == "todo" and stub["tasks"][0]["failed_check"].startswith("test_")
+    assert "NotImplementedError" in stub["tasks"][0]["message"]
+    assert solution["tasks"][0] | {"failed_check": "", "message": ""} == solution["tasks"][0]
+    assert (solution["tasks"][0]["score"], solution["tasks"][0]["max_score"]) == (2, 2)
+
+
+def test_the_log_is_a_chain_each_line_naming_the_digest_of_the_one_before(whole):
+    lines = (whole["ws"] / ".interview" / "log.jsonl").read_bytes().splitlines()
+    assert [json.loads(line)["prev"] for line in lines] == [""] + [hashlib.sha256(line).hexdigest() for line in lines[:-1]]
+
+
+def test_the_first_grade_after_time_is_up_is_the_final_one_and_freezes_the_code(whole):
+    late, ws = whole["grade_late"], whole["ws"]
+    assert "time is up" in late.output and "final grade" in late.output
+    final = whole["log"][-1]
+    assert (final["kind"], final["reason"], final["elapsed"]) == ("final", "time up", 2100.0)
+    assert (ws / ".interview" / "final" / "moe.py").read_bytes() == (SOLUTIONS_DIR / "moe.py").read_bytes()
+    for path in (ws / "moe.py", ws / ".interview" / "final" / "moe.py"):
+        assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), f"{path} is still writable"
+
+
+def test_a_grade_after_the_end_says_the_interview_is_over_and_names_the_report(whole):
+    after = whole["grade_after"]
+    assert after.exit_code == 1
+    assert "this interview is over" in after.output
+    assert str(whole["ws"] / ".interview" / "interview-report.md") in after.output
+    assert len(whole["log"]) == 4, "a grade after the end must not be logged"
+
+
+def test_the_report_lists_every_attempt_with_its_time_score_and_first_failing_check(whole):
+    md = whole["report_md"]
+    assert "| 1 | 5:00 |" in md and "todo 0/" in md
+    assert "| 2 | 10:00 |" in md and "pass" in md
+    assert whole["log"][1]["tasks"][0]["failed_check"] in md
+    data = whole["report_json"]
+    assert [a["elapsed"] for a in data["attempts"]] == [300.0, 600.0]
+    assert (data["seed"], data["minutes"], data["end_reason"]) == (SEED, 30, "time up")
+
+
+def test_the_report_says_the_time_used_and_how_late_the_code_was_frozen(whole):
+    data = whole["report_json"]
+    assert (data["seconds_used"], data["seconds_over"]) == (1800.0, 300.0)
+    assert "frozen 5:00 after time was up" in whole["report_md"]
+    assert data["final_code_attempt"] == 2, "the final code is the code graded at attempt 2"
+
+
+def test_the_report_gives_the_follow_up_questions_with_their_answer_sketches(whole):
+    task = next(k for k in KATAS if k.name == "moe").task("capacity")
+    assert len(task.questions) >= 2
+    for q in task.questions:
+        assert q.ask in whole["report_md"] and q.answer in whole["report_md"]
+    assert whole["report_json"]["questions"] == [{"task": "capacity", "ask": q.ask, "answer": q.answer}
+                                                 for q in task.questions]
+
+
+def test_the_report_shows_the_diff_from_the_stub_to_the_final_code(whole):
+    diff = whole["report_json"]["diff"]
+    assert "-    raise NotImplementedError" in diff
+    assert "+    return position < capacity, position" in diff
+    assert "```diff" in whole["report_md"]
+
+
+# ----------------------------------------------------- finish and practice
+
+
+def test_finish_ends_the_interview_early_and_reports_the_time_used(tmp_path):
+    clock = FakeClock()
+    ws = tmp_path / "ws"
+    assert run(clock, "interview", "moe", "router", "--minutes", "20", "--dir", str(ws)).exit_code == 0
+    clock.advance(7)
+    result = run(clock, "interview", "--finish", "--dir", str(ws))
+    assert result.exit_code == 1, result.output  # the stub does not pass
+    assert "over after 7:00 of 20:00" in result.output
+    data = json.loads((ws / ".interview" / "interview-report.json").read_text())
+    assert (data["end_reason"], data["seconds_used"], data["attempts"]) == ("finished", 420.0, [])
+    assert "No attempts" in (ws / ".interview" / "interview-report.md").read_text()
+
+
+def test_practice_shows_the_questions_at_the_end_and_the_answers_only_on_request(tmp_path):
+    clock = FakeClock()
+    ws = tmp_path / "ws"
+    questions = next(k for k in KATAS if k.name == "moe").task("router").questions
+    assert run(clock, "interview", "moe", "router", "--practice", "--dir", str(ws)).exit_code == 0
+    early = run(clock, "interview", "--answers", "--dir", str(ws))
+    assert early.exit_code == 1 and "come after the interview" in early.output
+    clock.advance(3)
+    end = run(clock, "interview", "--finish", workspace=ws)
+    report = (ws / ".interview" / "interview-report.md").read_text()
+    data = json.loads((ws / ".interview" / "interview-report.json").read_text())
+    for q in questions:
+        assert q.ask in end.output and q.ask in report
+        assert q.answer not in end.output and q.answer not in report
+    assert all("answer" not in q for q in data["questions"]) and data["mode"] == "practice"
+    answers = run(clock, "interview", "--answers", "--dir", str(ws))
+    assert answers.exit_code == 0
+    assert all(q.answer in answers.output for q in questions)
+
+
+# ------------------------------------------------- the answer never leaks
+
+
+def interviews():
+    """Every task that writes functions, alone, and every whole kata."""
+    for kata in KATAS:
+        yield pytest.param(kata.name, (), id=kata.name)
+        for task in kata.tasks:
+            if task.functions:
+                yield pytest.param(kata.name, (task.name,), id=f"{kata.name}-{task.name}")
+
+
+def started(tmp_path, kata: str, tasks: tuple[str, ...], seed: int | None = 1) -> interview.Session:
+    plan = interview.plan(kata, tasks, 30)
+    return interview.start(plan, tmp_path / "ws", seed=seed, practice=False, clock=FakeClock())
+
+
+def answer_lines(kata: str, names: tuple[str, ...]) -> set[str]:
+    """The lines of the reference solution that only the bodies of these functions and classes hold."""
+    source = (SOLUTIONS_DIR / f"{kata}.py").read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    answer: set[str] = set()
+    for node in tree.body:
+        if getattr(node, "name", None) not in names:
+            continue
+        functions = [node] if isinstance(node, ast.FunctionDef) else [m for m in node.body if isinstance(m, ast.FunctionDef)]
+        for fn in functions:
+            body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+            if body:
+                answer |= {line.strip() for line in lines[body[0].lineno - 1:body[-1].end_lineno]}
+    elsewhere = set()
+    for node in tree.body:
+        if getattr(node, "name", None) not in names:
+            elsewhere |= {line.strip() for line in lines[node.lineno - 1:node.end_lineno]}
+    return {line for line in answer - elsewhere if len(line) > 3 and not line.startswith("#")}
+
+
+@pytest.mark.parametrize("kata,tasks", interviews())
+def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_path, kata, tasks):
+    session = started(tmp_path, kata, tasks)
+    secret = answer_lines(kata, session.state.functions)
+    assert secret, "the solution of the task has no lines of its own to look for"
+    for path in session.directory.rglob("*"):
+        if path.is_file():
+            held = {line.strip() for line in path.read_text().splitlines()}
+            assert not secret & held, f"{path.name} holds lines of the answer: {sorted(secret & held)[:3]}"
+
+
+@pytest.mark.parametrize("kata,tasks", interviews())
+def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp_path, kata, tasks):
+    tree = ast.parse(started(tmp_path, kata, tasks).module.read_text())
+    helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
+    for helper in helpers:
+        users = [n for n in tree.body if n is not helper
+                 and any(isinstance(x, ast.Name) and x.id == helper.name for x in ast.walk(n))]
+        assert users, f"{helper.name} is left in the module but nothing written uses it"
+
+
+@pytest.mark.parametrize("kata,tasks", [p for p in interviews() if p.values[1]])
+def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(tmp_path, kata, tasks):
+    session = started(tmp_path, kata, tasks)
+    mine, reference = session.module.read_text(), (SOLUTIONS_DIR / f"{kata}.py").read_text()
+    segments = {n.name: ast.get_source_segment(reference, n) for n in ast.parse(reference).body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    others = [name for name in segments if name not in session.state.functions]
+    assert others
+    for name in others:
+        assert segments[name] in mine, f"{name} is not written out as in the reference"
+
+
+# ------------------------------------------------- what may be started
+
+
+def test_a_task_that_writes_no_functions_cannot_be_interviewed_alone(tmp_path):
+    result = run(FakeClock(), "interview", "moe", "speed", "--dir", str(tmp_path / "ws"))
+    assert result.exit_code == 2
+    assert "writes no functions of its own" in result.output and "kata interview moe router speed" in result.output
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_speed_task_joins_the_task_whose_functions_it_times(tmp_path):
+    result = run(FakeClock(), "interview", "moe", "layer", "speed", "--dir", str(tmp_path / "ws"))
+    assert result.exit_code == 0, result.output
+    session = interview.load(tmp_path / "ws")
+    assert (session.state.tasks, session.state.functions) == (("layer", "speed"), ("MoEAux", "moe_forward"))
+
+
+def test_an_existing_folder_that_is_not_empty_is_refused_and_left_alone(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run(FakeClock(), "interview", "moe", "router", "--dir", str(tmp_path))
+    assert result.exit_code == 2 and "not an empty folder" in result.output
+    assert files_in(tmp_path) == {"notes.txt"}
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["nope"], "the katas are: kv_cache, quantization"),
+    (["moe", "nope"], "its tasks are: router, top_k"),
+    (["moe", "router", "router"], "named twice"),
+])
+def test_an_unknown_kata_or_task_is_a_usage_error_naming_the_choices(tmp_path, args, expected):
+    result = run(FakeClock(), "interview", *args, "--dir", str(tmp_path / "ws"))
+    assert result.exit_code == 2 and expected in result.output
+
+
+@pytest.mark.parametrize("args,expected", [
+    ([], "got none of them"),
+    (["--list", "--finish"], "got --list and --finish"),
+    (["moe", "--preset", "moe-dispatch-30"], "got KATA and --preset"),
+    (["--finish", "--minutes", "5"], "--minutes applies only when starting"),
+])
+def test_interview_takes_exactly_one_thing_to_do(args, expected):
+    result = run(FakeClock(), "interview", *args)
+    assert result.exit_code == 2 and expected in result.output
+
+
+def test_list_shows_every_preset_of_the_registry_with_its_difficulty():
+    result = run(FakeClock(), "interview", "--list")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    for p in load_presets():
+        assert any(p.name in line and p.title in line and str(p.difficulty) in line for line in lines), p.name
+
+
+def test_a_preset_starts_its_kata_tasks_and_minutes(tmp_path):
+    preset = next(p for p in load_presets() if p.name == "moe-dispatch-30")
+    result = run(FakeClock(), "interview", "--preset", preset.name, "--dir", str(tmp_path / "ws"))
+    assert result.exit_code == 0, result.output
+    state = interview.load(tmp_path / "ws").state
+    assert (state.kata, state.tasks, state.minutes, state.preset) == (preset.kata, preset.tasks, preset.minutes, preset.name)
+
+
+def test_without_a_seed_each_interview_draws_its_own(tmp_path):
+    seeds = [started(tmp_path / str(n), "moe", ("router",), seed=None).state.seed for n in range(2)]
+    assert seeds[0] != seeds[1] and min(seeds) > 0
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--seed", "3"], "leave out --seed"),
+    (["--json"], "leave out --json"),
+    (["kv_cache"], "grades only moe here"),
+])
+def test_grade_inside_an_interview_refuses_what_would_step_outside_it(tmp_path, args, expected):
+    started(tmp_path, "moe", ("router",))
+    result = run(FakeClock(), "grade", *args, workspace=tmp_path / "ws")
+    assert result.exit_code == 2 and expected in result.output
+    assert len(interview.load(tmp_path / "ws").entries) == 1, "a refused grade must not be logged"
+
+
+def test_an_edited_log_line_shows_as_a_broken_chain(tmp_path):
+    session = started(tmp_path, "moe", ("router",))
+    clock = FakeClock()
+    for minutes in (1, 2):
+        clock.advance(minutes)
+        session.append(interview.Entry(interview.EntryKind.GRADE, clock.now(), minutes * 60.0, "0" * 64))
+    assert interview.load(session.directory).log_intact
+    log = session.folder / "log.jsonl"
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1].replace('"elapsed": 60.0', '"elapsed": 30.0')
+    log.write_text("\n".join(lines) + "\n")
+    assert not interview.load(session.directory).log_intact
+
+
+# ------------------------------------------------------ registry checks
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (lambda t: t.replace('hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean')
+              .replace('hints = ["What shape', 'functions = ["mean_of"]\n  hints = ["What shape'),
+     "function 'mean_of' is listed under tasks 'mean' and 'scale'"),
+    (lambda t: t.replace('hints = ["What shape', 'functions = ["_private"]\n  hints = ["What shape'),
+     "'functions' must list public function or class names"),
+    (lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n',
+     "give two or three follow-up questions"),
+    (lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n\n  [[kata.task.question]]\n  ask = "How?"\n  answer = "So."\n',
+     "missing 'answer'"),
+])
+def test_the_registry_rejects_bad_interview_fields_naming_the_task(tmp_path, edit, expected):
+    path = tmp_path / "katas.toml"
+    path.write_text(edit(TOY_REGISTRY.read_text()))
+    with pytest.raises(RegistryError, match=expected):
+        load_registry(path)
+
+
+PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\ntasks = ["mean"]\nminutes = 10\ndifficulty = "easy"\n'
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (lambda p: p.replace('kata = "toy"', 'kata = "nope"'), "no kata named 'nope'"),
+    (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["nope"]'), "has no task 'nope'"),
+    (lambda p: p.replace('"easy"', '"brutal"'), "difficulty must be one of easy, medium, hard"),
+    (lambda p: p.replace("minutes = 10", "minutes = 0"), "minutes must be in"),
+    (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["fast"]'), "leaves nothing to write"),
+    (lambda p: p + p, "preset names repeat"),
+])
+def test_the_registry_rejects_bad_presets_naming_the_preset(tmp_path, edit, expected):
+    registry = TOY_REGISTRY.read_text().replace('hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean')
+    path = tmp_path / "katas.toml"
+    path.write_text(registry + edit(PRESET))
+    with pytest.raises(RegistryError, match=expected):
+        load_presets(path)
+    path.write_text(registry + PRESET)
+    assert [p.name for p in load_presets(path)] == ["toy-10"]
