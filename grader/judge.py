@@ -533,16 +533,15 @@ class ModuleProxy:
 _JAILS: dict[tuple[str, str], Jail] = {}
 
 
-def prestart(name: str, baseline: Path | None = None) -> None:
-    """Start the jail of kata `name` (and of a baseline file) now, so that its
-    interpreter starts while the judge collects the suite."""
+def prestart(name: str) -> None:
+    """Start the jail of kata `name` now, so that its interpreter starts while
+    the judge collects the suite."""
     try:
-        proxies = [kata_module(name)] + ([baseline_module(baseline)] if baseline and baseline.is_file() else [])
+        jail = kata_module(name)._jail
     except KataLoadError:
         return  # the suite meets the same error and reports it
-    for proxy in proxies:
-        if proxy._jail.peer is None and proxy._jail.failed is None:
-            proxy._jail.start()
+    if jail.peer is None and jail.failed is None:
+        jail.start()
 
 
 def kata_module(name: str) -> ModuleProxy:

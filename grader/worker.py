@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -199,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(args.fd, False)
     reporter = Reporter(channel, args.kata, set(args.only), json.loads(args.tasks), limits)
     judge.SETTINGS.target = args.target
-    judge.prestart(args.kata, Path(args.suite).with_name(f"baseline_{args.kata}.py"))
+    judge.prestart(args.kata)
     pytest_args = [
         args.suite,
         f"--target={args.target}",
