@@ -322,3 +322,14 @@ def test_two_live_jails_never_share_a_uid_however_often_one_restarts(jail_of, tm
         with pytest.raises(judge.JailCrash):
             k.die()
         assert k.one() == 1 and k._jail.uid != base_uid
+
+
+def test_one_array_passed_twice_arrives_as_two_arrays_each_call_its_own(jail_of):
+    k = jail_of("""
+        def scribble(a, b):
+            a[0] = 99.0
+            return float(b[0])
+    """)
+    x = np.zeros(3)
+    assert k.scribble(x, x) == 0.0 and x[0] == 0.0
+    assert judge.call_many(k.scribble, [(x, x)] * 3) == [0.0, 0.0, 0.0]
