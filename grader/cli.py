@@ -100,7 +100,7 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     interview's seed, logs the attempt and shows the time left.
 
     Exit code 0 when every graded task passes, 1 when any does not, 2 for a
-    usage error.
+    usage error, 130 after Ctrl-C (which prints what was graded so far).
     """
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     workspace = interview.find_workspace() if target == "katas" else None
