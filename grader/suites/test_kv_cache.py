@@ -532,7 +532,7 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
     while timed must be the same."""
     gen = common.rng(18)
     ratio = time_ratio(kv.generate, load_baseline("kv_cache").generate_naive,
-                       lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=7, what="generate")
+                       lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=5, what="generate")
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
         f"generating 16 tokens after a 176-token prompt was only {1 / ratio:.1f}x faster than generate_naive; "
         f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster")
