@@ -262,7 +262,7 @@ def answer_lines(kata: str, names: tuple[str, ...]) -> set[str]:
     return {line for line in answer - elsewhere if len(line) > 3 and not line.startswith("#")}
 
 
-@pytest.mark.parametrize("kata,tasks", interviews())
+@pytest.mark.parametrize("kata,tasks", list(interviews()))
 def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_path, kata, tasks):
     session = started(tmp_path, kata, tasks)
     secret = answer_lines(kata, session.state.functions)
@@ -273,7 +273,7 @@ def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_pa
             assert not secret & held, f"{path.name} holds lines of the answer: {sorted(secret & held)[:3]}"
 
 
-@pytest.mark.parametrize("kata,tasks", interviews())
+@pytest.mark.parametrize("kata,tasks", list(interviews()))
 def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp_path, kata, tasks):
     tree = ast.parse(started(tmp_path, kata, tasks).module.read_text())
     helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
