@@ -28,7 +28,7 @@ from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import median_seconds, shipped_or_random  # noqa: E402
+from shared import load_kata, median_seconds, shipped_or_random  # noqa: E402
 
 PROMPT = "def main"
 LENGTHS = (64, 128, 256)
@@ -51,7 +51,7 @@ def main() -> None:
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
 
-    kv = _target.load(args.target, "kv_cache")
+    kv = load_kata(args.target, "kv_cache")
     model, shipped = shipped_or_random("teacher")
     which = "the shipped teacher" if shipped else "a random model of the teacher's size (no shipped weights)"
     c = model.config

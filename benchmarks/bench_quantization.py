@@ -29,7 +29,7 @@ from grader import target as _target  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
-from shared import median_seconds, shipped_or_random  # noqa: E402
+from shared import load_kata, median_seconds, shipped_or_random  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
@@ -98,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    qz = _target.load(args.target, "quantization")
+    qz = load_kata(args.target, "quantization")
 
     print(f"Throughput over {N_VALUES:,} float32 values ({N_VALUES * 4 / 2**20:.0f} MiB), GB/s of float32 data")
     print(f"{'method':<28} {'quantize':>9} {'dequantize':>11}")

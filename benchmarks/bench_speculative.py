@@ -40,7 +40,7 @@ from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import DRAFT, TEACHER, median_seconds, shipped_or_random  # noqa: E402
+from shared import DRAFT, TEACHER, load_kata, median_seconds, shipped_or_random  # noqa: E402
 
 PROMPT_CHARS = 32
 SEED = 0
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
         parser.error(f"need --repeats >= 1 and 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
-    speculative_generate = _target.load(args.target, "speculative").speculative_generate
+    speculative_generate = load_kata(args.target, "speculative").speculative_generate
     (teacher, shipped_teacher), (draft, shipped_draft) = shipped_or_random("teacher", 1), shipped_or_random("draft", 2)
     which = "shipped teacher and draft (reference/weights)"
     if not (shipped_teacher and shipped_draft):  # never mix a shipped model with a stand-in

@@ -1,5 +1,6 @@
 """What the benchmark scripts share: the shipped models' shapes, loading a
-shipped model or a random stand-in of its shape, and a median timer.
+shipped model or a random stand-in of its shape, loading a kata module to
+time, and a median timer.
 
 The scripts put the checkout on sys.path before importing this module.
 """
@@ -28,6 +29,23 @@ def shipped_or_random(name: str, seed: int = 0) -> tuple[Model, bool]:
         except ValueError as exc:
             print(f"(the {name} weights did not load: {exc})", file=sys.stderr)
     return Model.random(SHAPES[name], seed=seed), False
+
+
+def load_kata(target: str, kata: str):
+    """The module of `kata` from a --target ('katas', 'reference' or a
+    directory), imported into this process. A benchmark only reports; unlike
+    grading, it runs the code it times in its own process."""
+    import importlib.util
+
+    from grader import target as _target
+
+    path = _target.kata_path(target, kata)
+    if not path.is_file():
+        raise SystemExit(f"no module {path.name} in {path.parent}")
+    spec = importlib.util.spec_from_file_location(f"_bench_{kata}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def median_seconds(fn, repeats: int, warmup: bool = True):

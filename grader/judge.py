@@ -544,6 +544,11 @@ def prestart(name: str) -> None:
         jail.start()
 
 
+def load(name: str) -> None:
+    """Start kata `name`'s jail and import its module now (or raise why it cannot be)."""
+    kata_module(name)._jail.ensure()
+
+
 def kata_module(name: str) -> ModuleProxy:
     """The module of kata `name` from the configured target, in its jail."""
     source = _target.kata_path(SETTINGS.target, name)

@@ -125,11 +125,9 @@ class Reporter:
         # that fails, hangs or crashes costs one check's time limit, not one per check.
         judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         try:
-            judge.kata_module(self.kata).__doc__  # noqa: B018 - any attribute starts the jail
+            judge.load(self.kata)
         except (judge.KataLoadError, judge.JailCrash, judge.JailTimeout):
             pass  # every check's fixture meets it again and reports it
-        except Exception:  # noqa: BLE001 - a missing attribute is not this step's business
-            pass
 
     def pytest_runtest_protocol(self, item, nextitem):
         task = self.tasks.get(item.originalname)
