@@ -44,6 +44,7 @@ def load_kata(target: str, kata: str):
         raise SystemExit(f"no module {path.name} in {path.parent}")
     spec = importlib.util.spec_from_file_location(f"_bench_{kata}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
