@@ -25,7 +25,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from grader import target as _target  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402

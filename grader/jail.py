@@ -69,10 +69,7 @@ _MIRRORS: dict[tuple, type] = {}
 
 def mirror(err: p.RemoteError) -> BaseException:
     """The judge's exception as one the learner's code can catch by its built-in class."""
-    import builtins
-
-    bases = tuple(b for b in (getattr(builtins, n, None) for n in err.bases)
-                  if isinstance(b, type) and issubclass(b, Exception)) or (Exception,)
+    bases = tuple(b for b in p.builtin_exceptions(err.bases) if issubclass(b, Exception)) or (Exception,)
     key = (err.name, bases)
     cls = _MIRRORS.get(key) or _MIRRORS.setdefault(key, type(err.name, bases, {"__module__": "grader"}))
     return cls(err.message)
@@ -256,10 +253,7 @@ class Server:
         if op == p.Op.CALL.value:
             method = header.get("method")
             fn = target if method is None else getattr(target, str(method))
-            args = self.codec.decode(header.get("args", []), bufs)
-            kwargs = self.codec.decode(header.get("kwargs", {"$": "dict", "items": []}), bufs)
-            if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
-                raise p.ProtocolError("malformed call arguments")
+            args, kwargs = self.codec.decode_call(header, bufs)
             rngs = list(self.codec.rngs)
             if header.get("batch"):
                 if not all(type(a) is list for a in args):

@@ -25,7 +25,6 @@ every use, without a new try.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import json
 import os
@@ -98,7 +97,7 @@ _MIRRORS: dict[tuple, type] = {}
 
 def mirror_class(name: str, module: str, qualname: str, bases: tuple[str, ...]) -> type:
     """One judge-side class per learner exception class, with its built-in bases."""
-    found = tuple(b for b in (getattr(builtins, n, None) for n in bases) if isinstance(b, type))
+    found = p.builtin_exceptions(bases)
     if not found or not all(issubclass(b, Exception) for b in found):
         found = (LearnerBaseException,)
     key = (module, qualname, found)
@@ -495,10 +494,7 @@ class Jail:
             raise p.ProtocolError(f"the grader's {type(target).__name__} offers {list(allowed)}, not {name!r}")
         if op == p.Op.GETATTR.value:
             return {n: w.copy() for n, w in target.weights.items()}, {}
-        args = codec.decode(header.get("args", []), bufs)
-        kwargs = codec.decode(header.get("kwargs", {"$": "dict", "items": []}), bufs)
-        if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
-            raise p.ProtocolError("malformed call arguments")
+        args, kwargs = codec.decode_call(header, bufs)
         return getattr(target, name)(*args, **kwargs), {}
 
 

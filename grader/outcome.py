@@ -33,7 +33,7 @@ class Status(str, Enum):
 
 
 class EventKind(str, Enum):
-    COLLECTED = "collected"  # the checks the judge will run: tests = [{"id", "name", "speed"}]
+    COLLECTED = "collected"  # the checks the judge will run: tests = [{"id", "name"}]
     START = "start"  # a check started: id
     RESULT = "result"  # a check ended: id, outcome, message, example
     DONE = "done"  # every check ended

@@ -114,6 +114,15 @@ def builtin_bases(cls: type) -> tuple[str, ...]:
     return tuple(c.__name__ for c in found if not any(o is not c and issubclass(o, c) for o in found))
 
 
+def builtin_exceptions(names) -> tuple[type, ...]:
+    """The built-in exception classes named (unknown names dropped): the bases
+    a receiver gives the class it rebuilds from a RemoteError."""
+    import builtins
+
+    found = (getattr(builtins, str(n), None) for n in names)
+    return tuple(b for b in found if isinstance(b, type) and issubclass(b, BaseException))
+
+
 def error_of(exc: BaseException, keep_frame=lambda filename: True) -> RemoteError:
     """RemoteError for an exception caught on this side."""
     import traceback
@@ -330,6 +339,14 @@ class Codec:
 
     def decode_special(self, tag, data, buffers, depth):
         raise ProtocolError(f"an unknown value tag {tag!r}")
+
+    def decode_call(self, header: dict, buffers: list[bytes]) -> tuple[list, dict]:
+        """The (args, kwargs) of a CALL request, checked."""
+        args = self.decode(header.get("args", []), buffers)
+        kwargs = self.decode(header.get("kwargs", {"$": "dict", "items": []}), buffers)
+        if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+            raise ProtocolError("malformed call arguments")
+        return args, kwargs
 
     def remote(self, data: dict):
         raise ProtocolError("this side accepts no handles of the other")

@@ -38,7 +38,6 @@ class Limits:
 class Check:
     id: str  # pytest node id
     name: str  # the test function's name
-    speed: bool  # a speed check: failing it grades the task 'slow'
     outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
@@ -220,7 +219,7 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
             for ev in events:
                 if ev.kind is EventKind.COLLECTED:
                     for t in ev.tests:
-                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"]), bool(t["speed"])))
+                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"])))
                 elif ev.kind is EventKind.START and ev.id in checks:
                     current, current_start = ev.id, time.monotonic()
                 elif ev.kind is EventKind.RESULT and ev.id in checks:

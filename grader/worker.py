@@ -118,7 +118,7 @@ class Reporter:
     def pytest_collection_modifyitems(self, session, config, items):
         items[:] = [i for i in items if not self.only or i.originalname in self.only]
         self.channel.send(Event(EventKind.COLLECTED, tests=[
-            {"id": i.nodeid, "name": i.originalname, "speed": i.get_closest_marker("speed") is not None} for i in items]))
+            {"id": i.nodeid, "name": i.originalname} for i in items]))
 
     def pytest_collection_finish(self, session):
         # Import the learner's module once, before any check, so that an import

@@ -352,6 +352,11 @@ def assert_no_undeserved_point(g: Graded, kata: str) -> None:
     assert not undeserved, f"the {g.run.cheats[kata]} cheat earned points on {kata}: {undeserved}"
 
 
+def assert_no_check_passed(g: Graded, kata: str) -> None:
+    passed = {t: task["checks_passed"] for t, task in g.tasks(kata).items()}
+    assert sum(passed.values()) == 0, passed
+
+
 def statuses(g: Graded, kata: str) -> dict[str, str]:
     return {t: task["status"] for t, task in g.tasks(kata).items()}
 
@@ -362,8 +367,7 @@ def statuses(g: Graded, kata: str) -> dict[str, str]:
 def test_result_events_forged_into_every_descriptor_earn_no_point(graded):
     g = graded("events_and_gc")
     assert_no_undeserved_point(g, "moe")
-    tasks = g.tasks("moe")
-    assert sum(t["checks_passed"] for t in tasks.values()) == 0, {n: t["checks_passed"] for n, t in tasks.items()}
+    assert_no_check_passed(g, "moe")
     # Writing into the channel breaks the protocol: the check crashes, it does not pass.
     assert set(statuses(g, "moe").values()) <= {"crash", "todo", "error"}, statuses(g, "moe")
 
@@ -384,8 +388,7 @@ def test_patched_and_self_restoring_comparisons_earn_no_point(graded):
 def test_calling_pytest_skip_from_every_kata_function_scores_nothing(graded):
     g = graded("comparisons_and_skips")
     assert_no_undeserved_point(g, "distillation")
-    tasks = g.tasks("distillation")
-    assert sum(t["checks_passed"] for t in tasks.values()) == 0, {n: t["checks_passed"] for n, t in tasks.items()}
+    assert_no_check_passed(g, "distillation")
     assert set(statuses(g, "distillation").values()) == {"error"}, statuses(g, "distillation")
 
 

@@ -31,7 +31,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "speed: a speed check (a failure grades the task 'slow', not 'fail')")
     target = config.getoption("target")
     _target.resolve(target)  # a bad --target stops here with a clear message
-    common.TARGET = judge.SETTINGS.target = target
+    judge.SETTINGS.target = target
     common.SEED = config.getoption("seed")
     settings.load_profile("grade" if config.getoption("seed") == 0 else "grade-seeded")
 
