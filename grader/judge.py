@@ -529,15 +529,18 @@ class ModuleProxy:
 _JAILS: dict[tuple[str, str], Jail] = {}
 
 
-def prestart(name: str) -> None:
-    """Start the jail of kata `name` now, so that its interpreter starts while
-    the judge collects the suite."""
+def prestart(name: str, baseline: Path | None = None) -> None:
+    """Start the jail of kata `name` now (and the baseline's, when given), so
+    that their interpreters start while the judge collects the suite."""
     try:
-        jail = kata_module(name)._jail
+        jails = [kata_module(name)._jail]
     except KataLoadError:
-        return  # the suite meets the same error and reports it
-    if jail.peer is None and jail.failed is None:
-        jail.start()
+        jails = []  # the suite meets the same error and reports it
+    if baseline is not None and baseline.is_file():
+        jails.append(baseline_module(baseline)._jail)
+    for jail in jails:
+        if jail.peer is None and jail.failed is None:
+            jail.start()
 
 
 def load(name: str) -> None:

@@ -233,6 +233,15 @@ class Codec:
         self.objects: dict[int, object] = {}  # handle -> object this side owns
         self._ids: dict[int, int] = {}  # id(object) -> handle
         self._next = 1
+        # One frame's arrays, so that an array passed many times (a batch's shared
+        # argument) crosses once: the buffer list being filled or read, and its arrays.
+        self._frame: list | None = None
+        self._arrays: dict = {}
+
+    def _frame_memo(self, buffers: list) -> dict:
+        if self._frame is not buffers:  # a new frame (the list is held, so its id is not reused)
+            self._frame, self._arrays = buffers, {}
+        return self._arrays
 
     def handle(self, obj) -> int:
         h = self._ids.get(id(obj))
@@ -260,14 +269,25 @@ class Codec:
         if t is np.ndarray or isinstance(value, (np.ndarray, np.generic)):
             dt = value.dtype.str
             if dt in DTYPES:
+                memo = self._frame_memo(buffers)
+                known = memo.get(id(value))
+                if known is not None and known[0] is value:  # the same array again in this frame
+                    return known[1]
                 buffers.append(value.tobytes())  # C order, whatever the strides
-                return {"$": "np" if isinstance(value, np.generic) else "nd", "dtype": dt,
-                        "shape": list(value.shape), "buf": len(buffers) - 1}
+                out = {"$": "np" if isinstance(value, np.generic) else "nd", "dtype": dt,
+                       "shape": list(value.shape), "buf": len(buffers) - 1}
+                if t is np.ndarray:
+                    memo[id(value)] = (value, out)  # the array is held, so its id is not reused
+                return out
         if depth > MAX_DEPTH:
             raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep cannot cross")
         if t is list:
+            if all(type(v) in _PLAIN for v in value):  # token lists and the like: JSON as they are
+                return list(value)
             return [self.encode(v, buffers, depth + 1) for v in value]
         if t is tuple:
+            if all(type(v) in _PLAIN for v in value):
+                return {"$": "tuple", "items": list(value)}
             return {"$": "tuple", "items": [self.encode(v, buffers, depth + 1) for v in value]}
         if t is dict:
             return {"$": "dict", "items": [[self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)]
@@ -303,14 +323,24 @@ class Codec:
         if depth > MAX_DEPTH:
             raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep")
         if t is list:
+            if all(type(v) in _PLAIN for v in data):
+                return data  # fresh from the JSON parser, and nobody else's
             return [self.decode(v, buffers, depth + 1) for v in data]
         if type(data) is not dict:
             raise ProtocolError("a malformed value")
         tag = data.get("$")
         if tag == "nd" or tag == "np":
-            return decode_array(data, buffers)
+            memo = self._frame_memo(buffers)
+            key = (tag, data.get("buf"), data.get("dtype"), str(data.get("shape")))
+            known = memo.get(key)
+            if known is None:
+                known = memo[key] = decode_array(data, buffers)  # checked once per buffer and layout
+            return known.copy() if tag == "nd" else known  # every use gets its own array, as if sent again
         if tag == "tuple":
-            return tuple(self.decode(v, buffers, depth + 1) for v in _items(data))
+            items = _items(data)
+            if all(type(v) in _PLAIN for v in items):
+                return tuple(items)
+            return tuple(self.decode(v, buffers, depth + 1) for v in items)
         if tag == "dict":
             out = {}
             for pair in _items(data):

@@ -196,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(args.fd, False)
     reporter = Reporter(channel, args.kata, set(args.only), json.loads(args.tasks), limits)
     judge.SETTINGS.target = args.target
-    judge.prestart(args.kata)
+    # The speed checks' baselines get their jail now too, unless only some checks run (they may not need it).
+    judge.prestart(args.kata, None if args.only else common.baseline_path(args.kata))
     pytest_args = [
         args.suite,
         f"--target={args.target}",
         f"--seed={args.seed}",
-        "-q", "--tb=no", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
+        "-q", "--tb=no", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
         "-c", os.devnull, "--rootdir", os.path.dirname(os.path.abspath(args.suite)),
     ]
     if args.seed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import textwrap
@@ -55,6 +56,20 @@ def test_plain_values_keep_their_types():
 def test_a_non_contiguous_view_crosses_as_its_values():
     x = np.arange(20.0).reshape(4, 5)[:, ::2]
     assert np.array_equal(roundtrip(x), x)
+
+
+def test_an_array_repeated_in_one_message_crosses_once_and_arrives_as_separate_arrays():
+    shared, tokens = np.arange(6.0), [1, 2]
+    buffers: list = []
+    text = json.dumps(p.Codec().encode([(shared, tokens), (shared, tokens)], buffers))  # as over the channel
+    assert len(buffers) == 1
+    (a, la), (b, lb) = p.Codec().decode(json.loads(text), buffers)
+    a[0] = 99.0
+    la.append(3)
+    assert b[0] == 0.0 and lb == [1, 2] and shared[0] == 0.0 and tokens == [1, 2]
+    buffers = []
+    p.Codec().encode([shared.copy(), shared.copy()], buffers)
+    assert len(buffers) == 2  # equal but distinct arrays both cross
 
 
 def test_object_arrays_and_unknown_objects_are_refused():
