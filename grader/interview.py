@@ -40,7 +40,7 @@ from grader.outcome import Status
 from grader.registry import MAX_MINUTES, Kata, Question, Task, find_kata, load_presets
 from grader.runner import GradeResult, KataResult, Limits
 from grader.runner import grade as run_grade
-from grader.stubs import make_stub
+from grader.stubs import make_stub, stub_for
 from grader.target import ROOT, SOLUTIONS_DIR
 
 DEFAULT_MINUTES = 45
@@ -88,7 +88,7 @@ class Plan:
     def functions(self) -> tuple[str, ...]:
         """The functions and classes the candidate writes; all of them for the whole kata."""
         if self.whole_kata:
-            return _public_names(_solution_source(self.kata.name))
+            return _public_names(stub_for(self.kata.name))  # the stub keeps every public name
         return tuple(f for t in self.tasks for f in t.functions)
 
 
@@ -129,7 +129,10 @@ def plan_preset(name: str, minutes: int | None = None) -> Plan:
 def _solution_source(kata: str) -> str:
     path = SOLUTIONS_DIR / f"{kata}.py"
     if not path.is_file():
-        raise InterviewError(f"kata {kata!r} has no reference solution at {path}, which the interview's module is made from")
+        raise InterviewError(
+            f"an interview on some of kata {kata!r}'s tasks gives the candidate the rest of the module as the reference "
+            f"solution writes it, and this copy of the project has none at {path} (a student edition ships no "
+            "solutions); interview the whole kata instead")
     return path.read_text(encoding="utf-8")
 
 
@@ -141,13 +144,12 @@ def _public_names(source: str) -> tuple[str, ...]:
 def module_text(p: Plan) -> str:
     """The kata module a candidate starts from: the plan's functions open,
     the rest as the reference solution writes them."""
-    source = _solution_source(p.kata.name)
     if p.whole_kata:
-        head, body = "# Interview: write every function and class of this module.", make_stub(source)
+        head, body = "# Interview: write every function and class of this module.", stub_for(p.kata.name)
     else:
         head = (f"# Interview: write {', '.join(p.functions)}. The rest of this module is written;"
                 " read it and call it as you like.")
-        body = make_stub(source, p.functions)
+        body = make_stub(_solution_source(p.kata.name), p.functions)
     return f"{head}\n# Grade with `kata grade` in this folder; CHECKLIST.md says what done means.\n{body}"
 
 

@@ -45,6 +45,11 @@ class Task:
     hints: tuple[str, ...]  # two or three questions, each a bigger nudge than the last
     functions: tuple[str, ...] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
     questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
+    visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
+    release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
+
+
+VISIBILITIES = ("visible", "hidden")
 
 
 class Difficulty(str, Enum):
@@ -122,7 +127,13 @@ def _task(entry: dict, where: str) -> Task:
     questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.get("question", []), 1))
     if questions and not 2 <= len(questions) <= 3:
         raise RegistryError(f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}")
-    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions)
+    visibility = entry.get("visibility", "visible")
+    if visibility not in VISIBILITIES:
+        raise RegistryError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
+    release = entry.get("release", True)
+    if type(release) is not bool:
+        raise RegistryError(f"{where}: release must be true or false, got {release!r}")
+    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions, visibility, release)
 
 
 def _question(entry, where: str) -> Question:

@@ -82,6 +82,7 @@ def as_json(result: GradeResult) -> dict:
                         "message": t.message,
                         "hint": t.hint,
                         "failures": t.failures,
+                        "visibility": t.visibility,
                     }
                     for t in k.tasks
                 ],

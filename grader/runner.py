@@ -55,6 +55,7 @@ class TaskResult:
     message: str  # why the first failing check failed, in the learner's words
     hint: str  # the task's first hint, shown when the task does not pass
     failures: list[dict] = field(default_factory=list)
+    visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
 
 
 @dataclass
@@ -260,7 +261,7 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
         name=task.name, title=task.title, status=status,
         score=task.points if status is Status.PASS else 0, max_score=task.points,
         checks_passed=passed, checks_total=len(checks), message=message,
-        hint="" if status is Status.PASS else task.hints[0], failures=failures,
+        hint="" if status is Status.PASS else task.hints[0], failures=failures, visibility=task.visibility,
     )
 
 

@@ -3,18 +3,22 @@
 A stub is its reference solution with every function body replaced by
 `raise NotImplementedError` (docstrings, signatures, decorators, classes,
 imports and constants kept) and the private helpers, functions and methods
-whose names start with one underscore, removed. `kata reset` writes this text, and a
-project test keeps katas/ equal to it. `kata interview` asks for a partial
-stub: only some functions and classes opened, the rest left as written.
+whose names start with one underscore, removed. Each stub is stored twice:
+in katas/ (the learner's copy, which they edit) and in grader/stub_files/
+(untouched: what `kata reset` restores, so a student edition without the
+solutions can still reset). A project test keeps both equal to this text.
+`kata interview` asks for a partial stub: only some functions and classes
+opened, the rest left as written.
 
-    python -m grader.stubs [KATA ...]          # rewrite the stubs in katas/ (all by default)
-    python -m grader.stubs --check [KATA ...]  # exit 1 if any stub differs
+    python -m grader.stubs [KATA ...]          # rewrite both copies of the stubs (all by default)
+    python -m grader.stubs --check [KATA ...]  # exit 1 if any copy differs
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+from pathlib import Path
 from typing import Callable, Collection
 
 from grader.target import KATAS_DIR, SOLUTIONS_DIR
@@ -108,7 +112,19 @@ def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], b
     return "".join(lines)
 
 
+STUB_FILES = Path(__file__).with_name("stub_files")  # the untouched stubs, shipped in every edition
+
+
 def stub_for(kata: str) -> str:
+    """The untouched stub of kata, as stored in grader/stub_files/."""
+    path = STUB_FILES / f"{kata}.py"
+    if not path.is_file():
+        raise ValueError(f"no stored stub for kata {kata!r} at {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def stub_from_solution(kata: str) -> str:
+    """The stub made from kata's reference solution (which only the full project ships)."""
     return make_stub((SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8"))
 
 
@@ -119,15 +135,16 @@ def main(argv: list[str]) -> int:
     for solution in sorted(SOLUTIONS_DIR.glob("[!_]*.py")):
         if names and solution.stem not in names:
             continue
-        stub = stub_for(solution.stem)
-        path = KATAS_DIR / solution.name
-        if check:
-            if not path.is_file() or path.read_text(encoding="utf-8") != stub:
-                print(f"{path} differs from the stub made from {solution}")
-                status = 1
-        else:
-            path.write_text(stub, encoding="utf-8")
-            print(f"wrote {path}")
+        stub = stub_from_solution(solution.stem)
+        for path in (KATAS_DIR / solution.name, STUB_FILES / solution.name):
+            if check:
+                if not path.is_file() or path.read_text(encoding="utf-8") != stub:
+                    print(f"{path} differs from the stub made from {solution}")
+                    status = 1
+            else:
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(stub, encoding="utf-8")
+                print(f"wrote {path}")
     return status
 
 

@@ -1,0 +1,192 @@
+"""Quantization: precision for memory.
+
+Every weight is hauled out of memory for every token, and the hauling is the
+bottleneck. Storing a weight in fewer bits snaps it onto a coarse grid of
+levels `code * scale`: symmetric (codes around 0), affine (a zero point, so
+0.0 stays exact), or grouped (one scale per run of G weights, so an outlier
+only coarsens its own group, at the price of a few bits per weight for the
+scales). llama.cpp's Q8_0 and Q4_0 blocks are grouped quantization with
+G = 32, an fp16 scale and its own rounding, written out byte for byte.
+
+Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
+PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
+ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
+or NaN/inf in it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.model import Model
+
+BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
+Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
+Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
+LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
+
+
+def quantize_symmetric(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric uniform quantization: x ~= q * scale with codes around 0.
+
+    x: float array of any shape. bits: 2..8; qmax = 2**(bits-1) - 1.
+    axis=None: one scale for the whole tensor. axis=a: one scale per index
+    along axis a (PyTorch's per-channel axis), taken over all the other axes;
+    for a (D, F) weight, axis=1 gives one scale per output column.
+
+    Returns q, int8 codes in [-qmax, qmax] with x's shape, and scale =
+    max|x| / qmax (over the whole tensor or the slice), in x's float dtype,
+    shaped to broadcast against x: () for axis=None, else x.shape with every
+    axis but `axis` set to 1. A slice of zeros gets scale 0 and codes 0.
+    Codes are round(x / scale), half to even, clamped to [-qmax, qmax].
+    """
+    raise NotImplementedError
+
+
+def dequantize_symmetric(q, scale) -> np.ndarray:
+    """The float values the codes stand for: q * scale.
+
+    q: integer codes, any shape. scale: a float broadcasting against q (as
+    returned by quantize_symmetric). Returns an array of q's shape in
+    scale's float dtype.
+    """
+    raise NotImplementedError
+
+
+def quantize_affine(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Affine (asymmetric) uniform quantization, PyTorch's convention:
+    x ~= (q - zero_point) * scale with codes in [0, 2**bits - 1].
+
+    x: float array of any shape. bits: 2..8; qmax = 2**bits - 1.
+    axis: as in quantize_symmetric (None: per tensor; a: one scale and zero
+    point per index along axis a).
+
+    The range is widened to hold 0: min_neg = min(min x, 0), max_pos =
+    max(max x, 0). scale = (max_pos - min_neg) / qmax, zero_point =
+    clamp(round(-min_neg / scale), 0, qmax), q = clamp(round(x / scale) +
+    zero_point, 0, qmax), rounding half to even. 0.0 comes back exactly. A
+    slice of zeros gets scale 0, zero point 0 and codes 0.
+
+    Returns q (uint8, x's shape), scale (x's float dtype) and zero_point
+    (int64), both shaped to broadcast against x as in quantize_symmetric.
+    """
+    raise NotImplementedError
+
+
+def dequantize_affine(q, scale, zero_point) -> np.ndarray:
+    """The float values the codes stand for: (q - zero_point) * scale.
+
+    q: integer codes, any shape; scale (float) and zero_point (integer)
+    broadcast against q. Returns an array of q's shape in scale's float dtype.
+    """
+    raise NotImplementedError
+
+
+def quantize_grouped(x, bits: int, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped symmetric quantization: one scale per run of G = group_size
+    consecutive values along the last axis.
+
+    x: float array (..., L) with G dividing L (else ValueError naming both).
+    bits: 2..8; qmax = 2**(bits-1) - 1.
+
+    Returns q, int8 codes in [-qmax, qmax] of shape (..., L), and scales
+    (..., L // G) in x's float dtype: scale = max|group| / qmax, codes
+    round(x / scale) half to even (here as x * (qmax / max|group|)), clamped.
+    A group of zeros gets scale 0 and codes 0. Vectorized: no Python loop
+    over groups.
+    """
+    raise NotImplementedError
+
+
+def dequantize_grouped(q, scales, group_size: int) -> np.ndarray:
+    """The float values grouped codes stand for.
+
+    q: integer codes (..., L); scales: float (..., L // G); group_size: G.
+    Returns q * scale of its group, shape (..., L), in scales' float dtype.
+    """
+    raise NotImplementedError
+
+
+def pack_int4(q) -> np.ndarray:
+    """Two signed 4-bit codes per byte.
+
+    q: integer codes (N,) in [-8, 7] (else ValueError). Element 2i goes to the
+    low nibble and 2i+1 to the high nibble of byte i, each as 4-bit two's
+    complement; an odd N is padded with one zero code.
+    Returns uint8 (ceil(N / 2),).
+    """
+    raise NotImplementedError
+
+
+def unpack_int4(packed, n: int) -> np.ndarray:
+    """The n signed 4-bit codes that pack_int4 packed.
+
+    packed: uint8 (ceil(n / 2),); n: number of codes. Returns int8 (n,) in [-8, 7].
+    """
+    raise NotImplementedError
+
+
+def quantize_q8_0(x) -> bytes:
+    """llama.cpp's Q8_0, bit for bit.
+
+    x: float (N,) with N a multiple of 32, taken as float32. Per block of 32:
+    d = max|x| / 127 and id = 1/d (0 when d is 0), in float32; codes
+    round(x * id), halves away from zero, as int8. A block is d as
+    little-endian fp16 (2 bytes) then the 32 codes: 34 bytes.
+    Returns bytes of length N / 32 * 34.
+    """
+    raise NotImplementedError
+
+
+def dequantize_q8_0(data: bytes, n: int) -> np.ndarray:
+    """The n float32 values (n,) that Q8_0 bytes stand for: code * d."""
+    raise NotImplementedError
+
+
+def quantize_q4_0(x) -> bytes:
+    """llama.cpp's Q4_0, bit for bit.
+
+    x: float (N,) with N a multiple of 32, taken as float32. Per block of 32:
+    m = the value of largest magnitude, sign kept (the first one on a tie);
+    d = m / -8 and id = 1/d (0 when d is 0), in float32; code q =
+    min(15, floor(x * id + 8.5)) in [0, 15]. A block is d as little-endian
+    fp16 (2 bytes) then 16 bytes, byte j holding code j in its low nibble
+    and code j + 16 in its high nibble: 18 bytes. A block of zeros gets
+    d = 0 / -8 = -0.0 (fp16 bytes 00 80) and codes 8, as in llama.cpp.
+    Returns bytes of length N / 32 * 18.
+    """
+    raise NotImplementedError
+
+
+def dequantize_q4_0(data: bytes, n: int) -> np.ndarray:
+    """The n float32 values (n,) that Q4_0 bytes stand for: (q - 8) * d."""
+    raise NotImplementedError
+
+
+def quantize_model(model: Model, bits: int, group_size: int = 32) -> Model:
+    """A copy of model whose linear weights are grouped-quantized then
+    dequantized: the model you would get by shipping them in `bits` bits.
+
+    Quantized: every weight whose name ends in wq, wk, wv, wo, w_gate, w_up,
+    w_down (each expert's too), router or out. Each is split into groups of
+    G = group_size consecutive values along its input axis (axis -2, the one
+    the matmul sums over, as llama.cpp's rows are) and replaced by
+    dequantize(quantize_grouped(...)). G must divide every input width (D,
+    F), else ValueError naming the weight.
+    Left in float: the norms, and tok_emb, the embedding table, which is a
+    lookup (each token reads one row, not all of them), not a matmul.
+
+    model is untouched; returns a new Model with the same config.
+    """
+    raise NotImplementedError
+
+
+def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
+    """True storage cost of grouped quantization, scales included:
+    bits + 8 * scale_bytes / group_size bits per weight.
+
+    4.5 for bits=4, group_size=32 (llama.cpp's Q4_0: 18 bytes per 32 weights);
+    8.5 for bits=8 (Q8_0). bits: 2..8; group_size: positive int; scale_bytes:
+    bytes of one scale, a non-negative int (2 for fp16).
+    """
+    raise NotImplementedError
