@@ -47,6 +47,7 @@ class Event:
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
     tests: list[dict] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)  # what a check measured against its bar (common.figure)
 
     def to_line(self) -> bytes:
         data = asdict(self)
@@ -61,4 +62,14 @@ class Event:
             raise ValueError("not an event")
         return cls(kind=EventKind(data["kind"]), id=str(data.get("id", "")), outcome=Status(data.get("outcome", "not run")),
                    message=str(data.get("message", "")), example=str(data.get("example", "")),
-                   tests=list(data.get("tests", [])))
+                   tests=list(data.get("tests", [])), figures=_figures(data.get("figures")))
+
+
+def _figures(data) -> list[dict]:
+    """The figures of a result line, each checked to be {name, value, bar, unit, better}."""
+    out = []
+    for f in data if isinstance(data, list) else []:
+        if isinstance(f, dict) and isinstance(f.get("value"), (int, float)) and isinstance(f.get("bar"), (int, float)):
+            out.append({"name": str(f.get("name", ""))[:200], "value": float(f["value"]), "bar": float(f["bar"]),
+                        "unit": str(f.get("unit", ""))[:20], "better": "lower" if f.get("better") == "lower" else "higher"})
+    return out

@@ -83,6 +83,7 @@ def as_json(result: GradeResult) -> dict:
                         "hint": t.hint,
                         "failures": t.failures,
                         "visibility": t.visibility,
+                        "figures": t.figures,
                     }
                     for t in k.tasks
                 ],

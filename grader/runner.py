@@ -41,6 +41,7 @@ class Check:
     outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
+    figures: list[dict] = field(default_factory=list)  # what the check measured against its bar
 
 
 @dataclass
@@ -56,6 +57,7 @@ class TaskResult:
     hint: str  # the task's first hint, shown when the task does not pass
     failures: list[dict] = field(default_factory=list)
     visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
+    figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
 
 
 @dataclass
@@ -225,7 +227,7 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
                     current, current_start = ev.id, time.monotonic()
                 elif ev.kind is EventKind.RESULT and ev.id in checks:
                     c = checks[ev.id]
-                    c.outcome, c.message, c.example = ev.outcome, ev.message, ev.example
+                    c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
                     current = None
                 elif ev.kind is EventKind.DONE:
                     finished = True
@@ -262,6 +264,7 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
         score=task.points if status is Status.PASS else 0, max_score=task.points,
         checks_passed=passed, checks_total=len(checks), message=message,
         hint="" if status is Status.PASS else task.hints[0], failures=failures, visibility=task.visibility,
+        figures=[f for c in checks for f in c.figures],
     )
 
 

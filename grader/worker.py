@@ -136,6 +136,7 @@ class Reporter:
             self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=Status.TIMEOUT, message=message))
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
+        common.FIGURES.clear()
         judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         return None
 
@@ -167,7 +168,7 @@ class Reporter:
         outcome, message, example = self.verdicts.get(
             nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", ""))
         self.channel.send(Event(EventKind.RESULT, id=nodeid, outcome=outcome, message=message[:2000],
-                                example=example[:2000]))
+                                example=example[:2000], figures=list(common.FIGURES[:8])))
 
 
 def main(argv: list[str] | None = None) -> int:

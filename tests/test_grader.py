@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
+from grader.outcome import Event, EventKind
 from grader.registry import load_registry
 from grader.runner import Limits, grade, grade_kata
 
@@ -40,6 +41,19 @@ def test_the_untouched_stub_is_todo_everywhere(toy):
 
 def test_a_correct_but_slow_submission_is_slow_only_on_the_speed_task(toy):
     assert statuses(toy, "slow") == {"mean": "pass", "scale": "pass", "fast": "slow"}
+
+
+def test_a_speed_check_reports_the_figure_it_measured_against_its_bar(toy):
+    fast = {t.name: t for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks}["fast"]
+    slow = {t.name: t for t in grade_kata(toy, str(SUBS / "slow"), limits=FAST).tasks}["fast"]
+    assert [(f["name"], f["bar"], f["better"]) for f in fast.figures] == [("mean_of time over np.mean", 20.0, "lower")]
+    assert 0 < fast.figures[0]["value"] < 20 < slow.figures[0]["value"]
+
+
+def test_a_result_line_keeps_only_well_formed_figures():
+    line = Event(EventKind.RESULT, id="x", figures=[{"name": "a", "value": 2, "bar": 5, "better": "lower"}, {"value": "9"},
+                                                   "junk"]).to_line()
+    assert Event.from_line(line).figures == [{"name": "a", "value": 2.0, "bar": 5.0, "unit": "", "better": "lower"}]
 
 
 def test_an_infinite_loop_times_out_and_the_other_tasks_are_still_graded(toy):

@@ -533,6 +533,7 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
     gen = common.rng(18)
     ratio = time_ratio(kv.generate, load_baseline("kv_cache").generate_naive,
                        lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=5, what="generate")
+    common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP)
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
         f"generating 16 tokens after a 176-token prompt was only {1 / ratio:.1f}x faster than generate_naive; "
         f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster")
@@ -572,6 +573,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kv):
 
     short, long = timed(16), timed(4096)
     ratio = long / short
+    common.figure("update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower")
     assert ratio <= MAX_UPDATE_GROWTH, (
         f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
         f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past")

@@ -18,6 +18,7 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, rng, time_ratio
 from reference.lm import CachedLM
 from reference.lm import generate as generate_cached
@@ -816,6 +817,7 @@ def test_grouped_quantization_is_vectorized(qz):
 
     ratio = time_ratio(qz.quantize_grouped, load_baseline("quantization").quantize_grouped, inputs,
                        repeats=3, what="quantize_grouped")
+    common.figure("quantize_grouped time over whole-array numpy", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (
         f"quantize_grouped took {ratio:.1f}x the time of a few whole-array numpy calls doing the same job "
         f"on 2M values; allowed {SPEED_RATIO:g}x (a Python loop over groups or rows?)"
