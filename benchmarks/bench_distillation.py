@@ -1,6 +1,6 @@
 """Distil a bigram student from the teacher, with soft targets and with hard labels.
 
-    python benchmarks/bench_distillation.py [--steps 300] [--lr 20] [--seed 0]
+    python benchmarks/bench_distillation.py [--steps 300] [--lr 20] [--seed 0] [--target katas]
 
 The teacher runs over text (the shipped corpus when reference/data holds it,
 else text the teacher writes itself); its logits at every position are the
@@ -11,7 +11,8 @@ labels alone (alpha=0). Reported per training-set size: held-out mean
 KL(teacher || student) and top-1 agreement with the teacher (how often the
 student's most likely next character is the teacher's).
 
-Uses the shipped teacher when reference/weights/teacher.npz exists, else a
+Trains with distill_bigram from --target (the reference solutions where
+this copy ships them, else your katas/). Uses the shipped teacher when reference/weights/teacher.npz exists, else a
 random model of the teacher's shape, and prints which.
 """
 
@@ -29,9 +30,8 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
-from reference.solutions.distillation import distill_bigram, log_softmax  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import shipped_or_random  # noqa: E402
+from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
 
 WINDOW = 256  # tokens per teacher forward pass
 TRAIN_SIZES = (256, 1024, 4096)  # training-set sizes, one row of the report each
@@ -62,6 +62,12 @@ def positions(model: Model, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return np.concatenate(logits)[:n].astype(np.float64), ids[:-1], ids[1:]
 
 
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """The benchmark's own, so the scores never depend on the code under test."""
+    z = x - np.max(x, axis=-1, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+
+
 def scores(table: np.ndarray, held_out) -> tuple[float, float]:
     """Held-out mean KL(teacher || student) and top-1 agreement of a bigram table."""
     teacher, prev, _ = held_out
@@ -77,7 +83,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="gradient steps per student (default 300)")
     parser.add_argument("--lr", type=float, default=20.0, help="learning rate of both students (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the text windows and initial tables (default 0)")
+    add_target_option(parser, "distillation")
     args = parser.parse_args()
+    distill_bigram = load_kata(args.target, "distillation").distill_bigram
 
     started = time.perf_counter()
     model, shipped = shipped_or_random("teacher")
@@ -112,4 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -28,7 +28,7 @@ from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import load_kata, median_seconds, shipped_or_random  # noqa: E402
+from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 PROMPT = "def main"
 LENGTHS = (64, 128, 256)
@@ -45,8 +45,7 @@ def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of cached generation; the median is reported (default 3)")
-    parser.add_argument("--target", default="reference",
-                        help="whose generate to time: 'reference' (default), 'katas' or a directory of kata modules")
+    add_target_option(parser, "kv_cache")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -79,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -1,12 +1,13 @@
 """What a mixture of experts buys: time and multiply-accumulates of the MoE
 layer against two dense layers, and the tokens it drops at a capacity.
 
-    python benchmarks/bench_moe.py [--repeats 5]
+    python benchmarks/bench_moe.py [--repeats 5] [--target katas]
 
 Uses the shipped teacher (4 experts, top-2) if reference/weights/teacher.npz
 exists, else a random model of the same shape, and says which.
 
-1. One MoE layer (the reference solution's moe_forward, no capacity) against
+1. One MoE layer (moe_forward from --target: the reference solutions where
+   this copy ships them, else your katas/; no capacity) against
    a dense SwiGLU with the same total parameters (width E*F: every expert's
    weights fired for every token) and one with the same active parameters
    (width K*F: what a token actually pays for), at T = 256, 1024 and 4096.
@@ -31,8 +32,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
-from reference.solutions.moe import moe_forward  # noqa: E402
-from shared import shipped_or_random  # noqa: E402
+from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
 
 TOKENS = (256, 1024, 4096)
 FACTORS = (1.0, 1.25, 2.0)
@@ -78,9 +78,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds; the fastest run of each row is reported (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)")
+    add_target_option(parser, "moe")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    moe_forward = load_kata(args.target, "moe").moe_forward
 
     model, shipped = shipped_or_random("teacher", seed=args.seed)
     which = "the shipped teacher" if shipped else "a random model of the teacher's shape (no teacher.npz)"
@@ -137,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
-from shared import load_kata, median_seconds, shipped_or_random  # noqa: E402
+from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
@@ -92,7 +92,7 @@ def compare(float_model: Model, model: Model, tokens: np.ndarray) -> tuple[float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default="reference", help="whose quantization module: 'reference' (default), 'katas' or a directory")
+    add_target_option(parser, "quantization")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell; the median is reported (default 5)")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -128,4 +128,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -40,7 +40,7 @@ from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import DRAFT, TEACHER, load_kata, median_seconds, shipped_or_random  # noqa: E402
+from shared import DRAFT, TEACHER, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 PROMPT_CHARS = 32
 SEED = 0
@@ -72,8 +72,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per cell (the median is shown)")
-    parser.add_argument("--target", default="reference",
-                        help="whose speculative_generate to run: 'reference', 'katas' or a directory of kata modules")
+    add_target_option(parser, "speculative")
     args = parser.parse_args(argv)
     if args.repeats < 1 or not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
         parser.error(f"need --repeats >= 1 and 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
@@ -129,4 +128,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main(lambda: sys.exit(main(sys.argv[1:])))

@@ -60,3 +60,29 @@ def median_seconds(fn, repeats: int, warmup: bool = True):
         result = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), result
+
+
+def default_target() -> str:
+    """'reference' where this copy of the project ships the reference
+    solutions, else 'katas' (a student edition ships none)."""
+    from grader import target as _target
+
+    return "reference" if any(_target.SOLUTIONS_DIR.glob("[!_]*.py")) else "katas"
+
+
+def add_target_option(parser, kata: str) -> None:
+    """The --target option every benchmark script takes."""
+    default = default_target()
+    parser.add_argument("--target", default=default,
+                        help=f"whose {kata} module to run: 'reference', 'katas' (your code) or a directory of "
+                             f"kata modules (default: {default})")
+
+
+def run_main(main) -> None:
+    """Run a benchmark's main; unfinished kata code ends it with one line, not a traceback."""
+    try:
+        main()
+    except NotImplementedError as exc:
+        what = f" ({exc})" if str(exc) else ""
+        raise SystemExit(f"the kata code this benchmark runs is not written yet{what}: finish the kata first, "
+                         "or run the reference solutions with --target reference") from None

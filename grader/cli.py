@@ -6,6 +6,7 @@ printing happens here.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -42,6 +43,11 @@ def _write_state(name: str, data: dict) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
+def _did_you_mean(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _pick_katas(names: tuple[str, ...]) -> list[Kata]:
     katas = load_registry()
     if not names:
@@ -49,8 +55,45 @@ def _pick_katas(names: tuple[str, ...]) -> list[Kata]:
     known = {k.name: k for k in katas}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise click.UsageError(f"no kata named {', '.join(unknown)}; the katas are: {', '.join(known)}")
+        raise click.UsageError(f"no kata named {unknown[0]!r}{_did_you_mean(unknown[0], known)}; "
+                               f"the katas are: {', '.join(known)}")
     return [known[n] for n in names]
+
+
+def _pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
+    """The katas `kata grade` words name, and the only tasks to grade of
+    those that name some: KATA (every task), KATA:TASK, or KATA followed by
+    task names of it (`kata grade kv_cache cache generate`). Every kata when
+    there are no words."""
+    katas = load_registry()
+    if not words:
+        return list(katas), {}
+    known = {k.name: k for k in katas}
+    chosen: dict[str, Kata] = {}
+    tasks: dict[str, list[str]] = {}
+    last: Kata | None = None
+    for word in words:
+        name, colon, task = word.partition(":")
+        if name in known:
+            kata = last = chosen.setdefault(name, known[name])
+            if not colon:
+                continue
+            if not task:
+                raise click.UsageError(f"{word!r} names no task after the colon; write KATA:TASK, e.g. {name}:"
+                                       f"{kata.tasks[0].name}")
+        elif not colon and last is not None:
+            kata, task = last, word  # a task of the kata named before it
+        else:
+            raise click.UsageError(f"no kata named {name!r}{_did_you_mean(name, known)}; the katas are: {', '.join(known)}")
+        names = [t.name for t in kata.tasks]
+        if task not in names:
+            nor = "" if colon else " (nor is it a kata)"
+            raise click.UsageError(f"kata {kata.name!r} has no task {task!r}{_did_you_mean(task, names)}{nor}; "
+                                   f"its tasks are: {', '.join(names)}")
+        tasks.setdefault(kata.name, [])
+        if task not in tasks[kata.name]:
+            tasks[kata.name].append(task)
+    return list(chosen.values()), tasks
 
 
 def _check_target(target: str) -> None:
@@ -74,7 +117,7 @@ def main():
 
 
 @main.command("grade")
-@click.argument("katas", nargs=-1)
+@click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...")
 @click.option("--target", default="katas", show_default=True,
               help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
@@ -93,7 +136,11 @@ def main():
 @click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
               help="Memory (address space) a grading process may use, in MiB.")
 def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb):
-    """Grade KATAS (all of them by default) and print one row per task.
+    """Grade katas (all of them by default) and print one row per task.
+
+    Name a kata to grade all its tasks, KATA:TASK or KATA TASK... to grade
+    only those tasks (kata grade kv_cache:cache, kata grade kv_cache cache
+    generate).
 
     Inside an interview workspace (the current directory or $KATA_WORKDIR;
     see kata interview) it grades what the interview covers, with the
@@ -106,13 +153,13 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     workspace = interview.find_workspace() if target == "katas" else None
     if workspace is not None:
         sys.exit(_grade_interview(workspace, katas, verbose, limits))
-    chosen = _pick_katas(katas)
+    chosen, only = _pick_tasks(katas)
     _check_target(target)
-    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits)
+    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only)
     if target == "katas":
         last = _read_state("last_grade.json")
-        for k in result.katas:
-            last[k.name] = {t.name: t.status for t in k.tasks}
+        for k in result.katas:  # a task graded alone keeps its kata's other statuses
+            last.setdefault(k.name, {}).update({t.name: t.status.value for t in k.tasks})
         _write_state("last_grade.json", last)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
@@ -281,6 +328,60 @@ def bench_cmd(kata, args):
     if not script.is_file():
         raise click.ClickException(f"no benchmark script at {script}")
     sys.exit(subprocess.call([sys.executable, str(script), *args], cwd=str(_target.ROOT)))
+
+
+# ------------------------------------------------------------------ instructors
+
+
+@main.command("release")
+@click.argument("out", type=click.Path(file_okay=False))
+def release_cmd(out):
+    """Write the student edition of the katas into the new folder OUT.
+
+    Stubs, suites, the reference model with its weights and corpus, the
+    grader, the benchmarks, README, CHECKLIST and packaging; no reference
+    solutions, no project tests (alternative implementations, mutants), and
+    no task the registry marks release = false. Students install it with
+    pip install -e OUT (or push it as the template of a GitHub Classroom
+    assignment; see kata classroom).
+    """
+    from grader import release
+
+    try:
+        written = release.write_edition(Path(out))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    held = {k: sorted(t) for k, t in release.held_back_tasks(load_registry()).items() if t}
+    click.echo(f"wrote the student edition to {Path(out).resolve()} ({len(written)} files, no reference solutions)")
+    if held:
+        click.echo("held back (graded by you only): " + "; ".join(f"{k}: {', '.join(t)}" for k, t in held.items()))
+    click.echo(f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
+               f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)")
+
+
+@main.command("classroom")
+@click.argument("dest", default=".", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite the files if they exist.")
+def classroom_cmd(dest, force):
+    """Write GitHub Classroom's autograding files into DEST (default: here).
+
+    DEST is the student repository's template, such as a student edition
+    from kata release. Writes .github/workflows/classroom.yml (one test per
+    released task, `kata grade KATA:TASK`, worth the task's points) and
+    .github/classroom/autograding.json (the same tests in the older format).
+    """
+    from grader import classroom
+
+    katas = load_registry()
+    try:
+        written = classroom.write(Path(dest), katas, force=force)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    n = len(classroom.tests(katas))
+    points = sum(t["points"] for t in classroom.tests(katas))
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"{n} tests worth {points} points; commit them to the assignment's template repository")
 
 
 # ------------------------------------------------------------------ interview
