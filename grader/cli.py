@@ -359,6 +359,61 @@ def release_cmd(out):
                f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)")
 
 
+@main.command("grade-all")
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", default="gradebook", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for gradebook.csv and students/STUDENT.json.")
+@click.option("--kata", "only", multiple=True, metavar="KATA[:TASK]",
+              help="Grade only this kata or task (repeat for more); every kata by default.")
+@click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default="all cores", type=click.IntRange(min=1),
+              help="Katas graded at once, across students.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="The seed every student is graded with.")
+@click.option("--seed-per-student", "secret", metavar="SECRET",
+              help="Give each student a seed of their own, derived from SECRET and their name (reproducible).")
+@click.option("--test-timeout", default=Limits.test_seconds, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds one check may take before it is graded 'timeout'.")
+@click.option("--kata-timeout", default=Limits.kata_seconds, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds one kata's whole suite may take.")
+@click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
+              help="Memory (address space) a grading process may use, in MiB.")
+def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata_timeout, memory_mb):
+    """Grade a class: one folder or .zip per student in SUBMISSIONS.
+
+    The kata modules may sit at any depth of a submission (a repository's
+    katas/ folder, or the files at the top). Writes OUT/gradebook.csv (a row
+    per student: total, then the points of each kata and task) and
+    OUT/students/STUDENT.json, then prints per task how many students passed
+    and the most common failures. A broken submission is a row with a note,
+    never an abort. Ctrl-C writes what was graded so far and exits 130.
+    """
+    from grader import gradebook
+    from grader.submissions import SubmissionError
+
+    if secret is not None and not secret:
+        raise click.BadParameter("give a non-empty secret", param_hint="--seed-per-student")
+    katas, tasks = _pick_tasks(only)
+    limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
+    try:
+        n = len(gradebook.list_students(Path(submissions)))
+    except SubmissionError as exc:
+        raise click.ClickException(str(exc)) from None
+    if n == 0:
+        raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
+    click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
+    with click.progressbar(length=n * len(katas), label="grading", file=sys.stderr,
+                           item_show_func=lambda item: item) as bar:
+        result = gradebook.grade_class(Path(submissions), katas, tasks=tasks, jobs=jobs, seed=seed, secret=secret,
+                                       limits=limits, progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"))
+    # Every judge and jail has ended by now.
+    written = gradebook.write(result, Path(out))
+    click.echo(gradebook.summary(result))
+    click.echo(f"\nwrote {written[0]} and {len(written) - 1} student files in {Path(out) / 'students'}")
+    if result.interrupted:
+        click.echo("interrupted (Ctrl-C): the gradebook holds what was graded so far", err=True)
+        sys.exit(130)
+
+
 @main.command("classroom")
 @click.argument("dest", default=".", type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite the files if they exist.")

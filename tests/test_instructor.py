@@ -1,0 +1,305 @@
+"""What an instructor runs: the student edition, class grading, GitHub
+Classroom's files, grading one task, and finding a student's katas."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import classroom, gradebook, release, submissions
+from grader.cli import main
+from grader.registry import load_registry
+from grader.target import ROOT, SOLUTIONS_DIR
+
+TOY = Path(__file__).parent / "fixtures" / "toy"
+SUBS = TOY / "subs"
+
+
+@pytest.fixture
+def toy_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
+    return CliRunner()
+
+
+def zip_of(folder: Path, archive: Path, prefix: str = "") -> Path:
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, prefix + path.relative_to(folder).as_posix())
+    return archive
+
+
+@pytest.fixture
+def a_class(tmp_path) -> Path:
+    """Five students: a nested repository, a zip, a syntax error, nothing, a broken zip."""
+    root = tmp_path / "submissions"
+    (root / "alice" / "repo" / "katas").mkdir(parents=True)
+    shutil.copy(SUBS / "correct" / "toy.py", root / "alice" / "repo" / "katas" / "toy.py")
+    (root / "alice" / "repo" / "README.md").write_text("my work")
+    zip_of(SUBS / "stub", root / "bob.zip", prefix="bob-main/katas/")
+    shutil.copytree(SUBS / "syntax", root / "carol")
+    (root / "dave").mkdir()
+    (root / "dave" / "notes.txt").write_text("I forgot")
+    (root / "eve.zip").write_bytes(b"not a zip at all")
+    (root / ".DS_Store").write_text("")
+    return root
+
+
+# ---------------------------------------------------------------- finding the katas
+
+
+def test_the_kata_modules_are_found_at_any_depth_and_the_fullest_folder_wins(tmp_path):
+    (tmp_path / "a" / "b" / "katas").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "katas" / "kv_cache.py").write_text("")
+    (tmp_path / "a" / "b" / "katas" / "moe.py").write_text("")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "moe.py").write_text("")
+    assert submissions.find_katas_dir(tmp_path, ["kv_cache", "moe"]) == tmp_path / "a" / "b" / "katas"
+    with pytest.raises(submissions.SubmissionError, match="no kata modules"):
+        submissions.find_katas_dir(tmp_path / "a", ["speculative"])
+
+
+def test_a_zip_that_reaches_outside_its_folder_or_holds_a_link_is_refused(tmp_path):
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("../escape.py", "x = 1")
+    with pytest.raises(submissions.SubmissionError, match="outside"):
+        submissions.unpack_zip(bad, tmp_path / "out")
+    assert not (tmp_path / "escape.py").exists()
+    link = tmp_path / "link.zip"
+    with zipfile.ZipFile(link, "w") as zf:
+        info = zipfile.ZipInfo("katas/moe.py")
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, "/etc/passwd")
+    with pytest.raises(submissions.SubmissionError, match="link"):
+        submissions.unpack_zip(link, tmp_path / "out2")
+
+
+# ---------------------------------------------------------------- grade-all
+
+
+def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, tmp_path):
+    out = tmp_path / "book"
+    result = toy_cli.invoke(main, ["grade-all", str(a_class), "--out", str(out), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert sorted(rows) == ["alice", "bob", "carol", "dave", "eve"]
+    assert list(rows["alice"])[:6] == ["student", "score", "max_score", "seed", "note", "toy"]
+    assert (rows["alice"]["score"], rows["alice"]["max_score"], rows["alice"]["toy:mean"]) == ("4", "4", "2")
+    assert rows["bob"]["score"] == "0" and rows["bob"]["note"] == ""
+    assert rows["carol"]["score"] == "0"
+    assert "no kata modules" in rows["dave"]["note"] and "zip" in rows["eve"]["note"]
+    alice = json.loads((out / "students" / "alice.json").read_text())
+    assert alice["student"] == "alice" and alice["score"] == 4
+    assert {t["name"]: t["status"] for t in alice["katas"][0]["tasks"]} == {"mean": "pass", "scale": "pass", "fast": "pass"}
+    bob = json.loads((out / "students" / "bob.json").read_text())
+    assert {t["status"] for t in bob["katas"][0]["tasks"]} == {"todo"}
+    assert "toy:mean: 1/5 passed" in result.output
+    assert "todo: not implemented yet" in result.output  # the most common failure is named
+
+
+def test_seed_per_student_is_reproducible_differs_between_students_and_needs_the_secret():
+    a, b = gradebook.student_seed("s3cret", "alice"), gradebook.student_seed("s3cret", "bob")
+    assert a == gradebook.student_seed("s3cret", "alice") and a != b and a != 0
+    assert gradebook.student_seed("other", "alice") != a
+
+
+def test_grade_all_with_a_secret_records_each_students_seed(toy_cli, a_class, tmp_path):
+    out = tmp_path / "book"
+    result = toy_cli.invoke(main, ["grade-all", str(a_class), "--out", str(out), "--kata", "toy:scale",
+                                   "--seed-per-student", "s3cret"])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert int(rows["alice"]["seed"]) == gradebook.student_seed("s3cret", "alice")
+    assert [c for c in rows["alice"] if ":" in c] == ["toy:scale"] and rows["alice"]["max_score"] == "1"
+    assert json.loads((out / "students" / "alice.json").read_text())["seed"] == int(rows["alice"]["seed"])
+
+
+def test_grade_all_refuses_what_is_not_a_class(toy_cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = toy_cli.invoke(main, ["grade-all", str(tmp_path / "empty")])
+    assert result.exit_code == 1 and "no submissions" in result.output
+    result = toy_cli.invoke(main, ["grade-all", str(tmp_path / "empty"), "--kata", "toy:nope"])
+    assert result.exit_code == 2 and "has no task 'nope'" in result.output
+
+
+# ---------------------------------------------------------------- one task
+
+
+def test_kata_grade_grades_one_task_by_kata_colon_task_or_kata_task(toy_cli):
+    for words in (["toy:scale"], ["toy", "scale"]):
+        result = toy_cli.invoke(main, ["grade", *words, "--target", str(SUBS / "correct"), "--json"])
+        assert result.exit_code == 0, result.output
+        assert [t["name"] for t in json.loads(result.output)["katas"][0]["tasks"]] == ["scale"]
+    failing = toy_cli.invoke(main, ["grade", "toy:mean", "--target", str(SUBS / "stub")])
+    assert failing.exit_code == 1
+
+
+def test_a_mistyped_kata_or_task_gets_a_did_you_mean(toy_cli):
+    result = toy_cli.invoke(main, ["grade", "tyo"])
+    assert result.exit_code == 2 and "did you mean 'toy'" in result.output
+    result = toy_cli.invoke(main, ["grade", "toy", "scal"])
+    assert result.exit_code == 2 and "did you mean 'scale'" in result.output
+    result = toy_cli.invoke(main, ["grade", "toy:"])
+    assert result.exit_code == 2 and "names no task" in result.output
+
+
+# ---------------------------------------------------------------- classroom
+
+
+def test_kata_classroom_writes_one_test_per_released_task_worth_its_points(tmp_path, monkeypatch):
+    yaml = pytest.importorskip("yaml")
+    registry = tmp_path / "katas.toml"
+    registry.write_text((TOY / "katas.toml").read_text().replace('name = "fast"', 'name = "fast"\n  release = false'))
+    monkeypatch.setenv("KATA_REGISTRY", str(registry))
+    result = CliRunner().invoke(main, ["classroom", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    flow = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
+    steps = flow["jobs"]["run-autograding-tests"]["steps"]
+    graders = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
+    assert [(s["with"]["command"], s["with"]["max-score"]) for s in graders] == [
+        ("kata grade toy:mean", 2), ("kata grade toy:scale", 1)]
+    reporter = steps[-1]
+    assert reporter["with"]["runners"] == ",".join(s["id"] for s in graders)
+    assert set(reporter["env"]) == {f"{s['id'].upper()}_RESULTS" for s in graders}
+    legacy = json.loads((tmp_path / ".github" / "classroom" / "autograding.json").read_text())
+    assert [(t["run"], t["points"]) for t in legacy["tests"]] == [("kata grade toy:mean", 2), ("kata grade toy:scale", 1)]
+    again = CliRunner().invoke(main, ["classroom", str(tmp_path)])
+    assert again.exit_code == 1 and "--force" in again.output
+
+
+# ---------------------------------------------------------------- the student edition
+
+
+WINDOW = 3  # consecutive lines of a solution's code that count as holding it
+
+
+def stripped(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def solution_windows() -> set[str]:
+    """Every WINDOW consecutive code lines of the reference solutions that
+    neither their stubs nor the reference model (which every learner gets)
+    have: a file holding one holds part of an answer."""
+    from grader.stubs import stub_for
+
+    given = "\n".join("\n".join(stripped(p.read_text())) for p in (ROOT / "reference").glob("*.py"))
+    out = set()
+    for path in SOLUTIONS_DIR.glob("[!_]*.py"):
+        stub = set(stripped(stub_for(path.stem)))
+        lines = stripped(path.read_text())
+        for i in range(len(lines) - WINDOW + 1):
+            window = lines[i:i + WINDOW]
+            if not all(line in stub for line in window) and "\n".join(window) not in given:
+                out.add("\n".join(window))
+    return out
+
+
+def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_path):
+    registry = tmp_path / "katas.toml"
+    registry.write_text((ROOT / "grader" / "katas.toml").read_text().replace(
+        'name = "paged"', 'name = "paged"\n  release = false'))
+    out = tmp_path / "edition"
+    written = release.write_edition(out, registry=registry)
+    rel = {p.relative_to(out).as_posix() for p in written}
+    assert "katas/kv_cache.py" in rel and "grader/suites/test_kv_cache.py" in rel and "reference/model.py" in rel
+    assert "reference/weights/teacher.npz" in rel and "benchmarks/bench_moe.py" in rel
+    assert not any(r.startswith(("reference/solutions", "tests/", "tools/", ".git/")) for r in rel)
+    answers = solution_windows()
+    assert len(answers) > 100, "the solutions should differ from the stubs"
+    for path in written:
+        if path.suffix in (".py", ".md", ".toml"):
+            text = "\n".join(stripped(path.read_text(encoding="utf-8")))
+            leaked = [w for w in answers if w in text]
+            assert not leaked, f"{path} holds {len(leaked)} runs of solution lines, e.g. {leaked[0]!r}"
+    assert any(w in "\n".join(stripped((SOLUTIONS_DIR / "moe.py").read_text())) for w in answers)  # the check can fire
+    shipped = {k.name: [t.name for t in k.tasks] for k in load_registry(out / "grader" / "katas.toml")}
+    assert "paged" not in shipped["kv_cache"] and "cache" in shipped["kv_cache"]
+    paged_tests = next(t for t in load_registry(registry)[0].tasks if t.name == "paged").tests
+    suite = (out / "grader" / "suites" / "test_kv_cache.py").read_text()
+    assert not any(f"def {t}(" in suite for t in paged_tests)
+    assert "test_update_returns_everything_written_so_far" in suite
+    assert "**paged**" not in (out / "CHECKLIST.md").read_text() and "**cache**" in (out / "CHECKLIST.md").read_text()
+    assert (out / "katas" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+
+
+def test_the_edition_refuses_a_folder_that_is_not_new_and_empty(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(ValueError, match="not an empty folder"):
+        release.write_edition(tmp_path / "full")
+    with pytest.raises(ValueError, match="outside this checkout"):
+        release.write_edition(ROOT / "edition")
+
+
+def test_kata_release_says_what_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    result = CliRunner().invoke(main, ["release", str(tmp_path / "ed")])
+    assert result.exit_code == 0, result.output
+    assert "no reference solutions" in result.output and (tmp_path / "ed" / "pyproject.toml").is_file()
+    again = CliRunner().invoke(main, ["release", str(tmp_path / "ed")])
+    assert again.exit_code == 1 and "not an empty folder" in again.output
+
+
+@pytest.mark.slow
+def test_the_student_edition_installs_grades_todo_resets_and_benches_without_solutions(tmp_path):
+    """Installed into a fresh venv (its dependencies from this environment's
+    site-packages), it grades every task todo and exits 1, resets a kata
+    from its stored stub, and its benchmarks say the kata is unfinished."""
+    out = tmp_path / "edition"
+    release.write_edition(out)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "deps.pth").write_text("\n".join(deps) + "\n")  # numpy, pytest, ... from here; not this checkout
+    py = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
+    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "-q", "-e", str(out)],  # as the README says
+                   check=True, env=env, cwd=tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(out / "katas", work / "katas")
+    env["KATA_WORKDIR"] = str(work / "katas")
+    where = subprocess.run([str(py), "-c", "import grader, reference; print(grader.__file__, reference.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=work, check=True).stdout
+    assert str(out) in where and str(ROOT) not in where  # the installed edition, not this checkout
+    graded = subprocess.run([str(py), "-m", "grader.cli", "grade", "--json"], capture_output=True, text=True,
+                            env=env, cwd=work, timeout=300)
+    assert graded.returncode == 1, graded.stderr[-2000:]
+    data = json.loads(graded.stdout)
+    statuses = {t["status"] for k in data["katas"] for t in k["tasks"]}
+    assert statuses == {"todo"}, statuses
+    assert len(data["katas"]) == 5
+    (work / "katas" / "moe.py").write_text("broken")
+    reset = subprocess.run([str(py), "-m", "grader.cli", "reset", "moe", "--yes"], capture_output=True, text=True,
+                           env=env, cwd=work)
+    assert reset.returncode == 0 and (work / "katas" / "moe.py").read_text() == (out / "katas" / "moe.py").read_text()
+    bench = subprocess.run([str(py), "-m", "grader.cli", "bench", "moe"], capture_output=True, text=True, env=env,
+                           cwd=work, timeout=120)
+    assert "not written yet" in bench.stderr and "Traceback" not in bench.stderr
+    play = subprocess.run([str(py), "-m", "grader.cli", "play", "def ", "-n", "8"], capture_output=True, text=True,
+                          env=env, cwd=work, timeout=120)
+    assert play.returncode == 0 and play.stdout.startswith("def ") and "8 characters" in play.stderr
+    assert not (out / "reference" / "solutions").exists()
+
+
+def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, monkeypatch):
+    from grader import interview
+
+    monkeypatch.setattr(interview, "SOLUTIONS_DIR", tmp_path)
+    whole = interview.plan("moe")
+    assert "def moe_forward(" in interview.module_text(whole) and "moe_forward" in whole.functions
+    with pytest.raises(interview.InterviewError, match="interview the whole kata instead"):
+        interview.module_text(interview.plan("moe", ("router",)))
