@@ -318,16 +318,20 @@ def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
                f"{len(new) / max(seconds, 1e-9):.0f} chars/s]", err=True)
 
 
-@main.command("bench")
+@main.command("bench", context_settings={"ignore_unknown_options": True})
 @click.argument("kata")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):
-    """Run KATA's benchmark script (benchmarks/bench_KATA.py) and print its table."""
+    """Run KATA's benchmark script (benchmarks/bench_KATA.py) and print its table.
+
+    ARGS go to the script: --target katas (your code), reference or a
+    folder of kata modules; --help lists the rest.
+    """
     k = _kata(kata)
     script = _target.ROOT / "benchmarks" / f"bench_{k.name}.py"
     if not script.is_file():
         raise click.ClickException(f"no benchmark script at {script}")
-    sys.exit(subprocess.call([sys.executable, str(script), *args], cwd=str(_target.ROOT)))
+    sys.exit(subprocess.call([sys.executable, str(script), *args]))  # from here: a relative --target is yours
 
 
 # ------------------------------------------------------------------ instructors
@@ -624,6 +628,49 @@ def _finish_interview(workspace: Path) -> None:
         sys.exit(130)
     _echo_interview_grade(graded, verbose=False)
     sys.exit(0 if graded.result.passed else 1)
+
+
+# ------------------------------------------------------------------ gradescope
+
+
+@main.group("gradescope")
+def gradescope_group():
+    """Grade on Gradescope: build the autograder zip, and run it (what the autograder does per submission)."""
+
+
+@gradescope_group.command("build")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="The grading seed; with --seed-from-metadata, the salt of every student's own seed.")
+@click.option("--seed-from-metadata", is_flag=True,
+              help="Give every student a seed of their own, the same on each resubmission, derived from "
+                   "Gradescope's submission_metadata.json (their email or id).")
+def gradescope_build_cmd(out, seed, seed_from_metadata):
+    """Write OUT (.zip): the autograder to upload to a Gradescope programming assignment.
+
+    It holds setup.sh (installs Python, bubblewrap and this package), run_autograder
+    and the grading edition of this project: every task, never the reference solutions.
+    """
+    from grader import gradescope
+
+    try:
+        gradescope.build(Path(out), seed=seed, seed_from_metadata=seed_from_metadata)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu base image, "
+               "Python >= 3.10)")
+
+
+@gradescope_group.command("run")
+@click.option("--root", type=click.Path(file_okay=False),
+              default=lambda: os.environ.get("KATA_AUTOGRADER_ROOT") or "/autograder",
+              show_default="$KATA_AUTOGRADER_ROOT or /autograder",
+              help="The autograder's folder: submission/ and submission_metadata.json in, results/results.json out.")
+def gradescope_run_cmd(root):
+    """Grade ROOT/submission and write ROOT/results/results.json, even when grading fails (run_autograder runs this)."""
+    from grader import gradescope
+
+    sys.exit(gradescope.run(Path(root)))
 
 
 if __name__ == "__main__":

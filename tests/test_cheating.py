@@ -487,9 +487,8 @@ def test_the_gradescope_file_agrees_with_stdout(graded, name):
     assert g.gradescope is not None, "no --gradescope file was written"
     scope = json.loads(g.gradescope)
     assert scope["score"] == report["score"]
-    want = {f"{k['name']}: {t['name']} ({t['title']})": (t["score"], t["max_score"])
-            for k in report["katas"] for t in k["tasks"]}
-    got = {t["name"]: (t["score"], t["max_score"]) for t in scope["tests"]}
+    want = {(k["name"], t["name"]): (t["score"], t["max_score"]) for k in report["katas"] for t in k["tasks"]}
+    got = {(t["extra_data"]["kata"], t["extra_data"]["task"]): (t["score"], t["max_score"]) for t in scope["tests"]}
     assert got == want
     assert len(scope["tests"]) == len(want)
 

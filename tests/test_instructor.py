@@ -303,3 +303,14 @@ def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, mo
     assert "def moe_forward(" in interview.module_text(whole) and "moe_forward" in whole.functions
     with pytest.raises(interview.InterviewError, match="interview the whole kata instead"):
         interview.module_text(interview.plan("moe", ("router",)))
+
+
+def test_kata_bench_resolves_a_relative_target_against_the_callers_folder(tmp_path, monkeypatch):
+    (tmp_path / "mine").mkdir()
+    shutil.copy(ROOT / "katas" / "moe.py", tmp_path / "mine" / "moe.py")  # an unfinished kata: the script stops early
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "bench", "moe", "--target", "mine"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "not written yet" in done.stderr, done.stderr[-1000:]
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+
