@@ -154,7 +154,15 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     if workspace is not None:
         sys.exit(_grade_interview(workspace, katas, verbose, limits))
     chosen, only = _pick_tasks(katas)
-    _check_target(target)
+    try:
+        _check_target(target)
+    except click.BadParameter as exc:
+        if gradescope_path:  # Gradescope reads the file whatever happened: say why there is no grade
+            from grader import gradescope
+
+            text = json.dumps(gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0))
+            _write_atomically(Path(gradescope_path), text)
+        raise
     result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only)
     if target == "katas":
         last = _read_state("last_grade.json")

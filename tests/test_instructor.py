@@ -314,3 +314,11 @@ def test_kata_bench_resolves_a_relative_target_against_the_callers_folder(tmp_pa
     assert "not written yet" in done.stderr, done.stderr[-1000:]
     assert done.returncode == 1 and "Traceback" not in done.stderr
 
+
+def test_a_bad_target_still_writes_a_gradescope_file_that_says_why(toy_cli, tmp_path):
+    out = tmp_path / "results.json"
+    result = toy_cli.invoke(main, ["grade", "--target", str(tmp_path / "missing"), "--gradescope", str(out)])
+    assert result.exit_code == 2
+    data = json.loads(out.read_text())
+    assert data["score"] == 0 and "missing" in data["output"] and data["tests"][0]["status"] == "failed"
+
