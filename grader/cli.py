@@ -6,27 +6,39 @@ printing happens here.
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import click
+# Anything `kata` times (a grade's speed checks, bench, play, test) runs on one BLAS thread, so that a
+# figure measures the code, not how many cores the machine had free. Set before NumPy loads; a value
+# the caller set is kept.
+BLAS_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+for _name, _value in BLAS_THREADS.items():
+    os.environ.setdefault(_name, _value)
 
-from grader import interview, report
-from grader import target as _target
-from grader.registry import Kata, load_presets, load_registry
-from grader.runner import Limits, grade
-from grader.stubs import stub_for
+import difflib  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from importlib import metadata  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import click  # noqa: E402
+
+from grader import interview, report  # noqa: E402
+from grader import target as _target  # noqa: E402
+from grader.registry import Kata, RegistryError, load_presets, load_registry  # noqa: E402
+from grader.runner import Limits, grade  # noqa: E402
+from grader.stubs import stub_for  # noqa: E402
 
 
 def state_dir() -> Path:
-    """Where `kata` keeps the last grade, the hints shown and reset backups."""
-    return Path(os.environ.get("KATA_STATE_DIR", _target.ROOT / ".kata"))
+    """Where `kata` keeps the last grade, the hints shown and reset backups:
+    .kata/ in the work directory (katas/ or $KATA_WORKDIR), next to the
+    learner's files, unless $KATA_STATE_DIR says otherwise."""
+    return Path(os.environ.get("KATA_STATE_DIR") or _target.workdir() / ".kata")
 
 
 def _read_state(name: str) -> dict:
@@ -107,7 +119,25 @@ def _kata(name: str) -> Kata:
     return _pick_katas((name,))[0]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Kata(click.Group):
+    """The command group: a broken registry ends a command with one line, not a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except RegistryError as exc:
+            raise click.ClickException(f"the kata registry is broken: {exc}") from None
+
+
+def _version() -> str:
+    try:
+        return metadata.version("llm-speed-katas")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+@click.group(cls=_Kata, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="kata", message="%(prog)s %(version)s")
 def main():
     """LLM speed katas: learn by doing why a language model types fast and runs cheap.
 
@@ -135,7 +165,10 @@ def main():
               help="Seconds one kata's whole suite may take.")
 @click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
               help="Memory (address space) a grading process may use, in MiB.")
-def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb):
+@click.option("--live/--no-live", default=None,
+              help="Print each task's row as soon as it is graded (the default on a terminal).")
+def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb,
+              live):
     """Grade katas (all of them by default) and print one row per task.
 
     Name a kata to grade all its tasks, KATA:TASK or KATA TASK... to grade
@@ -163,7 +196,18 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
             text = json.dumps(gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0))
             _write_atomically(Path(gradescope_path), text)
         raise
-    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only)
+    live = (not as_json) and (sys.stdout.isatty() if live is None else live)
+    progress = None
+    if live:
+        rows = report.LiveRows(chosen)
+        click.echo(report.header_line(target, seed) + "\n", color=_colour())
+        click.echo(rows.head(), color=_colour())
+        lock = threading.Lock()
+
+        def progress(kata, task):
+            with lock:
+                click.echo(rows.row(kata.name, task), color=_colour())
+    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=progress)
     if target == "katas":
         last = _read_state("last_grade.json")
         for k in result.katas:  # a task graded alone keeps its kata's other statuses
@@ -175,7 +219,8 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     if as_json:
         click.echo(json.dumps(report.as_json(result), indent=1))
     else:
-        click.echo(report.table(result))
+        click.echo("\n" + report.total_line(result) if live else report.table(result), color=_colour())
+        click.echo(report.next_step(result, chosen))
         if verbose:
             text = report.details(result)
             if text:
@@ -188,6 +233,11 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
         click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
         sys.exit(130)
     sys.exit(0 if result.passed else 1)
+
+
+def _colour() -> bool | None:
+    """Colour on a terminal (click's default), never under NO_COLOR."""
+    return False if os.environ.get("NO_COLOR") else None
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -236,8 +286,40 @@ def hint_cmd(kata, task, show_all):
     key = f"{k.name}/{t.name}"
     n = min(shown.get(key, 0), len(t.hints) - 1)
     click.echo(f"{k.name} / {t.name}, hint {n + 1}/{len(t.hints)}: {t.hints[n]}")
+    if shown.get(key, 0) >= len(t.hints):
+        click.echo(f"(that was the last hint of {k.name} / {t.name} again; `kata hint {k.name} {t.name} --all` lists "
+                   "them all, and CHECKLIST.md says what done means)")
+    elif n + 1 == len(t.hints):
+        click.echo("(that was the last hint of this task)")
     shown[key] = n + 1
     _write_state("hints.json", shown)
+
+
+@main.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+def init_cmd(directory):
+    """Copy the untouched stubs and CHECKLIST.md into DIRECTORY to work there.
+
+    For an installed (not editable) copy of the katas, whose own files sit
+    inside site-packages. Prints the KATA_WORKDIR line that points `kata`
+    at DIRECTORY; the grade state and reset backups then live in
+    DIRECTORY/.kata/.
+    """
+    dest = Path(directory).expanduser().resolve()
+    katas = load_registry()
+    taken = [dest / f"{k.name}.py" for k in katas if (dest / f"{k.name}.py").exists()]
+    if taken:
+        raise click.ClickException(f"{taken[0]} already exists; nothing was copied (pick a new folder, or "
+                                   f"`kata reset` a kata there)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for k in katas:
+        (dest / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
+    checklist = _target.ROOT / "CHECKLIST.md"
+    if checklist.is_file() and not (dest / "CHECKLIST.md").exists():
+        shutil.copy2(checklist, dest / "CHECKLIST.md")
+    click.echo(f"copied {len(katas)} kata stubs and CHECKLIST.md to {dest}")
+    click.echo("point kata at them (add it to your shell's profile to keep it):")
+    click.echo(f"  export KATA_WORKDIR={dest}")
 
 
 @main.command("reset")
@@ -330,15 +412,17 @@ def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
 @click.argument("kata")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):
-    """Run KATA's benchmark script (benchmarks/bench_KATA.py) and print its table.
+    """Run KATA's benchmark script (benchmarks/bench_KATA.py) on your code and print its table.
 
-    ARGS go to the script: --target katas (your code), reference or a
-    folder of kata modules; --help lists the rest.
+    ARGS go to the script: --target reference (or a folder of kata modules)
+    runs other code than yours; --help lists the rest. One BLAS thread.
     """
     k = _kata(kata)
     script = _target.ROOT / "benchmarks" / f"bench_{k.name}.py"
     if not script.is_file():
         raise click.ClickException(f"no benchmark script at {script}")
+    if not any(a == "--target" or a.startswith("--target=") for a in args):
+        args = ("--target", "katas", *args)  # your code, unless you say otherwise
     sys.exit(subprocess.call([sys.executable, str(script), *args]))  # from here: a relative --target is yours
 
 

@@ -147,8 +147,13 @@ def _question(entry, where: str) -> Question:
 
 def _registry_file(path: Path | None) -> tuple[Path, dict]:
     path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
-    with open(path, "rb") as f:
-        return path, tomllib.load(f)
+    try:
+        with open(path, "rb") as f:
+            return path, tomllib.load(f)
+    except OSError as exc:
+        raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path} is not valid TOML: {exc}") from None
 
 
 def load_registry(path: Path | None = None) -> tuple[Kata, ...]:

@@ -17,6 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from grader import target as _target
 from grader.outcome import Event, EventKind, Status
@@ -185,9 +186,11 @@ def _signal_name(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[str]) -> tuple[dict[str, Check], str]:
+def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[str],
+                on_result: Callable[[dict[str, Check]], None] | None = None) -> tuple[dict[str, Check], str]:
     """Run the kata's suite in a judge process until it reports every check.
-    Returns the checks and a note for the kata."""
+    Returns the checks and a note for the kata. on_result(checks) is called
+    after each check's result arrives."""
     checks: dict[str, Check] = {}
     started = time.monotonic()
     run = _Run(kata, target, seed, only, limits)
@@ -229,6 +232,8 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
                     c = checks[ev.id]
                     c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
                     current = None
+                    if on_result is not None:
+                        on_result(checks)
                 elif ev.kind is EventKind.DONE:
                     finished = True
     finally:
@@ -269,13 +274,24 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
 
 
 def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[str] | None = None,
-               limits: Limits = Limits()) -> KataResult:
-    """Grade one kata (or only the named tasks of it) in a child process."""
+               limits: Limits = Limits(), progress: Callable[[Kata, TaskResult], None] | None = None) -> KataResult:
+    """Grade one kata (or only the named tasks of it) in a child process.
+    progress(kata, task_result) is called as each task's last check ends,
+    while the rest of the kata is still being graded."""
     _target.resolve(target)
     chosen = [kata.task(t) for t in tasks] if tasks else list(kata.tasks)
     started = time.monotonic()
     only = [name for t in chosen for name in t.tests] if tasks else []
-    checks, note = _run_checks(kata, target, seed, limits, only)
+    told: set[str] = set()
+
+    def finished_tasks(checks: dict[str, Check]) -> None:
+        for task in chosen:
+            mine = [c for c in checks.values() if c.name in task.tests]
+            if task.name not in told and mine and all(c.outcome is not Status.NOT_RUN for c in mine):
+                told.add(task.name)
+                progress(kata, _task_result(task, mine, ""))
+
+    checks, note = _run_checks(kata, target, seed, limits, only, finished_tasks if progress else None)
     for c in checks.values():
         if c.outcome is Status.NOT_RUN:
             c.outcome, c.message = Status.ERROR, c.message or "the check did not run"
@@ -283,6 +299,8 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
     for task in chosen:
         mine = [c for c in checks.values() if c.name in task.tests]
         results.append(_task_result(task, mine, note))
+        if progress is not None and task.name not in told:
+            progress(kata, results[-1])
     return KataResult(
         name=kata.name, title=kata.title,
         score=sum(t.score for t in results), max_score=sum(t.max_score for t in results),
@@ -291,17 +309,20 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
 
 
 def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int = 1,
-          limits: Limits = Limits(), tasks: dict[str, list[str]] | None = None) -> GradeResult:
+          limits: Limits = Limits(), tasks: dict[str, list[str]] | None = None,
+          progress: Callable[[Kata, TaskResult], None] | None = None) -> GradeResult:
     """Grade several katas, `jobs` at a time; each in its own process.
     tasks: kata name -> the only tasks of it to grade (all when absent).
+    progress(kata, task_result): called as each task is graded (from
+    worker threads when jobs > 1).
 
     Ctrl-C (KeyboardInterrupt) kills every judge and jail at once; the
     result then holds what was graded so far, with `interrupted` set."""
     started = time.monotonic()
     _INTERRUPTED.clear()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name))
-               for k in katas]
+    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name),
+                           progress=progress) for k in katas]
     interrupted = False
     try:
         for future in futures:

@@ -1,0 +1,160 @@
+"""The learner's loop through the CLI: live rows, the next step, figures
+against their bars, state in the work directory, kata init, hints, the
+version, colour, registry errors and BLAS threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import report, runner
+from grader.cli import BLAS_THREADS, main
+from grader.registry import load_registry
+from grader.target import ROOT
+
+TOY = Path(__file__).parent / "fixtures" / "toy"
+SUBS = TOY / "subs"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A toy work directory holding the stub, with no KATA_STATE_DIR: state goes next to the files."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(SUBS / "stub" / "toy.py", work / "toy.py")
+    registry = tmp_path / "katas.toml"  # the toy's, with the functions each task writes
+    registry.write_text((TOY / "katas.toml").read_text().replace(
+        '"test_mean_of_empty_raises_value_error"]\n', '"test_mean_of_empty_raises_value_error"]\n  functions = ["mean_of"]\n')
+        .replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"'))
+    monkeypatch.setenv("KATA_REGISTRY", str(registry))
+    monkeypatch.setenv("KATA_WORKDIR", str(work))
+    monkeypatch.delenv("KATA_STATE_DIR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    return work
+
+
+def test_rows_arrive_while_the_kata_is_still_being_graded(workdir):
+    toy = load_registry()[0]
+    seen = []
+    result = runner.grade([toy], str(SUBS / "correct"),
+                          progress=lambda kata, task: seen.append((task.name, task.status.value, len(runner._LIVE))))
+    assert [s[:2] for s in seen] == [("mean", "pass"), ("scale", "pass"), ("fast", "pass")]
+    assert seen[0][2] == 1, "the first task's row should come while the judge is still running"
+    assert [t.status.value for t in result.katas[0].tasks] == ["pass", "pass", "pass"]
+
+
+def test_live_grading_prints_each_row_then_the_total_and_the_next_step(workdir):
+    result = CliRunner().invoke(main, ["grade", "--live"])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    rows = [line for line in lines if line.startswith("toy ")]
+    assert [r.split()[1:3] for r in rows] == [["mean", "todo"], ["scale", "todo"], ["fast", "todo"]]
+    assert lines.index(rows[-1]) < next(i for i, line in enumerate(lines) if line.startswith("total: 0/4"))
+    assert f"next: toy / mean (todo): write mean_of in {workdir / 'toy.py'}:" in result.output
+
+
+def test_the_next_step_names_the_function_and_its_line_and_passing_says_so(workdir):
+    text = (SUBS / "stub" / "toy.py").read_text()
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("def mean_of"))
+    result = CliRunner().invoke(main, ["grade", "--no-live"])
+    assert f"next: toy / mean (todo): write mean_of in {workdir / 'toy.py'}:{line}" in result.output
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    result = CliRunner().invoke(main, ["grade", "--no-live"])
+    assert result.exit_code == 0 and "every graded task passes (3 of 3)" in result.output
+
+
+def test_a_passing_speed_task_shows_its_figure_against_the_bar(workdir):
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    result = CliRunner().invoke(main, ["grade", "--no-live"])
+    fast = next(line for line in result.output.splitlines() if line.startswith("toy") and " fast " in line)
+    assert "x (bar <= 20x)" in fast
+    data = json.loads(CliRunner().invoke(main, ["grade", "--json"]).output)
+    figure = data["katas"][0]["tasks"][2]["figures"][0]
+    assert figure["bar"] == 20 and figure["better"] == "lower" and 0 < figure["value"] < 20
+
+
+def test_figure_text_shows_the_direction_of_the_bar():
+    assert report.figure_text({"value": 9.61, "bar": 5, "unit": "x", "better": "higher"}) == "9.61x (bar >= 5x)"
+    assert report.figure_text({"value": 3.05, "bar": 2.78, "unit": "tokens/call", "better": "higher"}) == \
+        "3.05 tokens/call (bar >= 2.78 tokens/call)"
+    assert report.figure_text({"value": 0.9, "bar": 4, "unit": "x", "better": "lower"}) == "0.9x (bar <= 4x)"
+
+
+def test_state_lives_next_to_the_learners_files(workdir):
+    CliRunner().invoke(main, ["grade", "--no-live"])
+    CliRunner().invoke(main, ["hint", "toy"])
+    assert json.loads((workdir / ".kata" / "last_grade.json").read_text())["toy"]["mean"] == "todo"
+    assert (workdir / ".kata" / "hints.json").is_file()
+    listed = CliRunner().invoke(main, ["list"])
+    assert "todo" in listed.output
+
+
+def test_grading_one_task_keeps_the_other_tasks_statuses(workdir):
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    CliRunner().invoke(main, ["grade", "--no-live"])
+    shutil.copy(SUBS / "stub" / "toy.py", workdir / "toy.py")
+    CliRunner().invoke(main, ["grade", "toy:scale", "--no-live"])
+    assert json.loads((workdir / ".kata" / "last_grade.json").read_text())["toy"] == {
+        "mean": "pass", "scale": "todo", "fast": "pass"}
+
+
+def test_kata_init_copies_the_stubs_and_checklist_and_never_overwrites(tmp_path, monkeypatch):
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    dest = tmp_path / "mine"
+    result = CliRunner().invoke(main, ["init", str(dest)])
+    assert result.exit_code == 0, result.output
+    assert f"export KATA_WORKDIR={dest}" in result.output
+    assert (dest / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert (dest / "CHECKLIST.md").is_file()
+    (dest / "moe.py").write_text("my work")
+    again = CliRunner().invoke(main, ["init", str(dest)])
+    assert again.exit_code == 1 and "already exists" in again.output
+    assert (dest / "moe.py").read_text() == "my work"
+
+
+def test_the_last_hint_says_it_was_the_last(workdir):
+    outs = [CliRunner().invoke(main, ["hint", "toy", "mean"]).output for _ in range(3)]
+    assert "hint 1/2" in outs[0] and "last hint" not in outs[0]
+    assert "hint 2/2" in outs[1] and "(that was the last hint of this task)" in outs[1]
+    assert "hint 2/2" in outs[2] and "--all" in outs[2]
+
+
+def test_version_and_a_broken_registry_is_one_line(tmp_path, monkeypatch):
+    version = CliRunner().invoke(main, ["--version"])
+    assert version.exit_code == 0 and version.output.startswith("kata ")
+    bad = tmp_path / "katas.toml"
+    bad.write_text("[[kata]\nname = ")
+    monkeypatch.setenv("KATA_REGISTRY", str(bad))
+    for args in (["list"], ["grade"], ["hint", "toy"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and "not valid TOML" in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("KATA_REGISTRY", str(tmp_path / "missing.toml"))
+    result = CliRunner().invoke(main, ["list"])
+    assert result.exit_code == 1 and "cannot read" in result.output
+
+
+def test_colour_on_a_terminal_only_and_never_under_no_color(workdir, monkeypatch):
+    coloured = CliRunner().invoke(main, ["grade", "--live"], color=True)
+    assert "\x1b[" in coloured.output
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = CliRunner().invoke(main, ["grade", "--live"], color=True)
+    assert "\x1b[" not in plain.output
+    piped = CliRunner().invoke(main, ["grade", "--live"])
+    assert "\x1b[" not in piped.output
+
+
+def test_every_kata_command_runs_numpy_on_one_blas_thread():
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
+    code = "import grader.cli, os; print([os.environ[k] for k in sorted(grader.cli.BLAS_THREADS)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
+    assert out.strip() == "['1', '1', '1']"
+    env["OMP_NUM_THREADS"] = "3"  # a caller's own choice is kept
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
+    assert out.strip() == "['1', '3', '1']"  # MKL, OMP, OPENBLAS
