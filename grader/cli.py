@@ -208,10 +208,14 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
             with lock:
                 click.echo(rows.row(kata.name, task), color=_colour())
     result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=progress)
+    recaps = []
     if target == "katas":
         last = _read_state("last_grade.json")
-        for k in result.katas:  # a task graded alone keeps its kata's other statuses
-            last.setdefault(k.name, {}).update({t.name: t.status.value for t in k.tasks})
+        for k, graded in zip(chosen, result.katas):  # a task graded alone keeps its kata's other statuses
+            was_done = _all_pass(k, last.get(k.name, {}))
+            last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
+            if _all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
+                recaps.append(report.recap(k, graded))
         _write_state("last_grade.json", last)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
@@ -221,6 +225,8 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     else:
         click.echo("\n" + report.total_line(result) if live else report.table(result), color=_colour())
         click.echo(report.next_step(result, chosen))
+        for text in filter(None, recaps):
+            click.echo("\n" + click.style(text, fg="green"), color=_colour())
         if verbose:
             text = report.details(result)
             if text:
@@ -233,6 +239,10 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
         click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
         sys.exit(130)
     sys.exit(0 if result.passed else 1)
+
+
+def _all_pass(kata: Kata, statuses: dict) -> bool:
+    return all(statuses.get(t.name) == "pass" for t in kata.tasks)
 
 
 def _colour() -> bool | None:

@@ -141,7 +141,7 @@ def _leaderboard(result: GradeResult) -> list[dict]:
             if task.status != Status.PASS or task.visibility == "hidden":
                 continue
             for figure in task.figures:
-                if math.isfinite(figure["value"]):  # JSON has no NaN or infinity
+                if figure.get("bar") is not None and math.isfinite(figure["value"]):  # measured against a bar; JSON has no NaN
                     board.append({"name": f"{kata.name}: {figure['name']}", "value": round(figure["value"], 2),
                                   "order": "desc" if figure["better"] == "higher" else "asc"})
     return board

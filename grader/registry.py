@@ -9,6 +9,7 @@ and the ready-made interviews (presets).
 from __future__ import annotations
 
 import os
+import string
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -81,6 +82,7 @@ class Kata:
     order: int  # position in the recommended order, from 1
     tasks: tuple[Task, ...]
     suite: Path  # the grading suite, grader/suites/test_<name>.py unless the registry says otherwise
+    recap: str = ""  # said when the kata turns fully green: a format string over its checks' figure keys
 
     @property
     def max_score(self) -> int:
@@ -184,8 +186,15 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
                                         "each function belongs to exactly one task")
                 owners[f] = t.name
         suite = path.parent / entry["suite"] if "suite" in entry else SUITES_DIR / f"test_{name}.py"
+        recap = entry.get("recap", "")
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None] if isinstance(recap, str) else None
+        except ValueError:
+            fields = None
+        if fields is None or not all(f.isidentifier() for f in fields):
+            raise RegistryError(f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}")
         katas.append(Kata(name, _need(entry, "title", str, where), _need(entry, "trade", str, where),
-                          _need(entry, "order", int, where), tasks, suite))
+                          _need(entry, "order", int, where), tasks, suite, recap.strip()))
     names = [k.name for k in katas]
     if len(set(names)) != len(names):
         raise RegistryError(f"kata names repeat: {names}")

@@ -4,6 +4,7 @@ strings and dicts; the CLI does the printing and writing."""
 from __future__ import annotations
 
 import ast
+import string
 from pathlib import Path
 
 import click
@@ -29,9 +30,11 @@ def styled(status: Status) -> str:
 
 
 def figure_text(figure: dict) -> str:
-    """A measured figure against its bar: '8.2x (bar >= 5x)'."""
+    """A measured figure against its bar: '8.2x (bar >= 5x)', or just '2048 B/token' without one."""
     unit = figure["unit"]
     sep = "" if unit == "x" else " "
+    if figure.get("bar") is None:
+        return f"{figure['value']:.4g}{sep}{unit}"
     sign = ">=" if figure["better"] == "higher" else "<="
     return f"{figure['value']:.3g}{sep}{unit} (bar {sign} {figure['bar']:.3g}{sep}{unit})"
 
@@ -84,6 +87,23 @@ class LiveRows:
         return self._line(task_row(kata, task))
 
 
+class _Missing:
+    """A figure the recap names but no check measured: shown as '?' whatever its format."""
+
+    def __format__(self, spec: str) -> str:
+        return "?"
+
+
+def recap(kata: Kata, result) -> str:
+    """The kata's recap (the registry's `recap`, quoting the figures its
+    checks measured by key), for when it has just turned fully green."""
+    if not kata.recap:
+        return ""
+    figures = {f["key"]: f["value"] for t in result.tasks for f in t.figures if f.get("key")}
+    values = {name: figures.get(name, _Missing()) for _, name, _, _ in string.Formatter().parse(kata.recap) if name}
+    return f"{kata.name} is done. " + kata.recap.format_map(values)
+
+
 def next_step(result: GradeResult, katas: list[Kata]) -> str:
     """One line naming the first graded task that does not pass, and where
     to work on it; or that everything graded passes."""
@@ -120,31 +140,123 @@ def _where(path, name: str) -> str:
     return str(shown)
 
 
+_TODO_LINE = "todo (not started: its functions raise NotImplementedError)"
+
+
 def details(result: GradeResult) -> str:
-    """Every check that did not pass: its message, Hypothesis's minimal example, the task's first hint."""
-    out = []
+    """Every check that did not pass: its message, the example that broke it,
+    the task's first hint. Said once where once says it all: a task not
+    started is one line and its hint, a kata whose every check failed the
+    same way (a module that does not load) gives the message once, and
+    consecutive checks of a task that failed alike are one entry with a count.
+    Detailed tasks are set apart by blank lines; one-line tasks are not."""
+    blocks: list[tuple[bool, list[str]]] = []  # (detailed, lines)
     for kata in result.katas:
+        shared = _shared_failure(kata)
+        first = True
         for task in kata.tasks:
             if task.status == "pass":
                 continue
-            out.append(f"{kata.name} / {task.name}: {task.status}")
-            for f in task.failures:
-                out.append(f"  {f['test']} [{f['outcome']}]: {f['message']}")
-                if f["example"]:
-                    out.extend("      " + line for line in f["example"].splitlines())
-            out.append(f"  hint: {task.hint}")
+            head = f"{kata.name} / {task.name}: {task.status}"
+            if shared is not None:
+                if first:
+                    lines = [head, f"  every check of {kata.name} failed the same way:"]
+                    blocks.append((True, lines + _block(shared, "    ", "    ")))
+                else:
+                    blocks.append((False, [f"{head} (see above)"]))
+                first = False
+                continue
+            if task.failures and all(f["outcome"] == "todo" for f in task.failures):
+                blocks.append((False, [f"{kata.name} / {task.name}: {_TODO_LINE}", f"  hint: {task.hint}"]))
+                continue
+            lines = [head]
+            for group in _runs(task.failures):
+                f = group[0]
+                lines += _block(f["message"], f"  {f['test']} [{f['outcome']}]: ", "      ")
+                lines += _example_lines(f["example"])
+                if len(group) > 1:
+                    more = len(group) - 1
+                    lines.append(f"  ... and {more} more check{'s' if more > 1 else ''} failed the same way")
+            lines.append(f"  hint: {task.hint}")
+            blocks.append((True, lines))
+    out: list[str] = []
+    for i, (detailed, lines) in enumerate(blocks):
+        if i and (detailed or blocks[i - 1][0]):
             out.append("")
-    return "\n".join(out).rstrip()
+        out += lines
+    return "\n".join(out)
 
 
 def failing_summary(result: GradeResult) -> str:
-    """One line per task that did not pass, for the default (not -v) output."""
+    """One line per task that did not pass, for the default (not -v) output:
+    one for the whole kata when its every check failed the same way."""
     lines = []
     for kata in result.katas:
+        shared = _shared_failure(kata)
+        if shared is not None:
+            lines.append(f"{kata.name}: every check failed the same way: {_one_line(shared)}")
+            continue
         for task in kata.tasks:
             if task.status != "pass" and task.status != "todo":
-                lines.append(f"{kata.name} / {task.name}: {task.message}")
+                lines.append(f"{kata.name} / {task.name}: {_one_line(task.message)}")
     return "\n".join(lines)
+
+
+def _shared_failure(kata) -> str | None:
+    """The message every failing check of the kata gave, when all its graded
+    checks failed and gave one message (an import or syntax error, a module
+    that hangs or dies while loading); else None. A check not run because an
+    earlier check of its task timed out does not count against it."""
+    messages = set()
+    failures = 0
+    for task in kata.tasks:
+        if task.status == "pass" or task.checks_passed or task.status == "todo":
+            return None
+        for f in task.failures:
+            if f["outcome"] == "todo":
+                return None
+            if f["outcome"] == "timeout" and f["message"].startswith("not run: "):
+                continue
+            messages.add(f["message"])
+            failures += 1
+    if failures < 2 or len(messages) != 1:
+        return None
+    return messages.pop()
+
+
+def _runs(failures: list[dict]) -> list[list[dict]]:
+    """Consecutive failures with the same outcome and message, grouped."""
+    groups: list[list[dict]] = []
+    for f in failures:
+        if groups and (groups[-1][0]["outcome"], groups[-1][0]["message"]) == (f["outcome"], f["message"]):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return groups
+
+
+def _block(text: str, first: str, rest: str) -> list[str]:
+    """text's first line after `first`, its other lines (a learner's frames) stripped and after `rest`."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()] or [""]
+    return [first + lines[0]] + [rest + ln for ln in lines[1:]]
+
+
+def _example_lines(example: str) -> list[str]:
+    lines = [ln.rstrip() for ln in example.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    if len(lines) == 1:
+        return [f"      example: {lines[0]}"]
+    return ["      example:"] + [f"        {ln}" for ln in lines]
+
+
+def _one_line(message: str) -> str:
+    """A message on one line: its first line, and the last frame it names (the learner's line)."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    frames = [ln for ln in lines[1:] if ln.startswith("at ")]
+    return lines[0] + (f" ({frames[-1]})" if frames else "")
 
 
 def as_json(result: GradeResult) -> dict:

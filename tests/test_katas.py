@@ -113,3 +113,15 @@ def test_the_readme_table_lists_every_kata():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for kata in KATAS:
         assert f"`{kata.name}`" in text, f"README.md does not mention {kata.name}"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_recap_quotes_only_figures_the_suite_records(kata):
+    import string
+
+    names = [n for _, n, _, _ in string.Formatter().parse(kata.recap) if n]
+    assert names, f"kata {kata.name} has no recap quoting its figures"
+    source = kata.suite.read_text(encoding="utf-8")
+    missing = [n for n in names if f'key="{n}"' not in source]
+    assert not missing, f"the recap of {kata.name} quotes {missing}, which no check of its suite records"
+

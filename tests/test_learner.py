@@ -32,7 +32,7 @@ def workdir(tmp_path, monkeypatch):
     registry = tmp_path / "katas.toml"  # the toy's, with the functions each task writes
     registry.write_text((TOY / "katas.toml").read_text().replace(
         '"test_mean_of_empty_raises_value_error"]\n', '"test_mean_of_empty_raises_value_error"]\n  functions = ["mean_of"]\n')
-        .replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"'))
+        .replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"\nrecap = "Your mean took {{ratio:.2f}}x np.mean\'s time; {{nothing}} else."'))
     monkeypatch.setenv("KATA_REGISTRY", str(registry))
     monkeypatch.setenv("KATA_WORKDIR", str(work))
     monkeypatch.delenv("KATA_STATE_DIR", raising=False)
@@ -158,3 +158,16 @@ def test_every_kata_command_runs_numpy_on_one_blas_thread():
     env["OMP_NUM_THREADS"] = "3"  # a caller's own choice is kept
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
     assert out.strip() == "['1', '3', '1']"  # MKL, OMP, OPENBLAS
+
+
+def test_a_kata_that_turns_fully_green_gets_its_recap_once_with_the_learners_figures(workdir):
+    first = CliRunner().invoke(main, ["grade", "--no-live"])
+    assert "is done" not in first.output
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    green = CliRunner().invoke(main, ["grade", "--no-live"])
+    line = next(line for line in green.output.splitlines() if line.startswith("toy is done."))
+    ratio = line.split("took ")[1].split("x")[0]
+    assert 0 < float(ratio) < 20 and line.endswith("; ? else.")  # a key no check recorded shows as ?
+    again = CliRunner().invoke(main, ["grade", "--no-live"])
+    assert "is done" not in again.output
+

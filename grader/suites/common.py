@@ -69,14 +69,17 @@ def baseline_path(kata: str) -> Path:
 FIGURES: list[dict] = []  # what the running check measured (grader.worker reports and clears it)
 
 
-def figure(name: str, value: float, bar: float, *, unit: str = "x", better: str = "higher") -> float:
-    """Record a figure the running check measured against its bar (say
-    "speed-up over generate_naive", 9.6, bar 5): the grade shows it next to
-    the check and Gradescope's leaderboard ranks by it. Measured here, in the
+def figure(name: str, value: float, bar: float | None = None, *, unit: str = "x", better: str = "higher",
+           key: str = "") -> float:
+    """Record a figure the running check measured, against its bar if it has
+    one (say "speed-up over generate_naive", 9.6, bar 5): the grade shows it
+    next to the task, Gradescope's leaderboard ranks by it, and the kata's
+    recap (the registry's `recap`) quotes it by `key`. Measured here, in the
     judge, so learner code cannot set it. Returns value."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
-    FIGURES.append({"name": name, "value": float(value), "bar": float(bar), "unit": unit, "better": better})
+    FIGURES.append({"name": name, "value": float(value), "bar": None if bar is None else float(bar), "unit": unit,
+                    "better": better, "key": key})
     return value
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from grader.suites import common
 from grader import judge, protocol
 from grader.suites.common import load_baseline, load_kata, time_ratio
-from reference.model import Config, Model
+from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import generate_naive
 
 # Bound before any learner code is imported.
@@ -143,6 +143,12 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kv, dtype):
     assert int(cache.nbytes) == want, (
         f"KVCache(3, 2, 8, 40, dtype={np.dtype(dtype).name}).nbytes is {cache.nbytes}, "
         f"expected 2 x 3 layers x 2 heads x 8 wide x 40 tokens x {np.dtype(dtype).itemsize} bytes = {want}")
+    if dtype is np.float32:  # for the recap: what one token costs in a cache shaped like the shipped teacher's
+        c = Model.pretrained("teacher").config if (WEIGHTS_DIR / "teacher.npz").is_file() else None
+        if c is not None:
+            teacher_cache = kv.KVCache(c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
+            common.figure("bytes per cached token (teacher, float32)", int(teacher_cache.nbytes) / c.max_seq_len,
+                          unit="B/token", better="lower", key="bytes_per_token")
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
@@ -533,7 +539,7 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
     gen = common.rng(18)
     ratio = time_ratio(kv.generate, load_baseline("kv_cache").generate_naive,
                        lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=5, what="generate")
-    common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP)
+    common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP, key="speedup")
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
         f"generating 16 tokens after a 176-token prompt was only {1 / ratio:.1f}x faster than generate_naive; "
         f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster")
@@ -573,7 +579,8 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kv):
 
     short, long = timed(16), timed(4096)
     ratio = long / short
-    common.figure("update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower")
+    common.figure("update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower",
+                  key="update_growth")
     assert ratio <= MAX_UPDATE_GROWTH, (
         f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
         f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past")

@@ -629,7 +629,8 @@ def _speed_inputs(salt, D, E, F, k):
 def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
     ratio = time_ratio(moe.moe_forward, load_baseline("moe").layer_output, _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
                        repeats=SPEED_REPEATS, what="moe_forward")
-    common.figure("time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower")
+    common.figure("time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower",
+                  key="within_vectorized")
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 took {ratio:.1f}x the time of one gathered matmul per expert; "
         f"allowed {WITHIN_REFERENCE:g}x"
@@ -643,7 +644,7 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
                        repeats=3, what="moe_forward", expect=lambda *args: (baseline_moe.layer_output(*args),),
                        baseline_args=lambda args: (args[0][:part], *args[1:]))
     faster = LOOP_SHARE / ratio
-    common.figure("speed-up over a per-token loop", faster, OVER_LOOP)
+    common.figure("speed-up over a per-token loop", faster, OVER_LOOP, key="over_loop")
     assert faster >= OVER_LOOP, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 was only {faster:.1f}x faster than a per-token loop; "
         f"needed {OVER_LOOP:g}x (gather each expert's tokens and run them in one matmul)"

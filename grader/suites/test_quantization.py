@@ -758,6 +758,8 @@ def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(qz, small_mo
 def test_kl_to_the_float_model_grows_as_bits_shrink(qz, small_model):
     tokens = rng(42).integers(0, MODEL_CONFIG.vocab_size, 24)
     kls = {bits: _mean_kl(small_model, qz.quantize_model(small_model, bits), tokens) for bits in (8, 6, 4, 3)}
+    common.figure("mean KL of the 8-bit model from the float one", kls[8], unit="nats", better="lower", key="kl8")
+    common.figure("mean KL of the 4-bit model from the float one", kls[4], unit="nats", better="lower", key="kl4")
     order = list(kls)
     for more, fewer in zip(order, order[1:]):
         assert kls[more] < kls[fewer], (
@@ -790,6 +792,9 @@ def test_quantize_model_rejects_bad_bits_and_group_size(qz, small_model, bits, g
                          [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)])
 def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, want):
     got = float(qz.bits_per_weight(bits, group_size, scale_bytes))
+    if (bits, group_size, scale_bytes) == (4, 32, 2):
+        common.figure("bits per weight, 4-bit groups of 32 with fp16 scales", got, unit="bits", better="lower",
+                      key="bpw4")
     assert math.isclose(got, want), f"bits_per_weight({bits}, {group_size}, scale_bytes={scale_bytes}) is {got}, expected {want}"
 
 

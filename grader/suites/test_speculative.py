@@ -534,7 +534,7 @@ def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kv):
         needed += greedy_target_calls(target_model, draft_model, prompt, n_new, k)
     made = n_new * len(prompts)
     common.figure("tokens per teacher call, shipped draft at k = 4", made / max(calls, 1),
-                  made / (needed + EXTRA_CALLS * len(prompts)), unit="tokens/call")
+                  made / (needed + EXTRA_CALLS * len(prompts)), unit="tokens/call", key="tokens_per_call")
     assert calls <= needed + EXTRA_CALLS * len(prompts), (
         f"greedy at k = {k} the draft's correct guesses let the teacher write {made} tokens in {needed} target calls "
         f"({made / needed:.2f} tokens per call); yours made {calls} calls ({made / calls:.2f} tokens per call)")
