@@ -210,6 +210,7 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=progress)
     recaps = []
     if target == "katas":
+        _next_hints(chosen, result)
         last = _read_state("last_grade.json")
         for k, graded in zip(chosen, result.katas):  # a task graded alone keeps its kata's other statuses
             was_done = _all_pass(k, last.get(k.name, {}))
@@ -239,6 +240,18 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
         click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
         sys.exit(130)
     sys.exit(0 if result.passed else 1)
+
+
+def _next_hints(katas: list[Kata], result) -> None:
+    """A task whose failing check has no hint of its own shows the task's next
+    hint, the one `kata hint` would give, rather than always the first."""
+    shown = _read_state("hints.json")
+    known = {k.name: k for k in katas}
+    for graded in result.katas:
+        for task in graded.tasks:
+            hints = known[graded.name].task(task.name).hints
+            if task.hint in hints:
+                task.hint = hints[min(shown.get(f"{graded.name}/{task.name}", 0), len(hints) - 1)]
 
 
 def _all_pass(kata: Kata, statuses: dict) -> bool:

@@ -48,6 +48,11 @@ class Task:
     questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
     visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
     release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
+    check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
+
+    def hint_for(self, test_name: str) -> str | None:
+        """The hint attached to this check ([[kata.task.check]]), if any."""
+        return next((h for t, h in self.check_hints if t == test_name), None)
 
 
 VISIBILITIES = ("visible", "hidden")
@@ -135,7 +140,22 @@ def _task(entry: dict, where: str) -> Task:
     release = entry.get("release", True)
     if type(release) is not bool:
         raise RegistryError(f"{where}: release must be true or false, got {release!r}")
-    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions, visibility, release)
+    check_hints = []
+    for i, check in enumerate(entry.get("check", []), 1):
+        at = f"{where} check {i}"
+        if not isinstance(check, dict):
+            raise RegistryError(f"{at}: must be a table with 'tests' and 'hint'")
+        named, hint = _need(check, "tests", list, at), _need(check, "hint", str, at)
+        strays = [t for t in named if t not in tests]
+        if not named or strays:
+            raise RegistryError(f"{at}: 'tests' must name one or more of the task's own tests, not {strays or named!r}")
+        if not hint.strip():
+            raise RegistryError(f"{at}: the hint is empty")
+        check_hints += [(t, hint.strip()) for t in named]
+    if len({t for t, _ in check_hints}) != len(check_hints):
+        raise RegistryError(f"{where}: a test has two check hints")
+    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions, visibility, release,
+                tuple(check_hints))
 
 
 def _question(entry, where: str) -> Question:

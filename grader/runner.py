@@ -55,7 +55,7 @@ class TaskResult:
     checks_passed: int
     checks_total: int
     message: str  # why the first failing check failed, in the learner's words
-    hint: str  # the task's first hint, shown when the task does not pass
+    hint: str  # shown when the task does not pass: its failing check's own hint, else the task's first
     failures: list[dict] = field(default_factory=list)
     visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
     figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
@@ -251,6 +251,7 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
 def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
     """A task passes only when every one of its checks finished and passed."""
     passed = sum(c.outcome is Status.PASS for c in checks)
+    hint = None
     if not checks:
         status = Status.CRASH if note else Status.ERROR
         message = note or "the suite has no checks for this task"
@@ -260,6 +261,7 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
         worst = min(checks, key=lambda c: outcome(c).rank)
         status = outcome(worst)
         message = "" if status is Status.PASS else worst.message
+        hint = task.hint_for(worst.name)
     failures = [
         {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
         for c in checks if c.outcome is not Status.PASS
@@ -268,7 +270,7 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
         name=task.name, title=task.title, status=status,
         score=task.points if status is Status.PASS else 0, max_score=task.points,
         checks_passed=passed, checks_total=len(checks), message=message,
-        hint="" if status is Status.PASS else task.hints[0], failures=failures, visibility=task.visibility,
+        hint="" if status is Status.PASS else hint or task.hints[0], failures=failures, visibility=task.visibility,
         figures=[f for c in checks for f in c.figures],
     )
 

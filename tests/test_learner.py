@@ -171,3 +171,47 @@ def test_a_kata_that_turns_fully_green_gets_its_recap_once_with_the_learners_fig
     again = CliRunner().invoke(main, ["grade", "--no-live"])
     assert "is done" not in again.output
 
+
+CHECK_HINT = "What should the mean of no numbers at all be: a number, or an error?"
+
+
+@pytest.fixture
+def hinted(workdir, tmp_path, monkeypatch):
+    """The toy registry with a hint of its own on the empty-input check of task mean."""
+    registry = tmp_path / "hinted.toml"
+    text = Path(os.environ["KATA_REGISTRY"]).read_text()
+    second_task = text.index("  [[kata.task]]", text.index("  [[kata.task]]") + 1)
+    registry.write_text(text[:second_task] + '  [[kata.task.check]]\n  tests = ["test_mean_of_empty_raises_value_error"]\n'
+                        f'  hint = "{CHECK_HINT}"\n\n' + text[second_task:])
+    monkeypatch.setenv("KATA_REGISTRY", str(registry))
+    return workdir
+
+
+def mean_hint(output: str) -> str:
+    data = json.loads(output)
+    return next(t["hint"] for t in data["katas"][0]["tasks"] if t["name"] == "mean")
+
+
+def test_a_failing_check_with_a_hint_of_its_own_shows_that_hint(hinted):
+    shutil.copy(SUBS / "no_raise" / "toy.py", hinted / "toy.py")
+    result = CliRunner().invoke(main, ["grade", "--json"])
+    assert mean_hint(result.output) == CHECK_HINT
+
+
+def test_otherwise_the_task_hint_shown_is_the_next_one_kata_hint_would_give(hinted):
+    task_hints = load_registry()[0].task("mean").hints
+    shutil.copy(SUBS / "nan" / "toy.py", hinted / "toy.py")  # fails the mean check, which has no hint of its own
+    assert mean_hint(CliRunner().invoke(main, ["grade", "--json"]).output) == task_hints[0]
+    CliRunner().invoke(main, ["hint", "toy", "mean"])
+    assert mean_hint(CliRunner().invoke(main, ["grade", "--json"]).output) == task_hints[1]
+
+
+def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
+    from grader.registry import RegistryError
+
+    path = Path(os.environ["KATA_REGISTRY"])
+    path.write_text(path.read_text().replace('tests = ["test_mean_of_empty_raises_value_error"]\n  hint',
+                                             'tests = ["test_scale_multiplies_every_element"]\n  hint'))
+    with pytest.raises(RegistryError, match="must name one or more of the task's own tests"):
+        load_registry()
+
