@@ -52,7 +52,7 @@ def _read_state(name: str) -> dict:
 def _write_state(name: str, data: dict) -> None:
     path = state_dir() / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
+    _write_atomically(path, json.dumps(data, indent=1))
 
 
 def _did_you_mean(name: str, choices) -> str:
@@ -197,27 +197,20 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
             _write_atomically(Path(gradescope_path), text)
         raise
     live = (not as_json) and (sys.stdout.isatty() if live is None else live)
-    progress = None
+    rows, lock = report.LiveRows(chosen), threading.Lock()
+
+    def show_row(kata, task):
+        with lock:
+            click.echo(rows.row(kata.name, task), color=_colour())
+
     if live:
-        rows = report.LiveRows(chosen)
         click.echo(report.header_line(target, seed) + "\n", color=_colour())
         click.echo(rows.head(), color=_colour())
-        lock = threading.Lock()
-
-        def progress(kata, task):
-            with lock:
-                click.echo(rows.row(kata.name, task), color=_colour())
-    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=progress)
+    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=show_row if live else None)
     recaps = []
     if target == "katas":
         _next_hints(chosen, result)
-        last = _read_state("last_grade.json")
-        for k, graded in zip(chosen, result.katas):  # a task graded alone keeps its kata's other statuses
-            was_done = _all_pass(k, last.get(k.name, {}))
-            last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
-            if _all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
-                recaps.append(report.recap(k, graded))
-        _write_state("last_grade.json", last)
+        _, recaps = record_grade(chosen, result)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
         _write_atomically(Path(gradescope_path), json.dumps(report.gradescope(result), indent=1))
@@ -226,7 +219,7 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     else:
         click.echo("\n" + report.total_line(result) if live else report.table(result), color=_colour())
         click.echo(report.next_step(result, chosen))
-        for text in filter(None, recaps):
+        for text in recaps:
             click.echo("\n" + click.style(text, fg="green"), color=_colour())
         if verbose:
             text = report.details(result)
@@ -252,6 +245,21 @@ def _next_hints(katas: list[Kata], result) -> None:
             hints = known[graded.name].task(task.name).hints
             if task.hint in hints:
                 task.hint = hints[min(shown.get(f"{graded.name}/{task.name}", 0), len(hints) - 1)]
+
+
+def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
+    """Merge a grade of the learner's katas into the grade state (a task
+    graded alone keeps its kata's other statuses). Returns the new state and
+    the recaps of the katas this grade turned fully green."""
+    last = _read_state("last_grade.json")
+    recaps = []
+    for k, graded in zip(katas, result.katas):
+        was_done = _all_pass(k, last.get(k.name, {}))
+        last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
+        if _all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
+            recaps.append(report.recap(k, graded))
+    _write_state("last_grade.json", last)
+    return last, [r for r in recaps if r]
 
 
 def _all_pass(kata: Kata, statuses: dict) -> bool:
@@ -447,6 +455,25 @@ def bench_cmd(kata, args):
     if not any(a == "--target" or a.startswith("--target=") for a in args):
         args = ("--target", "katas", *args)  # your code, unless you say otherwise
     sys.exit(subprocess.call([sys.executable, str(script), *args]))  # from here: a relative --target is yours
+
+
+@main.command("watch")
+@click.argument("kata", required=False)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="0 grades on the standard examples; another N draws a different, equally deterministic set.")
+@click.option("--test-timeout", default=Limits.test_seconds, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds one check may take before it is graded 'timeout'.")
+def watch_cmd(kata, seed, test_timeout):
+    """Re-grade KATA every time you save its file, on one compact screen.
+
+    Without KATA it starts on the first kata that does not pass yet and
+    re-grades whichever kata's file you save in katas/ (or $KATA_WORKDIR).
+    The screen shows each task, what changed since the last run, and the
+    first failing check with its example and a hint. Ctrl-C stops watching.
+    """
+    from grader import watch as _watch
+
+    _watch.watch(kata, seed=seed, limits=Limits(test_seconds=test_timeout))
 
 
 # ------------------------------------------------------------------ instructors

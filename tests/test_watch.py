@@ -1,0 +1,282 @@
+"""`kata watch`: re-grades a kata when its file is saved, on the toy kata in a temporary work directory.
+
+Every wait has a timeout: a watch that misses a save fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.outcome import Status
+from grader.registry import load_registry
+from grader.runner import KataResult, TaskResult
+from grader.watch import first_unfinished, screen, watch
+
+TOY = Path(__file__).parent / "fixtures" / "toy"
+SUBS = TOY / "subs"
+ROOT = Path(__file__).resolve().parent.parent
+WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """The toy registry, a work directory holding the toy stub, and a state directory of its own."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    shutil.copy(SUBS / "stub" / "toy.py", workdir / "toy.py")
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_WORKDIR", str(workdir))
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    return workdir
+
+
+class Output:
+    """What a watch printed, gathered from another thread, with waits that time out."""
+
+    def __init__(self):
+        self.chunks: list[str] = []
+        self.cond = threading.Condition()
+
+    def add(self, text: str) -> None:
+        with self.cond:
+            self.chunks.append(text)
+            self.cond.notify_all()
+
+    def screens(self) -> list[str]:
+        with self.cond:
+            return [c for c in self.chunks if c.startswith("kata watch:")]
+
+    def gradings(self) -> int:
+        with self.cond:
+            return sum(c.startswith("grading ") for c in self.chunks)
+
+    def wait_for_screens(self, n: int, timeout: float = WAIT) -> list[str]:
+        with self.cond:
+            if not self.cond.wait_for(lambda: len([c for c in self.chunks if c.startswith("kata watch:")]) >= n,
+                                      timeout):
+                raise AssertionError(f"no screen {n} within {timeout} s; the watch printed: {self.chunks}")
+        return self.screens()
+
+
+def _start(kata="toy"):
+    out, stop = Output(), threading.Event()
+    thread = threading.Thread(target=watch, args=(kata,),
+                              kwargs=dict(stop=stop, out=out.add, clock=lambda: datetime(2026, 1, 2, 12, 34, 56)),
+                              daemon=True)
+    thread.start()
+    return out, stop, thread
+
+
+def _end(out, stop, thread):
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive(), "the watch did not stop within 10 s of its stop event"
+    assert out.chunks[-1] == "stopped watching"
+
+
+def test_watch_regrades_on_save_shows_what_changed_and_stops_on_its_event(work, tmp_path):
+    out, stop, thread = _start()
+    first = out.wait_for_screens(1)[0]
+    assert first.startswith("kata watch: toy (work/toy.py) — graded 12:34:56, 0/4 points")
+    assert first.count("todo ") == 3 and "first failing check: mean / test_mean_matches_a_float64_sum [todo]" in first
+    assert "hint: What does the mean divide by?" in first
+    assert first.splitlines()[-1] == "watching work/toy.py — save to re-grade, Ctrl-C to stop"
+    assert len(first.splitlines()) <= 24
+
+    shutil.copy(SUBS / "correct" / "toy.py", work / "toy.py")
+    second = out.wait_for_screens(2)[1]
+    assert "4/4 points" in second
+    said = " ".join(second.split())  # however the line was wrapped
+    assert "changed since last run: mean: todo -> pass; scale: todo -> pass; fast: todo -> pass" in said
+    assert "every task of toy passes." in second and "first failing check" not in second
+    _end(out, stop, thread)
+    assert out.gradings() == 2
+    state = json.loads((tmp_path / "state" / "last_grade.json").read_text())
+    assert state == {"toy": {"mean": "pass", "scale": "pass", "fast": "pass"}}, "the grade state was not written"
+
+
+def test_editor_temp_files_and_other_paths_do_not_trigger_a_grade_but_a_touch_does(work):
+    out, stop, thread = _start()
+    out.wait_for_screens(1)
+    (work / ".toy.py.swp").write_text("swap")
+    (work / "toy.py~").write_text("backup")
+    (work / ".#toy.py").write_text("lock")
+    (work / "4913").write_text("")  # vim's probe file
+    (work / "notes.py").write_text("x = 1\n")
+    (work / "__pycache__").mkdir()
+    (work / "__pycache__" / "toy.cpython-311.pyc").write_bytes(b"\0")
+    (work / ".kata").mkdir()
+    (work / ".kata" / "toy.py").write_text("")
+    (work / "sub").mkdir()
+    (work / "sub" / "toy.py").write_text("")
+    time.sleep(1.5)
+    assert len(out.screens()) == 1 and out.gradings() == 1, f"a file that is no kata's was graded: {out.chunks}"
+
+    (work / "toy.py").touch()  # the watch was listening all along: a save of the kata's file grades
+    second = out.wait_for_screens(2)[1]
+    assert "changed since last run: nothing changed" in second
+    _end(out, stop, thread)
+
+
+def test_a_burst_of_saves_is_graded_once(work):
+    out, stop, thread = _start()
+    out.wait_for_screens(1)
+    text = (SUBS / "correct" / "toy.py").read_text()
+    for n in range(5):  # an editor that writes, then formats on save, then writes again...
+        with open(work / "toy.py", "w") as f:
+            f.write(text[: len(text) // 2])
+            f.flush()
+            f.write(text[len(text) // 2:] + "\n" * n)
+        time.sleep(0.03)
+    assert "4/4 points" in out.wait_for_screens(2)[1]
+    time.sleep(1.5)
+    assert out.gradings() == 2, f"one burst of saves was graded more than once: {out.chunks}"
+    _end(out, stop, thread)
+
+
+def _processes_under(folder) -> list[int]:
+    """Processes whose command line or working directory lies in folder (the TMPDIR of a
+    watch: its judges run there and its jails' sys.path names it)."""
+    found, mark = [], str(folder).encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
+        except OSError:
+            continue
+        if mark in cmd or cwd.startswith(mark):
+            found.append(int(pid))
+    return found
+
+
+class Child:
+    """`python -m grader.cli watch toy` in the toy work directory, its stdout read line by line."""
+
+    def __init__(self, work: Path, tmp_path: Path):
+        self.scratch = tmp_path / "tmp"
+        self.scratch.mkdir()
+        env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_WORKDIR=str(work),
+                   KATA_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(self.scratch), PYTHONUNBUFFERED="1",
+                   PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "watch", "toy"], cwd=tmp_path, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, what: str, n: int = 1, timeout: float = WAIT) -> None:
+        deadline = time.monotonic() + timeout
+        while sum(line.startswith(what) for line in list(self.lines)) < n:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.kill()
+                raise AssertionError(f"no {n}x {what!r} within {timeout} s; stdout: {self.lines}; "
+                                     f"stderr: {self.proc.stderr.read()}")
+            time.sleep(0.05)
+
+    def interrupt(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("the watch did not end within 10 s of Ctrl-C")
+        self.reader.join(5)
+        return code, self.proc.stderr.read()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def leftovers(self) -> list[int]:
+        deadline = time.monotonic() + 5
+        while _processes_under(self.scratch) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return _processes_under(self.scratch)
+
+
+def test_the_command_regrades_on_save_and_ctrl_c_stops_it_cleanly(work, tmp_path):
+    child = Child(work, tmp_path)
+    child.wait_for("watching ")
+    assert any(line.startswith("kata watch: toy") and "0/4 points" in line for line in child.lines)
+    shutil.copy(SUBS / "correct" / "toy.py", work / "toy.py")
+    child.wait_for("watching ", 2)
+    assert any(line.startswith("kata watch: toy") and "4/4 points" in line for line in child.lines)
+    code, err = child.interrupt()
+    assert code == 0, err
+    assert child.lines[-1] == "stopped watching"
+    assert "Traceback" not in err, err
+    assert not child.leftovers(), "a judge or a jail outlived the watch"
+
+
+def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work, tmp_path):
+    child = Child(work, tmp_path)
+    child.wait_for("watching ")
+    shutil.copy(SUBS / "loop" / "toy.py", work / "toy.py")  # mean_of never returns: this grade hangs
+    child.wait_for("grading ", 2)
+    deadline = time.monotonic() + 10
+    while not _processes_under(child.scratch) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_under(child.scratch), "the re-grade had no judge running to stop"
+    time.sleep(0.5)
+    code, err = child.interrupt()
+    assert code == 0, err
+    assert child.lines[-1] == "stopped watching"
+    assert "Traceback" not in err, err
+    assert not child.leftovers(), "a judge or a jail outlived the watch"
+    assert not any("timeout" in line for line in child.lines), "the hanging grade was drawn"
+
+
+def test_an_unknown_kata_is_a_usage_error_with_a_suggestion(work):
+    result = CliRunner().invoke(main, ["watch", "tyo"])
+    assert result.exit_code == 2
+    assert "did you mean 'toy'" in result.output
+
+
+def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_kata(monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", "")
+    katas = load_registry()
+    kata = max(katas, key=lambda k: len(k.tasks))
+    long = "a message that goes on and on " * 20
+    tasks = [TaskResult(t.name, t.title, Status.FAIL, 0, t.points, 1, 26, long, t.hints[0],
+                        [{"test": f"test_{t.name}", "outcome": "fail", "message": long,
+                          "example": "Falsifying example: test_x(\n" + "    x=1,\n" * 10 + ")"}])
+             for t in kata.tasks]
+    result = KataResult(kata.name, kata.title, 0, kata.max_score, 1.0, tasks)
+    text = screen(kata, result, {t.name: "todo" for t in kata.tasks}, file=Path("/w") / f"{kata.name}.py",
+                  when=datetime(2026, 1, 2, 9, 0, 0), next_kata=None, watching_all=False)
+    assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 80, text
+    assert f"first failing check: {kata.tasks[0].name} / test_{kata.tasks[0].name} [fail]" in text
+    assert "  example: x=1, x=1" in text and "Falsifying" not in text
+    assert f"  hint: {kata.tasks[0].hints[0][:30]}" in text
+
+    passed = [TaskResult(t.name, t.title, Status.PASS, t.points, t.points, 3, 3, "", "") for t in katas[0].tasks]
+    state = {katas[0].name: {t.name: "pass" for t in katas[0].tasks}}
+    nxt = first_unfinished(katas, state, after=katas[0])
+    assert nxt is katas[1]
+    text = screen(katas[0], KataResult(katas[0].name, "", katas[0].max_score, katas[0].max_score, 1.0, passed),
+                  None, file=Path("/w") / f"{katas[0].name}.py", when=datetime(2026, 1, 2, 9, 0, 0), next_kata=nxt,
+                  watching_all=False)
+    assert f"next: {katas[1].name} — run `kata watch {katas[1].name}`" in text
+    assert "nothing to compare with" in text
+    every = {k.name: {t.name: "pass" for t in k.tasks} for k in katas}
+    assert first_unfinished(katas, every) is None
+    assert first_unfinished(katas, {}) is katas[0]
