@@ -97,6 +97,16 @@ def _mount(source, target, fstype, flags, data=None) -> None:
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
+def die_with_parent() -> None:
+    """Have the kernel kill this process (a judge) when the one that started
+    it dies, so that a `kata` killed with SIGKILL or SIGTERM leaves no judge
+    (and, by their own parent-death signal, no jail) behind."""
+    parent = os.getppid()
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != parent:  # it died before we could ask
+        os._exit(1)
+
+
 def _last_words(parent: int) -> None:
     """Die with the judge, and never gain privileges (no setuid binaries)."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")

@@ -51,9 +51,10 @@ MAX_TEXT = 2000  # characters of one message or example shown; Gradescope's outp
 def results(result: GradeResult, *, seed: int, note: str = "") -> dict:
     """Gradescope's results.json for a grade: one test per task, with a
     Markdown output (status, checks passed, and for a task that does not
-    pass each failing check's message, Hypothesis's minimal example and the
-    hint), a leaderboard of the figures the passing speed checks measured,
-    and `note` (Markdown) under the one-line summary."""
+    pass each failing check's message, its failing example, which is the
+    learner's call as Hypothesis shrank it, and the hint), a leaderboard of
+    the figures the passing speed checks measured, and `note` (Markdown)
+    under the one-line summary."""
     orders = {k.name: k.order for k in load_registry()}
     tests = []
     for position, kata in enumerate(result.katas, 1):
@@ -114,7 +115,7 @@ def _task_output(task: TaskResult) -> str:
         parts.append(f"{label}: `{failure['test']}` ({failure['outcome']})")
         parts.append(_fenced(failure["message"] or "(no message)"))
         if failure["example"]:
-            parts.append("Hypothesis's minimal example:")
+            parts.append("The failing example:")
             parts.append(_fenced(failure["example"]))
     unshown = len(task.failures) - MAX_FAILURES_SHOWN
     if unshown > 0:

@@ -25,6 +25,7 @@ every use, without a new try.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import confine
+from grader import examples
 from grader import protocol as p
 from grader import target as _target
 from reference.lm import BigramLM, CachedLM, PlainLM
@@ -68,6 +70,53 @@ class Settings:
 
 
 SETTINGS = Settings()
+
+# The latest calls of learner code (grader.examples.Call, arguments frozen), for the example a failing
+# check shows. Only a few are kept; grader.worker forgets them when a check or a Hypothesis example starts.
+CALLS: collections.deque = collections.deque(maxlen=8)
+_CALLS_MADE = [0]  # calls since they were last forgotten, the ones no longer kept included
+
+
+def forget_calls() -> None:
+    CALLS.clear()
+    _CALLS_MADE[0] = 0
+
+
+def recorded_calls() -> tuple[list, int]:
+    """(the latest calls of learner code, oldest first; how many were made since forget_calls)."""
+    return list(CALLS), _CALLS_MADE[0]
+
+
+def _record(jail: "Jail", obj: "Remote", method: str | None, args, kwargs, batch: bool) -> None:
+    """Note a call of the learner's module (never of a baseline's) before it is sent."""
+    if method is not None and method.startswith("__"):
+        return  # len() and [] of a learner object: not a call the learner wrote out
+    if batch:
+        n, args = len(args), (args[-1] if args else ())
+    else:
+        n = 1
+    try:
+        frozen = examples.Call(jail.kata, str(obj._ref.get("type")), str(obj._ref.get("kind")), method,
+                               tuple(_freeze(a) for a in args), {str(k): _freeze(v) for k, v in kwargs.items()}, n)
+    except Exception:  # noqa: BLE001 - an example is a courtesy; it never fails a check
+        return
+    CALLS.append(frozen)
+    _CALLS_MADE[0] += n
+
+
+# Arrays upload() sent ahead of a timed call, by the handle that stands for them, described.
+_UPLOADED: "weakref.WeakKeyDictionary[Remote, object]" = weakref.WeakKeyDictionary()
+
+
+def _freeze(value):
+    if isinstance(value, Remote) and value in _UPLOADED:
+        return _UPLOADED[value]  # an array sent ahead of a timed call: described as the array
+    return examples.freeze(value)
+
+
+def is_load_failure(exc: BaseException) -> bool:
+    """True if exc is why a kata module could not be loaded (raised again by every check)."""
+    return any(jail.failed is exc for jail in _JAILS.values())
 
 
 class JailCrash(BaseException):
@@ -304,6 +353,7 @@ class Jail:
         self.failed: BaseException | None = None  # the import failed: every use fails the same way
         self.dir: str | None = None
         self.uid = 0
+        self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
 
     # -- life
     def _prepare(self) -> None:
@@ -464,6 +514,8 @@ class Jail:
         self.ensure()
         if obj._gen != self.generation:
             raise JailCrash("this kata object was made before the kata process restarted")
+        if self.learner and not keep:  # a timed call (keep) is recorded by timed(), before its clock starts
+            _record(self, obj, method, args, kwargs, batch)
         fields = {"obj": obj, "method": method, "args": list(args), "kwargs": dict(kwargs)}
         if keep:
             fields["keep"] = True
@@ -560,6 +612,7 @@ def kata_module(name: str) -> ModuleProxy:
         if SETTINGS.target != "reference" and _target.USES_SOLUTIONS.search(text):
             raise KataLoadError(f"{source.name} uses the reference solution; a kata must be your own code")
         _JAILS[key] = Jail(name, source)
+        _JAILS[key].learner = True
     return _JAILS[key].module()
 
 
@@ -587,7 +640,15 @@ def upload(fn, args) -> list:
     """args with every array larger than UPLOAD_BYTES already sent to fn's
     jail (as handles), so that timing a call of fn does not time the copy."""
     jail = _owner(fn, "upload")[0]._jail
-    return [jail.put(a) if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES else a for a in args]
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES:
+            handle = jail.put(a)
+            if jail.learner:
+                _UPLOADED[handle] = examples.freeze(a)
+            a = handle
+        out.append(a)
+    return out
 
 
 def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
@@ -600,6 +661,8 @@ def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[floa
     for calls too quick to time one by one."""
     owner, method = _owner(fn, "timed")
     sent = [upload(fn, one) for one in args] if batch else upload(fn, args)
+    if owner._jail.learner:
+        _record(owner._jail, owner, method, sent, {}, batch)
     t0 = time.perf_counter()
     _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
     return time.perf_counter() - t0, digest

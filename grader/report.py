@@ -203,10 +203,12 @@ def failing_summary(result: GradeResult) -> str:
 
 
 def _shared_failure(kata) -> str | None:
-    """The message every failing check of the kata gave, when all its graded
-    checks failed and gave one message (an import or syntax error, a module
-    that hangs or dies while loading); else None. A check not run because an
+    """The message every failing check of the kata gave, when it graded two
+    tasks or more and all their checks failed and gave one message (an import
+    or syntax error, a module that hangs or dies while loading); else None. A check not run because an
     earlier check of its task timed out does not count against it."""
+    if len(kata.tasks) < 2:
+        return None  # one task: its checks that failed alike are counted there
     messages = set()
     failures = 0
     for task in kata.tasks:

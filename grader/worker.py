@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import errno
 import faulthandler
+import functools
 import json
 import os
 import sys
@@ -30,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader import judge
+from grader import confine, examples, judge
 from grader.suites import common
 from grader.outcome import Event, EventKind, Status
 
@@ -63,14 +64,25 @@ def _assertion_message(exc: AssertionError) -> str:
     return text.strip() or "an assertion failed"
 
 
-def _falsifying_example(exc: BaseException) -> str:
+def _falsifying_example(exc: BaseException, test: str) -> str:
+    """Hypothesis's notes on exc about test `test`. (An exception raised again
+    by every check, a module that failed to load, carries the notes of
+    every test it failed: only this test's own count.)"""
     notes = []
     for leaf in [exc, *_leaves(exc)]:
         notes.extend(n for n in getattr(leaf, "__notes__", []) if n not in notes)
     # Hypothesis words it "Falsifying example: ..." (older) or "Failing test case: ..." (newer).
-    prefixes = ("Falsifying example", "Falsifying explicit example", "Failing test case", "Failing explicit", "Draw ")
-    found = [n for n in notes if n.startswith(prefixes)]
+    prefixes = ("Falsifying example", "Falsifying explicit example", "Failing test case", "Failing explicit")
+    found = [n for n in notes if n.startswith(prefixes) and f" {test}(" in n.split("\n", 1)[0]
+             or n.startswith("Draw ")]
     return "\n".join(found)
+
+
+# Exceptions Hypothesis raises inside a test to steer it (assume(), a draw past the data), not failures.
+def _hypothesis_control() -> tuple[type, ...]:
+    from hypothesis.errors import HypothesisException, StopTest
+
+    return (HypothesisException, StopTest)
 
 
 def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
@@ -103,7 +115,10 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
         if isinstance(e, pytest.fail.Exception):  # e.g. pytest.raises saw no exception
             return Status.FAIL, str(e).strip() or "a check failed"
     e = next((x for x in leaves if not isinstance(x, NotImplementedError)), leaves[0])
-    return Status.ERROR, f"{type(e).__name__}: {e}"
+    text = str(e)
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        text = e.args[0]  # str() of a KeyError is its key's repr: the learner's frames would print as "\n"
+    return Status.ERROR, f"{type(e).__name__}: {text}"
 
 
 class Reporter:
@@ -114,6 +129,7 @@ class Reporter:
         self.channel, self.kata, self.only, self.tasks, self.limits = channel, kata, only, tasks, limits
         self.verdicts: dict[str, tuple[Status, str, str]] = {}
         self.hung: dict[str, str] = {}  # task -> the check of it that timed out
+        self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
 
     def pytest_collection_modifyitems(self, session, config, items):
         items[:] = [i for i in items if not self.only or i.originalname in self.only]
@@ -137,8 +153,63 @@ class Reporter:
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
         common.FIGURES.clear()
+        judge.forget_calls()
+        self.failing_calls = None
+        self._track_examples(item)
         judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         return None
+
+    def _track_examples(self, item) -> None:
+        """Make a Hypothesis test forget the learner calls recorded so far each
+        time it runs one example, and keep those of an example that fails.
+
+        This relies on Hypothesis's public `test.hypothesis.inner_test`
+        (HypothesisHandle: "downstream users can reassign its attributes to
+        insert custom logic into the execution of each case"; pytest-trio
+        does the same): Hypothesis reads it when the test starts and calls it
+        once per example, explicit, generated, shrunk or replayed. The final
+        replay of the minimal failing example is the last example that
+        fails, so the calls kept are the ones it made. (An explicit example
+        that fails is followed by the other explicit ones, which may pass:
+        keeping the calls of the last failing example, not of the last
+        example, covers that too.) Wrapped with functools.wraps, the test
+        keeps its source and signature, so the derandomized draws, which
+        Hypothesis seeds from them, do not change."""
+        handle = getattr(item.obj, "hypothesis", None)
+        inner = getattr(handle, "inner_test", None)
+        if inner is None or getattr(inner, "_kata_tracks_calls", False):
+            return
+        control = _hypothesis_control()
+
+        @functools.wraps(inner)
+        def one_example(*args, **kwargs):
+            judge.forget_calls()
+            try:
+                return inner(*args, **kwargs)
+            except control:
+                raise
+            except BaseException:
+                self.failing_calls = judge.recorded_calls()
+                raise
+
+        one_example._kata_tracks_calls = True
+        handle.inner_test = one_example
+
+    def _example(self, item, exc: BaseException, outcome: Status) -> str:
+        """The failing check's example: the last calls of the learner's code
+        that its failing execution made, else Hypothesis's own example."""
+        if outcome is Status.TODO:
+            return ""
+        leaves = _leaves(exc)
+        if any(judge.is_load_failure(e) or isinstance(e, judge.KataLoadError) for e in [exc, *leaves]):
+            return ""  # every check says the same; the report shows it once
+        calls, total = self.failing_calls if self.failing_calls is not None else judge.recorded_calls()
+        try:
+            if calls:
+                return examples.calls_text(calls, total)
+            return examples.hypothesis_text(_falsifying_example(exc, item.originalname))
+        except Exception as err:  # noqa: BLE001 - an example is a courtesy; it never changes a verdict
+            return f"(the grader could not show the example: {type(err).__name__})"
 
     def pytest_runtest_makereport(self, item, call):
         import pytest
@@ -157,7 +228,7 @@ class Reporter:
             outcome = Status.SLOW  # correct (other checks say so) but not fast enough
         if outcome is Status.TIMEOUT and item.originalname in self.tasks:
             self.hung.setdefault(self.tasks[item.originalname], item.originalname)
-        self.verdicts[item.nodeid] = (outcome, message, _falsifying_example(call.excinfo.value))
+        self.verdicts[item.nodeid] = (outcome, message, self._example(item, call.excinfo.value, outcome))
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" and report.passed and report.nodeid not in self.verdicts:
@@ -185,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-mb", type=int, default=64)
     parser.add_argument("--cpu-seconds", type=int, default=600)
     args = parser.parse_args(argv)
+    confine.die_with_parent()
 
     limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
     judge.SETTINGS.memory_mb, judge.SETTINGS.output_mb = args.memory_mb, args.output_mb
