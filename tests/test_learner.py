@@ -215,3 +215,15 @@ def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
     with pytest.raises(RegistryError, match="must name one or more of the task's own tests"):
         load_registry()
 
+
+def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinished(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / "katas" / "moe.py", work / "moe.py")
+    env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
+    env["KATA_WORKDIR"] = str(work)
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "bench", "moe"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "not written yet" in done.stderr and "--target reference" in done.stderr
+
