@@ -146,6 +146,19 @@ def main():
     """
 
 
+_TEST_TIMEOUT = click.option("--test-timeout", default=Limits.test_seconds, show_default=True,
+                             type=click.FloatRange(min=1), help="Seconds one check may take before it is graded 'timeout'.")
+
+
+def _limit_options(fn):
+    """--test-timeout, --kata-timeout and --memory-mb: the limits of a grading."""
+    fn = click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
+                      help="Memory (address space) a grading process may use, in MiB.")(fn)
+    fn = click.option("--kata-timeout", default=Limits.kata_seconds, show_default=True, type=click.FloatRange(min=1),
+                      help="Seconds one kata's whole suite may take.")(fn)
+    return _TEST_TIMEOUT(fn)
+
+
 @main.command("grade")
 @click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...")
 @click.option("--target", default="katas", show_default=True,
@@ -158,13 +171,9 @@ def main():
 @click.option("--gradescope", "gradescope_path", type=click.Path(dir_okay=False, writable=True),
               help="Also write Gradescope's results.json to this path.")
 @click.option("--verbose", "-v", is_flag=True,
-              help="Show every failing check: its message, Hypothesis's minimal example and the task's first hint.")
-@click.option("--test-timeout", default=Limits.test_seconds, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds one check may take before it is graded 'timeout'.")
-@click.option("--kata-timeout", default=Limits.kata_seconds, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds one kata's whole suite may take.")
-@click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
-              help="Memory (address space) a grading process may use, in MiB.")
+              help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it) and "
+                   "a hint aimed at that check.")
+@_limit_options
 @click.option("--live/--no-live", default=None,
               help="Print each task's row as soon as it is graded (the default on a terminal).")
 def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb,
@@ -461,8 +470,7 @@ def bench_cmd(kata, args):
 @click.argument("kata", required=False)
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="0 grades on the standard examples; another N draws a different, equally deterministic set.")
-@click.option("--test-timeout", default=Limits.test_seconds, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds one check may take before it is graded 'timeout'.")
+@_TEST_TIMEOUT
 def watch_cmd(kata, seed, test_timeout):
     """Re-grade KATA every time you save its file, on one compact screen.
 
@@ -517,12 +525,7 @@ def release_cmd(out):
               help="The seed every student is graded with.")
 @click.option("--seed-per-student", "secret", metavar="SECRET",
               help="Give each student a seed of their own, derived from SECRET and their name (reproducible).")
-@click.option("--test-timeout", default=Limits.test_seconds, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds one check may take before it is graded 'timeout'.")
-@click.option("--kata-timeout", default=Limits.kata_seconds, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds one kata's whole suite may take.")
-@click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
-              help="Memory (address space) a grading process may use, in MiB.")
+@_limit_options
 def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata_timeout, memory_mb):
     """Grade a class: one folder or .zip per student in SUBMISSIONS.
 

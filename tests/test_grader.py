@@ -5,7 +5,6 @@ reported with the right status, and the other katas are still graded."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,12 +12,10 @@ from click.testing import CliRunner
 from grader.cli import main
 from grader.outcome import Event, EventKind
 from grader.registry import load_registry
-from grader.runner import Limits, grade, grade_kata
+from grader.runner import grade, grade_kata
+from helpers import FAST, SUBS, TOY, processes_under
 
-TOY = Path(__file__).parent / "fixtures" / "toy"
-SUBS = TOY / "subs"
 # Short limits so the hang and loop fixtures finish quickly.
-FAST = Limits(test_seconds=4, kata_seconds=60)
 
 
 @pytest.fixture(scope="module")
@@ -311,23 +308,6 @@ def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_th
     assert result.duration < FAST.kata_seconds, "waited for the whole kata limit instead of one check limit"
 
 
-def _processes_under(folder) -> list[int]:
-    """Processes whose command line or working directory lies in folder (a grading's TMPDIR:
-    its judges run there and its jails' sys.path names it)."""
-    import os
-
-    found, mark = [], str(folder).encode()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
-            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
-        except OSError:
-            continue
-        if mark in cmd or cwd.startswith(mark):
-            found.append(int(pid))
-    return found
-
-
 def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(tmp_path):
     import os
     import signal
@@ -341,16 +321,16 @@ def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(
     proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"),
                              "--test-timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     time.sleep(4)  # long enough to be inside the hanging check
-    assert _processes_under(scratch), "the grading had no judge or jail running to stop"
+    assert processes_under(scratch), "the grading had no judge or jail running to stop"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err.decode()
     assert b"kata" in out and b"task" in out, "no table of what was graded so far"
     assert b"interrupted" in err
     deadline = time.monotonic() + 5
-    while _processes_under(scratch) and time.monotonic() < deadline:
+    while processes_under(scratch) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _processes_under(scratch), "a judge or a jail outlived the interrupted grading"
+    assert not processes_under(scratch), "a judge or a jail outlived the interrupted grading"
 
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
@@ -367,16 +347,16 @@ def test_killing_kata_leaves_no_judge_or_jail_behind(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"),
                              "--test-timeout", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 20
-    while not _processes_under(scratch) and time.monotonic() < deadline:
+    while not processes_under(scratch) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_under(scratch), "the grading had no judge or jail running"
+    assert processes_under(scratch), "the grading had no judge or jail running"
     time.sleep(4)  # inside the hanging check, where the judge writes nothing that would fail on a closed pipe
     proc.send_signal(getattr(signal, sig))
     proc.wait(timeout=30)
     deadline = time.monotonic() + 5
-    while _processes_under(scratch) and time.monotonic() < deadline:
+    while processes_under(scratch) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _processes_under(scratch), f"a judge or a jail outlived kata killed by {sig}"
+    assert not processes_under(scratch), f"a judge or a jail outlived kata killed by {sig}"
 
 
 def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_path):

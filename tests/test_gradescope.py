@@ -22,16 +22,14 @@ from grader import gradescope, report
 from grader.cli import main
 from grader.outcome import Status
 from grader.registry import load_registry
-from grader.runner import GradeResult, KataResult, Limits, TaskResult, grade
+from grader.runner import GradeResult, KataResult, TaskResult, grade
+from helpers import FAST, SUBS, TOY
 
 jsonschema = pytest.importorskip("jsonschema")
 
 HERE = Path(__file__).parent
-TOY = HERE / "fixtures" / "toy"
-SUBS = TOY / "subs"
 CHECKOUT = HERE.parent
 SCHEMA = json.loads((HERE / "gradescope_results.schema.json").read_text())
-FAST = Limits(test_seconds=4, kata_seconds=60)
 ALICE = {"id": 101, "users": [{"email": "alice@example.edu", "id": 7, "name": "Alice"}]}
 BOB = {"id": 102, "users": [{"email": "bob@example.edu", "id": 8, "name": "Bob"}]}
 

@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import classroom, gradebook, release, submissions
+from grader import gradebook, release, submissions
 from grader.cli import main
 from grader.registry import load_registry
 from grader.target import ROOT, SOLUTIONS_DIR
+from helpers import SUBS, TOY
 
-TOY = Path(__file__).parent / "fixtures" / "toy"
-SUBS = TOY / "subs"
 
 
 @pytest.fixture

@@ -18,9 +18,8 @@ from grader import report, runner
 from grader.cli import BLAS_THREADS, main
 from grader.registry import load_registry
 from grader.target import ROOT
+from helpers import SUBS, TOY
 
-TOY = Path(__file__).parent / "fixtures" / "toy"
-SUBS = TOY / "subs"
 
 
 @pytest.fixture

@@ -15,14 +15,12 @@ from grader import examples, report
 from grader.judge import ModuleProxy, Remote, RemoteMethod
 from grader.outcome import Status
 from grader.registry import REGISTRY_PATH, load_registry
-from grader.runner import GradeResult, KataResult, Limits, TaskResult, grade_kata
+from grader.runner import GradeResult, KataResult, TaskResult, grade_kata
 from grader.stubs import STUB_FILES
 from reference.model import Config, Model
+from helpers import FAST, SUBS, TOY
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY = Path(__file__).parent / "fixtures" / "toy"
-SUBS = TOY / "subs"
-FAST = Limits(test_seconds=4, kata_seconds=60)
 
 
 @pytest.fixture(scope="module")

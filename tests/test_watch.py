@@ -24,9 +24,8 @@ from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import KataResult, TaskResult
 from grader.watch import first_unfinished, screen, watch
+from helpers import SUBS, TOY, processes_under
 
-TOY = Path(__file__).parent / "fixtures" / "toy"
-SUBS = TOY / "subs"
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
 
@@ -148,21 +147,6 @@ def test_a_burst_of_saves_is_graded_once(work):
     _end(out, stop, thread)
 
 
-def _processes_under(folder) -> list[int]:
-    """Processes whose command line or working directory lies in folder (the TMPDIR of a
-    watch: its judges run there and its jails' sys.path names it)."""
-    found, mark = [], str(folder).encode()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
-            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
-        except OSError:
-            continue
-        if mark in cmd or cwd.startswith(mark):
-            found.append(int(pid))
-    return found
-
-
 class Child:
     """`python -m grader.cli watch toy` in the toy work directory, its stdout read line by line."""
 
@@ -208,9 +192,9 @@ class Child:
 
     def leftovers(self) -> list[int]:
         deadline = time.monotonic() + 5
-        while _processes_under(self.scratch) and time.monotonic() < deadline:
+        while processes_under(self.scratch) and time.monotonic() < deadline:
             time.sleep(0.1)
-        return _processes_under(self.scratch)
+        return processes_under(self.scratch)
 
 
 def test_the_command_regrades_on_save_and_ctrl_c_stops_it_cleanly(work, tmp_path):
@@ -233,9 +217,9 @@ def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work
     shutil.copy(SUBS / "loop" / "toy.py", work / "toy.py")  # mean_of never returns: this grade hangs
     child.wait_for("grading ", 2)
     deadline = time.monotonic() + 10
-    while not _processes_under(child.scratch) and time.monotonic() < deadline:
+    while not processes_under(child.scratch) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_under(child.scratch), "the re-grade had no judge running to stop"
+    assert processes_under(child.scratch), "the re-grade had no judge running to stop"
     time.sleep(0.5)
     code, err = child.interrupt()
     assert code == 0, err
