@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from grader import target as _target
@@ -84,9 +84,6 @@ class GradeResult:
     @property
     def passed(self) -> bool:
         return not self.interrupted and all(t.status is Status.PASS for k in self.katas for t in k.tasks)
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 _LIVE: set[subprocess.Popen] = set()  # every judge running now, for stop_everything()
