@@ -27,32 +27,11 @@ from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
 
-from grader import interview, report  # noqa: E402
+from grader import interview, report, state  # noqa: E402
 from grader import target as _target  # noqa: E402
 from grader.registry import Kata, RegistryError, load_presets, load_registry  # noqa: E402
 from grader.runner import Limits, grade  # noqa: E402
 from grader.stubs import stub_for  # noqa: E402
-
-
-def state_dir() -> Path:
-    """Where `kata` keeps the last grade, the hints shown and reset backups:
-    .kata/ in the work directory (katas/ or $KATA_WORKDIR), next to the
-    learner's files, unless $KATA_STATE_DIR says otherwise."""
-    return Path(os.environ.get("KATA_STATE_DIR") or _target.workdir() / ".kata")
-
-
-def _read_state(name: str) -> dict:
-    path = state_dir() / name
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_state(name: str, data: dict) -> None:
-    path = state_dir() / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, json.dumps(data, indent=1))
 
 
 def _did_you_mean(name: str, choices) -> str:
@@ -203,7 +182,7 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
             from grader import gradescope
 
             text = json.dumps(gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0))
-            _write_atomically(Path(gradescope_path), text)
+            state.write_atomically(Path(gradescope_path), text)
         raise
     live = (not as_json) and (sys.stdout.isatty() if live is None else live)
     rows, lock = report.LiveRows(chosen), threading.Lock()
@@ -218,11 +197,11 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=show_row if live else None)
     recaps = []
     if target == "katas":
-        _next_hints(chosen, result)
-        _, recaps = record_grade(chosen, result)
+        state.use_next_hints(chosen, result)
+        _, recaps = state.record_grade(chosen, result)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
-        _write_atomically(Path(gradescope_path), json.dumps(report.gradescope(result), indent=1))
+        state.write_atomically(Path(gradescope_path), json.dumps(report.gradescope(result), indent=1))
     if as_json:
         click.echo(json.dumps(report.as_json(result), indent=1))
     else:
@@ -244,53 +223,15 @@ def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test
     sys.exit(0 if result.passed else 1)
 
 
-def _next_hints(katas: list[Kata], result) -> None:
-    """A task whose failing check has no hint of its own shows the task's next
-    hint, the one `kata hint` would give, rather than always the first."""
-    shown = _read_state("hints.json")
-    known = {k.name: k for k in katas}
-    for graded in result.katas:
-        for task in graded.tasks:
-            hints = known[graded.name].task(task.name).hints
-            if task.hint in hints:
-                task.hint = hints[min(shown.get(f"{graded.name}/{task.name}", 0), len(hints) - 1)]
-
-
-def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
-    """Merge a grade of the learner's katas into the grade state (a task
-    graded alone keeps its kata's other statuses). Returns the new state and
-    the recaps of the katas this grade turned fully green."""
-    last = _read_state("last_grade.json")
-    recaps = []
-    for k, graded in zip(katas, result.katas):
-        was_done = _all_pass(k, last.get(k.name, {}))
-        last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
-        if _all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
-            recaps.append(report.recap(k, graded))
-    _write_state("last_grade.json", last)
-    return last, [r for r in recaps if r]
-
-
-def _all_pass(kata: Kata, statuses: dict) -> bool:
-    return all(statuses.get(t.name) == "pass" for t in kata.tasks)
-
-
 def _colour() -> bool | None:
     """Colour on a terminal (click's default), never under NO_COLOR."""
     return False if os.environ.get("NO_COLOR") else None
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write text to path through a temporary file and a rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 @main.command("list")
 def list_cmd():
     """List the katas and their tasks, with the status from your last grade."""
-    last = _read_state("last_grade.json")
+    last = state.read(state.LAST_GRADE)
     for kata in load_registry():
         click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
         for task in kata.tasks:
@@ -310,7 +251,7 @@ def hint_cmd(kata, task, show_all):
     """
     k = _kata(kata)
     if task is None:
-        last = _read_state("last_grade.json").get(k.name, {})
+        last = state.read(state.LAST_GRADE).get(k.name, {})
         pending = [t for t in k.tasks if last.get(t.name) != "pass"]
         t = pending[0] if pending else k.tasks[0]
     else:
@@ -322,17 +263,14 @@ def hint_cmd(kata, task, show_all):
         for i, h in enumerate(t.hints, 1):
             click.echo(f"{k.name} / {t.name}, hint {i}/{len(t.hints)}: {h}")
         return
-    shown = _read_state("hints.json")
-    key = f"{k.name}/{t.name}"
-    n = min(shown.get(key, 0), len(t.hints) - 1)
-    click.echo(f"{k.name} / {t.name}, hint {n + 1}/{len(t.hints)}: {t.hints[n]}")
-    if shown.get(key, 0) >= len(t.hints):
+    number, hint = state.next_hint(k.name, t)
+    click.echo(f"{k.name} / {t.name}, hint {number}/{len(t.hints)}: {hint}")
+    if state.hints_shown(k.name, t.name) >= len(t.hints):
         click.echo(f"(that was the last hint of {k.name} / {t.name} again; `kata hint {k.name} {t.name} --all` lists "
                    "them all, and CHECKLIST.md says what done means)")
-    elif n + 1 == len(t.hints):
+    elif number == len(t.hints):
         click.echo("(that was the last hint of this task)")
-    shown[key] = n + 1
-    _write_state("hints.json", shown)
+    state.mark_hint_shown(k.name, t)
 
 
 @main.command("init")
@@ -372,15 +310,7 @@ def reset_cmd(kata, yes):
     if not yes:
         click.confirm(f"Replace {path} with the untouched stub? (a backup is kept)", abort=True)
     if path.exists():
-        backups = state_dir() / "backups"
-        backups.mkdir(parents=True, exist_ok=True)
-        backup = backups / f"{k.name}-{time.strftime('%Y%m%d-%H%M%S')}.py"
-        n = 1
-        while backup.exists():
-            backup = backups / f"{k.name}-{time.strftime('%Y%m%d-%H%M%S')}-{n}.py"
-            n += 1
-        shutil.copy2(path, backup)
-        click.echo(f"backed up your {path.name} to {backup}")
+        click.echo(f"backed up your {path.name} to {state.back_up(path, k.name)}")
     path.write_text(stub_for(k.name), encoding="utf-8")
     click.echo(f"restored the stub of {k.name} at {path}")
 

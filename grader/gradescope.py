@@ -33,7 +33,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from grader import release
+from grader import release, state
 from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import GradeResult, TaskResult, grade
@@ -205,7 +205,7 @@ def run(root: Path) -> int:
         data = error_results(message, seed=seed, execution_time=time.monotonic() - started)
         text = json.dumps(data, indent=1)
     path = root / "results" / "results.json"
-    _write_atomically(path, text)
+    state.write_atomically(path, text)
     print(f"kata gradescope: {data['score']} points, written to {path}")
     return 0
 
@@ -268,14 +268,6 @@ def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:
     if missing:
         note += f" Not found there, so graded as errors: {', '.join(missing)}."
     return note
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: Gradescope never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------ the zip

@@ -28,6 +28,7 @@ from typing import Callable
 
 import click
 
+from grader import state
 from grader import target as _target
 from grader.registry import Kata, load_registry
 from grader.runner import GradeResult, KataResult, Limits, TaskResult, grade, stop_everything
@@ -35,7 +36,6 @@ from grader.runner import GradeResult, KataResult, Limits, TaskResult, grade, st
 STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
 HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
 MESSAGE_LINES, EXAMPLE_LINES, HINT_LINES = 3, 3, 2  # how much of a failure the screen shows
-STATE_FILE = "last_grade.json"
 
 
 # ------------------------------------------------------------------ grade state
@@ -43,18 +43,14 @@ STATE_FILE = "last_grade.json"
 
 def last_grades() -> dict[str, dict[str, str]]:
     """kata -> task -> status of the last grade (`kata grade`'s or `kata watch`'s)."""
-    from grader.cli import _read_state  # lazily: the CLI imports this module lazily too
-
-    return _read_state(STATE_FILE)
+    return state.read(state.LAST_GRADE)
 
 
 def save_last_grade(kata: Kata, result: GradeResult) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Merge a grade of the learner's kata into the grade state, as `kata
     grade` does. Returns the new state, and the kata's recap if this grade
     turned it fully green."""
-    from grader.cli import record_grade
-
-    return record_grade([kata], result)
+    return state.record_grade([kata], result)
 
 
 def _fully_passing(kata: Kata, state: dict) -> bool:
