@@ -103,6 +103,7 @@ def dequantize_grouped(q, scales, group_size: int) -> np.ndarray:
 
     q: integer codes (..., L); scales: float (..., L // G); group_size: G.
     Returns q * scale of its group, shape (..., L), in scales' float dtype.
+    Raises ValueError for a scalar q or scales of another shape.
     """
     raise NotImplementedError
 
@@ -122,6 +123,7 @@ def unpack_int4(packed, n: int) -> np.ndarray:
     """The n signed 4-bit codes that pack_int4 packed.
 
     packed: uint8 (ceil(n / 2),); n: number of codes. Returns int8 (n,) in [-8, 7].
+    Raises ValueError unless packed is 1-D uint8 and ceil(n / 2) equals its size.
     """
     raise NotImplementedError
 
@@ -187,6 +189,7 @@ def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
 
     4.5 for bits=4, group_size=32 (llama.cpp's Q4_0: 18 bytes per 32 weights);
     8.5 for bits=8 (Q8_0). bits: 2..8; group_size: positive int; scale_bytes:
-    bytes of one scale, a non-negative int (2 for fp16).
+    bytes of one scale, a non-negative int (2 for fp16). Raises ValueError
+    for any of them outside those ranges.
     """
     raise NotImplementedError

@@ -125,3 +125,47 @@ def test_the_recap_quotes_only_figures_the_suite_records(kata):
     missing = [n for n in names if f'key="{n}"' not in source]
     assert not missing, f"the recap of {kata.name} quotes {missing}, which no check of its suite records"
 
+
+
+def _public_defs(tree: ast.Module):
+    """(qualified name, node) of every public function, class and method of a module."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            yield node.name, node
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and (not item.name.startswith("_") or item.name == "__init__"):
+                        yield f"{node.name}.{item.name}", item
+
+
+def _raised(node: ast.AST) -> set[str]:
+    """The exception classes a body raises by name (raise X(...) or raise X)."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Raise) and n.exc is not None:
+            target = n.exc.func if isinstance(n.exc, ast.Call) else n.exc
+            if isinstance(target, ast.Name) and target.id != "NotImplementedError":
+                names.add(target.id)
+    return names
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_every_public_function_of_the_stub_documents_itself_and_the_errors_it_raises(kata):
+    """The stub is all a learner reads: every public function, class and
+    method has a docstring, and each exception the solution raises by name
+    in it is named there."""
+    stub = dict(_public_defs(ast.parse(stub_for(kata.name))))
+    solution = dict(_public_defs(ast.parse((SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))))
+    undocumented = [name for name, node in stub.items()
+                    if not ast.get_docstring(node) and not (name.endswith("__init__") and ast.get_docstring(
+                        stub[name.split(".")[0]]))]
+    assert not undocumented, f"katas/{kata.name}.py: no docstring on {undocumented}"
+    unnamed = []
+    for name, node in solution.items():
+        if isinstance(node, ast.ClassDef):
+            continue  # its methods answer for what they raise
+        doc = ast.get_docstring(stub.get(name, node)) or ""
+        if name.endswith("__init__"):
+            doc += ast.get_docstring(stub[name.split(".")[0]]) or ""
+        unnamed += [f"{name} raises {e}" for e in sorted(_raised(node)) if e not in doc]
+    assert not unnamed, f"katas/{kata.name}.py: docstrings do not name the errors their solutions raise: {unnamed}"
