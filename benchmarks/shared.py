@@ -11,7 +11,8 @@ import statistics
 import sys
 import time
 
-from reference.model import WEIGHTS_DIR, Config, Model
+from reference.lm import shipped_model
+from reference.model import Config, Model
 
 # The shapes of the shipped models (tools/train.py trains these).
 TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
@@ -23,11 +24,13 @@ SHAPES = {"teacher": TEACHER, "draft": DRAFT}
 def shipped_or_random(name: str, seed: int = 0) -> tuple[Model, bool]:
     """(the shipped model `name`, True), or (a random model of its shape, False)
     when its weights are missing or do not load (said on stderr)."""
-    if (WEIGHTS_DIR / f"{name}.npz").is_file():
-        try:
-            return Model.pretrained(name), True
-        except ValueError as exc:
-            print(f"(the {name} weights did not load: {exc})", file=sys.stderr)
+    try:
+        model = shipped_model(name)
+    except ValueError as exc:
+        print(f"(the {name} weights did not load: {exc})", file=sys.stderr)
+        model = None
+    if model is not None:
+        return model, True
     return Model.random(SHAPES[name], seed=seed), False
 
 

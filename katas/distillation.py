@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference.sampling import check_rng
+
 
 def softmax(logits, temperature=1.0, axis=-1) -> np.ndarray:
     """softmax(logits / temperature) along `axis`, stable for huge logits.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.sampling import check_temperature, probs_from_logits
+from reference.sampling import check_n_new, check_rng, check_sampling, draw_index, probs_from_logits
 
 ROW_SUM_TOLERANCE = 1e-4  # how far a probability row's sum may stray from 1
 

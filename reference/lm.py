@@ -9,7 +9,8 @@ benchmark) talks to these adapters and never to the model's pieces:
     lm.logits(prompt + [t1, t2])  # reuses the prompt's keys/values, computes 2 positions
     lm.calls, lm.positions        # 2 calls, T + 2 positions pushed through the model
 
-`BigramLM` is a lookup table behind the same method.
+`BigramLM` is a lookup table behind the same method. `shipped_model` loads
+a shipped model for code that falls back on a stand-in before the weights ship.
 
 `CachedLM` keeps its own small KV cache: the keys and values of the longest
 prefix shared with the previous call are reused, everything after it is
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.model import Model
-from reference.sampling import check_temperature, decode
+from reference.model import WEIGHTS_DIR, Model
+from reference.sampling import check_n_new, check_temperature, decode
 
 
 class PlainLM:
@@ -141,7 +142,15 @@ def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> l
     """Plain autoregressive decoding through an adapter: one `lm.logits` call
     per new token, each token drawn by `sample_token` from the last row.
     Returns only the n_new new tokens (T = len(prompt) + n_new at the end)."""
-    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
-        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    check_n_new(n_new)
     t = check_temperature(temperature)
     return decode(lambda seq: lm.logits(seq)[-1], np.asarray(prompt).reshape(-1), n_new, t, rng)
+
+
+def shipped_model(name: str) -> Model | None:
+    """The shipped model `name` ('teacher' or 'draft'), or None when its
+    weights file is missing (before the weights ship). Weights that are there
+    but do not load raise ValueError (Model.pretrained says why)."""
+    if not (WEIGHTS_DIR / f"{name}.npz").is_file():
+        return None
+    return Model.pretrained(name)

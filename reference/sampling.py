@@ -1,6 +1,7 @@
 """Sampling helpers shared by every kata, and the naive generator.
 
-`sample_token` is the one place a token is drawn from logits. A generator
+`sample_token` is the one place a token is drawn from logits, and
+`draw_index` the one inverse-CDF draw from probabilities. A generator
 that calls it once per new token, on the logits of the last position, with
 the same `numpy.random.Generator`, reproduces `generate_naive` exactly.
 """
@@ -17,6 +18,20 @@ def check_temperature(temperature) -> float:
     if not np.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
     return t
+
+
+def check_rng(rng) -> np.random.Generator:
+    """rng, after checking that it is a numpy Generator."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    return rng
+
+
+def check_n_new(n_new) -> int:
+    """n_new as an int, after checking that it is an int >= 0."""
+    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
+        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    return int(n_new)
 
 
 def check_sampling(temperature, rng) -> float:
@@ -49,15 +64,25 @@ def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Ge
         return int(np.argmax(logits))
     if rng is None:
         raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
-    cdf = np.cumsum(probs_from_logits(logits, t))
-    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), logits.size - 1))
+    return draw_index(probs_from_logits(logits, t), rng)
+
+
+def draw_index(probs: np.ndarray, rng: np.random.Generator, *, rescale: bool = True) -> int:
+    """One index drawn from the weights probs (V,), >= 0 and not all 0, by
+    inverse CDF with exactly one `rng.random()` call u: the first index whose
+    cumulative weight exceeds u times the total weight, or u itself when
+    rescale is False (for rows already summing to 1). An index of weight 0 is
+    never drawn."""
+    cdf = np.cumsum(probs)
+    u = rng.random()
+    i = int(np.searchsorted(cdf, u * cdf[-1] if rescale else u, side="right"))
+    return min(i, int(np.flatnonzero(probs > 0)[-1]))
 
 
 def check_generation(model: Model, prompt, n_new) -> np.ndarray:
     """The prompt as an int array, after checking that prompt + n_new fits the model."""
     prompt = model.check_tokens(prompt)
-    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
-        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    check_n_new(n_new)
     if prompt.size + n_new > model.config.max_seq_len:
         raise ValueError(
             f"prompt ({prompt.size}) + n_new ({n_new}) tokens exceed max_seq_len={model.config.max_seq_len}"

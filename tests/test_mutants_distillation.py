@@ -1,10 +1,9 @@
 """The distillation suite catches each listed mistake, and gives full marks to
 a correct implementation written differently from the reference."""
 
-import pytest
+from mutation import Mutant, alternative_test, mutant_test
 
-from mutation import Mutant, assert_alternative_passes, assert_caught
-
+KATA = "distillation"
 
 MUTANTS = [
     Mutant(
@@ -99,11 +98,5 @@ MUTANTS = [
     ),
 ]
 
-
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
-    assert_caught("distillation", mutant, tmp_path)
-
-
-def test_a_differently_written_correct_kata_gets_full_marks(tmp_path):
-    assert_alternative_passes("distillation", tmp_path)
+test_grader_does_not_pass_the_mutant = mutant_test(KATA, MUTANTS)
+test_a_differently_written_correct_kata_gets_full_marks = alternative_test(KATA)

@@ -5,16 +5,9 @@ its buffers by concatenation."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from grader.registry import find_kata
-from grader.runner import grade_kata
-from mutation import MUTANT_LIMITS, Mutant, assert_alternative_passes, assert_caught
+from mutation import Mutant, alternative_test, mutant_test
 
 KATA = "kv_cache"
-ALT = Path(__file__).parent / "fixtures" / "alt" / f"{KATA}.py"
 
 CHECK_AND_WRITE = '''        if start + t > self.max_len:
             raise CacheFullError(
@@ -83,20 +76,6 @@ ALT_MUTANTS = [
            old="[self.keys[layer], k.astype(self.dtype)], axis=1)", new="[self.keys[layer], k.astype(self.dtype)], axis=0)"),
 ]
 
-
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
-    assert_caught(KATA, mutant, tmp_path)
-
-
-@pytest.mark.parametrize("mutant", ALT_MUTANTS, ids=lambda m: m.name)
-def test_grader_does_not_pass_the_mutant_of_the_alternative(mutant, tmp_path):
-    text = ALT.read_text(encoding="utf-8")
-    assert text.count(mutant.old) == 1, f"mutant {mutant.name!r}: its text must occur once in {ALT.name}"
-    (tmp_path / f"{KATA}.py").write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
-    task = grade_kata(find_kata(KATA), str(tmp_path), tasks=[mutant.task], limits=MUTANT_LIMITS).tasks[0]
-    assert task.status in mutant.expect, f"mutant {mutant.name!r} graded {task.status!r}: {task.message}"
-
-
-def test_a_cache_grown_by_concatenation_gets_full_marks_on_every_task_but_speed(tmp_path):
-    assert_alternative_passes("kv_cache", tmp_path)
+test_grader_does_not_pass_the_mutant = mutant_test(KATA, MUTANTS)
+test_grader_does_not_pass_the_mutant_of_the_alternative = mutant_test(KATA, ALT_MUTANTS, of_alternative=True)
+test_a_cache_grown_by_concatenation_gets_full_marks_on_every_task_but_speed = alternative_test(KATA)

@@ -1,9 +1,9 @@
 """The moe suite fails every mistake the kata's issue lists (and a few more),
 and gives full marks to a correct implementation written differently."""
 
-import pytest
-from mutation import Mutant, assert_alternative_passes, assert_caught
+from mutation import Mutant, alternative_test, mutant_test
 
+KATA = "moe"
 
 PER_TOKEN_LOOP = """    for t, e, g in zip(tokens, experts[order], gates):
         h = x[t:t + 1]  # one token at a time
@@ -77,11 +77,5 @@ MUTANTS = [
            expect=("slow",)),
 ]
 
-
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
-    assert_caught("moe", mutant, tmp_path)
-
-
-def test_a_correct_implementation_written_differently_gets_full_marks(tmp_path):
-    assert_alternative_passes("moe", tmp_path)
+test_grader_does_not_pass_the_mutant = mutant_test(KATA, MUTANTS)
+test_a_correct_implementation_written_differently_gets_full_marks = alternative_test(KATA)

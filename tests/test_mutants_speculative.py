@@ -1,10 +1,9 @@
 """The speculative decoding suite catches each listed mistake, and gives full
 marks to a correct implementation written differently from the reference."""
 
-import pytest
+from mutation import Mutant, alternative_test, mutant_test
 
-from mutation import Mutant, assert_alternative_passes, assert_caught
-
+KATA = "speculative"
 
 MUTANTS = [
     Mutant(
@@ -16,8 +15,8 @@ MUTANTS = [
     Mutant(
         name="replacement sampled from p instead of the residual",
         task="accept_reject",
-        old="return out + [_draw(residual, rng)]",
-        new="return out + [_draw(p[i], rng)]",
+        old="return out + [draw_index(residual, rng, rescale=False)]",
+        new="return out + [draw_index(p[i], rng, rescale=False)]",
     ),
     Mutant(
         name="residual not normalized",
@@ -28,7 +27,7 @@ MUTANTS = [
     Mutant(
         name="bonus token skipped when every draft is accepted",
         task="accept_reject",
-        old="return out + [_draw(p[len(tokens)], rng)]",
+        old="return out + [draw_index(p[len(tokens)], rng, rescale=False)]",
         new="return out",
     ),
     Mutant(
@@ -76,11 +75,5 @@ MUTANTS = [
     ),
 ]
 
-
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_grader_does_not_pass_the_mutant(mutant, tmp_path):
-    assert_caught("speculative", mutant, tmp_path)
-
-
-def test_an_alternative_correct_implementation_gets_full_marks(tmp_path):
-    assert_alternative_passes("speculative", tmp_path)
+test_grader_does_not_pass_the_mutant = mutant_test(KATA, MUTANTS)
+test_an_alternative_correct_implementation_gets_full_marks = alternative_test(KATA)

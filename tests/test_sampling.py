@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from reference.model import Config, Model
-from reference.sampling import generate_naive, sample_token
+from reference.sampling import check_n_new, check_rng, draw_index, generate_naive, sample_token
 
 # Draws per frequency check, and how many binomial standard deviations an
 # observed count may stray from N * p. At 5 sigma a correct sampler fails one
@@ -144,3 +144,29 @@ def test_bad_generation_arguments_raise_a_value_error_naming_the_problem(prompt,
         generate_naive(MODEL, prompt, n_new, **kwargs)
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [None, 3, np.random.RandomState(0)])
+def test_check_rng_accepts_only_a_numpy_generator(bad):
+    gen = np.random.default_rng(0)
+    assert check_rng(gen) is gen
+    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+        check_rng(bad)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "3"])
+def test_check_n_new_accepts_only_an_int_of_at_least_zero(bad):
+    assert check_n_new(np.int64(4)) == 4 and type(check_n_new(np.int64(4))) is int and check_n_new(0) == 0
+    with pytest.raises(ValueError, match="n_new must be an int >= 0"):
+        check_n_new(bad)
+
+
+def test_draw_index_follows_the_weights_and_never_draws_a_zero_weight():
+    weights = np.array([0.0, 3.0, 0.0, 1.0, 0.0])
+    gen = np.random.default_rng(5)
+    draws = np.array([draw_index(weights, gen) for _ in range(4000)])
+    assert set(np.unique(draws)) == {1, 3}
+    assert abs(np.mean(draws == 1) - 0.75) < 0.03
+    probs = weights / weights.sum()
+    a, b = np.random.default_rng(9), np.random.default_rng(9)
+    assert [draw_index(probs, a, rescale=False) for _ in range(50)] == [draw_index(weights, b) for _ in range(50)]

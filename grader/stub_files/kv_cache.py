@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.model import Model
-from reference.sampling import check_generation, check_temperature, sample_token
+from reference.sampling import check_generation, check_sampling, sample_token
 
 
 class CacheFullError(ValueError):

@@ -33,7 +33,7 @@ IGNORE = -100
 
 
 @pytest.fixture(scope="module")
-def kd():
+def kata():
     return load_kata("distillation")
 
 
@@ -97,8 +97,8 @@ alphas = st.floats(0.0, 1.0)
 
 
 @given(x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0))
-def test_softmax_rows_sum_to_one(kd, x, temperature):
-    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
+def test_softmax_rows_sum_to_one(kata, x, temperature):
+    p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(p)), (
         f"softmax of logits up to ±100 at temperature {temperature:g} returned NaN or inf: subtract each row's maximum first")
@@ -110,9 +110,9 @@ def test_softmax_rows_sum_to_one(kd, x, temperature):
 
 @given(x=float_arrays((3, 6), -50, 50, dtype=np.float64), shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
        temperature=st.floats(0.5, 4.0))
-def test_softmax_ignores_a_constant_added_to_a_row(kd, x, shift, temperature):
-    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
-    shifted = np.asarray(kd.softmax(x + shift, temperature), dtype=np.float64)
+def test_softmax_ignores_a_constant_added_to_a_row(kata, x, shift, temperature):
+    p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
+    shifted = np.asarray(kata.softmax(x + shift, temperature), dtype=np.float64)
     d = float(np.max(np.abs(p - shifted)))
     assert d <= PROB_ATOL, f"adding a constant to each row changed softmax by {d:.3g}"
 
@@ -120,8 +120,8 @@ def test_softmax_ignores_a_constant_added_to_a_row(kd, x, shift, temperature):
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
-def test_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, temperature):
-    p = np.asarray(kd.softmax(x, temperature), dtype=np.float64)
+def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
+    p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(p)), "softmax of logits up to ±1e4 returned NaN or inf: subtract each row's maximum first"
     want = np.exp(_log_softmax64(x, temperature))
@@ -134,8 +134,8 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, temperature
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
-def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, temperature):
-    got = np.asarray(kd.log_softmax(x, temperature), dtype=np.float64)
+def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
+    got = np.asarray(kata.log_softmax(x, temperature), dtype=np.float64)
     assert got.shape == x.shape, f"log_softmax returned shape {got.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(got)), "log_softmax of logits up to ±1e4 returned NaN or -inf: never take log of a probability that underflowed"
     want = _log_softmax64(x, temperature)
@@ -144,37 +144,37 @@ def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kd, x, tempera
     assert ok, f"log_softmax differs from a float64 computation by {d:.3g}"
 
 
-def test_softmax_normalizes_along_the_given_axis(kd):
+def test_softmax_normalizes_along_the_given_axis(kata):
     x = common.rng(1).standard_normal((4, 7))
-    p = np.asarray(kd.softmax(x, 2.0, axis=0), dtype=np.float64)
+    p = np.asarray(kata.softmax(x, 2.0, axis=0), dtype=np.float64)
     want = np.exp(_log_softmax64(x.T, 2.0)).T
     assert p.shape == x.shape, f"softmax(axis=0) returned shape {p.shape} for logits of shape {x.shape}"
     d = float(np.max(np.abs(p - want)))
     assert d <= PROB_ATOL, f"softmax(axis=0) differs from normalizing each column by {d:.3g}"
 
 
-def test_softmax_flattens_toward_uniform_as_temperature_grows(kd):
+def test_softmax_flattens_toward_uniform_as_temperature_grows(kata):
     rows = 3.0 * common.rng(2).standard_normal((3, 8))
     temps = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1e4]
     for row in rows:
         dist = []  # KL(p || uniform) = log V - entropy, at each temperature
         for T in temps:
-            p = np.asarray(kd.softmax(row[None, :], T), dtype=np.float64)[0]
+            p = np.asarray(kata.softmax(row[None, :], T), dtype=np.float64)[0]
             dist.append(np.log(p.size) + float(np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0))))
         for i in range(1, len(temps)):
             assert dist[i] <= dist[i - 1] + FLAT_TOL, (
                 f"raising the temperature from {temps[i - 1]:g} to {temps[i]:g} made softmax less uniform "
                 f"(KL to uniform {dist[i - 1]:.4g} -> {dist[i]:.4g})")
-        p = np.asarray(kd.softmax(row[None, :], temps[-1]), dtype=np.float64)[0]
+        p = np.asarray(kata.softmax(row[None, :], temps[-1]), dtype=np.float64)[0]
         assert np.max(np.abs(p - 1 / p.size)) < 1e-3, f"at temperature {temps[-1]:g} softmax is {p}, not nearly uniform"
 
 
-def test_softmax_approaches_one_hot_as_temperature_shrinks(kd):
+def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
     row = 0.5 * common.rng(3).permutation(8).astype(np.float64)  # distinct logits, gaps of at least 0.5
     best = int(np.argmax(row))
     last = 0.0
     for T in [2.0, 1.0, 0.5, 0.1, 0.02]:
-        p = np.asarray(kd.softmax(row[None, :], T), dtype=np.float64)[0]
+        p = np.asarray(kata.softmax(row[None, :], T), dtype=np.float64)[0]
         assert p[best] >= last - FLAT_TOL, f"lowering the temperature to {T:g} lowered the top probability"
         last = p[best]
     assert last > 1 - 1e-6, f"at temperature 0.02 the top probability is {last:.6g}, not nearly 1 (one-hot)"
@@ -182,35 +182,35 @@ def test_softmax_approaches_one_hot_as_temperature_shrinks(kd):
 
 @pytest.mark.parametrize("temperature", [0.0, -1.0])
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
-def test_softmax_rejects_a_temperature_that_is_not_positive(kd, fn, temperature):
+def test_softmax_rejects_a_temperature_that_is_not_positive(kata, fn, temperature):
     with pytest.raises(ValueError):
-        getattr(kd, fn)(np.zeros((2, 3)), temperature)
+        getattr(kata, fn)(np.zeros((2, 3)), temperature)
 
 
 # ---------------------------------------------------------------------------- KL
 
 
 @given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
-def test_kl_is_never_negative(kd, batch, temperature):
+def test_kl_is_never_negative(kata, batch, temperature):
     student, teacher, _ = batch
-    kl = np.asarray(kd.kl_divergence(teacher, student, temperature), dtype=np.float64)
+    kl = np.asarray(kata.kl_divergence(teacher, student, temperature), dtype=np.float64)
     assert kl.shape == (student.shape[0],), f"kl_divergence returned shape {kl.shape}, expected (N,) = ({student.shape[0]},)"
     assert np.all(kl >= -KL_ATOL), f"kl_divergence returned {float(np.min(kl)):.3g}; KL is never negative"
 
 
 @given(teacher=float_arrays((4, 6), -20, 20, dtype=np.float64), shift=float_arrays((4, 1), -50, 50, dtype=np.float64),
        temperature=temperatures)
-def test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant(kd, teacher, shift, temperature):
-    kl = np.asarray(kd.kl_divergence(teacher, teacher + shift, temperature), dtype=np.float64)
+def test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant(kata, teacher, shift, temperature):
+    kl = np.asarray(kata.kl_divergence(teacher, teacher + shift, temperature), dtype=np.float64)
     worst = float(np.max(np.abs(kl)))
     assert worst <= KL_ATOL, f"KL between logits that differ by a per-row constant is {worst:.3g}, not 0"
 
 
 @given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
 @example(batch=(np.array([[0.0, 0.0]]), np.array([[2 * np.log(3.0), 0.0]]), np.array([0])), temperature=2.0)
-def test_kl_matches_a_float64_formula(kd, batch, temperature):
+def test_kl_matches_a_float64_formula(kata, batch, temperature):
     student, teacher, _ = batch
-    got = np.asarray(kd.kl_divergence(teacher, student, temperature), dtype=np.float64)
+    got = np.asarray(kata.kl_divergence(teacher, student, temperature), dtype=np.float64)
     want = _kl64(teacher, student, temperature)
     assert got.shape == want.shape, f"kl_divergence returned shape {got.shape}, expected {want.shape}"
     d = float(np.max(np.abs(got - want)))
@@ -219,7 +219,7 @@ def test_kl_matches_a_float64_formula(kd, batch, temperature):
 
 
 @pytest.mark.parametrize("case", ["mismatched shapes", "NaN logits", "inf logits", "temperature 0"])
-def test_kl_rejects_bad_input(kd, case):
+def test_kl_rejects_bad_input(kata, case):
     t, s, T = np.zeros((3, 4)), np.zeros((3, 4)), 1.0
     if case == "mismatched shapes":
         s = np.zeros((3, 5))
@@ -230,7 +230,7 @@ def test_kl_rejects_bad_input(kd, case):
     else:
         T = 0.0
     with pytest.raises(ValueError):
-        kd.kl_divergence(t, s, T)
+        kata.kl_divergence(t, s, T)
 
 
 # -------------------------------------------------------------------------- loss
@@ -268,9 +268,9 @@ BAD_BATCHES = ["mismatched logits", "labels of the wrong length", "a label >= V"
 
 
 @given(batch=batches(), temperature=temperatures)
-def test_loss_with_alpha_one_is_the_scaled_soft_term(kd, batch, temperature):
+def test_loss_with_alpha_one_is_the_scaled_soft_term(kata, batch, temperature):
     student, teacher, labels = batch
-    got = float(kd.distillation_loss(student, teacher, labels, temperature, 1.0))
+    got = float(kata.distillation_loss(student, teacher, labels, temperature, 1.0))
     want = _loss64(student, teacher, labels, temperature, 1.0)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
         f"with alpha=1 the loss is {got:.6g}, expected T² x mean KL = {want:.6g} (T={temperature:g})")
@@ -278,16 +278,16 @@ def test_loss_with_alpha_one_is_the_scaled_soft_term(kd, batch, temperature):
 
 @given(batch=batches(), temperature=temperatures)
 @example(batch=(np.array([[1.0, -1.0, 0.5]]), np.array([[0.0, 0.0, 0.0]]), np.array([0])), temperature=4.0)
-def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kd, batch, temperature):
+def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kata, batch, temperature):
     student, teacher, labels = batch
-    got = float(kd.distillation_loss(student, teacher, labels, temperature, 0.0))
+    got = float(kata.distillation_loss(student, teacher, labels, temperature, 0.0))
     want = _loss64(student, teacher, labels, 1.0, 0.0)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
         f"with alpha=0 the loss is {got:.6g}, expected the cross-entropy at temperature 1, {want:.6g} "
         f"(the temperature {temperature:g} must not touch the hard term)")
 
 
-def test_loss_equals_hand_computed_values(kd):
+def test_loss_equals_hand_computed_values(kata):
     ln3 = np.log(3.0)
     # Row 0: at T=2 the teacher is (3/4, 1/4) and the student (1/2, 1/2); label 0 costs ln 2.
     # Row 1: student and teacher agree (KL 0); at T=1 the student gives label 1 probability 1/10.
@@ -301,15 +301,15 @@ def test_loss_equals_hand_computed_values(kd):
         (2.0, 0.0, (np.log(2) + np.log(10)) / 2),
     ]
     for T, alpha, want in cases:
-        got = float(kd.distillation_loss(student, teacher, labels, T, alpha))
+        got = float(kata.distillation_loss(student, teacher, labels, T, alpha))
         assert abs(got - want) <= LOSS_ATOL + LOSS_RTOL * abs(want), (
             f"on the hand-computed batch (T={T:g}, alpha={alpha:g}) the loss is {got:.6g}, expected {want:.6g}")
 
 
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
-def test_loss_matches_the_formula(kd, batch, temperature, alpha):
+def test_loss_matches_the_formula(kata, batch, temperature, alpha):
     student, teacher, labels = batch
-    got = kd.distillation_loss(student, teacher, labels, temperature, alpha)
+    got = kata.distillation_loss(student, teacher, labels, temperature, alpha)
     assert np.ndim(got) == 0, f"distillation_loss returned shape {np.shape(got)}, expected a float"
     got, want = float(got), _loss64(student, teacher, labels, temperature, alpha)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
@@ -318,29 +318,29 @@ def test_loss_matches_the_formula(kd, batch, temperature, alpha):
 
 @given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
        temperature=temperatures, alpha=alphas)
-def test_ignored_rows_do_not_change_the_loss(kd, batch, extra, temperature, alpha):
+def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
     v = student.shape[1]
     more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
     more_y = np.concatenate([labels, [IGNORE, IGNORE]])
-    base = float(kd.distillation_loss(student, teacher, labels, temperature, alpha))
-    got = float(kd.distillation_loss(more_s, more_t, more_y, temperature, alpha))
+    base = float(kata.distillation_loss(student, teacher, labels, temperature, alpha))
+    got = float(kata.distillation_loss(more_s, more_t, more_y, temperature, alpha))
     assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
         f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: "
         "the means run over the kept rows alone")
 
 
-def test_loss_of_an_all_ignored_batch_is_zero(kd):
+def test_loss_of_an_all_ignored_batch_is_zero(kata):
     s = common.rng(4).standard_normal((3, 5))
-    got = float(kd.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
+    got = float(kata.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
     assert got == 0.0, f"when every label is ignore_index the loss is {got}, expected 0.0"
 
 
 @pytest.mark.parametrize("case", BAD_BATCHES)
-def test_loss_rejects_bad_input(kd, case):
+def test_loss_rejects_bad_input(kata, case):
     s, t, y, T, a = _bad_batch(case)
     with pytest.raises(ValueError):
-        kd.distillation_loss(s, t, y, T, a)
+        kata.distillation_loss(s, t, y, T, a)
 
 
 # ---------------------------------------------------------------------- gradient
@@ -351,9 +351,9 @@ def test_loss_rejects_bad_input(kd, case):
                 np.array([2, 0])), temperature=4.0, alpha=1.0)
 @example(batch=(np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
                 np.array([2, IGNORE])), temperature=3.0, alpha=0.0)
-def test_gradient_matches_central_finite_differences(kd, batch, temperature, alpha):
+def test_gradient_matches_central_finite_differences(kata, batch, temperature, alpha):
     student, teacher, labels = batch
-    got = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    got = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
     assert got.shape == student.shape, f"distillation_grad returned shape {got.shape}, expected (N, V) = {student.shape}"
     want = _finite_difference_grad(student, teacher, labels, temperature, alpha)
     i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
@@ -363,29 +363,29 @@ def test_gradient_matches_central_finite_differences(kd, batch, temperature, alp
 
 
 @given(batch=batches(bound=20.0), temperature=temperatures, alpha=alphas)
-def test_gradient_rows_sum_to_zero(kd, batch, temperature, alpha):
+def test_gradient_rows_sum_to_zero(kata, batch, temperature, alpha):
     student, teacher, labels = batch
-    got = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    got = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
     worst = float(np.max(np.abs(np.sum(got, axis=-1))))
     assert worst <= GRAD_ATOL, f"a row of the gradient sums to {worst:.3g}, not 0 (softmax ignores a constant shift)"
 
 
 @given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
        temperature=temperatures, alpha=alphas)
-def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kd, batch, extra, temperature, alpha):
+def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
     n, v = student.shape
     more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
     more_y = np.concatenate([labels, [IGNORE, IGNORE]])
-    base = np.asarray(kd.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
-    got = np.asarray(kd.distillation_grad(more_s, more_t, more_y, temperature, alpha), dtype=np.float64)
+    base = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
+    got = np.asarray(kata.distillation_grad(more_s, more_t, more_y, temperature, alpha), dtype=np.float64)
     assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"
     assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
     assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
         "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone")
 
 
-def test_soft_gradient_keeps_its_scale_as_temperature_grows(kd):
+def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     """At high T the logits divided by T are small (the high-temperature limit),
     where T * (q_T - p_T) tends to (student - teacher) / V, centered: a size
     that does not depend on T. Without the T² in the loss it shrinks as 1/T²."""
@@ -393,7 +393,7 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kd):
     student, teacher = gen.standard_normal((8, 16)), gen.standard_normal((8, 16))
     labels = gen.integers(0, 16, 8)
     temps = [4.0, 8.0, 16.0, 32.0]
-    sizes = [float(np.linalg.norm(np.asarray(kd.distillation_grad(student, teacher, labels, T, 1.0), dtype=np.float64)))
+    sizes = [float(np.linalg.norm(np.asarray(kata.distillation_grad(student, teacher, labels, T, 1.0), dtype=np.float64)))
              for T in temps]
     ratio = max(sizes) / max(min(sizes), 1e-300)
     assert ratio < 2.0, (
@@ -402,10 +402,10 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kd):
 
 
 @pytest.mark.parametrize("case", BAD_BATCHES)
-def test_gradient_rejects_bad_input(kd, case):
+def test_gradient_rejects_bad_input(kata, case):
     s, t, y, T, a = _bad_batch(case)
     with pytest.raises(ValueError):
-        kd.distillation_grad(s, t, y, T, a)
+        kata.distillation_grad(s, t, y, T, a)
 
 
 # ---------------------------------------------------------------------- distill
@@ -436,9 +436,9 @@ def teacher_data():
     return _teacher_positions(model, gen, SEQUENCES), _teacher_positions(model, gen, SEQUENCES)
 
 
-def _student(kd, train, alpha, seed):
+def _student(kata, train, alpha, seed):
     teacher, prev, labels = train
-    table = kd.distill_bigram(teacher, prev, labels, temperature=DISTILL_TEMPERATURE, alpha=alpha,
+    table = kata.distill_bigram(teacher, prev, labels, temperature=DISTILL_TEMPERATURE, alpha=alpha,
                               steps=DISTILL_STEPS, lr=DISTILL_LR, rng=np.random.default_rng(seed))
     table = np.asarray(table, dtype=np.float64)
     v = teacher.shape[1]
@@ -447,7 +447,7 @@ def _student(kd, train, alpha, seed):
     return table
 
 
-def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(kd, teacher_data):
+def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(kata, teacher_data):
     """The budget: 192 training positions for a 32 x 32 table (1024 logits),
     so each row of the table sees about 6 labels. A hard-label student can
     only learn the noisy counts of those few draws; a soft student sees the
@@ -460,8 +460,8 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
     hard student's KL was at least 5 times the soft one's every time, so the
     check asks only that soft is lower."""
     train, held_out = teacher_data
-    soft = _student(kd, train, 0.9, seed=7)
-    hard = _student(kd, train, 0.0, seed=7)
+    soft = _student(kata, train, 0.9, seed=7)
+    hard = _student(kata, train, 0.0, seed=7)
     teacher, prev, _ = held_out
     kl_soft = float(np.mean(_kl64(teacher, soft[prev])))
     kl_hard = float(np.mean(_kl64(teacher, hard[prev])))
@@ -474,12 +474,12 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
         f"one at {kl_hard:.4g}; soft targets (T=2, alpha=0.9) should end closer")
 
 
-def test_distilling_lowers_the_distillation_loss(kd, teacher_data):
+def test_distilling_lowers_the_distillation_loss(kata, teacher_data):
     """With the budget above the loss on the training positions ends at
     0.49-0.57 of the uniform table's for grading seeds 0-11; 0.8 is asked."""
     train, _ = teacher_data
     teacher, prev, labels = train
-    table = _student(kd, train, 0.9, seed=8)
+    table = _student(kata, train, 0.9, seed=8)
     v = teacher.shape[1]
     before = _loss64(np.zeros((prev.size, v)), teacher, labels, DISTILL_TEMPERATURE, 0.9)
     after = _loss64(table[prev], teacher, labels, DISTILL_TEMPERATURE, 0.9)
@@ -491,7 +491,7 @@ def test_distilling_lowers_the_distillation_loss(kd, teacher_data):
 @pytest.mark.parametrize("case", ["prev token >= V", "negative prev token", "prev_tokens of the wrong length",
                                   "label >= V", "labels of the wrong length", "NaN teacher logits", "negative steps",
                                   "lr 0", "alpha above 1", "temperature 0"])
-def test_distill_bigram_rejects_bad_input(kd, case):
+def test_distill_bigram_rejects_bad_input(kata, case):
     teacher, prev, labels = np.zeros((4, 3)), np.array([0, 1, 2, 0]), np.array([1, 2, 0, 1])
     kwargs = dict(temperature=2.0, alpha=0.5, steps=2, lr=1.0, rng=np.random.default_rng(0))
     if case == "prev token >= V":
@@ -515,7 +515,7 @@ def test_distill_bigram_rejects_bad_input(kd, case):
     else:
         kwargs["temperature"] = 0.0
     with pytest.raises(ValueError):
-        kd.distill_bigram(teacher, prev, labels, **kwargs)
+        kata.distill_bigram(teacher, prev, labels, **kwargs)
 
 
 # ------------------------------------------------------------------------ speed
@@ -535,7 +535,7 @@ def _grad64(student, teacher, labels, temperature, alpha):
 
 
 @pytest.mark.speed
-def test_loss_and_gradient_are_vectorized(kd):
+def test_loss_and_gradient_are_vectorized(kata):
     """Loss plus gradient on (2048, 256) logits against two plain softmaxes of
     the same size (baseline_distillation.py), both timed through the same
     channel on fresh logits each repeat. A vectorized version needs a few
@@ -555,7 +555,7 @@ def test_loss_and_gradient_are_vectorized(kd):
     base = common.load_baseline("distillation")
     ratio = float("inf")
     for _ in range(3):
-        ratio = min(ratio, common.time_ratio((kd.distillation_loss, kd.distillation_grad), base.two_softmaxes, inputs,
+        ratio = min(ratio, common.time_ratio((kata.distillation_loss, kata.distillation_grad), base.two_softmaxes, inputs,
                                              repeats=3, what="distillation_loss + distillation_grad", expect=expect))
         if ratio < SPEED_RATIO:
             break

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from grader.suites import common
 from grader import judge, protocol
 from grader.suites.common import load_baseline, load_kata, time_ratio
-from reference.model import WEIGHTS_DIR, Config, Model
+from reference.lm import shipped_model
+from reference.model import Config, Model
 from reference.sampling import generate_naive
 
 # Bound before any learner code is imported.
@@ -45,7 +46,7 @@ LAYERS, HKV, DH, MAX_LEN = 2, 2, 4, 12
 
 
 @pytest.fixture(scope="module")
-def kv():
+def kata():
     return load_kata("kv_cache")
 
 
@@ -103,9 +104,9 @@ def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
 @example(sizes=[MAX_LEN])
 @example(sizes=[1] * MAX_LEN)
-def test_update_returns_everything_written_so_far(kv, sizes):
+def test_update_returns_everything_written_so_far(kata, sizes):
     rng = common.rng(1)
-    cache = kv.KVCache(LAYERS, HKV, DH, 24)
+    cache = kata.KVCache(LAYERS, HKV, DH, 24)
     written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(LAYERS)]
     for step, t in enumerate(sizes):
         for layer in range(LAYERS):
@@ -120,9 +121,9 @@ def test_update_returns_everything_written_so_far(kv, sizes):
 
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
 @example(sizes=[2, 1])
-def test_length_advances_once_every_layer_holds_the_new_tokens(kv, sizes):
+def test_length_advances_once_every_layer_holds_the_new_tokens(kata, sizes):
     rng = common.rng(2)
-    cache = kv.KVCache(3, HKV, DH, 24)
+    cache = kata.KVCache(3, HKV, DH, 24)
     assert int(len(cache)) == 0, f"a new cache has len {len(cache)}, expected 0"
     total = 0
     for t in sizes:
@@ -137,26 +138,27 @@ def test_length_advances_once_every_layer_holds_the_new_tokens(kv, sizes):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
-def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kv, dtype):
-    cache = kv.KVCache(3, 2, 8, 40, dtype=dtype)
+def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
+    cache = kata.KVCache(3, 2, 8, 40, dtype=dtype)
     want = 2 * 3 * 2 * 8 * 40 * np.dtype(dtype).itemsize
     assert int(cache.nbytes) == want, (
         f"KVCache(3, 2, 8, 40, dtype={np.dtype(dtype).name}).nbytes is {cache.nbytes}, "
         f"expected 2 x 3 layers x 2 heads x 8 wide x 40 tokens x {np.dtype(dtype).itemsize} bytes = {want}")
     if dtype is np.float32:  # for the recap: what one token costs in a cache shaped like the shipped teacher's
-        c = Model.pretrained("teacher").config if (WEIGHTS_DIR / "teacher.npz").is_file() else None
-        if c is not None:
-            teacher_cache = kv.KVCache(c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
+        teacher = shipped_model("teacher")
+        if teacher is not None:
+            c = teacher.config
+            teacher_cache = kata.KVCache(c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
             common.figure("bytes per cached token (teacher, float32)", int(teacher_cache.nbytes) / c.max_seq_len,
                           unit="B/token", better="lower", key="bytes_per_token")
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
-def test_for_model_sizes_the_cache_for_the_model(kv, name):
+def test_for_model_sizes_the_cache_for_the_model(kata, name):
     model = MODELS[name]
     c = model.config
-    full = kv.KVCache.for_model(model)
-    short = kv.KVCache.for_model(model, max_len=5)
+    full = kata.KVCache.for_model(model)
+    short = kata.KVCache.for_model(model, max_len=5)
     per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
     assert int(len(full)) == 0, f"KVCache.for_model gave a cache of len {len(full)}, expected an empty one"
     assert int(full.nbytes) == per_token * c.max_seq_len, (
@@ -167,18 +169,18 @@ def test_for_model_sizes_the_cache_for_the_model(kv, name):
 
 
 @pytest.mark.parametrize("max_len", [0, MAX_SEQ + 1], ids=["max_len 0", "max_len past max_seq_len"])
-def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kv, max_len):
-    _refused(ValueError, lambda: kv.KVCache.for_model(MODELS["dense"], max_len=max_len),
+def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kata, max_len):
+    _refused(ValueError, lambda: kata.KVCache.for_model(MODELS["dense"], max_len=max_len),
              f"KVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={MAX_SEQ}")
 
 
-def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kv):
-    assert isinstance(kv.CacheFullError, type) and issubclass(kv.CacheFullError, ValueError), (
+def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kata):
+    assert isinstance(kata.CacheFullError, type) and issubclass(kata.CacheFullError, ValueError), (
         "CacheFullError must be a subclass of ValueError")
     rng = common.rng(3)
-    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     _fill(cache, 9, rng)
-    error = _refused(kv.CacheFullError, lambda: cache.update(0, *_kv_pair(rng, 4)),
+    error = _refused(kata.CacheFullError, lambda: cache.update(0, *_kv_pair(rng, 4)),
                      f"writing 4 tokens to a cache holding 9 with max_len={MAX_LEN}")
     message = str(error)
     assert "9" in message and str(MAX_LEN) in message, (
@@ -188,14 +190,14 @@ def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kv):
 @given(held=st.integers(0, MAX_LEN), extra=st.integers(1, 2 * MAX_LEN))
 @example(held=0, extra=MAX_LEN + 1)
 @example(held=MAX_LEN, extra=1)
-def test_writing_past_max_len_leaves_the_cache_unchanged(kv, held, extra):
+def test_writing_past_max_len_leaves_the_cache_unchanged(kata, held, extra):
     if held + extra <= MAX_LEN:
         extra = MAX_LEN - held + 1
     rng = common.rng(4)
-    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, held, rng) if held else [[np.zeros((HKV, 0, DH), np.float32)] * 2] * LAYERS
     for layer in range(LAYERS):
-        _refused(kv.CacheFullError, lambda: cache.update(layer, *_kv_pair(rng, extra)),
+        _refused(kata.CacheFullError, lambda: cache.update(layer, *_kv_pair(rng, extra)),
                  f"writing {extra} tokens to layer {layer} of a cache holding {held} with max_len={MAX_LEN}")
     assert int(len(cache)) == held, f"after a refused write, len(cache) is {len(cache)}, expected {held} as before"
     if held < MAX_LEN:
@@ -225,9 +227,9 @@ BAD_UPDATES = _bad_updates()
 
 
 @pytest.mark.parametrize("case", list(BAD_UPDATES))
-def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kv, case):
+def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kata, case):
     rng = common.rng(6)
-    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, 3, rng)
     layer, k, v = BAD_UPDATES[case]
     _refused(ValueError, lambda: cache.update(layer, k, v), f"update with {case}")
@@ -242,17 +244,17 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kv,
 
 @pytest.mark.parametrize("args", [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN),
                                   (LAYERS, HKV, DH, 0)], ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"])
-def test_the_constructor_rejects_sizes_that_are_not_positive(kv, args):
-    _refused(ValueError, lambda: kv.KVCache(*args), f"KVCache{args}")
+def test_the_constructor_rejects_sizes_that_are_not_positive(kata, args):
+    _refused(ValueError, lambda: kata.KVCache(*args), f"KVCache{args}")
 
 
 @given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
 @example(held=MAX_LEN, n=0, more=1)
 @example(held=5, n=5, more=1)
-def test_crop_forgets_everything_after_the_first_n_tokens(kv, held, n, more):
+def test_crop_forgets_everything_after_the_first_n_tokens(kata, held, n, more):
     n = min(n, held)
     rng = common.rng(7)
-    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, held, rng)
     _accepted(lambda: cache.crop(n), f"crop({n}) of a cache holding {held} tokens")
     assert int(len(cache)) == n, f"after crop({n}) of {held} tokens, len(cache) is {len(cache)}, expected {n}"
@@ -268,8 +270,8 @@ def test_crop_forgets_everything_after_the_first_n_tokens(kv, held, n, more):
 
 
 @pytest.mark.parametrize("n", [-1, 4], ids=["n -1", "n past len"])
-def test_crop_rejects_n_outside_zero_to_len(kv, n):
-    cache = kv.KVCache(LAYERS, HKV, DH, MAX_LEN)
+def test_crop_rejects_n_outside_zero_to_len(kata, n):
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     _fill(cache, 3, common.rng(8))
     _refused(ValueError, lambda: cache.crop(n), f"crop({n}) of a cache holding 3 tokens")
     assert int(len(cache)) == 3, f"after a refused crop({n}), len(cache) is {len(cache)}, expected 3 as before"
@@ -298,12 +300,12 @@ def _chunks(n: int, sizes: list[int]) -> list[tuple[int, int]]:
 @example(name="moe", tokens=[(5 * i) % V for i in range(MAX_SEQ)], sizes=[1, 6, 1, 1, 8])
 @example(name="gqa", tokens=[(7 * i + 1) % V for i in range(MAX_SEQ)], sizes=[1] * MAX_SEQ)
 @example(name="dense", tokens=[(3 * i + 2) % V for i in range(MAX_SEQ)], sizes=[10])
-def test_chunked_forward_cached_matches_a_full_forward(kv, name, tokens, sizes):
+def test_chunked_forward_cached_matches_a_full_forward(kata, name, tokens, sizes):
     model = MODELS[name]
     want = model.forward(tokens)  # (T, V)
-    cache = kv.KVCache.for_model(model, max_len=len(tokens))  # the sequence fills the cache exactly
+    cache = kata.KVCache.for_model(model, max_len=len(tokens))  # the sequence fills the cache exactly
     for start, end in _chunks(len(tokens), sizes):
-        got = np.asarray(kv.forward_cached(model, tokens[start:end], cache))
+        got = np.asarray(kata.forward_cached(model, tokens[start:end], cache))
         assert got.shape == (end - start, V), (
             f"forward_cached of {end - start} tokens returned shape {got.shape}, expected ({end - start}, {V})")
         for row in range(end - start):
@@ -318,17 +320,17 @@ def test_chunked_forward_cached_matches_a_full_forward(kv, name, tokens, sizes):
        tail=st.integers(1, 8))
 @example(name="dense", held=12, n=0, tail=1)
 @example(name="moe", held=7, n=3, tail=8)
-def test_continuing_after_crop_matches_a_fresh_cache(kv, name, held, n, tail):
+def test_continuing_after_crop_matches_a_fresh_cache(kata, name, held, n, tail):
     n = min(n, held)
     model = MODELS[name]
     rng = common.rng(9)
     drafted = rng.integers(0, V, size=held).tolist()
     continuation = rng.integers(0, V, size=tail).tolist()
-    cache = kv.KVCache.for_model(model)
-    kv.forward_cached(model, drafted, cache)
+    cache = kata.KVCache.for_model(model)
+    kata.forward_cached(model, drafted, cache)
     assert int(len(cache)) == held, f"after forward_cached of {held} tokens, len(cache) is {len(cache)}, expected {held}"
     cache.crop(n)
-    got = np.asarray(_accepted(lambda: kv.forward_cached(model, continuation, cache),
+    got = np.asarray(_accepted(lambda: kata.forward_cached(model, continuation, cache),
                                f"after {held} tokens and crop({n}), forward_cached of {tail} more"))
     want = model.forward(drafted[:n] + continuation)[n:]
     assert got.shape == want.shape, f"forward_cached returned shape {got.shape} after crop, expected {want.shape}"
@@ -339,14 +341,14 @@ def test_continuing_after_crop_matches_a_fresh_cache(kv, name, held, n, tail):
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
-def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kv, name):
+def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name):
     model = MODELS[name]
     tokens = common.rng(10).integers(0, V, size=15).tolist()
-    cache = kv.KVCache.for_model(model)
-    kv.forward_cached(model, tokens[:10], cache)
+    cache = kata.KVCache.for_model(model)
+    kata.forward_cached(model, tokens[:10], cache)
     for chunk in (tokens[10:14], tokens[14:]):
         with model.count_work() as work:
-            kv.forward_cached(model, chunk, cache)
+            kata.forward_cached(model, chunk, cache)
         want = {layer: len(chunk) for layer in range(model.config.n_layers)}
         assert work.positions == want, (
             f"forward_cached of {len(chunk)} new tokens after {len(cache) - len(chunk)} cached ones pushed "
@@ -354,19 +356,19 @@ def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kv, name):
             "the cached tokens must not be recomputed")
 
 
-def test_forward_cached_past_the_cache_raises_cache_full_error(kv):
+def test_forward_cached_past_the_cache_raises_cache_full_error(kata):
     model = MODELS["dense"]
-    cache = kv.KVCache.for_model(model, max_len=6)
-    kv.forward_cached(model, [1, 2, 3, 4], cache)
-    _refused(kv.CacheFullError, lambda: kv.forward_cached(model, [5, 6, 7], cache),
+    cache = kata.KVCache.for_model(model, max_len=6)
+    kata.forward_cached(model, [1, 2, 3, 4], cache)
+    _refused(kata.CacheFullError, lambda: kata.forward_cached(model, [5, 6, 7], cache),
              "forward_cached of 3 tokens into a cache holding 4 with max_len=6")
     assert int(len(cache)) == 4, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 4 as before"
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
-def test_forward_cached_rejects_a_cache_of_another_shape(kv, shape):
-    cache = kv.KVCache(*shape, MAX_SEQ)
-    _refused(ValueError, lambda: kv.forward_cached(MODELS["dense"], [1, 2, 3], cache),
+def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
+    cache = kata.KVCache(*shape, MAX_SEQ)
+    _refused(ValueError, lambda: kata.forward_cached(MODELS["dense"], [1, 2, 3], cache),
              f"forward_cached with a cache of {shape[0]} layers, {shape[1]} kv heads of width {shape[2]} "
              "for a model of 2 layers, 2 kv heads of width 8")
 
@@ -377,32 +379,32 @@ def test_forward_cached_rejects_a_cache_of_another_shape(kv, shape):
 @pytest.mark.parametrize("name,p,n", [("dense", 5, 12), ("gqa", 1, 10), ("moe", 9, 15), ("dense", 1, MAX_SEQ - 1),
                                       ("gqa", 3, 0)],
                          ids=["dense", "gqa 1-token prompt", "moe", "dense fills max_seq_len", "no new tokens"])
-def test_greedy_generate_matches_generate_naive(kv, name, p, n):
+def test_greedy_generate_matches_generate_naive(kata, name, p, n):
     model = MODELS[name]
     prompt = common.rng(11).integers(0, V, size=p).tolist()
     want = generate_naive(model, prompt, n)
-    got = [int(t) for t in kv.generate(model, prompt, n)]
+    got = [int(t) for t in kata.generate(model, prompt, n)]
     assert got == want, f"{name} model, greedy, {p}-token prompt: generate gave {got}, generate_naive gave {want}"
 
 
 @pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5)])
-def test_sampled_generate_matches_generate_naive_with_the_same_seed(kv, name, temperature):
+def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, temperature):
     model = MODELS[name]
     prompt = common.rng(12).integers(0, V, size=4).tolist()
     seed = int(common.rng(13).integers(2**31))
     want = generate_naive(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))
-    got = [int(t) for t in kv.generate(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))]
+    got = [int(t) for t in kata.generate(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))]
     assert got == want, (
         f"{name} model at temperature {temperature}: generate gave {got}, generate_naive with the same seed gave "
         f"{want}; call sample_token once per new token on the last position's logits")
 
 
 @pytest.mark.parametrize("p,n", [(1, 10), (6, 9)])
-def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kv, p, n):
+def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kata, p, n):
     model = MODELS["moe"]
     prompt = common.rng(14).integers(0, V, size=p).tolist()
     with model.count_work() as work:
-        kv.generate(model, prompt, n)
+        kata.generate(model, prompt, n)
     want = {layer: p + n - 1 for layer in range(model.config.n_layers)}
     naive = n * p + n * (n - 1) // 2
     assert work.positions == want, (
@@ -413,8 +415,8 @@ def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kv
 
 @pytest.mark.parametrize("prompt,n,temperature", [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
                          ids=["negative n_new", "past max_seq_len", "negative temperature"])
-def test_generate_rejects_bad_arguments(kv, prompt, n, temperature):
-    _refused(ValueError, lambda: kv.generate(MODELS["dense"], prompt, n, temperature=temperature),
+def test_generate_rejects_bad_arguments(kata, prompt, n, temperature):
+    _refused(ValueError, lambda: kata.generate(MODELS["dense"], prompt, n, temperature=temperature),
              f"generate(model, {prompt}, {n}, temperature={temperature}) with max_seq_len={MAX_SEQ}")
 
 
@@ -426,12 +428,12 @@ paged_ops = st.lists(st.tuples(st.sampled_from(["add", "update", "update", "free
                                st.integers(1, 6)), max_size=30)
 
 
-def _run_paged(kv, ops, after_each):
+def _run_paged(kata, ops, after_each):
     """Apply ops to a PagedKVCache, skipping those that do not apply or would
     need more blocks than are free, checking every read against a dense copy.
     Calls after_each(cache, lengths) after every op."""
     rng = common.rng(15)
-    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, P_BLOCKS, block_size=P_BLOCK)
+    cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, P_BLOCKS, block_size=P_BLOCK)
     dense: dict[int, list[list[np.ndarray]]] = {}
     blocks = lambda n: -(-n // P_BLOCK)  # noqa: E731
     for i, (op, seq, t) in enumerate(ops):
@@ -460,25 +462,25 @@ def _run_paged(kv, ops, after_each):
 @given(ops=paged_ops)
 @example(ops=[("add", 0, 1), ("add", 1, 1), ("update", 0, 5), ("update", 1, 6), ("update", 0, 3),
               ("free", 0, 1), ("add", 2, 1), ("update", 2, 6), ("update", 1, 4)])
-def test_paged_cache_reads_back_what_a_dense_cache_holds(kv, ops):
-    _run_paged(kv, ops, lambda cache, lengths: None)
+def test_paged_cache_reads_back_what_a_dense_cache_holds(kata, ops):
+    _run_paged(kata, ops, lambda cache, lengths: None)
 
 
 @given(ops=paged_ops)
 @example(ops=[("add", 0, 1), ("update", 0, 5), ("add", 1, 1), ("update", 1, 3), ("free", 0, 1), ("update", 1, 6)])
-def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kv, ops):
+def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
     def check(cache, lengths):
         need = sum(-(-n // P_BLOCK) for n in lengths.values())
         used = int(cache.blocks_in_use)
         assert used <= need, (
             f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens need only {need} blocks "
             f"of {P_BLOCK}")
-    _run_paged(kv, ops, check)
+    _run_paged(kata, ops, check)
 
 
-def test_paged_cache_reuses_freed_blocks(kv):
+def test_paged_cache_reuses_freed_blocks(kata):
     rng = common.rng(16)
-    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
+    cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
     cache.add_sequence("a")
     for layer in range(P_LAYERS):
         _accepted(lambda: cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)),
@@ -494,9 +496,9 @@ def test_paged_cache_reuses_freed_blocks(kv):
     assert int(cache.blocks_in_use) == 2, f"blocks_in_use is {cache.blocks_in_use} with {2 * P_BLOCK} tokens cached, expected 2"
 
 
-def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kv):
+def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
     rng = common.rng(17)
-    cache = kv.PagedKVCache(P_LAYERS, P_HKV, P_DH, 3, block_size=P_BLOCK)
+    cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, 3, block_size=P_BLOCK)
     written = {}
     for seq, n in (("a", P_BLOCK + 1), ("b", P_BLOCK)):
         cache.add_sequence(seq)
@@ -505,7 +507,7 @@ def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kv):
             _accepted(lambda: cache.update(seq, layer, *written[seq][layer]),
                       f"writing {n} tokens to sequence {seq} with enough blocks free")
     # A full pool: b's next token needs a 4th block.
-    _refused(kv.CacheFullError, lambda: cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
+    _refused(kata.CacheFullError, lambda: cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
              "an update that needs a block when all 3 are taken")
     assert int(cache.blocks_in_use) == 3, f"after a refused update, blocks_in_use is {cache.blocks_in_use}, expected 3"
     for layer in range(P_LAYERS):
@@ -532,12 +534,12 @@ SPEED_MODEL = Model.random(Config(vocab_size=V, d_model=64, n_layers=1, n_heads=
 
 
 @pytest.mark.speed
-def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
+def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
     """Both run in their jails on a copy of SPEED_MODEL, timed here,
     alternately, on a fresh prompt each repeat; the tokens each returns
     while timed must be the same."""
     gen = common.rng(18)
-    ratio = time_ratio(kv.generate, load_baseline("kv_cache").generate_naive,
+    ratio = time_ratio(kata.generate, load_baseline("kv_cache").generate_naive,
                        lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=5, what="generate")
     common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP, key="speedup")
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
@@ -546,7 +548,7 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kv):
 
 
 @pytest.mark.speed
-def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kv):
+def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     """Each repeat times `steps` one-token updates in one round trip
     (judge.timed with batch), so the channel's fixed cost is shared; each
     update answers with a sampled digest of the keys and values it returns,
@@ -557,7 +559,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kv):
 
     def timed(held: int) -> float:
         size = held + steps * (repeats + 1)
-        cache = kv.KVCache(1, hkv, dh, size)
+        cache = kata.KVCache(1, hkv, dh, size)
         want_k, want_v = np.zeros((hkv, size, dh), np.float32), np.zeros((hkv, size, dh), np.float32)
         want_k[:, :held], want_v[:, :held] = _kv_pair(rng, held, hkv, dh)
         judge.timed(cache.update, (0, want_k[:, :held], want_v[:, :held]))

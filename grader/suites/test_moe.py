@@ -34,7 +34,7 @@ OVER_LOOP = 10.0  # and must be at least this many times faster than a per-token
 
 
 @pytest.fixture(scope="module")
-def moe():
+def kata():
     return load_kata("moe")
 
 
@@ -183,10 +183,10 @@ def _block_inputs(model, layer, x):
 @given(shape=_shapes(), scale=st.sampled_from([0.0, 1.0, 30.0]))
 @example(shape=(1, 1, 1, 1, 1, 0), scale=1.0)
 @example(shape=(3, 4, 5, 2, 2, 1), scale=30.0)
-def test_router_probs_are_the_softmax_of_the_logits(moe, shape, scale):
+def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale):
     T, D, E, F, k, seed = shape
     x, w_router, *_ = _layer(seed, T, D, E, F, router_scale=scale)
-    got = np.asarray(moe.router_probs(x, w_router))
+    got = np.asarray(kata.router_probs(x, w_router))
     assert got.shape == (T, E), f"router_probs returned shape {got.shape}, expected (T, E) = {(T, E)}"
     assert np.all(np.isfinite(got)), f"router_probs returned NaN or inf for router logits up to {np.abs(x @ w_router).max():.3g}"
     want = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
@@ -194,12 +194,12 @@ def test_router_probs_are_the_softmax_of_the_logits(moe, shape, scale):
     assert d <= PROB_TOL, f"router_probs differs from the softmax over experts of x @ w_router by {d:.3g}"
 
 
-def test_router_probs_rejects_mismatched_shapes(moe):
+def test_router_probs_rejects_mismatched_shapes(kata):
     x, w_router, *_ = _layer(1, 4, 6, 3, 2)
     for bad_x, bad_w, what in [(x, w_router[:5], "w_router with 5 rows for x of width 6"),
                                (x[0], w_router, "a 1-D x"),
                                (x, w_router[:, :, None], "a 3-D w_router")]:
-        assert _rejects(lambda: moe.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
+        assert _rejects(lambda: kata.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
 
 
 # ------------------------------------------------------------------------ top-k
@@ -218,10 +218,10 @@ def _probs(draw, max_t=12, max_e=8, ties=True):
 @given(case=_probs())
 @example(case=(np.full((2, 4), 0.25, dtype=np.float32), 2))
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 3))
-def test_top_k_indices_are_the_k_largest_in_descending_order(moe, case):
+def test_top_k_indices_are_the_k_largest_in_descending_order(kata, case):
     probs, k = case
     T, E = probs.shape
-    idx, _ = moe.top_k_gating(probs, k)
+    idx, _ = kata.top_k_gating(probs, k)
     idx = np.asarray(idx)
     assert idx.shape == (T, k), f"indices have shape {idx.shape}, expected (T, k) = {(T, k)}"
     assert np.issubdtype(idx.dtype, np.integer), f"indices must be integers, got dtype {idx.dtype}"
@@ -238,9 +238,9 @@ def test_top_k_indices_are_the_k_largest_in_descending_order(moe, case):
 
 @given(case=_probs())
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
-def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(moe, case):
+def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(kata, case):
     probs, k = case
-    idx, w = moe.top_k_gating(probs, k, normalize=True)
+    idx, w = kata.top_k_gating(probs, k, normalize=True)
     idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
     assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
     d = float(np.max(np.abs(w.sum(axis=-1) - 1.0)))
@@ -252,22 +252,22 @@ def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(
 
 @given(case=_probs())
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
-def test_unnormalized_weights_are_the_raw_probabilities(moe, case):
+def test_unnormalized_weights_are_the_raw_probabilities(kata, case):
     probs, k = case
-    idx, w = moe.top_k_gating(probs, k, normalize=False)
+    idx, w = kata.top_k_gating(probs, k, normalize=False)
     idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
     assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
     d = float(np.max(np.abs(w - np.take_along_axis(probs, idx, axis=-1))))
     assert d <= PROB_TOL, f"with normalize=False the weights differ from the chosen probabilities by {d:.3g}"
 
 
-def test_top_k_rejects_k_outside_one_to_e(moe):
+def test_top_k_rejects_k_outside_one_to_e(kata):
     probs = np.full((3, 4), 0.25, dtype=np.float32)
     for k in (0, 5, -1):
-        assert _rejects(lambda: moe.top_k_gating(probs, k)), f"top_k_gating accepted k={k} with E=4 experts; raise ValueError"
+        assert _rejects(lambda: kata.top_k_gating(probs, k)), f"top_k_gating accepted k={k} with E=4 experts; raise ValueError"
 
 
-def test_top_k_rejects_probabilities_that_are_not_distributions(moe):
+def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
     cases = [
         (np.array([[0.5, 0.5, 0.5]], dtype=np.float32), "a row summing to 1.5"),
         (np.array([[1.5, -0.5, 0.0]], dtype=np.float32), "a negative probability"),
@@ -275,7 +275,7 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(moe):
         (np.array([0.25, 0.25, 0.5], dtype=np.float32), "a 1-D array"),
     ]
     for probs, what in cases:
-        assert _rejects(lambda: moe.top_k_gating(probs, 1)), f"top_k_gating accepted probs with {what}; raise ValueError"
+        assert _rejects(lambda: kata.top_k_gating(probs, 1)), f"top_k_gating accepted probs with {what}; raise ValueError"
 
 
 # --------------------------------------------------------------------- capacity
@@ -284,19 +284,19 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(moe):
 @given(T=st.integers(0, 5000), E=st.integers(1, 64), k=st.integers(1, 64), factor=st.sampled_from(FACTORS))
 @example(T=0, E=4, k=1, factor=1.0)
 @example(T=7, E=8, k=1, factor=0.25)
-def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(moe, T, E, k, factor):
+def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(kata, T, E, k, factor):
     k = 1 + (k - 1) % E
-    got = moe.expert_capacity(T, E, k, factor)
+    got = kata.expert_capacity(T, E, k, factor)
     want = _capacity(T, E, k, factor)
     assert isinstance(got, (int, np.integer)) and int(got) == want, (
         f"expert_capacity({T}, {E}, {k}, {factor}) returned {got!r}, expected max(1, ceil({factor}*{T}*{k}/{E})) = {want}"
     )
 
 
-def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(moe):
+def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
     for args, what in [((10, 4, 2, -1.0), "capacity_factor=-1.0"), ((10, 4, 5, 1.0), "k=5 with 4 experts"),
                        ((10, 4, 0, 1.0), "k=0")]:
-        assert _rejects(lambda: moe.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
+        assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
 
 
 # (indices, E, capacity, keep, position) worked out by hand from the priority rule.
@@ -314,10 +314,10 @@ CRAFTED = [
 
 
 @pytest.mark.parametrize("case", range(len(CRAFTED)))
-def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(moe, case):
+def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(kata, case):
     indices, E, capacity, keep, position = CRAFTED[case]
     indices = np.array(indices, dtype=np.int64)
-    got_keep, got_pos = moe.dispatch(indices, E, capacity)
+    got_keep, got_pos = kata.dispatch(indices, E, capacity)
     got_keep, got_pos = np.asarray(got_keep), np.asarray(got_pos)
     assert got_keep.shape == indices.shape, f"keep has shape {got_keep.shape}, expected {indices.shape}"
     assert got_pos.shape == indices.shape, f"position has shape {got_pos.shape}, expected {indices.shape}"
@@ -341,12 +341,12 @@ def _routings(draw, max_t=30, max_e=8):
 @given(routing=_routings(), room=st.floats(0.0, 1.0))
 @example(routing=(1, 1, 1, 0), room=0.0)
 @example(routing=(6, 3, 3, 1), room=0.5)
-def test_dispatch_matches_queueing_one_assignment_at_a_time(moe, routing, room):
+def test_dispatch_matches_queueing_one_assignment_at_a_time(kata, routing, room):
     T, E, k, seed = routing
     capacity = int(room * T * k)
     indices = _random_indices(seed, T, E, k)
     keep, position = _queue(indices, E, capacity)
-    got_keep, got_pos = moe.dispatch(indices, E, capacity)
+    got_keep, got_pos = kata.dispatch(indices, E, capacity)
     got_keep, got_pos = np.asarray(got_keep).astype(bool), np.asarray(got_pos)
     assert np.array_equal(got_pos, position), "queue positions differ from queueing rank by rank, tokens in order"
     assert np.array_equal(got_keep, keep), f"dispatch kept {int(got_keep.sum())} assignments, expected {int(keep.sum())}"
@@ -355,9 +355,9 @@ def test_dispatch_matches_queueing_one_assignment_at_a_time(moe, routing, room):
 # ------------------------------------------------------------------------ layer
 
 
-def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(moe):
+def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(kata):
     x, w_router, w_gate, w_up, w_down = _layer(11, 10, 8, 4, 12)
-    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k=4)
+    y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k=4)
     probs = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
     dense = sum(probs[:, e:e + 1] * _expert64(x, w_gate[e], w_up[e], w_down[e]) for e in range(4))
     y = np.asarray(y, dtype=np.float64)
@@ -366,19 +366,19 @@ def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(moe):
     assert d <= OUT_ATOL, f"with k == E the output differs from the softmax-weighted sum of every expert by {d:.3g}"
 
 
-def test_permuting_tokens_permutes_the_outputs(moe):
+def test_permuting_tokens_permutes_the_outputs(kata):
     x, w_router, w_gate, w_up, w_down = _layer(12, 24, 8, 6, 10)
     perm = rng(13).permutation(24)
-    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k=2)
-    yp, _ = moe.moe_forward(x[perm], w_router, w_gate, w_up, w_down, k=2)
+    y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k=2)
+    yp, _ = kata.moe_forward(x[perm], w_router, w_gate, w_up, w_down, k=2)
     d = float(np.max(np.abs(np.asarray(yp) - np.asarray(y)[perm])))
     assert d <= OUT_ATOL, f"shuffling the tokens changed their outputs by {d:.3g}; each token's output depends only on it"
 
 
-def _assert_matches_block(moe, model, layer, x):
+def _assert_matches_block(kata, model, layer, x):
     h, w_router, w_gate, w_up, w_down = _block_inputs(model, layer, x)
     want = model.mlp(layer, x)
-    y, _ = moe.moe_forward(h, w_router, w_gate, w_up, w_down, model.config.top_k)
+    y, _ = kata.moe_forward(h, w_router, w_gate, w_up, w_down, model.config.top_k)
     y = np.asarray(y)
     assert y.shape == want.shape, f"moe_forward returned y of shape {y.shape}, expected {want.shape}"
     probs, _, _ = _route64(h, w_router, model.config.top_k)
@@ -389,13 +389,13 @@ def _assert_matches_block(moe, model, layer, x):
     assert ok.all(), f"moe_forward differs from the reference model's MoE block (layer {layer}) by {d:.3g}"
 
 
-def test_moe_forward_matches_the_reference_model_block(moe):
+def test_moe_forward_matches_the_reference_model_block(kata):
     model = _moe_model()
     x = rng(14).standard_normal((40, model.config.d_model)).astype(np.float32)
-    _assert_matches_block(moe, model, 0, x)
+    _assert_matches_block(kata, model, 0, x)
 
 
-def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
+def test_moe_forward_matches_the_teachers_block_on_its_own_activations(kata):
     """The shipped teacher's layer weights, on the residual stream it computes for a short text."""
     try:
         model = Model.pretrained("teacher", WEIGHTS_DIR)
@@ -409,19 +409,19 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(moe):
     for layer in range(min(2, model.config.n_layers)):
         q, k, v = model.qkv(layer, x, positions)
         x = x + model.attend(layer, q, k, v, positions, positions)
-        _assert_matches_block(moe, model, layer, x)
+        _assert_matches_block(kata, model, layer, x)
         x = x + model.mlp(layer, x)
 
 
 @given(shape=_shapes(max_t=20), factor=st.sampled_from([None] + FACTORS), normalize=st.booleans())
 @example(shape=(5, 3, 1, 4, 1, 0), factor=0.25, normalize=True)  # one expert, room for 2 of 5 tokens
-def test_moe_forward_matches_a_float64_per_token_loop(moe, shape, factor, normalize):
+def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, normalize):
     T, D, E, F, k, seed = shape
     x, w_router, w_gate, w_up, w_down = _layer(seed, T, D, E, F)
     probs, _, _ = _route64(x, w_router, k)
     assume(np.all(_clear(probs, k)))
     want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor, normalize)
-    y, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor, normalize=normalize)
+    y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor, normalize=normalize)
     y = np.asarray(y, dtype=np.float64)
     assert y.shape == (T, D), f"moe_forward returned y of shape {y.shape}, expected (T, D) = {(T, D)}"
     bad = np.flatnonzero(~np.all(np.isclose(y, want, rtol=OUT_RTOL, atol=OUT_ATOL), axis=-1))
@@ -432,21 +432,21 @@ def test_moe_forward_matches_a_float64_per_token_loop(moe, shape, factor, normal
     )
 
 
-def test_a_large_capacity_factor_drops_nothing(moe):
+def test_a_large_capacity_factor_drops_nothing(kata):
     x, w_router, w_gate, w_up, w_down = _layer(15, 32, 8, 4, 8)
-    free, _ = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
-    y, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=4.0)
+    free, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=4.0)
     assert int(aux.dropped) == 0, f"capacity_factor=E leaves room for every assignment, but {int(aux.dropped)} were dropped"
     d = float(np.max(np.abs(np.asarray(y) - np.asarray(free))))
     assert d <= OUT_ATOL, f"with room for every assignment the output differs from the unlimited layer's by {d:.3g}"
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
-def test_tokens_per_expert_never_exceed_capacity(moe, factor):
+def test_tokens_per_expert_never_exceed_capacity(kata, factor):
     T, E, k = 40, 4, 2
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
     _, keep, idx = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
-    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
     tpe, cap = np.asarray(aux.tokens_per_expert), _capacity(T, E, k, factor)
     assert tpe.shape == (E,), f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)}"
     assert tpe.max() <= cap, f"an expert processed {tpe.max()} assignments, over its capacity {cap}"
@@ -455,23 +455,23 @@ def test_tokens_per_expert_never_exceed_capacity(moe, factor):
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
-def test_dropped_counts_the_assignments_past_capacity(moe, factor):
+def test_dropped_counts_the_assignments_past_capacity(kata, factor):
     T, E, k = 40, 4, 2
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
     _, keep, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
-    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
     want = int((~keep).sum())
     assert int(aux.dropped) == want, f"aux.dropped is {int(aux.dropped)}, expected {want} assignments past capacity"
 
 
-def test_a_fully_dropped_token_outputs_zero(moe):
+def test_a_fully_dropped_token_outputs_zero(kata):
     # Router = identity, so every token ranks expert 0, then 1, then 2, then 3;
     # capacity max(1, ceil(0.5 * 4 * 2 / 4)) = 1: token 0 takes both places, tokens 1-3 get none.
     E, T, F = 4, 4, 6
     _, _, w_gate, w_up, w_down = _layer(17, T, E, E, F)
     x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[:, None] * np.array([1, 0, 0, 0], dtype=np.float32)
     w_router = np.eye(E, dtype=np.float32)
-    y, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=0.5)
+    y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=0.5)
     y = np.asarray(y, dtype=np.float64)
     assert np.all(np.abs(y[1:]) <= ZERO_TOL), (
         f"tokens 1-3 lost both experts to capacity, so they must output 0, got up to {np.abs(y[1:]).max():.3g}"
@@ -481,10 +481,10 @@ def test_a_fully_dropped_token_outputs_zero(moe):
     assert d <= OUT_ATOL, f"token 0 kept both experts and their gate weights, but its output is off by {d:.3g}"
 
 
-def test_moe_forward_reports_the_losses_of_its_routing(moe):
+def test_moe_forward_reports_the_losses_of_its_routing(kata):
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(18, 30, 8, 5, 8, 2, router_scale=2.0)
     probs, idx, _ = _route64(x, w_router, 2)
-    _, aux = moe.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
     want = _lb64(probs, idx)
     assert math.isclose(float(aux.load_balancing_loss), want, rel_tol=LOSS_RTOL), (
         f"aux.load_balancing_loss is {float(aux.load_balancing_loss):.6g}, expected {want:.6g}"
@@ -495,7 +495,7 @@ def test_moe_forward_reports_the_losses_of_its_routing(moe):
     )
 
 
-def test_expert_work_is_k_over_e_of_running_every_expert(moe):
+def test_expert_work_is_k_over_e_of_running_every_expert(kata):
     """Work, as far as it can be counted without instrumenting the code under
     test (that would mean testing its internals): the assignments it reports
     processing, aux.tokens_per_expert, must be exactly the routing's T*K, each
@@ -513,7 +513,7 @@ def test_expert_work_is_k_over_e_of_running_every_expert(moe):
             break
     else:
         raise AssertionError("the suite found no tie-free data; report this as a grader bug")
-    _, aux = moe.moe_forward(h, w_router, w_gate, w_up, w_down, k)
+    _, aux = kata.moe_forward(h, w_router, w_gate, w_up, w_down, k)
     tpe = np.asarray(aux.tokens_per_expert)
     want = np.bincount(idx.reshape(-1), minlength=E)
     assert np.array_equal(tpe, want), (
@@ -521,7 +521,7 @@ def test_expert_work_is_k_over_e_of_running_every_expert(moe):
         f"each expert should process exactly the tokens routed to it, {k} of {E} experts per token")
 
 
-def test_moe_forward_rejects_bad_input(moe):
+def test_moe_forward_rejects_bad_input(kata):
     x, w_router, w_gate, w_up, w_down = _layer(20, 6, 8, 4, 5)
     cases = [
         (dict(k=0), "k=0"),
@@ -534,7 +534,7 @@ def test_moe_forward_rejects_bad_input(moe):
     for change, what in cases:
         args = dict(x=x, w_router=w_router, w_gate=w_gate, w_up=w_up, w_down=w_down)
         args.update(change)
-        assert _rejects(lambda: moe.moe_forward(**args)), f"moe_forward accepted {what}; raise ValueError"
+        assert _rejects(lambda: kata.moe_forward(**args)), f"moe_forward accepted {what}; raise ValueError"
 
 
 # ----------------------------------------------------------------------- losses
@@ -543,23 +543,23 @@ def test_moe_forward_rejects_bad_input(moe):
 @given(routing=_routings(max_t=4, max_e=16))
 @example(routing=(1, 1, 1, 0))
 @example(routing=(2, 8, 2, 0))
-def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(moe, routing):
+def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(kata, routing):
     m, E, k, _ = routing
     T = E * m
     probs = np.full((T, E), 1.0 / E, dtype=np.float32)
     indices = (np.arange(T)[:, None] + np.arange(k)[None, :]) % E  # every expert gets T*k/E
-    got = float(moe.load_balancing_loss(probs, indices))
+    got = float(kata.load_balancing_loss(probs, indices))
     assert math.isclose(got, 1.0, rel_tol=LOSS_RTOL), f"load balance at uniform routing is {got:.6g}, expected 1.0"
 
 
-def test_load_balance_grows_as_routing_concentrates(moe):
+def test_load_balance_grows_as_routing_concentrates(kata):
     T, E, k = 16, 8, 2
     prefer = np.linspace(1.0, -1.0, E)  # every token prefers experts 0, 1, ...
     indices = np.tile(np.arange(k), (T, 1))
     losses = []
     for beta in (0.5, 1.0, 2.0, 4.0, 8.0):
         probs = _softmax64(np.tile(beta * prefer, (T, 1))).astype(np.float32)
-        losses.append(float(moe.load_balancing_loss(probs, indices)))
+        losses.append(float(kata.load_balancing_loss(probs, indices)))
     assert all(a < b for a, b in zip(losses, losses[1:])) and losses[0] > 1.0, (
         f"as every token's probability piles onto the same {k} experts the loss should grow above 1, got "
         + ", ".join(f"{v:.4g}" for v in losses)
@@ -569,11 +569,11 @@ def test_load_balance_grows_as_routing_concentrates(moe):
 @given(routing=_routings(max_t=20, max_e=10))
 @example(routing=(1, 1, 1, 0))
 @example(routing=(7, 5, 5, 2))
-def test_load_balancing_loss_matches_its_float64_formula(moe, routing):
+def test_load_balancing_loss_matches_its_float64_formula(kata, routing):
     T, E, k, seed = routing
     probs = _softmax64(2.0 * rng(seed).standard_normal((T, E))).astype(np.float32)
     indices = _random_indices(seed + 1, T, E, k)
-    got = float(moe.load_balancing_loss(probs, indices))
+    got = float(kata.load_balancing_loss(probs, indices))
     want = _lb64(probs, indices)
     assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
         f"load_balancing_loss is {got:.6g}, expected E * sum_i f_i * P_i = {want:.6g}"
@@ -583,30 +583,30 @@ def test_load_balancing_loss_matches_its_float64_formula(moe, routing):
 @given(T=st.integers(1, 20), E=st.integers(1, 10), scale=st.sampled_from([0.1, 1.0, 10.0]), seed=st.integers(0, 2**16))
 @example(T=2, E=3, scale=100.0, seed=0)
 @example(T=3, E=4, scale=0.0, seed=1)
-def test_z_loss_matches_its_float64_formula(moe, T, E, scale, seed):
+def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
     logits = (scale * rng(seed).standard_normal((T, E))).astype(np.float32)
-    got = float(moe.router_z_loss(logits))
+    got = float(kata.router_z_loss(logits))
     want = _z64(logits)
     assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
         f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = {want:.6g}"
     )
 
 
-def test_z_loss_is_never_negative(moe):
+def test_z_loss_is_never_negative(kata):
     for shift in (-20.0, -3.0, 0.0, 5.0):
         logits = (shift + rng(21).standard_normal((6, 4))).astype(np.float32)
-        got = float(moe.router_z_loss(logits))
+        got = float(kata.router_z_loss(logits))
         assert got >= 0.0, f"router_z_loss is {got:.6g} for logits around {shift}; a mean of squares is >= 0"
 
 
-def test_losses_reject_bad_input(moe):
+def test_losses_reject_bad_input(kata):
     probs = np.full((4, 3), 1.0 / 3, dtype=np.float32)
     indices = np.zeros((4, 1), dtype=np.int64)
     cases = [
-        (lambda: moe.load_balancing_loss(2 * probs, indices), "load_balancing_loss accepted rows summing to 2"),
-        (lambda: moe.load_balancing_loss(probs, indices + 3), "load_balancing_loss accepted expert 3 of 3"),
-        (lambda: moe.load_balancing_loss(probs, indices[:3]), "load_balancing_loss accepted 3 rows of indices for 4 tokens"),
-        (lambda: moe.router_z_loss(probs[0]), "router_z_loss accepted 1-D logits"),
+        (lambda: kata.load_balancing_loss(2 * probs, indices), "load_balancing_loss accepted rows summing to 2"),
+        (lambda: kata.load_balancing_loss(probs, indices + 3), "load_balancing_loss accepted expert 3 of 3"),
+        (lambda: kata.load_balancing_loss(probs, indices[:3]), "load_balancing_loss accepted 3 rows of indices for 4 tokens"),
+        (lambda: kata.router_z_loss(probs[0]), "router_z_loss accepted 1-D logits"),
     ]
     for call, what in cases:
         assert _rejects(call), f"{what}; raise ValueError"
@@ -626,8 +626,8 @@ def _speed_inputs(salt, D, E, F, k):
 
 
 @pytest.mark.speed
-def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
-    ratio = time_ratio(moe.moe_forward, load_baseline("moe").layer_output, _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
+def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
+    ratio = time_ratio(kata.moe_forward, load_baseline("moe").layer_output, _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
                        repeats=SPEED_REPEATS, what="moe_forward")
     common.figure("time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower",
                   key="within_vectorized")
@@ -638,9 +638,9 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(moe):
 
 
 @pytest.mark.speed
-def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
+def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
     part = SPEED_T // LOOP_SHARE  # the loop's time is linear in T: time it on a share of the tokens
-    ratio = time_ratio(moe.moe_forward, load_baseline("moe").per_token_loop, _speed_inputs(22, LOOP_D, 8, LOOP_F, 2),
+    ratio = time_ratio(kata.moe_forward, load_baseline("moe").per_token_loop, _speed_inputs(22, LOOP_D, 8, LOOP_F, 2),
                        repeats=3, what="moe_forward", expect=lambda *args: (baseline_moe.layer_output(*args),),
                        baseline_args=lambda args: (args[0][:part], *args[1:]))
     faster = LOOP_SHARE / ratio
@@ -652,9 +652,9 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(moe):
 
 
 @pytest.mark.speed
-def test_moe_forward_does_not_run_every_expert_on_every_token(moe):
+def test_moe_forward_does_not_run_every_expert_on_every_token(kata):
     """With E=16 and k=1 running every expert on every token is 16x the work."""
-    ratio = time_ratio(moe.moe_forward, load_baseline("moe").layer_output, _speed_inputs(23, 64, 16, 128, 1),
+    ratio = time_ratio(kata.moe_forward, load_baseline("moe").layer_output, _speed_inputs(23, 64, 16, 128, 1),
                        repeats=SPEED_REPEATS, what="moe_forward")
     common.figure("time over running each token's one expert (E=16, k=1)", ratio, WITHIN_REFERENCE, better="lower")
     assert ratio < WITHIN_REFERENCE, (

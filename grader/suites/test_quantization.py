@@ -47,7 +47,7 @@ FLOATS = st.sampled_from([np.float32, np.float64])
 
 
 @pytest.fixture(scope="module")
-def qz():
+def kata():
     return load_kata("quantization")
 
 
@@ -64,39 +64,39 @@ def _probe(call) -> None:
 
 
 @pytest.fixture(scope="module")
-def sym(qz):
-    _probe(lambda: qz.quantize_symmetric(np.ones(4, np.float32), 8))
-    return qz
+def sym(kata):
+    _probe(lambda: kata.quantize_symmetric(np.ones(4, np.float32), 8))
+    return kata
 
 
 @pytest.fixture(scope="module")
-def aff(qz):
-    _probe(lambda: qz.quantize_affine(np.ones(4, np.float32), 8))
-    return qz
+def aff(kata):
+    _probe(lambda: kata.quantize_affine(np.ones(4, np.float32), 8))
+    return kata
 
 
 @pytest.fixture(scope="module")
-def grp(qz):
-    _probe(lambda: qz.quantize_grouped(np.ones(4, np.float32), 8, 2))
-    return qz
+def grp(kata):
+    _probe(lambda: kata.quantize_grouped(np.ones(4, np.float32), 8, 2))
+    return kata
 
 
 @pytest.fixture(scope="module")
-def pack(qz):
-    _probe(lambda: qz.pack_int4(np.zeros(2, np.int8)))
-    return qz
+def pack(kata):
+    _probe(lambda: kata.pack_int4(np.zeros(2, np.int8)))
+    return kata
 
 
 @pytest.fixture(scope="module")
-def q8(qz):
-    _probe(lambda: qz.quantize_q8_0(np.ones(32, np.float32)))
-    return qz
+def q8(kata):
+    _probe(lambda: kata.quantize_q8_0(np.ones(32, np.float32)))
+    return kata
 
 
 @pytest.fixture(scope="module")
-def q4(qz):
-    _probe(lambda: qz.quantize_q4_0(np.ones(32, np.float32)))
-    return qz
+def q4(kata):
+    _probe(lambda: kata.quantize_q4_0(np.ones(32, np.float32)))
+    return kata
 
 
 @st.composite
@@ -222,14 +222,14 @@ def test_symmetric_codes_are_monotone_in_the_input(sym, x, bits):
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
-def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(qz, axis):
+def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(kata, axis):
     x = np.zeros((3, 4), dtype=np.float32)
     x[0] = [1.0, -2.0, 3.0, 0.5]
     x[:, 0] = [1.0, 0.0, 0.0]
     for case in (np.zeros_like(x), x):
-        q, scale = qz.quantize_symmetric(case, 4, axis=axis)
+        q, scale = kata.quantize_symmetric(case, 4, axis=axis)
         q = _codes(q, x.shape)
-        x_hat = np.asarray(qz.dequantize_symmetric(q, scale), dtype=np.float64)
+        x_hat = np.asarray(kata.dequantize_symmetric(q, scale), dtype=np.float64)
         zero = _slice_amax(case, axis) == 0
         zero = np.broadcast_to(zero, x.shape)
         assert np.all(np.isfinite(x_hat)), f"dequantizing gives {x_hat[~np.isfinite(x_hat)][0]} for a slice of zeros (0 / 0?)"
@@ -237,7 +237,7 @@ def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(qz, axis):
         assert np.all(x_hat[zero] == 0), f"a slice of zeros (axis={axis}) dequantizes to {x_hat[zero]}, not exact zeros"
 
 
-def test_per_channel_error_is_never_above_per_tensor_error(qz):
+def test_per_channel_error_is_never_above_per_tensor_error(kata):
     g = rng(11)
     magnitudes = 4.0 ** -np.arange(6)  # channels 4x apart in size
     for axis in (0, 1):
@@ -245,8 +245,8 @@ def test_per_channel_error_is_never_above_per_tensor_error(qz):
         x = x if axis == 0 else np.ascontiguousarray(x.T)
         err = {}
         for mode in (None, axis):
-            q, scale = qz.quantize_symmetric(x, 4, axis=mode)
-            err[mode] = np.max(np.abs(np.asarray(qz.dequantize_symmetric(q, scale), np.float64) - x),
+            q, scale = kata.quantize_symmetric(x, 4, axis=mode)
+            err[mode] = np.max(np.abs(np.asarray(kata.dequantize_symmetric(q, scale), np.float64) - x),
                                axis=_other_axes(2, axis))
         worse = err[axis] > err[None] * (1 + REL_TOL)
         assert not worse.any(), (
@@ -260,22 +260,22 @@ def test_per_channel_error_is_never_above_per_tensor_error(qz):
 
 
 @pytest.mark.parametrize("bits", [1, 9, 0])
-def test_symmetric_rejects_bits_out_of_range(qz, bits):
+def test_symmetric_rejects_bits_out_of_range(kata, bits):
     with pytest.raises(ValueError):
-        qz.quantize_symmetric(np.ones(4, np.float32), bits)
+        kata.quantize_symmetric(np.ones(4, np.float32), bits)
 
 
-def test_symmetric_rejects_integer_input(qz):
+def test_symmetric_rejects_integer_input(kata):
     with pytest.raises(ValueError):
-        qz.quantize_symmetric(np.arange(8), 8)
+        kata.quantize_symmetric(np.arange(8), 8)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_symmetric_rejects_nan_and_inf(qz, bad):
+def test_symmetric_rejects_nan_and_inf(kata, bad):
     x = np.ones(8, dtype=np.float32)
     x[3] = bad
     with pytest.raises(ValueError):
-        qz.quantize_symmetric(x, 8)
+        kata.quantize_symmetric(x, 8)
 
 
 # --------------------------------------------------------------------- affine
@@ -367,15 +367,15 @@ def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
 
 
 @pytest.mark.parametrize("bits", [1, 9])
-def test_affine_rejects_bits_out_of_range(qz, bits):
+def test_affine_rejects_bits_out_of_range(kata, bits):
     with pytest.raises(ValueError):
-        qz.quantize_affine(np.ones(4, np.float32), bits)
+        kata.quantize_affine(np.ones(4, np.float32), bits)
 
 
 @pytest.mark.parametrize("bad", [np.arange(8), np.array([1.0, np.nan]), np.array([np.inf, 0.0])], ids=["int", "nan", "inf"])
-def test_affine_rejects_integer_nan_and_inf_input(qz, bad):
+def test_affine_rejects_integer_nan_and_inf_input(kata, bad):
     with pytest.raises(ValueError):
-        qz.quantize_affine(bad, 8)
+        kata.quantize_affine(bad, 8)
 
 
 # -------------------------------------------------------------------- grouped
@@ -440,15 +440,15 @@ def test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes(grp, xg,
     assert not bad.any(), f"code at {_first(bad)} was {q1[bad][0]}, quantizing its dequantized value gives {q2[bad][0]}"
 
 
-def test_an_outlier_only_coarsens_its_own_group(qz):
+def test_an_outlier_only_coarsens_its_own_group(kata):
     group_size, bits = 16, 4
     x = rng(21).standard_normal((2, 8 * group_size)).astype(np.float32)
     spiked = x.copy()
     spiked[1, 5 * group_size + 3] = 1000.0  # in group 5 of row 1
 
     def group_errors(a):
-        q, scales = qz.quantize_grouped(a, bits, group_size)
-        err = np.abs(np.asarray(qz.dequantize_grouped(q, scales, group_size), np.float64) - x)
+        q, scales = kata.quantize_grouped(a, bits, group_size)
+        err = np.abs(np.asarray(kata.dequantize_grouped(q, scales, group_size), np.float64) - x)
         err[1, 5 * group_size + 3] = 0.0  # the outlier itself is not judged
         return err.reshape(2, -1, group_size).max(axis=-1)
 
@@ -474,19 +474,19 @@ def test_one_group_per_row_gives_the_per_channel_symmetric_codes(grp, x, bits):
     assert not bad.any(), f"code at {_first(bad)} is {q[bad][0]}, per-channel symmetric gives {np.round(ratio[bad][0]):g}"
 
 
-def test_grouped_all_zero_groups_dequantize_to_exact_zeros(qz):
+def test_grouped_all_zero_groups_dequantize_to_exact_zeros(kata):
     x = np.zeros((2, 8), dtype=np.float32)
     x[0, :4] = [1.0, -3.0, 2.0, 0.5]
-    q, scales = qz.quantize_grouped(x, 4, 4)
-    x_hat = np.asarray(qz.dequantize_grouped(q, scales, 4))
+    q, scales = kata.quantize_grouped(x, 4, 4)
+    x_hat = np.asarray(kata.dequantize_grouped(q, scales, 4))
     assert np.all(np.asarray(q)[:, 4:] == 0) and np.all(np.asarray(q)[1] == 0), "groups of zeros got nonzero codes"
     assert np.all(np.isfinite(x_hat)), "a group of zeros dequantizes to NaN or inf (0 / 0?)"
     assert np.all(x_hat[x == 0] == 0), "groups of zeros do not come back as exact zeros"
 
 
-def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(qz):
+def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     with pytest.raises(ValueError) as info:
-        qz.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
+        kata.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
     message = str(info.value)
     assert "5" in message and "12" in message, f"the error should name group_size 5 and the length 12, it says: {message}"
 
@@ -497,16 +497,16 @@ def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(qz):
      (np.array([1.0, np.nan, 2.0, 3.0]), 4), (np.array([1.0, 2.0, -np.inf, 3.0]), 4)],
     ids=["bits=1", "bits=9", "int", "nan", "inf"],
 )
-def test_grouped_rejects_bad_bits_integers_nan_and_inf(qz, x, bits):
+def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
     with pytest.raises(ValueError):
-        qz.quantize_grouped(x, bits, 4)
+        kata.quantize_grouped(x, bits, 4)
 
 
 # -------------------------------------------------------------------- packing
 
 
-def test_pack_int4_puts_element_2i_in_the_low_nibble(qz):
-    packed = np.asarray(qz.pack_int4(np.array([1, -1, -8, 7, 0, 5], dtype=np.int8)))
+def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
+    packed = np.asarray(kata.pack_int4(np.array([1, -1, -8, 7, 0, 5], dtype=np.int8)))
     want = [0xF1, 0x78, 0x50]  # -1 is 0xF, -8 is 0x8 in 4-bit two's complement
     assert packed.dtype == np.uint8, f"pack_int4 must return uint8, got {packed.dtype}"
     assert packed.tolist() == want, f"pack_int4([1, -1, -8, 7, 0, 5]) gave {[hex(b) for b in packed.tolist()]}, expected {[hex(b) for b in want]}"
@@ -527,9 +527,9 @@ def test_pack_then_unpack_round_trips_exactly(pack, codes):
 
 
 @pytest.mark.parametrize("codes", [[8], [-9], [0, 16]])
-def test_pack_int4_rejects_codes_outside_4_bits(qz, codes):
+def test_pack_int4_rejects_codes_outside_4_bits(kata, codes):
     with pytest.raises(ValueError):
-        qz.pack_int4(np.array(codes, dtype=np.int16))
+        kata.pack_int4(np.array(codes, dtype=np.int16))
 
 
 # ---------------------------------------------------------- llama.cpp blocks
@@ -570,17 +570,17 @@ Q4_0_BLOCKS = {
 
 
 @pytest.mark.parametrize("block", list(Q8_0_BLOCKS), ids=str)
-def test_q8_0_matches_hand_computed_blocks(qz, block):
+def test_q8_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q8_0_BLOCKS[block]
-    got = bytes(qz.quantize_q8_0(np.array(values, dtype=np.float32)))
+    got = bytes(kata.quantize_q8_0(np.array(values, dtype=np.float32)))
     want = _q8_0_bytes(d, codes)
     assert got == want, f"Q8_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
 
 
 @pytest.mark.parametrize("block", list(Q4_0_BLOCKS), ids=str)
-def test_q4_0_matches_hand_computed_blocks(qz, block):
+def test_q4_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q4_0_BLOCKS[block]
-    got = bytes(qz.quantize_q4_0(np.array(values, dtype=np.float32)))
+    got = bytes(kata.quantize_q4_0(np.array(values, dtype=np.float32)))
     want = _q4_0_bytes(d, codes)
     assert got == want, f"Q4_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
 
@@ -663,31 +663,31 @@ def test_q4_0_matches_the_llama_cpp_formula_on_random_blocks(q4, x):
     _assert_same_blocks("Q4_0", x.size, bytes(q4.quantize_q4_0(x)), _expected_q4_0(x), 18)
 
 
-def test_q8_0_dequantizes_to_code_times_d(qz):
+def test_q8_0_dequantizes_to_code_times_d(kata):
     data = _q8_0_bytes(0.5, list(range(-16, 16))) + _q8_0_bytes(-3.0, [127, -127, 1] + [0] * 29)
-    got = np.asarray(qz.dequantize_q8_0(data, 64), dtype=np.float64)
+    got = np.asarray(kata.dequantize_q8_0(data, 64), dtype=np.float64)
     want = np.concatenate([np.arange(-16, 16) * 0.5, np.array([127, -127, 1] + [0] * 29) * -3.0])
     assert got.shape == (64,), f"dequantize_q8_0(data, 64) returned shape {got.shape}"
     bad = got != want
     assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, code * d is {want[bad][0]}"
 
 
-def test_q4_0_dequantizes_to_q_minus_8_times_d(qz):
+def test_q4_0_dequantizes_to_q_minus_8_times_d(kata):
     codes = list(range(16)) + list(range(15, -1, -1))
     data = _q4_0_bytes(0.25, codes) + _q4_0_bytes(0.0, [8] * 32)
-    got = np.asarray(qz.dequantize_q4_0(data, 64), dtype=np.float64)
+    got = np.asarray(kata.dequantize_q4_0(data, 64), dtype=np.float64)
     want = np.concatenate([(np.array(codes) - 8) * 0.25, np.zeros(32)])
     assert got.shape == (64,), f"dequantize_q4_0(data, 64) returned shape {got.shape}"
     bad = got != want
     assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, (q - 8) * d is {want[bad][0]}"
 
 
-def test_q8_0_and_q4_0_match_gguf_on_random_blocks(qz):
+def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
     """Runs only when the optional `gguf` package (llama.cpp's Python side) is installed."""
     gguf = pytest.importorskip("gguf")
     x = (rng(31).standard_normal(32 * 64) * np.repeat(10.0 ** rng(32).integers(-3, 4, 64), 32)).astype(np.float32)
     x[:32] = 0.0
-    for name, quantize in (("Q8_0", qz.quantize_q8_0), ("Q4_0", qz.quantize_q4_0)):
+    for name, quantize in (("Q8_0", kata.quantize_q8_0), ("Q4_0", kata.quantize_q4_0)):
         want = np.asarray(gguf.quants.quantize(x, getattr(gguf.GGMLQuantizationType, name))).tobytes()
         assert bytes(quantize(x)) == want, f"{name} bytes differ from gguf.quants.quantize (llama.cpp's own Python port)"
 
@@ -699,9 +699,9 @@ def test_q8_0_and_q4_0_match_gguf_on_random_blocks(qz):
      np.where(np.arange(32) == 7, np.nan, 1.0), np.where(np.arange(32) == 0, np.inf, 1.0)],
     ids=["33 values", "16 values", "int", "nan", "inf"],
 )
-def test_llama_cpp_blocks_reject_bad_input(qz, fn, x):
+def test_llama_cpp_blocks_reject_bad_input(kata, fn, x):
     with pytest.raises(ValueError):
-        getattr(qz, fn)(x)
+        getattr(kata, fn)(x)
 
 
 # ---------------------------------------------------------------------- model
@@ -722,9 +722,9 @@ def _mean_kl(p_model: Model, q_model: Model, tokens) -> float:
     return float(np.mean(np.sum(p * (np.log(p) - np.log(q)), axis=-1)))
 
 
-def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(qz, small_model):
+def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata, small_model):
     before = {name: w.copy() for name, w in small_model.weights.items()}
-    out = qz.quantize_model(small_model, 4)
+    out = kata.quantize_model(small_model, 4)
     assert isinstance(out, Model), f"quantize_model must return a Model, got {type(out).__name__}"
     assert out is not small_model, "quantize_model returned the model it was given; return a copy"
     changed = [n for n, w in small_model.weights.items() if not np.array_equal(w, before[n])]
@@ -733,9 +733,9 @@ def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(qz, small_
     assert not shared, f"the quantized model shares arrays {shared[:3]} with the input; copy them"
 
 
-def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(qz, small_model):
+def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, small_model):
     bits = 4
-    out = qz.quantize_model(small_model, bits)
+    out = kata.quantize_model(small_model, bits)
     assert out.config == small_model.config, "the quantized model must keep the config"
     for name, w in small_model.weights.items():
         got = np.asarray(out.weights[name], dtype=np.float64)
@@ -749,15 +749,15 @@ def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(qz, small
             assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
 
 
-def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(qz, small_model):
+def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(kata, small_model):
     tokens = rng(41).integers(0, MODEL_CONFIG.vocab_size, 24)
-    kl = _mean_kl(small_model, qz.quantize_model(small_model, 8), tokens)
+    kl = _mean_kl(small_model, kata.quantize_model(small_model, 8), tokens)
     assert kl < KL_8BIT, f"the 8-bit model's next-token distributions are {kl:.3g} nats (mean KL) from the float model's; allowed {KL_8BIT}"
 
 
-def test_kl_to_the_float_model_grows_as_bits_shrink(qz, small_model):
+def test_kl_to_the_float_model_grows_as_bits_shrink(kata, small_model):
     tokens = rng(42).integers(0, MODEL_CONFIG.vocab_size, 24)
-    kls = {bits: _mean_kl(small_model, qz.quantize_model(small_model, bits), tokens) for bits in (8, 6, 4, 3)}
+    kls = {bits: _mean_kl(small_model, kata.quantize_model(small_model, bits), tokens) for bits in (8, 6, 4, 3)}
     common.figure("mean KL of the 8-bit model from the float one", kls[8], unit="nats", better="lower", key="kl8")
     common.figure("mean KL of the 4-bit model from the float one", kls[4], unit="nats", better="lower", key="kl4")
     order = list(kls)
@@ -767,14 +767,14 @@ def test_kl_to_the_float_model_grows_as_bits_shrink(qz, small_model):
         )
 
 
-def test_eight_bit_greedy_generation_agrees_with_the_float_model(qz):
+def test_eight_bit_greedy_generation_agrees_with_the_float_model(kata):
     """The shipped teacher at 8 bits writes the float teacher's 32 greedy
     characters. The quantized weights are loaded into a fresh reference Model,
     so the reference code, not the code under test, runs the generation, and
     reference.lm's cached decoder keeps it to a few tens of milliseconds."""
     teacher = Model.pretrained("teacher")
     prompt = encode("Return the number of ")
-    quantized = qz.quantize_model(teacher, 8)
+    quantized = kata.quantize_model(teacher, 8)
     rebuilt = Model(teacher.config, {name: np.asarray(w) for name, w in quantized.weights.items()})
     want = generate_cached(CachedLM(teacher), prompt, 32)
     got = generate_cached(CachedLM(rebuilt), prompt, 32)
@@ -783,15 +783,15 @@ def test_eight_bit_greedy_generation_agrees_with_the_float_model(qz):
 
 
 @pytest.mark.parametrize("bits, group_size", [(1, 32), (9, 32), (8, 5), (8, 0)])
-def test_quantize_model_rejects_bad_bits_and_group_size(qz, small_model, bits, group_size):
+def test_quantize_model_rejects_bad_bits_and_group_size(kata, small_model, bits, group_size):
     with pytest.raises(ValueError):
-        qz.quantize_model(small_model, bits, group_size)
+        kata.quantize_model(small_model, bits, group_size)
 
 
 @pytest.mark.parametrize("bits, group_size, scale_bytes, want",
                          [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)])
-def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, want):
-    got = float(qz.bits_per_weight(bits, group_size, scale_bytes))
+def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, want):
+    got = float(kata.bits_per_weight(bits, group_size, scale_bytes))
     if (bits, group_size, scale_bytes) == (4, 32, 2):
         common.figure("bits per weight, 4-bit groups of 32 with fp16 scales", got, unit="bits", better="lower",
                       key="bpw4")
@@ -802,7 +802,7 @@ def test_bits_per_weight_counts_the_scales(qz, bits, group_size, scale_bytes, wa
 
 
 @pytest.mark.speed
-def test_grouped_quantization_is_vectorized(qz):
+def test_grouped_quantization_is_vectorized(kata):
     """2M float32 values (2048 rows of 1024) in groups of 32: 65536 groups.
 
     The issue asks for "within 10x of one np.round over the same array", but
@@ -820,7 +820,7 @@ def test_grouped_quantization_is_vectorized(qz):
     def inputs(i):  # the warm-up (i = -1) on a quarter of the rows
         return gen.random((512 if i < 0 else 2048, 1024), dtype=np.float32) - np.float32(0.5), 4, 32
 
-    ratio = time_ratio(qz.quantize_grouped, load_baseline("quantization").quantize_grouped, inputs,
+    ratio = time_ratio(kata.quantize_grouped, load_baseline("quantization").quantize_grouped, inputs,
                        repeats=3, what="quantize_grouped")
     common.figure("quantize_grouped time over whole-array numpy", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (

@@ -31,7 +31,7 @@ from hypothesis.extra import numpy as hnp
 from grader import judge
 from grader.suites import common
 from grader.suites.common import load_kata
-from reference.lm import BigramLM, CachedLM, generate
+from reference.lm import BigramLM, CachedLM, generate, shipped_model
 from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import generate_naive
 
@@ -120,12 +120,12 @@ def sample_rows(q: np.ndarray, n: int, gen: np.random.Generator) -> np.ndarray:
     return np.where(hit.any(axis=-1), idx, last[None, :])
 
 
-def run_rounds(kv, p: np.ndarray, q: np.ndarray, trials: int, salt: int) -> tuple[np.ndarray, list[list[int]]]:
+def run_rounds(kata, p: np.ndarray, q: np.ndarray, trials: int, salt: int) -> tuple[np.ndarray, list[list[int]]]:
     """Drafts (trials, K) drawn from q and the learner's accept_reject output for each."""
     gen = common.rng(salt)
     drafts = sample_rows(q, trials, gen)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    outs = judge.call_many(kv.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
+    outs = judge.call_many(kata.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
     return drafts, [[int(t) for t in out] for out in outs]
 
 
@@ -162,7 +162,7 @@ Q_TWO = normalized(np.array([[0.2, 0.8, 0, 0], [0.7, 0.1, 0.1, 0.1]]))
 
 
 @pytest.fixture(scope="module")
-def kv():
+def kata():
     return load_kata("speculative")
 
 
@@ -173,9 +173,9 @@ def kv():
 @given(case=rounds())
 @example(case=(P_SKEWED, Q_SKEWED))
 @example(case=(P_TWO, Q_TWO))
-def test_first_emitted_token_is_distributed_as_target_row_0(kv, case):
+def test_first_emitted_token_is_distributed_as_target_row_0(kata, case):
     p, q = case
-    _, outs = run_rounds(kv, p, q, TRIALS, salt=11)
+    _, outs = run_rounds(kata, p, q, TRIALS, salt=11)
     counts = tokens_at(outs, 0, p.shape[1])
     stat, df, note = chi_square(counts, p[0])
     assert fits(stat, df) and not note, fit_message("the first emitted token is not distributed as target_probs[0]",
@@ -185,10 +185,10 @@ def test_first_emitted_token_is_distributed_as_target_row_0(kv, case):
 @settings(max_examples=3)
 @given(case=rounds(near=True))
 @example(case=(P_SKEWED, 0.6 * P_SKEWED[:3] + 0.4 * Q_SKEWED))
-def test_token_after_i_accepted_drafts_is_distributed_as_target_row_i(kv, case):
+def test_token_after_i_accepted_drafts_is_distributed_as_target_row_i(kata, case):
     p, q = case
     K, V = q.shape
-    _, outs = run_rounds(kv, p, q, TRIALS, salt=12)
+    _, outs = run_rounds(kata, p, q, TRIALS, salt=12)
     total, dof, worst = 0.0, 0, ""
     for i in range(1, K + 1):
         counts = tokens_at(outs, i, V)
@@ -206,7 +206,7 @@ def test_token_after_i_accepted_drafts_is_distributed_as_target_row_i(kv, case):
 
 
 @pytest.mark.parametrize("case", ["skewed", "two"])
-def test_mean_accepted_drafts_match_the_acceptance_formula(kv, case):
+def test_mean_accepted_drafts_match_the_acceptance_formula(kata, case):
     p_row, q_row = {"skewed": (P_SKEWED[0], Q_SKEWED[0]), "two": (P_TWO[1], Q_TWO[1])}[case]
     K = 4
     p, q = np.tile(p_row, (K + 1, 1)), np.tile(q_row, (K, 1))
@@ -214,7 +214,7 @@ def test_mean_accepted_drafts_match_the_acceptance_formula(kv, case):
     expected = alpha * (1 - alpha**K) / (1 - alpha)
     law = np.array([alpha**j * (1 - alpha) for j in range(K)] + [alpha**K])  # P(j drafts accepted)
     sd = math.sqrt(float(np.sum(law * np.arange(K + 1) ** 2)) - expected**2)
-    _, outs = run_rounds(kv, p, q, RATE_TRIALS, salt=13)
+    _, outs = run_rounds(kata, p, q, RATE_TRIALS, salt=13)
     mean = float(np.mean([len(out) - 1 for out in outs]))
     z = NormalDist().inv_cdf(1 - SIGNIFICANCE / 2)
     allowed = z * sd / math.sqrt(RATE_TRIALS)
@@ -225,10 +225,10 @@ def test_mean_accepted_drafts_match_the_acceptance_formula(kv, case):
 
 
 @given(case=rounds(max_k=5))
-def test_returns_the_accepted_drafts_plus_exactly_one_token(kv, case):
+def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case):
     p, q = case
     K, V = q.shape
-    drafts, outs = run_rounds(kv, p, q, 30, salt=14)
+    drafts, outs = run_rounds(kata, p, q, 30, salt=14)
     for out, d in zip(outs, drafts):
         assert 1 <= len(out) <= K + 1, f"accept_reject returned {len(out)} tokens for K = {K}; it must return 1 to K + 1"
         assert all(0 <= t < V for t in out), f"accept_reject returned {out}, with a token outside [0, V={V})"
@@ -238,10 +238,10 @@ def test_returns_the_accepted_drafts_plus_exactly_one_token(kv, case):
 
 @given(p=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(2, 8)), elements=st.floats(0.0, 1.0)))
 @example(p=np.array([[1.0, 0.0], [0.0, 1.0]]))
-def test_draft_equal_to_target_accepts_every_draft(kv, p):
+def test_draft_equal_to_target_accepts_every_draft(kata, p):
     p = normalized(np.vstack([p, p[:1]]))  # K + 1 rows
     q = p[:-1].copy()
-    drafts, outs = run_rounds(kv, p, q, 20, salt=15)
+    drafts, outs = run_rounds(kata, p, q, 20, salt=15)
     for out, d in zip(outs, drafts):
         assert len(out) == len(d) + 1 and out[:-1] == d.tolist(), (
             f"with draft_probs equal to target_probs every draft must be accepted and a bonus token added: "
@@ -249,7 +249,7 @@ def test_draft_equal_to_target_accepts_every_draft(kv, p):
 
 
 @given(case=rounds(max_k=4), x=st.integers(0, 7))
-def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kv, case, x):
+def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kata, case, x):
     p, q = case
     K, V = q.shape
     x = x % V
@@ -260,27 +260,27 @@ def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kv, ca
     q = normalized(q + np.eye(V)[x])  # the draft likes x
     gen = np.random.default_rng(common.rng(16).integers(2**63))
     for _ in range(20):
-        out = [int(t) for t in kv.accept_reject(np.full(K, x), q.copy(), p.copy(), gen)]
+        out = [int(t) for t in kata.accept_reject(np.full(K, x), q.copy(), p.copy(), gen)]
         assert len(out) == 1, f"draft token {x} has target probability 0 but was accepted: output {out}"
         assert out[0] != x, f"the replacement of rejected draft {x} was {x} itself, which the target gives probability 0"
 
 
-def test_draft_the_draft_model_rules_out_is_rejected(kv):
+def test_draft_the_draft_model_rules_out_is_rejected(kata):
     p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
     q = np.array([[0.0, 0.4, 0.6]])  # q(0) = 0 but token 0 is drafted anyway
     gen = np.random.default_rng(common.rng(17).integers(2**63))
     for _ in range(50):
-        out = [int(t) for t in kv.accept_reject(np.array([0]), q.copy(), p.copy(), gen)]
+        out = [int(t) for t in kata.accept_reject(np.array([0]), q.copy(), p.copy(), gen)]
         assert len(out) == 1, f"draft token 0 has draft probability q = 0, so it must be rejected; got {out}"
 
 
 @given(p=hnp.arrays(np.float64, st.integers(2, 8), elements=st.floats(0.0, 1.0)))
 @example(p=np.array([0.05, 0.6, 0.0, 0.35]))
 @settings(max_examples=3)
-def test_no_drafts_is_plain_sampling_from_target_row_0(kv, p):
+def test_no_drafts_is_plain_sampling_from_target_row_0(kata, p):
     p = normalized(p[None, :])
     V = p.shape[1]
-    _, outs = run_rounds(kv, p, np.zeros((0, V)), 600, salt=18)
+    _, outs = run_rounds(kata, p, np.zeros((0, V)), 600, salt=18)
     assert all(len(out) == 1 for out in outs), "with K = 0 drafts accept_reject must return exactly one token"
     counts = tokens_at(outs, 0, V)
     stat, df, note = chi_square(counts, p[0])
@@ -300,10 +300,10 @@ BAD_ROUNDS = {
 
 
 @pytest.mark.parametrize("what", list(BAD_ROUNDS))
-def test_accept_reject_rejects_bad_input_with_value_error(kv, what):
+def test_accept_reject_rejects_bad_input_with_value_error(kata, what):
     tokens, q, p = BAD_ROUNDS[what]
     with pytest.raises(ValueError):
-        kv.accept_reject(tokens, q, p, np.random.default_rng(0))
+        kata.accept_reject(tokens, q, p, np.random.default_rng(0))
 
 
 # ------------------------------------------------------------ greedy_accept
@@ -312,7 +312,7 @@ def test_accept_reject_rejects_bad_input_with_value_error(kv, what):
 @given(K=st.integers(0, 6), V=st.integers(2, 10), cut=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
 @example(K=0, V=3, cut=0, seed=0)
 @example(K=3, V=2, cut=0, seed=1)
-def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kv, K, V, cut, seed):
+def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kata, K, V, cut, seed):
     gen = np.random.default_rng(seed)
     logits = gen.permuted(np.tile(np.arange(V, dtype=np.float64), (K + 1, 1)), axis=1) + gen.random((K + 1, V)) * 0.5
     best = logits.argmax(axis=1)
@@ -321,7 +321,7 @@ def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kv, K, V, c
     drafts[:m] = best[:m]
     if m < K:
         drafts[m] = (best[m] + 1 + gen.integers(0, V - 1)) % V
-    got = [int(t) for t in kv.greedy_accept(drafts, logits)]
+    got = [int(t) for t in kata.greedy_accept(drafts, logits)]
     expected = [int(t) for t in best[:m]] + [int(best[m])]
     assert got == expected, (
         f"drafts {drafts.tolist()} against target argmaxes {best.tolist()} should give {expected} "
@@ -337,10 +337,10 @@ BAD_GREEDY = {
 
 
 @pytest.mark.parametrize("what", list(BAD_GREEDY))
-def test_greedy_accept_rejects_bad_input_with_value_error(kv, what):
+def test_greedy_accept_rejects_bad_input_with_value_error(kata, what):
     tokens, logits = BAD_GREEDY[what]
     with pytest.raises(ValueError):
-        kv.greedy_accept(tokens, logits)
+        kata.greedy_accept(tokens, logits)
 
 
 # ------------------------------------------------------------ the loop
@@ -382,36 +382,36 @@ def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int
 
 
 @pytest.mark.parametrize("k", [1, 4])
-def test_greedy_output_is_the_target_generation_with_a_random_draft(kv, k):
+def test_greedy_output_is_the_target_generation_with_a_random_draft(kata, k):
     target = tiny(1)
-    got, _ = kv.speculative_generate(CachedLM(target), CachedLM(tiny(2)), PROMPT, 20, k=k, temperature=0.0)
+    got, _ = kata.speculative_generate(CachedLM(target), CachedLM(tiny(2)), PROMPT, 20, k=k, temperature=0.0)
     assert_is_greedy_generation(target, PROMPT, got, 20, "a random draft")
 
 
 @pytest.mark.parametrize("k", [1, 4])
-def test_greedy_output_is_the_target_generation_when_the_draft_is_the_target(kv, k):
+def test_greedy_output_is_the_target_generation_when_the_draft_is_the_target(kata, k):
     target = tiny(3)
-    got, _ = kv.speculative_generate(CachedLM(target), CachedLM(target), PROMPT, 20, k=k, temperature=0.0)
+    got, _ = kata.speculative_generate(CachedLM(target), CachedLM(target), PROMPT, 20, k=k, temperature=0.0)
     assert_is_greedy_generation(target, PROMPT, got, 20, "the target as its own draft")
 
 
 @pytest.mark.parametrize("k", [1, 4])
-def test_greedy_output_is_the_target_generation_with_a_bad_draft(kv, k):
+def test_greedy_output_is_the_target_generation_with_a_bad_draft(kata, k):
     target = tiny(4)
-    got, _ = kv.speculative_generate(CachedLM(target), ReversedLM(target), PROMPT, 20, k=k, temperature=0.0)
+    got, _ = kata.speculative_generate(CachedLM(target), ReversedLM(target), PROMPT, 20, k=k, temperature=0.0)
     assert_is_greedy_generation(target, PROMPT, got, 20, "a draft that always proposes the target's least likely token")
 
 
 @pytest.mark.parametrize("n_new,k,temperature", [(0, 4, 1.0), (1, 4, 1.0), (7, 0, 1.0), (9, 3, 0.7), (10, 12, 0.0), (13, 4, 0.0)])
-def test_generates_exactly_n_new_tokens(kv, n_new, k, temperature):
-    got, _ = kv.speculative_generate(CachedLM(tiny(5)), CachedLM(tiny(6)), PROMPT, n_new, k=k,
+def test_generates_exactly_n_new_tokens(kata, n_new, k, temperature):
+    got, _ = kata.speculative_generate(CachedLM(tiny(5)), CachedLM(tiny(6)), PROMPT, n_new, k=k,
                                      temperature=temperature, rng=np.random.default_rng(common.rng(21).integers(2**63)))
     got = [int(t) for t in got]
     assert len(got) == n_new, f"asked for n_new = {n_new} (k = {k}), got {len(got)} tokens"
     assert all(0 <= t < TINY.vocab_size for t in got), f"generated tokens {got} fall outside [0, V={TINY.vocab_size})"
 
 
-def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kv):
+def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kata):
     V, temperature = 5, 0.6
     gen = common.rng(22)
     target, draft = BigramLM(gen.normal(0, 1.5, (V, V))), BigramLM(gen.normal(0, 1.5, (V, V)))
@@ -426,7 +426,7 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kv)
     joint = first[:, None] * probs(target.table)  # (V, V): P(t1, t2) of the target sampling alone
     counts = np.zeros((V, V), dtype=np.int64)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    runs = judge.call_many(kv.speculative_generate, [(target, draft, prompt, 3)] * LOOP_RUNS, k=2,
+    runs = judge.call_many(kata.speculative_generate, [(target, draft, prompt, 3)] * LOOP_RUNS, k=2,
                            temperature=temperature, rng=learner_rng)
     for tokens, _ in runs:
         counts[int(tokens[0]), int(tokens[1])] += 1
@@ -437,11 +437,11 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kv)
 
 
 @pytest.mark.parametrize("temperature,same", [(0.0, False), (1.0, False), (0.0, True)])
-def test_stats_count_the_calls_and_drafts_of_the_run(kv, temperature, same):
+def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
     target = CachedLM(tiny(7))
     draft = CachedLM(target.model) if same else CachedLM(tiny(8))
     n_new, k = 17, 3
-    _, stats = kv.speculative_generate(target, draft, PROMPT, n_new, k=k, temperature=temperature,
+    _, stats = kata.speculative_generate(target, draft, PROMPT, n_new, k=k, temperature=temperature,
                                        rng=np.random.default_rng(common.rng(23).integers(2**63)))
     calls = (int(stats.target_calls), int(stats.draft_calls))
     assert calls == (target.calls, draft.calls), (
@@ -462,8 +462,8 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kv, temperature, same):
 
 @pytest.mark.parametrize("fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0),
                                                   ((0, 0, 0, 0), 0.0, 0.0)])
-def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kv, fields, rate, per_call):
-    stats = kv.SpecStats(*fields)
+def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kata, fields, rate, per_call):
+    stats = kata.SpecStats(*fields)
     got = (float(stats.acceptance_rate), float(stats.tokens_per_target_call))
     assert _isclose(got[0], rate, abs_tol=STATS_TOLERANCE) and _isclose(got[1], per_call, abs_tol=STATS_TOLERANCE), (
         f"SpecStats(target_calls, draft_calls, drafted, accepted) = {fields} should give acceptance_rate = "
@@ -472,10 +472,10 @@ def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kv, fields, rat
 
 
 @pytest.mark.parametrize("what", ["k = -1", "n_new = -1"])
-def test_speculative_generate_rejects_bad_input_with_value_error(kv, what):
+def test_speculative_generate_rejects_bad_input_with_value_error(kata, what):
     k, n_new = (-1, 5) if what == "k = -1" else (4, -1)
     with pytest.raises(ValueError):
-        kv.speculative_generate(CachedLM(tiny(9)), CachedLM(tiny(10)), PROMPT, n_new, k=k, temperature=0.0)
+        kata.speculative_generate(CachedLM(tiny(9)), CachedLM(tiny(10)), PROMPT, n_new, k=k, temperature=0.0)
 
 
 # ------------------------------------------------------------ speed (exact call counts)
@@ -483,10 +483,10 @@ def test_speculative_generate_rejects_bad_input_with_value_error(kv, what):
 
 @pytest.mark.speed
 @pytest.mark.parametrize("n_new,k", [(12, 1), (20, 4), (23, 4), (9, 8)])
-def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kv, n_new, k):
+def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kata, n_new, k):
     model = tiny(11)
     target, draft = CachedLM(model), CachedLM(model)
-    kv.speculative_generate(target, draft, PROMPT, n_new, k=k, temperature=0.0)
+    kata.speculative_generate(target, draft, PROMPT, n_new, k=k, temperature=0.0)
     expected = math.ceil(n_new / (k + 1))
     assert target.calls == expected, (
         f"with the target as its own draft every draft is accepted, so {n_new} tokens at k = {k} take "
@@ -496,12 +496,13 @@ def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kv, n
 def shipped_or_stand_in() -> tuple[Model, Model, list[list[int]]]:
     """The shipped teacher and draft with two validation prompts, or, before
     the weights ship, a random tiny target and a lightly perturbed copy of it."""
-    if (WEIGHTS_DIR / "teacher.npz").is_file() and (WEIGHTS_DIR / "draft.npz").is_file():
+    teacher, draft = shipped_model("teacher"), shipped_model("draft")
+    if teacher is not None and draft is not None:
         from reference.tokenizer import encode
 
         text = (WEIGHTS_DIR.parent / "data" / "val.txt").read_text(encoding="ascii")
         prompts = [encode(text[s: s + 32]) for s in (0, 20000)]
-        return Model.pretrained("teacher"), Model.pretrained("draft"), prompts
+        return teacher, draft, prompts
     target = tiny(12)
     gen = common.rng(24)
     noisy = {n: w + 0.15 * w.std() * gen.standard_normal(w.shape).astype(np.float32) for n, w in target.weights.items()}
@@ -524,12 +525,12 @@ def greedy_target_calls(target: Model, draft: Model, prompt: list[int], n_new: i
 
 
 @pytest.mark.speed
-def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kv):
+def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kata):
     target_model, draft_model, prompts = shipped_or_stand_in()
     n_new, k, calls, needed = 32, 4, 0, 0
     for prompt in prompts:
         target = CachedLM(target_model)
-        kv.speculative_generate(target, CachedLM(draft_model), prompt, n_new, k=k, temperature=0.0)
+        kata.speculative_generate(target, CachedLM(draft_model), prompt, n_new, k=k, temperature=0.0)
         calls += target.calls
         needed += greedy_target_calls(target_model, draft_model, prompt, n_new, k)
     made = n_new * len(prompts)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference.sampling import check_rng
+
 
 def softmax(logits, temperature=1.0, axis=-1) -> np.ndarray:
     """softmax(logits / temperature) along `axis`, stable for huge logits.
@@ -161,8 +163,7 @@ def distill_bigram(teacher_logits, prev_tokens, labels, *, temperature, alpha, s
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     if not np.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    check_rng(rng)
     _checked_batch(teacher, teacher, labels, temperature, alpha, -100)  # bad logits, labels, T or alpha
     table = 0.01 * rng.standard_normal((V, V))  # (V, V)
     scatter = np.zeros((V, N))  # (V, N): scatter[v, i] = 1 where prev_tokens[i] == v

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.model import Model
-from reference.sampling import check_generation, check_temperature, sample_token
+from reference.sampling import check_generation, check_sampling, sample_token
 
 
 class CacheFullError(ValueError):
@@ -189,9 +189,7 @@ def generate(model: Model, prompt, n_new: int, *, temperature: float = 0.0, rng=
     n_new is not an int >= 0, or temperature is negative (or > 0 without an rng).
     """
     prompt = check_generation(model, prompt, n_new)
-    temperature = check_temperature(temperature)
-    if temperature > 0 and rng is None:
-        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+    temperature = check_sampling(temperature, rng)
     if n_new == 0:
         return []
     cache = KVCache.for_model(model, max_len=prompt.size + n_new - 1)

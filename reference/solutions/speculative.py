@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.sampling import check_temperature, probs_from_logits
+from reference.sampling import check_n_new, check_rng, check_sampling, draw_index, probs_from_logits
 
 ROW_SUM_TOLERANCE = 1e-4  # how far a probability row's sum may stray from 1
 
@@ -80,8 +80,7 @@ def accept_reject(draft_tokens, draft_probs, target_probs, rng) -> list[int]:
     of range.
     """
     tokens, q, p = _checked_round(draft_tokens, draft_probs, target_probs)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    check_rng(rng)
     out = []
     for i, x in enumerate(tokens):
         if q[i, x] > 0 and rng.random() * q[i, x] < p[i, x]:
@@ -90,10 +89,10 @@ def accept_reject(draft_tokens, draft_probs, target_probs, rng) -> list[int]:
         residual = np.maximum(p[i] - q[i], 0.0)
         total = residual.sum()
         if total <= 0:
-            return out + [_draw(p[i], rng)]
+            return out + [draw_index(p[i], rng, rescale=False)]
         residual = residual / total
-        return out + [_draw(residual, rng)]
-    return out + [_draw(p[len(tokens)], rng)]
+        return out + [draw_index(residual, rng, rescale=False)]
+    return out + [draw_index(p[len(tokens)], rng, rescale=False)]
 
 
 def greedy_accept(draft_tokens, target_logits) -> list[int]:
@@ -152,13 +151,10 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
     for name, lm in (("target", target), ("draft", draft)):
         if not callable(getattr(lm, "logits", None)):
             raise ValueError(f"{name} must have a method logits(tokens) -> (T, V), got {type(lm).__name__}")
-    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
-        raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    check_n_new(n_new)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ValueError(f"k must be an int >= 0 (draft tokens per round), got {k!r}")
-    t = check_temperature(temperature)
-    if t > 0 and not isinstance(rng, np.random.Generator):
-        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+    t = check_sampling(temperature, rng)
     seq = [int(x) for x in _checked_tokens(prompt, "prompt")]
     if not seq:
         raise ValueError("prompt must hold at least one token")
@@ -174,7 +170,7 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
                 drafts.append(int(np.argmax(row)))
             else:
                 q = probs_from_logits(row, t)
-                drafts.append(_draw(q, rng))
+                drafts.append(draw_index(q, rng, rescale=False))
                 q_rows.append(q)
         scores = np.asarray(target.logits(seq + drafts))[len(seq) - 1:]  # (k_round + 1, V)
         stats.target_calls += 1
@@ -189,14 +185,6 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
         seq += emitted
         new += emitted
     return new, stats
-
-
-def _draw(probs: np.ndarray, rng: np.random.Generator) -> int:
-    """One index drawn from probs (V,), which sums to 1, with one rng.random() call.
-    Zero-probability entries are never drawn."""
-    cdf = np.cumsum(probs)
-    i = int(np.searchsorted(cdf, rng.random(), side="right"))
-    return min(i, int(np.flatnonzero(probs > 0)[-1]))
 
 
 def _checked_tokens(tokens, name: str = "draft_tokens") -> np.ndarray:
