@@ -502,6 +502,16 @@ def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
         kata.quantize_grouped(x, bits, 4)
 
 
+@pytest.mark.parametrize("q, scales", [
+    (np.int8(3), np.ones(1, np.float32)),  # a scalar: no axis to group
+    (np.zeros((2, 8), np.int8), np.ones((2, 3), np.float32)),  # 8 // 4 = 2 groups a row, not 3
+    (np.zeros((2, 8), np.int8), np.ones((3, 2), np.float32)),  # rows that do not match
+], ids=["scalar", "groups", "rows"])
+def test_dequantize_grouped_rejects_scales_that_do_not_fit_the_codes(kata, q, scales):
+    with pytest.raises(ValueError):
+        kata.dequantize_grouped(q, scales, 4)
+
+
 # -------------------------------------------------------------------- packing
 
 
@@ -530,6 +540,17 @@ def test_pack_then_unpack_round_trips_exactly(pack, codes):
 def test_pack_int4_rejects_codes_outside_4_bits(kata, codes):
     with pytest.raises(ValueError):
         kata.pack_int4(np.array(codes, dtype=np.int16))
+
+
+@pytest.mark.parametrize("packed, n", [
+    (np.zeros(2, np.uint8), 5),  # 5 codes need 3 bytes
+    (np.zeros(2, np.uint8), 2),  # 2 codes fill 1 byte
+    (np.zeros((2, 1), np.uint8), 4),  # not 1-D
+    (np.zeros(2, np.int16), 4),  # not bytes
+], ids=["too-few-bytes", "too-many-bytes", "2-d", "int16"])
+def test_unpack_int4_rejects_bytes_that_do_not_hold_n_codes(kata, packed, n):
+    with pytest.raises(ValueError):
+        kata.unpack_int4(packed, n)
 
 
 # ---------------------------------------------------------- llama.cpp blocks
@@ -796,6 +817,12 @@ def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, 
         common.figure("bits per weight, 4-bit groups of 32 with fp16 scales", got, unit="bits", better="lower",
                       key="bpw4")
     assert math.isclose(got, want), f"bits_per_weight({bits}, {group_size}, scale_bytes={scale_bytes}) is {got}, expected {want}"
+
+
+@pytest.mark.parametrize("bits, group_size, scale_bytes", [(1, 32, 2), (9, 32, 2), (4, 0, 2), (4, 32, -1)])
+def test_bits_per_weight_rejects_sizes_outside_their_ranges(kata, bits, group_size, scale_bytes):
+    with pytest.raises(ValueError):
+        kata.bits_per_weight(bits, group_size, scale_bytes)
 
 
 # ---------------------------------------------------------------------- speed
