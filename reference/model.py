@@ -4,6 +4,41 @@ Per layer: RMSNorm -> attention (rotary positions, grouped-query heads) ->
 residual -> RMSNorm -> SwiGLU MLP or a mixture of SwiGLU experts -> residual.
 Then a final RMSNorm and the output projection.
 
+Sources, and where this file departs from them:
+
+- The layout (pre-norm RMSNorm, rotary positions, SwiGLU, no biases) follows
+  LLaMA: Touvron et al. 2023, "LLaMA: Open and Efficient Foundation Language
+  Models", arXiv:2302.13971.
+- RMSNorm: Zhang & Sennrich 2019, "Root Mean Square Layer Normalization",
+  arXiv:1910.07467. A gain and no bias; eps is added to the mean square,
+  inside the square root.
+- Attention is scaled dot-product attention with a causal mask (Vaswani et
+  al. 2017, "Attention Is All You Need", arXiv:1706.03762). The mask compares
+  absolute positions, not indices, so queries can attend to cached keys.
+- Rotary position embeddings: Su et al. 2021, "RoFormer: Enhanced Transformer
+  with Rotary Position Embedding", arXiv:2104.09864. Same frequencies,
+  theta^(-2i/Dh) for i < Dh/2, but dimension i is rotated with i + Dh/2 (the
+  "rotate half" layout of GPT-NeoX and of Hugging Face's Llama), where the
+  paper and Meta's LLaMA code rotate neighbours 2i and 2i + 1 together. The
+  two layouts differ by a fixed permutation of each head's dimensions: weights
+  trained for one need their wq and wk columns permuted to run in the other.
+- Grouped-query attention: Ainslie et al. 2023, "GQA: Training Generalized
+  Multi-Query Transformer Models from Multi-Head Checkpoints",
+  arXiv:2305.13245. Consecutive query heads share a key/value head; Hkv = 1
+  is multi-query attention, Hkv = H plain multi-head attention.
+- SwiGLU MLP: Shazeer 2020, "GLU Variants Improve Transformer",
+  arXiv:2002.05202: (silu(x W_gate) * (x W_up)) W_down, without biases.
+- Mixture of experts with top-k routing: Shazeer et al. 2017, "Outrageously
+  Large Neural Networks: The Sparsely-Gated Mixture-of-Experts Layer",
+  arXiv:1701.06538. The paper's gates are a softmax over the top k of noisy
+  router logits. Here there is no noise, and the softmax over all E experts,
+  renormalized over the top k, gives the same gates in exact arithmetic. Each
+  expert is a SwiGLU MLP. There is no expert capacity, so no token is dropped.
+
+This file only runs the model. The load-balancing loss the shipped teacher
+was trained with (Fedus et al. 2021, "Switch Transformers",
+arXiv:2101.03961) is in tools/train.py.
+
 Dimension names used in every docstring: T tokens, V vocab, D model width,
 H query heads, Hkv key/value heads, Dh head width, F MLP width, E experts,
 K experts per token.
@@ -20,6 +55,8 @@ from the pieces a cached decoder needs, which all take absolute positions:
 
 Every matmul adds its multiply-accumulates to the `Work` counters active on
 this model (see `Model.count_work`), so speed checks can count work exactly.
+Each piece first makes one call to a check at the bottom of the file, which
+raises a ValueError that says what is wrong with its input.
 """
 
 from __future__ import annotations
@@ -54,42 +91,7 @@ class Config:
     norm_eps: float = 1e-5  # epsilon inside every RMSNorm
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
-            object.__setattr__(self, name, int(value))  # numpy ints would not survive save()
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"Config.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if (self.d_model // self.n_heads) % 2:
-            raise ValueError(
-                f"Config head width d_model // n_heads = {self.d_model // self.n_heads} must be even for rotary embeddings"
-            )
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"Config.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})"
-            )
-        for name in ("n_experts", "top_k"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-                raise ValueError(f"Config.{name} must be an integer, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        for name in ("rope_theta", "norm_eps"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        if self.n_experts < 0:
-            raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {self.n_experts}")
-        if self.n_experts == 0 and self.top_k != 0:
-            raise ValueError(f"Config.top_k must be 0 for a dense model (n_experts=0), got {self.top_k}")
-        if self.n_experts > 0 and not 1 <= self.top_k <= self.n_experts:
-            raise ValueError(
-                f"Config.top_k must be in [1, n_experts={self.n_experts}] for an MoE model, got {self.top_k}"
-            )
-        if not self.rope_theta > 0:
-            raise ValueError(f"Config.rope_theta must be positive, got {self.rope_theta}")
-        if not self.norm_eps > 0:
-            raise ValueError(f"Config.norm_eps must be positive, got {self.norm_eps}")
+        _check_config(self)
 
     @property
     def head_dim(self) -> int:
@@ -296,42 +298,7 @@ class Model:
 
     def check_tokens(self, tokens) -> np.ndarray:
         """tokens as a (T,) int64 array, or a ValueError saying what is wrong."""
-        arr = np.asarray(tokens)
-        if arr.ndim != 1:
-            raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
-        if arr.size == 0:
-            raise ValueError("tokens must not be empty")
-        if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
-        V = self.config.vocab_size
-        bad = np.flatnonzero((arr < 0) | (arr >= V))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
-        if arr.size > self.config.max_seq_len:
-            raise ValueError(
-                f"sequence of {arr.size} tokens is longer than max_seq_len={self.config.max_seq_len}"
-            )
-        return arr.astype(np.int64)
-
-    def _check_positions(self, positions, T: int, what: str = "positions") -> np.ndarray:
-        pos = np.asarray(positions)
-        if pos.shape != (T,) or not np.issubdtype(pos.dtype, np.integer):
-            raise ValueError(f"{what} must be {T} integers (one per token), got shape {pos.shape} dtype {pos.dtype}")
-        if T and (pos.min() < 0 or pos.max() >= self.config.max_seq_len):
-            raise ValueError(f"{what} must lie in [0, max_seq_len={self.config.max_seq_len}), got {pos.min()}..{pos.max()}")
-        return pos
-
-    def _check_layer(self, layer) -> int:
-        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < self.config.n_layers:
-            raise ValueError(f"layer must be an int in [0, {self.config.n_layers}), got {layer!r}")
-        return int(layer)
-
-    def _check_stream(self, x, what: str = "x") -> np.ndarray:
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.config.d_model:
-            raise ValueError(f"{what} must have shape (T, D={self.config.d_model}), got {x.shape}")
-        return x
+        return _checked_tokens(self.config, tokens)
 
     def embed(self, tokens) -> np.ndarray:
         """Token ids (T,) -> residual stream (T, D)."""
@@ -343,10 +310,9 @@ class Model:
 
         Returns q (H, T, Dh), k (Hkv, T, Dh), v (Hkv, T, Dh).
         """
-        c, layer = self.config, self._check_layer(layer)
-        x = self._check_stream(x)
+        c = self.config
+        layer, x, pos = _checked_qkv_inputs(c, layer, x, positions)
         T = x.shape[0]
-        pos = self._check_positions(positions, T)
         w, p = self.weights, f"layers.{layer}."
         h = rms_norm(x, w[p + "attn_norm"], c.norm_eps)
         q = self._mm("qkv", h, w[p + "wq"]).reshape(T, c.n_heads, c.head_dim).transpose(1, 0, 2)
@@ -364,22 +330,10 @@ class Model:
         Causal by absolute position: the query at position p sees only keys at
         positions <= p. Query head h reads key/value head h // (H // Hkv).
         """
-        c, layer = self.config, self._check_layer(layer)
+        c = self.config
+        layer, q, k, v, qpos, kpos = _checked_attend_inputs(c, layer, q, k, v, q_positions, k_positions)
         H, Hkv, Dh = c.n_heads, c.n_kv_heads, c.head_dim
-        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-        if q.ndim != 3 or q.shape[0] != H or q.shape[2] != Dh:
-            raise ValueError(f"q must have shape (H={H}, Tq, Dh={Dh}), got {q.shape}")
-        if k.ndim != 3 or k.shape[0] != Hkv or k.shape[2] != Dh:
-            raise ValueError(f"k must have shape (Hkv={Hkv}, Tk, Dh={Dh}), got {k.shape}")
-        if v.shape != k.shape:
-            raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
         Tq, Tk = q.shape[1], k.shape[1]
-        qpos = self._check_positions(q_positions, Tq, "q_positions")
-        kpos = self._check_positions(k_positions, Tk, "k_positions")
-        if Tq and Tk and kpos.min() > qpos.min():
-            raise ValueError(
-                f"the query at position {qpos.min()} sees no key (the earliest key is at {kpos.min()})"
-            )
         group = H // Hkv
         qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
         scores = (qg @ k.transpose(0, 2, 1)).reshape(H, Tq, Tk) / np.float32(np.sqrt(Dh))
@@ -395,8 +349,8 @@ class Model:
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """RMSNorm then the SwiGLU MLP (or the MoE of SwiGLU experts) of one
         layer, for the residual stream x (T, D): returns (T, D)."""
-        c, layer = self.config, self._check_layer(layer)
-        x = self._check_stream(x)
+        c = self.config
+        layer, x = _checked_layer_input(c, layer, x)
         w, p = self.weights, f"layers.{layer}."
         h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
         if not c.is_moe:
@@ -417,7 +371,7 @@ class Model:
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""
-        x = self._check_stream(x)
+        x = _checked_stream(self.config, x)
         h = rms_norm(x, self.weights["norm"], self.config.norm_eps)
         return self._mm("logits", h, self.weights["out"])
 
@@ -433,6 +387,126 @@ class Model:
         return self.logits(x)
 
     __call__ = forward
+
+
+# ------------------------------------------------------------------ checks
+# Config, Model and each piece open with one call to one of these, so a bad
+# input fails with a ValueError that says what is wrong before a piece counts
+# any work. The piece checks hand their inputs back as arrays (the layer as an
+# int) and change nothing else, so the math computes on exactly what it was given.
+
+
+def _check_config(config: Config) -> None:
+    """A ValueError naming the first inconsistent field of config. Also stores
+    the integer fields as int and the float fields as float (config is frozen,
+    hence object.__setattr__)."""
+    for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"):
+        value = getattr(config, name)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
+        object.__setattr__(config, name, int(value))  # numpy ints would not survive save()
+    if config.d_model % config.n_heads:
+        raise ValueError(f"Config.d_model ({config.d_model}) must be divisible by n_heads ({config.n_heads})")
+    if (config.d_model // config.n_heads) % 2:
+        raise ValueError(
+            f"Config head width d_model // n_heads = {config.d_model // config.n_heads} must be even for rotary embeddings"
+        )
+    if config.n_heads % config.n_kv_heads:
+        raise ValueError(f"Config.n_kv_heads ({config.n_kv_heads}) must divide n_heads ({config.n_heads})")
+    for name in ("n_experts", "top_k"):
+        value = getattr(config, name)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise ValueError(f"Config.{name} must be an integer, got {value!r}")
+        object.__setattr__(config, name, int(value))
+    for name in ("rope_theta", "norm_eps"):
+        object.__setattr__(config, name, float(getattr(config, name)))
+    if config.n_experts < 0:
+        raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {config.n_experts}")
+    if config.n_experts == 0 and config.top_k != 0:
+        raise ValueError(f"Config.top_k must be 0 for a dense model (n_experts=0), got {config.top_k}")
+    if config.n_experts > 0 and not 1 <= config.top_k <= config.n_experts:
+        raise ValueError(
+            f"Config.top_k must be in [1, n_experts={config.n_experts}] for an MoE model, got {config.top_k}"
+        )
+    if not config.rope_theta > 0:
+        raise ValueError(f"Config.rope_theta must be positive, got {config.rope_theta}")
+    if not config.norm_eps > 0:
+        raise ValueError(f"Config.norm_eps must be positive, got {config.norm_eps}")
+
+
+def _checked_tokens(config: Config, tokens) -> np.ndarray:
+    """tokens as a (T,) int64 array: 1 <= T <= max_seq_len ids in [0, V)."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 1:
+        raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("tokens must not be empty")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
+    V = config.vocab_size
+    bad = np.flatnonzero((arr < 0) | (arr >= V))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
+    if arr.size > config.max_seq_len:
+        raise ValueError(f"sequence of {arr.size} tokens is longer than max_seq_len={config.max_seq_len}")
+    return arr.astype(np.int64)
+
+
+def _checked_layer(config: Config, layer) -> int:
+    if not isinstance(layer, (int, np.integer)) or not 0 <= layer < config.n_layers:
+        raise ValueError(f"layer must be an int in [0, {config.n_layers}), got {layer!r}")
+    return int(layer)
+
+
+def _checked_stream(config: Config, x) -> np.ndarray:
+    """x as a residual stream array (T, D)."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] != config.d_model:
+        raise ValueError(f"x must have shape (T, D={config.d_model}), got {x.shape}")
+    return x
+
+
+def _checked_positions(config: Config, positions, T: int, what: str) -> np.ndarray:
+    """positions as an integer array (T,) in [0, max_seq_len)."""
+    pos = np.asarray(positions)
+    if pos.shape != (T,) or not np.issubdtype(pos.dtype, np.integer):
+        raise ValueError(f"{what} must be {T} integers (one per token), got shape {pos.shape} dtype {pos.dtype}")
+    if T and (pos.min() < 0 or pos.max() >= config.max_seq_len):
+        raise ValueError(f"{what} must lie in [0, max_seq_len={config.max_seq_len}), got {pos.min()}..{pos.max()}")
+    return pos
+
+
+def _checked_layer_input(config: Config, layer, x) -> tuple[int, np.ndarray]:
+    """The inputs of `Model.mlp`: layer as an int, x as an array (T, D)."""
+    return _checked_layer(config, layer), _checked_stream(config, x)
+
+
+def _checked_qkv_inputs(config: Config, layer, x, positions) -> tuple[int, np.ndarray, np.ndarray]:
+    """The inputs of `Model.qkv`: layer as an int, x (T, D) and positions (T,) as arrays."""
+    layer, x = _checked_layer_input(config, layer, x)
+    return layer, x, _checked_positions(config, positions, x.shape[0], "positions")
+
+
+def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positions) -> tuple:
+    """The inputs of `Model.attend`: layer as an int; q (H, Tq, Dh), k and v
+    (Hkv, Tk, Dh), q_positions (Tq,) and k_positions (Tk,) as arrays."""
+    layer = _checked_layer(config, layer)
+    H, Hkv, Dh = config.n_heads, config.n_kv_heads, config.head_dim
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    if q.ndim != 3 or q.shape[0] != H or q.shape[2] != Dh:
+        raise ValueError(f"q must have shape (H={H}, Tq, Dh={Dh}), got {q.shape}")
+    if k.ndim != 3 or k.shape[0] != Hkv or k.shape[2] != Dh:
+        raise ValueError(f"k must have shape (Hkv={Hkv}, Tk, Dh={Dh}), got {k.shape}")
+    if v.shape != k.shape:
+        raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
+    Tq, Tk = q.shape[1], k.shape[1]
+    qpos = _checked_positions(config, q_positions, Tq, "q_positions")
+    kpos = _checked_positions(config, k_positions, Tk, "k_positions")
+    # A query before every key would have all its scores masked: a softmax of NaNs.
+    if Tq and Tk and kpos.min() > qpos.min():
+        raise ValueError(f"the query at position {qpos.min()} sees no key (the earliest key is at {kpos.min()})")
+    return layer, q, k, v, qpos, kpos
 
 
 def _checked_weights(config: Config, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

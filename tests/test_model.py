@@ -382,6 +382,42 @@ def test_bad_tokens_raise_a_value_error_that_says_what_is_wrong(tokens, words):
         assert word in str(info.value)
 
 
+def _bad_piece_calls():
+    """(id, call(model, x, q, k, v, positions), words the error must contain), for GQA and T = 5."""
+    pos = np.arange(5)
+    return [
+        ("qkv-layer", lambda m, x, q, k, v: m.qkv(2, x, pos), ["layer", "[0, 2)", "got 2"]),
+        ("qkv-float-layer", lambda m, x, q, k, v: m.qkv(1.0, x, pos), ["layer", "got 1.0"]),
+        ("qkv-stream", lambda m, x, q, k, v: m.qkv(0, x[:, :4], pos), ["x must have shape", "D=32", "(5, 4)"]),
+        ("qkv-positions", lambda m, x, q, k, v: m.qkv(0, x, pos[:3]), ["positions", "5 integers", "(3,)"]),
+        ("qkv-float-positions", lambda m, x, q, k, v: m.qkv(0, x, pos * 1.0), ["positions", "float64"]),
+        ("qkv-far-positions", lambda m, x, q, k, v: m.qkv(0, x, pos + 12), ["max_seq_len=16", "12..16"]),
+        ("mlp-layer", lambda m, x, q, k, v: m.mlp(-1, x), ["layer", "got -1"]),
+        ("mlp-stream", lambda m, x, q, k, v: m.mlp(0, x[0]), ["x must have shape", "(32,)"]),
+        ("logits-stream", lambda m, x, q, k, v: m.logits(x[None]), ["x must have shape", "(1, 5, 32)"]),
+        ("attend-layer", lambda m, x, q, k, v: m.attend(2, q, k, v, pos, pos), ["layer", "got 2"]),
+        ("attend-q", lambda m, x, q, k, v: m.attend(0, k, k, v, pos, pos), ["q must have shape", "H=4"]),
+        ("attend-k", lambda m, x, q, k, v: m.attend(0, q, q, q, pos, pos), ["k must have shape", "Hkv=2"]),
+        ("attend-v", lambda m, x, q, k, v: m.attend(0, q, k, v[:, :3], pos, pos), ["v must have the shape of k"]),
+        ("attend-q-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos[:4], pos), ["q_positions", "5 integers"]),
+        ("attend-k-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos, pos - 1), ["k_positions", "-1..3"]),
+        ("attend-no-key", lambda m, x, q, k, v: m.attend(0, q[:, :2], k[:, 3:], v[:, 3:], pos[:2], pos[3:]),
+         ["position 0 sees no key", "earliest key is at 3"]),
+    ]
+
+
+@pytest.mark.parametrize("call, words", [c[1:] for c in _bad_piece_calls()], ids=[c[0] for c in _bad_piece_calls()])
+def test_bad_piece_inputs_raise_a_value_error_that_says_what_is_wrong_and_count_no_work(call, words):
+    model = Model.random(GQA, seed=17)
+    x = random_stream(GQA, 5)
+    q, k, v = model.qkv(0, x, np.arange(5))
+    with model.count_work() as work, pytest.raises(ValueError) as info:
+        call(model, x, q, k, v)
+    for word in words:
+        assert word in str(info.value)
+    assert work.macs == 0 and work.positions == {}
+
+
 @pytest.mark.parametrize(
     "fields, words",
     [
