@@ -414,6 +414,32 @@ def watch_cmd(kata, seed, test_timeout):
     _watch.watch(kata, seed=seed, limits=Limits(test_seconds=test_timeout))
 
 
+@main.command("new")
+@click.argument("name")
+@click.option("--title", default=None, help="The kata's title (default: NAME in words).")
+@click.option("--trade", required=True, help='What the technique trades, e.g. "memory for time".')
+def new_cmd(name, title, trade):
+    """Scaffold a new kata NAME in every place it lives: reference solution,
+    both stubs, grading suite, registry entry, CHECKLIST section, README row
+    and benchmark script, all around two placeholder functions to replace.
+
+    Refuses a name that is not a lowercase Python identifier, is a keyword, a
+    kata or a module already, and writes nothing if any of its files exists.
+    CONTRIBUTING.md says what to fill in next.
+    """
+    from grader import scaffold
+
+    try:
+        written = scaffold.new_kata(name, title=title or name.replace("_", " ").capitalize(), trade=trade,
+                                    root=_target.ROOT)
+    except scaffold.ScaffoldError as exc:
+        raise click.ClickException(str(exc)) from None
+    for path in written:
+        click.echo(f"wrote {path.relative_to(_target.ROOT)}")
+    click.echo(f"next: `kata grade {name} --target reference` passes and `kata grade {name}` is todo; replace the "
+               f"placeholders `{scaffold.CHECK}` and `{scaffold.FUNCTION}` with the kata's own (see CONTRIBUTING.md)")
+
+
 # ------------------------------------------------------------------ instructors
 
 

@@ -26,7 +26,7 @@ from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load
 from grader.stubs import stub_for
 from grader.target import ROOT
 
-TOP_FILES = ("README.md", "CHECKLIST.md", "pyproject.toml", ".gitignore", "LICENSE", "LICENSE.md", "LICENSE.txt")
+TOP_FILES = ("README.md", "CHECKLIST.md", "CONTRIBUTING.md", "pyproject.toml", ".gitignore", "LICENSE", "LICENSE.md", "LICENSE.txt")
 TREES = ("grader", "reference", "benchmarks")  # copied whole, except what LEFT_OUT names
 LEFT_OUT = ("reference/solutions",)
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
