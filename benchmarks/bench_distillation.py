@@ -28,10 +28,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
+
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
 
 WINDOW = 256  # tokens per teacher forward pass
 TRAIN_SIZES = (256, 1024, 4096)  # training-set sizes, one row of the report each
@@ -46,7 +47,7 @@ def text_tokens(model: Model, name: str, n: int, rng: np.random.Generator) -> tu
         ids = np.array(encode(path.read_text(encoding="utf-8")), dtype=np.int64)
         if ids.size > n + 1:
             start = int(rng.integers(ids.size - n - 1))
-            return ids[start:start + n + 1], f"corpus {path.relative_to(ROOT)}"
+            return ids[start : start + n + 1], f"corpus {path.relative_to(ROOT)}"
     out: list[int] = []
     while len(out) < n + 1:
         start = int(rng.integers(model.config.vocab_size))
@@ -57,7 +58,7 @@ def text_tokens(model: Model, name: str, n: int, rng: np.random.Generator) -> tu
 def positions(model: Model, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Teacher logits (N, V), previous tokens (N,) and next tokens (N,), N = ids.size - 1,
     the teacher reading the text in windows of WINDOW tokens."""
-    logits = [model.forward(ids[i:i + WINDOW]) for i in range(0, ids.size - 1, WINDOW)]
+    logits = [model.forward(ids[i : i + WINDOW]) for i in range(0, ids.size - 1, WINDOW)]
     n = ids.size - 1
     return np.concatenate(logits)[:n].astype(np.float64), ids[:-1], ids[1:]
 
@@ -89,8 +90,11 @@ def main() -> None:
 
     started = time.perf_counter()
     model, shipped = shipped_or_random("teacher")
-    which = ("shipped teacher (reference/weights/teacher.npz)" if shipped
-             else "random model of the teacher's shape (no shipped weights)")
+    which = (
+        "shipped teacher (reference/weights/teacher.npz)"
+        if shipped
+        else "random model of the teacher's shape (no shipped weights)"
+    )
     rng = np.random.default_rng(args.seed)
     train_ids, train_src = text_tokens(model, "train", max(TRAIN_SIZES), rng)
     held_ids, held_src = text_tokens(model, "val", HELD_OUT, rng)
@@ -99,8 +103,10 @@ def main() -> None:
 
     print(f"teacher: {which}")
     print(f"training text: {train_src}; held-out text: {held_src} ({HELD_OUT} positions)")
-    print(f"students: {V} x {V} bigram tables, {args.steps} full-batch steps at lr {args.lr:g}, "
-          f"soft = T {TEMPERATURE:g} alpha {SOFT_ALPHA:g}, hard = alpha 0")
+    print(
+        f"students: {V} x {V} bigram tables, {args.steps} full-batch steps at lr {args.lr:g}, "
+        f"soft = T {TEMPERATURE:g} alpha {SOFT_ALPHA:g}, hard = alpha 0"
+    )
     uniform_kl, _ = scores(np.zeros((V, V)), held_out)
     print(f"uniform table: held-out KL {uniform_kl:.3f}")
     print()
@@ -110,8 +116,16 @@ def main() -> None:
         teacher, prev, labels = (a[:n] for a in train)
         row = []
         for alpha in (SOFT_ALPHA, 0.0):
-            table = distill_bigram(teacher, prev, labels, temperature=TEMPERATURE, alpha=alpha,
-                                   steps=args.steps, lr=args.lr, rng=np.random.default_rng(args.seed))
+            table = distill_bigram(
+                teacher,
+                prev,
+                labels,
+                temperature=TEMPERATURE,
+                alpha=alpha,
+                steps=args.steps,
+                lr=args.lr,
+                rng=np.random.default_rng(args.seed),
+            )
             row.append(scores(table, held_out))
         (kl_soft, top_soft), (kl_hard, top_hard) = row
         print(f"{n:>15} | {kl_soft:>8.3f} | {kl_hard:>8.3f} | {top_soft:>10.1%} | {top_hard:>10.1%}")

@@ -34,7 +34,9 @@ def seconds(cmd: list[str], cwd: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="students in the class (default 30)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="--jobs of grade-all (default: all cores)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="--jobs of grade-all (default: all cores)"
+    )
     args = parser.parse_args()
     if args.students < 1 or args.jobs < 1:
         parser.error("--students and --jobs must be at least 1")
@@ -42,11 +44,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kata-bench-class-") as tmp:
         tmp = Path(tmp)
         for i in range(args.students):
-            shutil.copytree(ROOT / "reference" / "solutions", tmp / "class" / f"student{i:02d}" / "katas",
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                ROOT / "reference" / "solutions",
+                tmp / "class" / f"student{i:02d}" / "katas",
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
         one = seconds(kata + ["grade", "--target", str(tmp / "class" / "student00" / "katas")], ROOT)
-        whole = seconds(kata + ["grade-all", str(tmp / "class"), "--out", str(tmp / "book"), "--jobs", str(args.jobs)],
-                        ROOT)
+        whole = seconds(
+            kata + ["grade-all", str(tmp / "class"), "--out", str(tmp / "book"), "--jobs", str(args.jobs)], ROOT
+        )
     bound = args.students * one / args.jobs * 1.10
     print(f"grading {args.students} students (reference solutions) on {os.cpu_count()} cores, --jobs {args.jobs}")
     print(f"one student alone (kata grade, all katas, --jobs 1): {one:7.1f} s")

@@ -47,8 +47,13 @@ def main() -> None:
     env_note = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, median of {args.repeats}"
     print(f"grading the reference solutions ({env_note})\n")
     print(f"{'what':<34}{'kata grade s':>14}{'plain pytest s':>16}{'overhead':>10}")
-    rows = [(f"all {len(katas)} katas, --jobs {args.jobs}", kata_cmd + ["--jobs", str(args.jobs)],
-             plain + [str(k.suite) for k in katas])]
+    rows = [
+        (
+            f"all {len(katas)} katas, --jobs {args.jobs}",
+            kata_cmd + ["--jobs", str(args.jobs)],
+            plain + [str(k.suite) for k in katas],
+        )
+    ]
     rows += [(k.name, kata_cmd + [k.name], plain + [str(k.suite)]) for k in katas]
     for label, graded, raw in rows:
         g, p = wall(graded, args.repeats), wall(raw, args.repeats)

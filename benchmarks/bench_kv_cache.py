@@ -24,11 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
+from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+
 from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 PROMPT = "def main"
 LENGTHS = (64, 128, 256)
@@ -44,7 +45,9 @@ def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of cached generation; the median is reported (default 3)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs of cached generation; the median is reported (default 3)"
+    )
     add_target_option(parser, "kv_cache")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -56,25 +59,35 @@ def main() -> None:
     c = model.config
     prompt = encode(PROMPT)
 
-    print(f"model: {which}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, {c.n_kv_heads} kv heads, "
-          f"{c.n_experts} experts top-{c.top_k}, d_ff {c.d_ff}, {c.n_params():,} params")
-    print(f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(args.target)}; "
-          f"greedy, {len(prompt)}-token prompt; naive timed once, cached median of {args.repeats}")
+    print(
+        f"model: {which}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, {c.n_kv_heads} kv heads, "
+        f"{c.n_experts} experts top-{c.top_k}, d_ff {c.d_ff}, {c.n_params():,} params"
+    )
+    print(
+        f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(args.target)}; "
+        f"greedy, {len(prompt)}-token prompt; naive timed once, cached median of {args.repeats}"
+    )
     print()
-    header = (f"{'tokens':>6}  {'naive tok/s':>11}  {'cached tok/s':>12}  {'speed-up':>8}  "
-              f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}")
+    header = (
+        f"{'tokens':>6}  {'naive tok/s':>11}  {'cached tok/s':>12}  {'speed-up':>8}  "
+        f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}"
+    )
     print(header)
     for length in LENGTHS:
         n_new = length - len(prompt)
         t_naive, pos_naive, macs_naive, out_naive = run(model, generate_naive, prompt, n_new, 1)
         t_cached, pos_cached, macs_cached, out_cached = run(model, kv.generate, prompt, n_new, args.repeats)
-        print(f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {t_naive / t_cached:>7.1f}x  "
-              f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
-              f"{'yes' if out_naive == out_cached else 'NO':>4}")
+        print(
+            f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {t_naive / t_cached:>7.1f}x  "
+            f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
+            f"{'yes' if out_naive == out_cached else 'NO':>4}"
+        )
     per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * np.dtype(np.float32).itemsize
     print()
-    print(f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "
-          f"= {per_token:,} B; a full {c.max_seq_len}-token cache holds {per_token * c.max_seq_len / 1024:.0f} KiB")
+    print(
+        f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "
+        f"= {per_token:,} B; a full {c.max_seq_len}-token cache holds {per_token * c.max_seq_len / 1024:.0f} KiB"
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
+from shared import TEACHER, median_seconds  # noqa: E402
+
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
-from shared import TEACHER, median_seconds  # noqa: E402
 
 CONFIG = TEACHER  # the teacher's shape, with random weights
 FORWARD_TOKENS = 256
@@ -58,9 +59,11 @@ def main() -> None:
         ),
     ]
 
-    print(f"model: {CONFIG.n_layers} layers, d_model {CONFIG.d_model}, {CONFIG.n_heads} heads, "
-          f"{CONFIG.n_kv_heads} kv heads, {CONFIG.n_experts} experts top-{CONFIG.top_k}, d_ff {CONFIG.d_ff}, "
-          f"{CONFIG.n_params():,} params (random weights)")
+    print(
+        f"model: {CONFIG.n_layers} layers, d_model {CONFIG.d_model}, {CONFIG.n_heads} heads, "
+        f"{CONFIG.n_kv_heads} kv heads, {CONFIG.n_experts} experts top-{CONFIG.top_k}, d_ff {CONFIG.d_ff}, "
+        f"{CONFIG.n_params():,} params (random weights)"
+    )
     print(f"numpy {np.__version__}, Python {platform.python_version()}, median of {args.repeats} runs")
     print()
     width = max(len(name) for name, _, _ in rows)

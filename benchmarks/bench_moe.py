@@ -30,9 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
+
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
-from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
 
 TOKENS = (256, 1024, 4096)
 FACTORS = (1.0, 1.25, 2.0)
@@ -65,7 +66,7 @@ def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
     per_layer: list[list[np.ndarray]] = [[] for _ in range(c.n_layers)]
     positions = np.arange(L)
     for s in range(n_seq):
-        x = model.embed(ids[s * L:(s + 1) * L])
+        x = model.embed(ids[s * L : (s + 1) * L])
         for layer in range(c.n_layers):
             q, k, v = model.qkv(layer, x, positions)
             x = x + model.attend(layer, q, k, v, positions, positions)
@@ -76,8 +77,12 @@ def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds; the fastest run of each row is reported (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed rounds; the fastest run of each row is reported (default 5)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)"
+    )
     add_target_option(parser, "moe")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -95,10 +100,14 @@ def main() -> None:
     w = model.weights
     router, w_gate, w_up, w_down = (w[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
     rng = np.random.default_rng(args.seed)
-    total = (w_gate.transpose(1, 0, 2).reshape(D, E * F), w_up.transpose(1, 0, 2).reshape(D, E * F),
-             w_down.reshape(E * F, D))  # every expert side by side: one dense SwiGLU of width E*F
-    active = tuple((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
-                   for a, b in ((D, K * F), (D, K * F), (K * F, D)))
+    total = (
+        w_gate.transpose(1, 0, 2).reshape(D, E * F),
+        w_up.transpose(1, 0, 2).reshape(D, E * F),
+        w_down.reshape(E * F, D),
+    )  # every expert side by side: one dense SwiGLU of width E*F
+    active = tuple(
+        (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in ((D, K * F), (D, K * F), (K * F, D))
+    )
     pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
 
     print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
@@ -112,8 +121,14 @@ def main() -> None:
         h = pool[rng.integers(0, pool.shape[0], size=T)]
         _, aux = moe_forward(h, router, w_gate, w_up, w_down, K)
         moe_macs = T * D * E + int(aux.tokens_per_expert.sum()) * 3 * D * F
-        seconds = best_seconds([lambda: moe_forward(h, router, w_gate, w_up, w_down, K),
-                                lambda: dense_swiglu(h, *total), lambda: dense_swiglu(h, *active)], args.repeats)
+        seconds = best_seconds(
+            [
+                lambda: moe_forward(h, router, w_gate, w_up, w_down, K),
+                lambda: dense_swiglu(h, *total),
+                lambda: dense_swiglu(h, *active),
+            ],
+            args.repeats,
+        )
         rows = [
             (f"MoE, {E} experts top-{K}", moe_macs),
             (f"dense, same total params (F={E * F})", T * 3 * D * E * F),
@@ -122,8 +137,10 @@ def main() -> None:
         for (name, macs), seconds in zip(rows, seconds):
             print(f"{T:>5}  {name:<38}  {seconds * 1e3:>7.2f}  {macs:>13,}  {macs / moe_macs:>10.2f}x")
     print()
-    print(f"2. assignments dropped at a capacity, on the teacher's activations "
-          f"({n_seq} validation sequences of {c.max_seq_len} tokens, one per batch)")
+    print(
+        f"2. assignments dropped at a capacity, on the teacher's activations "
+        f"({n_seq} validation sequences of {c.max_seq_len} tokens, one per batch)"
+    )
     head = f"{'layer':>5}  {'load balance':>12}  " + "  ".join(f"{'cf ' + format(f, 'g'):>8}" for f in FACTORS)
     print(head)
     print("-" * len(head))

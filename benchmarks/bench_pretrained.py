@@ -76,7 +76,9 @@ def prompt_text() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--hard-draft", type=Path, default=REPO / "build" / "train" / "draft_hard.npz",
+        "--hard-draft",
+        type=Path,
+        default=REPO / "build" / "train" / "draft_hard.npz",
         help="the hard-label draft tools/train.py kept out of the package",
     )
     args = parser.parse_args()
@@ -100,8 +102,10 @@ def main() -> None:
     for name, bpc, agreement in rows:
         print(f"{name:<28} {bpc:>13.3f} {'' if agreement is None else f'{agreement:.2%}':>30}")
     if not args.hard_draft.is_file():
-        print(f"(hard-label draft absent at {args.hard_draft}: run tools/train.py to rebuild it;"
-              " its numbers from the shipped run are in reference/data/TRAINING.md)")
+        print(
+            f"(hard-label draft absent at {args.hard_draft}: run tools/train.py to rebuild it;"
+            " its numbers from the shipped run are in reference/data/TRAINING.md)"
+        )
 
     prompt = prompt_text()
     for name, model in (("teacher", teacher), ("draft", draft)):

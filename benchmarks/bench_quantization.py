@@ -25,10 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
-from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
@@ -42,26 +43,43 @@ def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
     copy = median_seconds(lambda: x.copy(), repeats)[0]
     rows.append(("float32 copy (ceiling)", gb / copy, gb / copy))
     q, s = qz.quantize_symmetric(x, 8)
-    rows.append(("symmetric int8, per tensor",
-                 gb / median_seconds(lambda: qz.quantize_symmetric(x, 8), repeats)[0],
-                 gb / median_seconds(lambda: qz.dequantize_symmetric(q, s), repeats)[0]))
+    rows.append(
+        (
+            "symmetric int8, per tensor",
+            gb / median_seconds(lambda: qz.quantize_symmetric(x, 8), repeats)[0],
+            gb / median_seconds(lambda: qz.dequantize_symmetric(q, s), repeats)[0],
+        )
+    )
     rows_x = x.reshape(-1, 1024)
     q, s = qz.quantize_grouped(rows_x, 4, GROUP)
-    rows.append((f"grouped int4, G={GROUP}",
-                 gb / median_seconds(lambda: qz.quantize_grouped(rows_x, 4, GROUP), repeats)[0],
-                 gb / median_seconds(lambda: qz.dequantize_grouped(q, s, GROUP), repeats)[0]))
-    for name, quant, dequant in (("Q8_0", qz.quantize_q8_0, qz.dequantize_q8_0),
-                                 ("Q4_0", qz.quantize_q4_0, qz.dequantize_q4_0)):
+    rows.append(
+        (
+            f"grouped int4, G={GROUP}",
+            gb / median_seconds(lambda: qz.quantize_grouped(rows_x, 4, GROUP), repeats)[0],
+            gb / median_seconds(lambda: qz.dequantize_grouped(q, s, GROUP), repeats)[0],
+        )
+    )
+    for name, quant, dequant in (
+        ("Q8_0", qz.quantize_q8_0, qz.dequantize_q8_0),
+        ("Q4_0", qz.quantize_q4_0, qz.dequantize_q4_0),
+    ):
         data = quant(x)
-        rows.append((name, gb / median_seconds(lambda: quant(x), repeats)[0],
-                     gb / median_seconds(lambda: dequant(data, x.size), repeats)[0]))
+        rows.append(
+            (
+                name,
+                gb / median_seconds(lambda: quant(x), repeats)[0],
+                gb / median_seconds(lambda: dequant(data, x.size), repeats)[0],
+            )
+        )
     return rows
 
 
 def llama_model(qz, model: Model, kind: str) -> tuple[Model, int]:
     """model with its linear weights stored as Q8_0 or Q4_0 blocks along the
     input axis, and the bytes of all weights."""
-    quant, dequant = (qz.quantize_q8_0, qz.dequantize_q8_0) if kind == "Q8_0" else (qz.quantize_q4_0, qz.dequantize_q4_0)
+    quant, dequant = (
+        (qz.quantize_q8_0, qz.dequantize_q8_0) if kind == "Q8_0" else (qz.quantize_q4_0, qz.dequantize_q4_0)
+    )
     out = model.copy()
     nbytes = 0
     for name, w in out.weights.items():
@@ -93,7 +111,9 @@ def compare(float_model: Model, model: Model, tokens: np.ndarray) -> tuple[float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_target_option(parser, "quantization")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell; the median is reported (default 5)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per cell; the median is reported (default 5)"
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -112,18 +132,24 @@ def main() -> None:
     fp32 = sum(w.nbytes for w in model.weights.values())
     print()
     print(f"Model: {source}, {model.config.n_params():,} weights; KL over {tokens.size} tokens of held-out text")
-    print(f"{'weights':<22} {'bits/weight':>11} {'bytes':>10} {'vs fp32':>8} {'mean KL (nats)':>15} {'top-1 agree':>12}")
+    print(
+        f"{'weights':<22} {'bits/weight':>11} {'bytes':>10} {'vs fp32':>8} {'mean KL (nats)':>15} {'top-1 agree':>12}"
+    )
     print(f"{'float32':<22} {32:>11.2f} {fp32:>10,} {1:>8.2f}x {0:>15.2e} {1:>12.1%}")
     for bits in (8, 6, 4, 3):
         quantized = qz.quantize_model(model, bits, GROUP)
         nbytes = grouped_bytes(qz, model, bits)
         kl, agree = compare(model, quantized, tokens)
-        print(f"{f'grouped int{bits}, G={GROUP}':<22} {qz.bits_per_weight(bits, GROUP):>11.2f} {nbytes:>10,} "
-              f"{fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}")
+        print(
+            f"{f'grouped int{bits}, G={GROUP}':<22} {qz.bits_per_weight(bits, GROUP):>11.2f} {nbytes:>10,} "
+            f"{fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}"
+        )
     for kind, bpw in (("Q8_0", 8.5), ("Q4_0", 4.5)):
         quantized, nbytes = llama_model(qz, model, kind)
         kl, agree = compare(model, quantized, tokens)
-        print(f"{kind + ' (llama.cpp)':<22} {bpw:>11.2f} {nbytes:>10,} {fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}")
+        print(
+            f"{kind + ' (llama.cpp)':<22} {bpw:>11.2f} {nbytes:>10,} {fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}"
+        )
     print("(bytes: linear weights at bits/weight, scales included; norms and the embedding table in float32)")
 
 

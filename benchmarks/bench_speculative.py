@@ -35,12 +35,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from shared import DRAFT, TEACHER, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+
 from grader import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
-from shared import DRAFT, TEACHER, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 PROMPT_CHARS = 32
 SEED = 0
@@ -85,45 +86,86 @@ def main(argv: list[str]) -> int:
     start = prompt()
     n = args.n_new
     print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
-    print(f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
-          f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n")
+    print(
+        f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
+        f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n"
+    )
 
     draft_secs, _ = median_seconds(lambda: generate(CachedLM(draft), start, n), args.repeats, warmup=False)
     base = {}
     for temperature in (0.0, 1.0):
-        secs, _ = median_seconds(lambda: generate(CachedLM(teacher), start, n, temperature=temperature,
-                                                  rng=np.random.default_rng(SEED)), args.repeats, warmup=False)
+        secs, _ = median_seconds(
+            lambda: generate(CachedLM(teacher), start, n, temperature=temperature, rng=np.random.default_rng(SEED)),
+            args.repeats,
+            warmup=False,
+        )
         base[temperature] = secs
-        print(f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
-              f"({n / secs:.0f} tokens/s)")
+        print(
+            f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
+            f"({n / secs:.0f} tokens/s)"
+        )
     c = draft_secs / base[0.0]
-    print(f"plain cached decoding of the draft, temperature 0: {draft_secs * 1e3:.0f} ms; "
-          f"cost of a draft call / a teacher call c = {c:.2f}\n")
+    print(
+        f"plain cached decoding of the draft, temperature 0: {draft_secs * 1e3:.0f} ms; "
+        f"cost of a draft call / a teacher call c = {c:.2f}\n"
+    )
 
-    header = ("k", "temp", "accept rate", "alpha", "tokens/call", "Leviathan", "target calls", "draft calls",
-              "ms", "speedup", "Leviathan x")
+    header = (
+        "k",
+        "temp",
+        "accept rate",
+        "alpha",
+        "tokens/call",
+        "Leviathan",
+        "target calls",
+        "draft calls",
+        "ms",
+        "speedup",
+        "Leviathan x",
+    )
     rows = []
     for temperature in (0.0, 1.0):
         for k in range(1, 9):
+
             def run():
-                return speculative_generate(CachedLM(teacher), CachedLM(draft), start, n, k=k,
-                                            temperature=temperature, rng=np.random.default_rng(SEED))
+                return speculative_generate(
+                    CachedLM(teacher),
+                    CachedLM(draft),
+                    start,
+                    n,
+                    k=k,
+                    temperature=temperature,
+                    rng=np.random.default_rng(SEED),
+                )
+
             secs, (tokens, stats) = median_seconds(run, args.repeats, warmup=False)
             alpha = measured_alpha(teacher, draft, start + tokens, len(start), temperature)
-            rows.append((str(k), f"{temperature:g}", f"{stats.acceptance_rate:.3f}", f"{alpha:.3f}",
-                         f"{stats.tokens_per_target_call:.2f}", f"{expected_tokens_per_call(alpha, k):.2f}",
-                         str(stats.target_calls), str(stats.draft_calls), f"{secs * 1e3:.0f}",
-                         f"{base[temperature] / secs:.2f}x",
-                         f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x"))
+            rows.append(
+                (
+                    str(k),
+                    f"{temperature:g}",
+                    f"{stats.acceptance_rate:.3f}",
+                    f"{alpha:.3f}",
+                    f"{stats.tokens_per_target_call:.2f}",
+                    f"{expected_tokens_per_call(alpha, k):.2f}",
+                    str(stats.target_calls),
+                    str(stats.draft_calls),
+                    f"{secs * 1e3:.0f}",
+                    f"{base[temperature] / secs:.2f}x",
+                    f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
+                )
+            )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(" | ".join(h.rjust(w) for h, w in zip(header, widths)))
     print("-|-".join("-" * w for w in widths))
     for r in rows:
         print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print("\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
-          "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
-          "speedup = plain cached decoding time / speculative time, same temperature;\n"
-          "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c.")
+    print(
+        "\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
+        "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
+        "speedup = plain cached decoding time / speculative time, same temperature;\n"
+        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c."
+    )
     return 0
 
 

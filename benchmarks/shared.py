@@ -15,8 +15,9 @@ from reference.lm import shipped_model
 from reference.model import Config, Model
 
 # The shapes of the shipped models (tools/train.py trains these).
-TEACHER = Config(vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-                 max_seq_len=256, n_experts=4, top_k=2)
+TEACHER = Config(
+    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256, n_experts=4, top_k=2
+)
 DRAFT = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
 SHAPES = {"teacher": TEACHER, "draft": DRAFT}
 
@@ -76,9 +77,12 @@ def default_target() -> str:
 def add_target_option(parser, kata: str) -> None:
     """The --target option every benchmark script takes."""
     default = default_target()
-    parser.add_argument("--target", default=default,
-                        help=f"whose {kata} module to run: 'reference', 'katas' (your code) or a directory of "
-                             f"kata modules (default: {default})")
+    parser.add_argument(
+        "--target",
+        default=default,
+        help=f"whose {kata} module to run: 'reference', 'katas' (your code) or a directory of "
+        f"kata modules (default: {default})",
+    )
 
 
 def run_main(main) -> None:
@@ -87,5 +91,7 @@ def run_main(main) -> None:
         main()
     except NotImplementedError as exc:
         what = f" ({exc})" if str(exc) else ""
-        raise SystemExit(f"the kata code this benchmark runs is not written yet{what}: finish the kata first, "
-                         "or run the reference solutions with --target reference") from None
+        raise SystemExit(
+            f"the kata code this benchmark runs is not written yet{what}: finish the kata first, "
+            "or run the reference solutions with --target reference"
+        ) from None

@@ -33,8 +33,14 @@ def tests(katas: tuple[Kata, ...] | list[Kata]) -> list[dict]:
     for k in katas:
         for t in k.tasks:
             if t.release:
-                out.append({"id": f"{k.name}-{t.name}".replace("_", "-"), "name": f"{k.name}:{t.name}",
-                            "command": f"kata grade {k.name}:{t.name}", "points": t.points})
+                out.append(
+                    {
+                        "id": f"{k.name}-{t.name}".replace("_", "-"),
+                        "name": f"{k.name}:{t.name}",
+                        "command": f"kata grade {k.name}:{t.name}",
+                        "points": t.points,
+                    }
+                )
     return out
 
 
@@ -79,7 +85,7 @@ def workflow_text(katas) -> str:
             "        uses: classroom-resources/autograding-command-grader@v1",
             "        with:",
             f"          test-name: {_q(c['name'])}",
-            "          setup-command: \"\"",
+            '          setup-command: ""',
             f"          command: {_q(c['command'])}",
             f"          timeout: {TIMEOUT_MINUTES}",
             f"          max-score: {c['points']}",
@@ -89,7 +95,7 @@ def workflow_text(katas) -> str:
         "        uses: classroom-resources/autograding-grading-reporter@v1",
         "        env:",
     ]
-    lines += [f"          {c['id'].upper()}_RESULTS: \"${{{{steps.{c['id']}.outputs.result}}}}\"" for c in cases]
+    lines += [f'          {c["id"].upper()}_RESULTS: "${{{{steps.{c["id"]}.outputs.result}}}}"' for c in cases]
     lines += [
         "        with:",
         f"          runners: {_q(','.join(c['id'] for c in cases))}",
@@ -99,11 +105,21 @@ def workflow_text(katas) -> str:
 
 def autograding_json(katas) -> dict:
     """.github/classroom/autograding.json."""
-    return {"tests": [
-        {"name": c["name"], "setup": "python -m pip install -e .", "run": c["command"], "input": "", "output": "",
-         "comparison": "included", "timeout": TIMEOUT_MINUTES, "points": c["points"]}
-        for c in tests(katas)
-    ]}
+    return {
+        "tests": [
+            {
+                "name": c["name"],
+                "setup": "python -m pip install -e .",
+                "run": c["command"],
+                "input": "",
+                "output": "",
+                "comparison": "included",
+                "timeout": TIMEOUT_MINUTES,
+                "points": c["points"],
+            }
+            for c in tests(katas)
+        ]
+    }
 
 
 def write(dest: Path, katas, *, force: bool = False) -> list[Path]:
@@ -112,8 +128,10 @@ def write(dest: Path, katas, *, force: bool = False) -> list[Path]:
     dest = Path(dest)
     if not dest.is_dir():
         raise ValueError(f"{dest} is not a folder; give the student repository's template (from `kata release`)")
-    files = {dest / ".github" / "workflows" / "classroom.yml": workflow_text(katas),
-             dest / ".github" / "classroom" / "autograding.json": json.dumps(autograding_json(katas), indent=2) + "\n"}
+    files = {
+        dest / ".github" / "workflows" / "classroom.yml": workflow_text(katas),
+        dest / ".github" / "classroom" / "autograding.json": json.dumps(autograding_json(katas), indent=2) + "\n",
+    }
     existing = [p for p in files if p.exists()]
     if existing and not force:
         raise ValueError(f"{existing[0]} already exists; pass --force to overwrite it")

@@ -46,8 +46,9 @@ def _pick_katas(names: tuple[str, ...]) -> list[Kata]:
     known = {k.name: k for k in katas}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise click.UsageError(f"no kata named {unknown[0]!r}{_did_you_mean(unknown[0], known)}; "
-                               f"the katas are: {', '.join(known)}")
+        raise click.UsageError(
+            f"no kata named {unknown[0]!r}{_did_you_mean(unknown[0], known)}; the katas are: {', '.join(known)}"
+        )
     return [known[n] for n in names]
 
 
@@ -70,17 +71,22 @@ def _pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]
             if not colon:
                 continue
             if not task:
-                raise click.UsageError(f"{word!r} names no task after the colon; write KATA:TASK, e.g. {name}:"
-                                       f"{kata.tasks[0].name}")
+                raise click.UsageError(
+                    f"{word!r} names no task after the colon; write KATA:TASK, e.g. {name}:{kata.tasks[0].name}"
+                )
         elif not colon and last is not None:
             kata, task = last, word  # a task of the kata named before it
         else:
-            raise click.UsageError(f"no kata named {name!r}{_did_you_mean(name, known)}; the katas are: {', '.join(known)}")
+            raise click.UsageError(
+                f"no kata named {name!r}{_did_you_mean(name, known)}; the katas are: {', '.join(known)}"
+            )
         names = [t.name for t in kata.tasks]
         if task not in names:
             nor = "" if colon else " (nor is it a kata)"
-            raise click.UsageError(f"kata {kata.name!r} has no task {task!r}{_did_you_mean(task, names)}{nor}; "
-                                   f"its tasks are: {', '.join(names)}")
+            raise click.UsageError(
+                f"kata {kata.name!r} has no task {task!r}{_did_you_mean(task, names)}{nor}; "
+                f"its tasks are: {', '.join(names)}"
+            )
         tasks.setdefault(kata.name, [])
         if task not in tasks[kata.name]:
             tasks[kata.name].append(task)
@@ -125,38 +131,78 @@ def main():
     """
 
 
-_TEST_TIMEOUT = click.option("--test-timeout", default=Limits.test_seconds, show_default=True,
-                             type=click.FloatRange(min=1), help="Seconds one check may take before it is graded 'timeout'.")
+_TEST_TIMEOUT = click.option(
+    "--test-timeout",
+    default=Limits.test_seconds,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds one check may take before it is graded 'timeout'.",
+)
 
 
 def _limit_options(fn):
     """--test-timeout, --kata-timeout and --memory-mb: the limits of a grading."""
-    fn = click.option("--memory-mb", default=Limits.memory_mb, show_default=True, type=click.IntRange(min=256),
-                      help="Memory (address space) a grading process may use, in MiB.")(fn)
-    fn = click.option("--kata-timeout", default=Limits.kata_seconds, show_default=True, type=click.FloatRange(min=1),
-                      help="Seconds one kata's whole suite may take.")(fn)
+    fn = click.option(
+        "--memory-mb",
+        default=Limits.memory_mb,
+        show_default=True,
+        type=click.IntRange(min=256),
+        help="Memory (address space) a grading process may use, in MiB.",
+    )(fn)
+    fn = click.option(
+        "--kata-timeout",
+        default=Limits.kata_seconds,
+        show_default=True,
+        type=click.FloatRange(min=1),
+        help="Seconds one kata's whole suite may take.",
+    )(fn)
     return _TEST_TIMEOUT(fn)
 
 
 @main.command("grade")
 @click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...")
-@click.option("--target", default="katas", show_default=True,
-              help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="0 grades on the standard examples; another N draws a different, equally deterministic set.")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Grade this many katas in parallel, each in its own process.")
+@click.option(
+    "--target",
+    default="katas",
+    show_default=True,
+    help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="0 grades on the standard examples; another N draws a different, equally deterministic set.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Grade this many katas in parallel, each in its own process.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout instead of a table.")
-@click.option("--gradescope", "gradescope_path", type=click.Path(dir_okay=False, writable=True),
-              help="Also write Gradescope's results.json to this path.")
-@click.option("--verbose", "-v", is_flag=True,
-              help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it) and "
-                   "a hint aimed at that check.")
+@click.option(
+    "--gradescope",
+    "gradescope_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write Gradescope's results.json to this path.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it) and "
+    "a hint aimed at that check.",
+)
 @_limit_options
-@click.option("--live/--no-live", default=None,
-              help="Print each task's row as soon as it is graded (the default on a terminal).")
-def grade_cmd(katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb,
-              live):
+@click.option(
+    "--live/--no-live", default=None, help="Print each task's row as soon as it is graded (the default on a terminal)."
+)
+def grade_cmd(
+    katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb, live
+):
     """Grade katas (all of them by default) and print one row per task.
 
     Name a kata to grade all its tasks, KATA:TASK or KATA TASK... to grade
@@ -266,8 +312,10 @@ def hint_cmd(kata, task, show_all):
     number, hint = state.next_hint(k.name, t)
     click.echo(f"{k.name} / {t.name}, hint {number}/{len(t.hints)}: {hint}")
     if state.hints_shown(k.name, t.name) >= len(t.hints):
-        click.echo(f"(that was the last hint of {k.name} / {t.name} again; `kata hint {k.name} {t.name} --all` lists "
-                   "them all, and CHECKLIST.md says what done means)")
+        click.echo(
+            f"(that was the last hint of {k.name} / {t.name} again; `kata hint {k.name} {t.name} --all` lists "
+            "them all, and CHECKLIST.md says what done means)"
+        )
     elif number == len(t.hints):
         click.echo("(that was the last hint of this task)")
     state.mark_hint_shown(k.name, t)
@@ -287,8 +335,9 @@ def init_cmd(directory):
     katas = load_registry()
     taken = [dest / f"{k.name}.py" for k in katas if (dest / f"{k.name}.py").exists()]
     if taken:
-        raise click.ClickException(f"{taken[0]} already exists; nothing was copied (pick a new folder, or "
-                                   f"`kata reset` a kata there)")
+        raise click.ClickException(
+            f"{taken[0]} already exists; nothing was copied (pick a new folder, or `kata reset` a kata there)"
+        )
     dest.mkdir(parents=True, exist_ok=True)
     for k in katas:
         (dest / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
@@ -318,8 +367,12 @@ def reset_cmd(kata, yes):
 @main.command("test", context_settings={"ignore_unknown_options": True})
 @click.argument("kata")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--target", default="katas", show_default=True,
-              help="What to test: 'katas', 'reference' or a directory of kata modules.")
+@click.option(
+    "--target",
+    default="katas",
+    show_default=True,
+    help="What to test: 'katas', 'reference' or a directory of kata modules.",
+)
 def test_cmd(kata, pytest_args, target):
     """Run KATA's grading suite under plain pytest: kata test KATA -- PYTEST_ARGS.
 
@@ -330,22 +383,48 @@ def test_cmd(kata, pytest_args, target):
     _check_target(target)
     if target not in ("katas", "reference"):
         target = str(_target.resolve(target))  # the caller's directory, not the suite's
-    cmd = [sys.executable, "-m", "pytest", str(k.suite), f"--target={target}", "-c", os.devnull,
-           "-p", "no:cacheprovider", *pytest_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(k.suite),
+        f"--target={target}",
+        "-c",
+        os.devnull,
+        "-p",
+        "no:cacheprovider",
+        *pytest_args,
+    ]
     sys.exit(subprocess.call(cmd, cwd=str(_target.ROOT)))
 
 
 @main.command("play")
 @click.argument("prompt", default="def ")
-@click.option("--model", "model_name", type=click.Choice(["teacher", "draft"]), default="teacher", show_default=True,
-              help="Which shipped model writes.")
-@click.option("--tokens", "-n", default=120, show_default=True, type=click.IntRange(min=0),
-              help="How many characters to write.")
-@click.option("--temperature", "-t", default=0.0, show_default=True, type=click.FloatRange(min=0),
-              help="0 writes greedily; higher is more adventurous.")
+@click.option(
+    "--model",
+    "model_name",
+    type=click.Choice(["teacher", "draft"]),
+    default="teacher",
+    show_default=True,
+    help="Which shipped model writes.",
+)
+@click.option(
+    "--tokens", "-n", default=120, show_default=True, type=click.IntRange(min=0), help="How many characters to write."
+)
+@click.option(
+    "--temperature",
+    "-t",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="0 writes greedily; higher is more adventurous.",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed for sampling at temperature > 0.")
-@click.option("--no-cache", is_flag=True,
-              help="Generate the naive way, re-reading the whole text for every character, to feel the difference.")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Generate the naive way, re-reading the whole text for every character, to feel the difference.",
+)
 def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
     """Let a shipped model continue PROMPT, and say how fast it wrote."""
     import numpy as np
@@ -361,8 +440,10 @@ def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
         ids = encode(prompt)
         room = model.config.max_seq_len - len(ids)
         if tokens > room:
-            raise ValueError(f"the prompt leaves room for {room} new characters (max_seq_len "
-                             f"{model.config.max_seq_len}); ask for at most that many with -n")
+            raise ValueError(
+                f"the prompt leaves room for {room} new characters (max_seq_len "
+                f"{model.config.max_seq_len}); ask for at most that many with -n"
+            )
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         if no_cache:
@@ -374,8 +455,9 @@ def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
         raise click.ClickException(str(exc)) from None
     click.echo(prompt + decode(new))
     how = "without a KV cache" if no_cache else "with a KV cache"
-    click.echo(f"\n[{len(new)} characters in {seconds:.2f} s {how}: "
-               f"{len(new) / max(seconds, 1e-9):.0f} chars/s]", err=True)
+    click.echo(
+        f"\n[{len(new)} characters in {seconds:.2f} s {how}: {len(new) / max(seconds, 1e-9):.0f} chars/s]", err=True
+    )
 
 
 @main.command("bench", context_settings={"ignore_unknown_options": True})
@@ -398,8 +480,13 @@ def bench_cmd(kata, args):
 
 @main.command("watch")
 @click.argument("kata", required=False)
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="0 grades on the standard examples; another N draws a different, equally deterministic set.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="0 grades on the standard examples; another N draws a different, equally deterministic set.",
+)
 @_TEST_TIMEOUT
 def watch_cmd(kata, seed, test_timeout):
     """Re-grade KATA every time you save its file, on one compact screen.
@@ -430,14 +517,17 @@ def new_cmd(name, title, trade):
     from grader import scaffold
 
     try:
-        written = scaffold.new_kata(name, title=title or name.replace("_", " ").capitalize(), trade=trade,
-                                    root=_target.ROOT)
+        written = scaffold.new_kata(
+            name, title=title or name.replace("_", " ").capitalize(), trade=trade, root=_target.ROOT
+        )
     except scaffold.ScaffoldError as exc:
         raise click.ClickException(str(exc)) from None
     for path in written:
         click.echo(f"wrote {path.relative_to(_target.ROOT)}")
-    click.echo(f"next: `kata grade {name} --target reference` passes and `kata grade {name}` is todo; replace the "
-               f"placeholders `{scaffold.CHECK}` and `{scaffold.FUNCTION}` with the kata's own (see CONTRIBUTING.md)")
+    click.echo(
+        f"next: `kata grade {name} --target reference` passes and `kata grade {name}` is todo; replace the "
+        f"placeholders `{scaffold.CHECK}` and `{scaffold.FUNCTION}` with the kata's own (see CONTRIBUTING.md)"
+    )
 
 
 # ------------------------------------------------------------------ instructors
@@ -465,22 +555,45 @@ def release_cmd(out):
     click.echo(f"wrote the student edition to {Path(out).resolve()} ({len(written)} files, no reference solutions)")
     if held:
         click.echo("held back (graded by you only): " + "; ".join(f"{k}: {', '.join(t)}" for k, t in held.items()))
-    click.echo(f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
-               f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)")
+    click.echo(
+        f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
+        f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)"
+    )
 
 
 @main.command("grade-all")
 @click.argument("submissions", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", default="gradebook", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for gradebook.csv and students/STUDENT.json.")
-@click.option("--kata", "only", multiple=True, metavar="KATA[:TASK]",
-              help="Grade only this kata or task (repeat for more); every kata by default.")
-@click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default="all cores", type=click.IntRange(min=1),
-              help="Katas graded at once, across students.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="The seed every student is graded with.")
-@click.option("--seed-per-student", "secret", metavar="SECRET",
-              help="Give each student a seed of their own, derived from SECRET and their name (reproducible).")
+@click.option(
+    "--out",
+    default="gradebook",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for gradebook.csv and students/STUDENT.json.",
+)
+@click.option(
+    "--kata",
+    "only",
+    multiple=True,
+    metavar="KATA[:TASK]",
+    help="Grade only this kata or task (repeat for more); every kata by default.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    default=os.cpu_count() or 1,
+    show_default="all cores",
+    type=click.IntRange(min=1),
+    help="Katas graded at once, across students.",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="The seed every student is graded with."
+)
+@click.option(
+    "--seed-per-student",
+    "secret",
+    metavar="SECRET",
+    help="Give each student a seed of their own, derived from SECRET and their name (reproducible).",
+)
 @_limit_options
 def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata_timeout, memory_mb):
     """Grade a class: one folder or .zip per student in SUBMISSIONS.
@@ -506,10 +619,19 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata
     if n == 0:
         raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
     click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
-    with click.progressbar(length=n * len(katas), label="grading", file=sys.stderr,
-                           item_show_func=lambda item: item) as bar:
-        result = gradebook.grade_class(Path(submissions), katas, tasks=tasks, jobs=jobs, seed=seed, secret=secret,
-                                       limits=limits, progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"))
+    with click.progressbar(
+        length=n * len(katas), label="grading", file=sys.stderr, item_show_func=lambda item: item
+    ) as bar:
+        result = gradebook.grade_class(
+            Path(submissions),
+            katas,
+            tasks=tasks,
+            jobs=jobs,
+            seed=seed,
+            secret=secret,
+            limits=limits,
+            progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
+        )
     # Every judge and jail has ended by now.
     written = gradebook.write(result, Path(out))
     click.echo(gradebook.summary(result))
@@ -555,17 +677,23 @@ def _clock() -> interview.Clock:
 def _grade_interview(workspace: Path, katas: tuple[str, ...], verbose: bool, limits: Limits) -> int:
     """kata grade inside an interview workspace: grade, log, show the time left. Returns the exit code."""
     ctx = click.get_current_context()
-    explicit = [f"--{name.replace('_', '-')}" for name in ("seed", "jobs")
-                if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    explicit = [
+        f"--{name.replace('_', '-')}"
+        for name in ("seed", "jobs")
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
     explicit += [opt for opt, name in (("--json", "as_json"), ("--gradescope", "gradescope_path")) if ctx.params[name]]
     if explicit:
-        raise click.UsageError(f"{workspace} is an interview workspace: kata grade grades it with the interview's "
-                               f"own seed and prints its table; leave out {', '.join(explicit)}")
+        raise click.UsageError(
+            f"{workspace} is an interview workspace: kata grade grades it with the interview's "
+            f"own seed and prints its table; leave out {', '.join(explicit)}"
+        )
     try:
         session = interview.load(workspace)
         if katas and set(katas) != {session.state.kata}:
-            raise click.UsageError(f"{workspace} is an interview on {session.state.kata}: kata grade grades only "
-                                   f"{session.state.kata} here")
+            raise click.UsageError(
+                f"{workspace} is an interview on {session.state.kata}: kata grade grades only {session.state.kata} here"
+            )
         graded = interview.grade(workspace, _clock(), limits)
     except interview.InterviewError as exc:
         raise click.ClickException(str(exc)) from None
@@ -585,16 +713,22 @@ def _echo_interview_grade(graded: interview.Graded, verbose: bool) -> None:
         click.echo("\n" + text)
     allowed = interview.duration(s.minutes * 60)
     if graded.report is None:
-        click.echo(f"\ntime left: {interview.duration(graded.seconds_left)} of {allowed} "
-                   f"(attempt {len(graded.session.attempts)} is in the log)")
+        click.echo(
+            f"\ntime left: {interview.duration(graded.seconds_left)} of {allowed} "
+            f"(attempt {len(graded.session.attempts)} is in the log)"
+        )
         return
     if graded.entry.reason is interview.EndReason.TIME_UP:
-        click.echo(f"\ntime is up ({allowed} allowed, this grade came at {interview.duration(graded.entry.elapsed)}): "
-                   "this was the final grade.")
+        click.echo(
+            f"\ntime is up ({allowed} allowed, this grade came at {interview.duration(graded.entry.elapsed)}): "
+            "this was the final grade."
+        )
     else:
         click.echo(f"\nthe interview is over after {interview.duration(graded.entry.elapsed)} of {allowed}.")
-    click.echo(f"{graded.session.module.name} is frozen (a copy is in {graded.session.final_copy}); "
-               f"the report is {graded.report}")
+    click.echo(
+        f"{graded.session.module.name} is frozen (a copy is in {graded.session.final_copy}); "
+        f"the report is {graded.report}"
+    )
     if s.practice:
         _echo_questions(graded.session, answers=False)
 
@@ -621,31 +755,49 @@ def _interview_workspace(directory: str | None) -> Path:
         return Path(directory)
     found = interview.find_workspace()
     if found is None:
-        raise click.UsageError("no interview here: run this inside an interview workspace, set KATA_WORKDIR "
-                               "to one, or name it with --dir")
+        raise click.UsageError(
+            "no interview here: run this inside an interview workspace, set KATA_WORKDIR to one, or name it with --dir"
+        )
     return found
 
 
 @main.command("interview")
 @click.argument("kata", required=False)
 @click.argument("tasks", nargs=-1)
-@click.option("--minutes", type=click.IntRange(1, interview.MAX_MINUTES),
-              help=f"Time allowed, in minutes (default {interview.DEFAULT_MINUTES}, or the preset's).")
-@click.option("--dir", "directory", type=click.Path(file_okay=False),
-              help="The workspace: a new or empty folder to create (default ./interview-NAME); with --finish "
-                   "or --answers, the interview's folder (default: this one, or $KATA_WORKDIR).")
-@click.option("--seed", type=click.IntRange(min=0),
-              help="The grading seed (default: drawn at random). It is kept in the workspace, never printed to the "
-                   "candidate, and shown in the report.")
-@click.option("--practice", is_flag=True,
-              help="Practise alone: the report is your debrief, the follow-up questions show at the end and "
-                   "--answers shows their answer sketches.")
+@click.option(
+    "--minutes",
+    type=click.IntRange(1, interview.MAX_MINUTES),
+    help=f"Time allowed, in minutes (default {interview.DEFAULT_MINUTES}, or the preset's).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    help="The workspace: a new or empty folder to create (default ./interview-NAME); with --finish "
+    "or --answers, the interview's folder (default: this one, or $KATA_WORKDIR).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    help="The grading seed (default: drawn at random). It is kept in the workspace, never printed to the "
+    "candidate, and shown in the report.",
+)
+@click.option(
+    "--practice",
+    is_flag=True,
+    help="Practise alone: the report is your debrief, the follow-up questions show at the end and "
+    "--answers shows their answer sketches.",
+)
 @click.option("--preset", "preset_name", metavar="NAME", help="Start a ready-made interview (see --list).")
 @click.option("--list", "list_presets", is_flag=True, help="List the ready-made interviews and exit.")
-@click.option("--finish", is_flag=True,
-              help="End the interview now: grade the final code once more, freeze it and write the report.")
-@click.option("--answers", is_flag=True,
-              help="After the end: print the follow-up questions with their answer sketches.")
+@click.option(
+    "--finish",
+    is_flag=True,
+    help="End the interview now: grade the final code once more, freeze it and write the report.",
+)
+@click.option(
+    "--answers", is_flag=True, help="After the end: print the follow-up questions with their answer sketches."
+)
 def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, list_presets, finish, answers):
     """Start a timed interview on KATA (its TASKS, or the whole kata) in a fresh workspace.
 
@@ -658,14 +810,24 @@ def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, 
     time is up, grades the code once more, freezes it and writes
     .interview/interview-report.md (and .json) for the interviewer.
     """
-    modes = [name for name, on in (("KATA", kata), ("--preset", preset_name), ("--list", list_presets),
-                                   ("--finish", finish), ("--answers", answers)) if on]
+    modes = [
+        name
+        for name, on in (
+            ("KATA", kata),
+            ("--preset", preset_name),
+            ("--list", list_presets),
+            ("--finish", finish),
+            ("--answers", answers),
+        )
+        if on
+    ]
     if len(modes) != 1:
         what = f"got {' and '.join(modes)}" if modes else "got none of them"
         raise click.UsageError("give one of: KATA [TASK...], --preset NAME, --list, --finish or --answers; " + what)
     if not (kata or preset_name):
-        stray = [opt for opt, on in (("--minutes", minutes), ("--seed", seed is not None), ("--practice", practice))
-                 if on] + (["--dir"] if directory and list_presets else [])
+        stray = [
+            opt for opt, on in (("--minutes", minutes), ("--seed", seed is not None), ("--practice", practice)) if on
+        ] + (["--dir"] if directory and list_presets else [])
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
             raise click.UsageError(f"{', '.join(stray)} {verb} only when starting an interview")
@@ -687,7 +849,9 @@ def _list_presets() -> None:
     from tabulate import tabulate
 
     rows = [[p.name, p.title, p.kata, " ".join(p.tasks) or "(all)", p.minutes, p.difficulty] for p in load_presets()]
-    click.echo(tabulate(rows, headers=["preset", "interview", "kata", "tasks", "minutes", "difficulty"], tablefmt="simple"))
+    click.echo(
+        tabulate(rows, headers=["preset", "interview", "kata", "tasks", "minutes", "difficulty"], tablefmt="simple")
+    )
     click.echo("\nstart one with: kata interview --preset NAME [--dir DIR] [--practice]")
 
 
@@ -700,23 +864,31 @@ def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_nam
         else:
             plan = interview.plan(kata, tuple(tasks), interview.DEFAULT_MINUTES if minutes is None else minutes)
         name = plan.preset or "-".join([plan.kata.name] + ([] if plan.whole_kata else [t.name for t in plan.tasks]))
-        session = interview.start(plan, Path(directory or f"interview-{name}"), seed=seed, practice=practice,
-                                  clock=_clock())
+        session = interview.start(
+            plan, Path(directory or f"interview-{name}"), seed=seed, practice=practice, clock=_clock()
+        )
     except ValueError as exc:  # InterviewError, or an unknown kata or task
         raise click.UsageError(str(exc)) from None
     s, ws = session.state, session.directory
     points = sum(t.points for t in plan.tasks)
     click.echo(f"interview workspace: {ws}")
     click.echo(f"  {s.title}{' (practice)' if s.practice else ''}")
-    click.echo(f"  write: {', '.join(s.functions)} in {s.kata}.py"
-               + ("" if plan.whole_kata else " (the rest of the kata is written)"))
-    click.echo(f"  graded: {s.kata} / {', '.join(s.tasks)}, {points} point{'s' if points != 1 else ''}; "
-               "CHECKLIST.md says what done means")
+    click.echo(
+        f"  write: {', '.join(s.functions)} in {s.kata}.py"
+        + ("" if plan.whole_kata else " (the rest of the kata is written)")
+    )
+    click.echo(
+        f"  graded: {s.kata} / {', '.join(s.tasks)}, {points} point{'s' if points != 1 else ''}; "
+        "CHECKLIST.md says what done means"
+    )
     click.echo(f"  time: {interview.minutes_text(s.minutes)}, until {s.deadline.astimezone().strftime('%H:%M')}")
-    click.echo(f"\ngrade with `kata grade` inside {ws} (or with KATA_WORKDIR={ws}): every grade is logged and shows "
-               "the time left.")
-    click.echo(f"end with `kata interview --finish --dir {ws}`; otherwise the first grade after time is up "
-               "is the final one.")
+    click.echo(
+        f"\ngrade with `kata grade` inside {ws} (or with KATA_WORKDIR={ws}): every grade is logged and shows "
+        "the time left."
+    )
+    click.echo(
+        f"end with `kata interview --finish --dir {ws}`; otherwise the first grade after time is up is the final one."
+    )
 
 
 def _finish_interview(workspace: Path) -> None:
@@ -741,11 +913,19 @@ def gradescope_group():
 
 @gradescope_group.command("build")
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="The grading seed; with --seed-from-metadata, the salt of every student's own seed.")
-@click.option("--seed-from-metadata", is_flag=True,
-              help="Give every student a seed of their own, the same on each resubmission, derived from "
-                   "Gradescope's submission_metadata.json (their email or id).")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="The grading seed; with --seed-from-metadata, the salt of every student's own seed.",
+)
+@click.option(
+    "--seed-from-metadata",
+    is_flag=True,
+    help="Give every student a seed of their own, the same on each resubmission, derived from "
+    "Gradescope's submission_metadata.json (their email or id).",
+)
 def gradescope_build_cmd(out, seed, seed_from_metadata):
     """Write OUT (.zip): the autograder to upload to a Gradescope programming assignment.
 
@@ -758,15 +938,19 @@ def gradescope_build_cmd(out, seed, seed_from_metadata):
         gradescope.build(Path(out), seed=seed, seed_from_metadata=seed_from_metadata)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu base image, "
-               "Python >= 3.10)")
+    click.echo(
+        f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu base image, Python >= 3.10)"
+    )
 
 
 @gradescope_group.command("run")
-@click.option("--root", type=click.Path(file_okay=False),
-              default=lambda: os.environ.get("KATA_AUTOGRADER_ROOT") or "/autograder",
-              show_default="$KATA_AUTOGRADER_ROOT or /autograder",
-              help="The autograder's folder: submission/ and submission_metadata.json in, results/results.json out.")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    default=lambda: os.environ.get("KATA_AUTOGRADER_ROOT") or "/autograder",
+    show_default="$KATA_AUTOGRADER_ROOT or /autograder",
+    help="The autograder's folder: submission/ and submission_metadata.json in, results/results.json out.",
+)
 def gradescope_run_cmd(root):
     """Grade ROOT/submission and write ROOT/results/results.json, even when grading fails (run_autograder runs this)."""
     from grader import gradescope

@@ -66,9 +66,17 @@ def _bwrap_works() -> bool:
     if _BWRAP_WORKS is None:
         exe = shutil.which("bwrap")
         try:
-            _BWRAP_WORKS = exe is not None and subprocess.run(
-                [exe, "--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+            _BWRAP_WORKS = (
+                exe is not None
+                and subprocess.run(
+                    [exe, "--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=10,
+                ).returncode
+                == 0
+            )
         except (OSError, subprocess.TimeoutExpired):
             _BWRAP_WORKS = False
     return _BWRAP_WORKS
@@ -139,15 +147,27 @@ def launch(argv: list[str], jaildir: str, workdir: str, uid: int, masks: list[st
 
 
 def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str]) -> list[str]:
-    out = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all",
-           "--proc", "/proc", "--dev", "/dev"]
+    out = [
+        shutil.which("bwrap") or "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-all",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
     for src in readable_paths():
         if os.path.islink(src):
             out += ["--symlink", os.readlink(src), src]
         else:
             out += ["--ro-bind", src, src]
-    out += [arg for mask in masks if any(mask.startswith(p.rstrip("/") + "/") for p in readable_paths())
-            for arg in ("--tmpfs", mask)]
+    out += [
+        arg
+        for mask in masks
+        if any(mask.startswith(p.rstrip("/") + "/") for p in readable_paths())
+        for arg in ("--tmpfs", mask)
+    ]
     out += ["--ro-bind", jaildir, jaildir, "--bind", workdir, workdir, "--chdir", workdir, "--"]
     return out + argv
 
@@ -159,11 +179,13 @@ def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str])
     if chosen == "plain":
         return lambda: _last_words(parent)
     if chosen == "uid":
+
         def drop():
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
             _last_words(parent)
+
         return drop
     binds = readable_paths()
     newroot = os.path.join(jaildir, ".root")

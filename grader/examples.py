@@ -99,7 +99,7 @@ def freeze(value, depth: int = 0):
     if isinstance(value, (list, tuple)):
         if depth >= DEPTH:
             return Text(f"<{type(value).__name__} of {len(value)}>")
-        items = [freeze(v, depth + 1) for v in value[:LIST_HEAD if len(value) > LIST_ITEMS else LIST_ITEMS]]
+        items = [freeze(v, depth + 1) for v in value[: LIST_HEAD if len(value) > LIST_ITEMS else LIST_ITEMS]]
         if len(value) > LIST_ITEMS:
             items.append(Longer(len(value)))
         return tuple(items) if isinstance(value, tuple) else items
@@ -162,8 +162,14 @@ def _array_summary(a: np.ndarray | Summary) -> str:
 def _array(a: np.ndarray) -> str:
     if a.size > ARRAY_ELEMENTS:
         return _array_summary(a)
-    body = np.array2string(a, max_line_width=10**6, precision=4, separator=", ", threshold=10**6,
-                           formatter={"float_kind": _float, "bool": lambda b: str(bool(b)), "int": str})
+    body = np.array2string(
+        a,
+        max_line_width=10**6,
+        precision=4,
+        separator=", ",
+        threshold=10**6,
+        formatter={"float_kind": _float, "bool": lambda b: str(bool(b)), "int": str},
+    )
     body = " ".join(body.split())
     extra = "" if a.size or a.ndim == 1 else f", shape={tuple(a.shape)}"
     dtype = "" if a.dtype in (np.float64, np.int64) or a.dtype.kind == "b" else f", dtype={a.dtype}"
@@ -201,7 +207,7 @@ def value_text(value) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _value_within(value, limit: int) -> str:
@@ -271,8 +277,13 @@ def params(kata: str, owner: str, kind: str, method: str | None) -> Params | Non
     if method is None and kind == "class":  # building an object
         if "__init__" in methods:
             return _params(methods["__init__"], bound=True)
-        fields = [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-                  and "ClassVar" not in ast.unparse(n.annotation)]
+        fields = [
+            n.target.id
+            for n in cls.body
+            if isinstance(n, ast.AnnAssign)
+            and isinstance(n.target, ast.Name)
+            and "ClassVar" not in ast.unparse(n.annotation)
+        ]
         return Params(tuple(fields)) if fields else None
     if method in methods:
         return _params(methods[method], bound=True)

@@ -56,10 +56,15 @@ class Student:
 
     def grade(self, katas: list[Kata]) -> GradeResult:
         ordered = [self.results[k.name] for k in katas if k.name in self.results]
-        return GradeResult(target=str(self.katas_dir or self.source), seed=self.seed,
-                           score=sum(k.score for k in ordered), max_score=sum(k.max_score for k in ordered),
-                           duration=round(sum(k.duration for k in ordered), 3), katas=ordered,
-                           interrupted=len(ordered) < len(katas))
+        return GradeResult(
+            target=str(self.katas_dir or self.source),
+            seed=self.seed,
+            score=sum(k.score for k in ordered),
+            max_score=sum(k.max_score for k in ordered),
+            duration=round(sum(k.duration for k in ordered), 3),
+            katas=ordered,
+            interrupted=len(ordered) < len(katas),
+        )
 
 
 @dataclass
@@ -76,23 +81,50 @@ class ClassResult:
 
 def _not_graded(kata: Kata, tasks: list[str], why: str, status: Status = Status.ERROR) -> KataResult:
     chosen = [kata.task(t) for t in tasks]
-    return KataResult(name=kata.name, title=kata.title, score=0, max_score=sum(t.points for t in chosen), duration=0.0,
-                      tasks=[TaskResult(name=t.name, title=t.title, status=status, score=0, max_score=t.points,
-                                        checks_passed=0, checks_total=0, message=why, hint="", visibility=t.visibility)
-                             for t in chosen])
+    return KataResult(
+        name=kata.name,
+        title=kata.title,
+        score=0,
+        max_score=sum(t.points for t in chosen),
+        duration=0.0,
+        tasks=[
+            TaskResult(
+                name=t.name,
+                title=t.title,
+                status=status,
+                score=0,
+                max_score=t.points,
+                checks_passed=0,
+                checks_total=0,
+                message=why,
+                hint="",
+                visibility=t.visibility,
+            )
+            for t in chosen
+        ],
+    )
 
 
-def grade_class(folder: Path, katas: list[Kata], *, tasks: dict[str, list[str]] | None = None, jobs: int = 1,
-                seed: int = 0, secret: str | None = None, limits: Limits = Limits(),
-                progress: Callable[[Student, KataResult], None] | None = None) -> ClassResult:
+def grade_class(
+    folder: Path,
+    katas: list[Kata],
+    *,
+    tasks: dict[str, list[str]] | None = None,
+    jobs: int = 1,
+    seed: int = 0,
+    secret: str | None = None,
+    limits: Limits = Limits(),
+    progress: Callable[[Student, KataResult], None] | None = None,
+) -> ClassResult:
     """Grade every submission in folder. progress(student, kata_result) is
     called as each pair finishes. Ctrl-C (KeyboardInterrupt) stops every
     judge and returns what was graded, with `interrupted` set."""
     tasks = tasks or {}
     started = time.monotonic()
     names = [k.name for k in katas]
-    students = [Student(name, source, student_seed(secret, name) if secret else seed)
-                for name, source in list_students(folder)]
+    students = [
+        Student(name, source, student_seed(secret, name) if secret else seed) for name, source in list_students(folder)
+    ]
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="kata-class-") as unpacked:
         for s in students:
@@ -108,8 +140,13 @@ def grade_class(folder: Path, katas: list[Kata], *, tasks: dict[str, list[str]] 
         pairs = [(s, k) for s in students if s.katas_dir is not None for k in katas]
         runner._INTERRUPTED.clear()
         pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-        futures = {pool.submit(runner.grade_kata, k, str(s.katas_dir), seed=s.seed, limits=limits,
-                               tasks=tasks.get(k.name)): (s, k) for s, k in pairs}
+        futures = {
+            pool.submit(runner.grade_kata, k, str(s.katas_dir), seed=s.seed, limits=limits, tasks=tasks.get(k.name)): (
+                s,
+                k,
+            )
+            for s, k in pairs
+        }
         try:
             pending = set(futures)
             while pending:
@@ -119,8 +156,9 @@ def grade_class(folder: Path, katas: list[Kata], *, tasks: dict[str, list[str]] 
                     try:
                         s.results[k.name] = future.result()
                     except Exception as exc:  # the grader's own failure: this pair's row says so, the class goes on
-                        s.results[k.name] = _not_graded(k, _task_names(k, tasks), f"the grader failed: {exc}",
-                                                        Status.CRASH)
+                        s.results[k.name] = _not_graded(
+                            k, _task_names(k, tasks), f"the grader failed: {exc}", Status.CRASH
+                        )
                     if progress is not None:
                         progress(s, s.results[k.name])
         except KeyboardInterrupt:
@@ -152,7 +190,7 @@ def gradebook_csv(result: ClassResult) -> str:
         for k in result.katas:
             kr = s.results.get(k.name)
             points[k.name] = kr.score if kr else ""
-            for t in (kr.tasks if kr else []):
+            for t in kr.tasks if kr else []:
                 points[f"{k.name}:{t.name}"] = t.score
         note = s.note or ("not graded: interrupted (Ctrl-C)" if len(s.results) < len(result.katas) else "")
         score = sum(kr.score for kr in s.results.values())
@@ -165,12 +203,16 @@ def summary(result: ClassResult, common: int = 2) -> str:
     lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
     for k in result.katas:
         for name in result.task_names(k):
-            outcomes = [t for s in result.students if k.name in s.results
-                        for t in s.results[k.name].tasks if t.name == name]
+            outcomes = [
+                t for s in result.students if k.name in s.results for t in s.results[k.name].tasks if t.name == name
+            ]
             passed = sum(t.status is Status.PASS for t in outcomes)
             lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
-            why = Counter(f"{t.status.value}: {t.message.splitlines()[0][:120]}" if t.message else t.status.value
-                          for t in outcomes if t.status is not Status.PASS)
+            why = Counter(
+                f"{t.status.value}: {t.message.splitlines()[0][:120]}" if t.message else t.status.value
+                for t in outcomes
+                if t.status is not Status.PASS
+            )
             lines += [f"    {n} x {message}" for message, n in why.most_common(common)]
     return "\n".join(lines)
 

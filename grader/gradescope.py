@@ -60,18 +60,26 @@ def results(result: GradeResult, *, seed: int, note: str = "") -> dict:
     for position, kata in enumerate(result.katas, 1):
         order = orders.get(kata.name, position)
         for number, task in enumerate(kata.tasks, 1):
-            tests.append({
-                "name": f"{kata.name} / {task.name}: {task.title}",
-                "number": f"{order}.{number}",
-                "score": task.score,
-                "max_score": task.max_score,
-                "status": "passed" if task.status == Status.PASS else "failed",
-                "visibility": "after_due_date" if task.visibility == "hidden" else "visible",
-                "output": _task_output(task),
-                "output_format": "md",
-                "extra_data": {"kata": kata.name, "task": task.name, "status": str(task.status),
-                               "checks_passed": task.checks_passed, "checks_total": task.checks_total, "seed": seed},
-            })
+            tests.append(
+                {
+                    "name": f"{kata.name} / {task.name}: {task.title}",
+                    "number": f"{order}.{number}",
+                    "score": task.score,
+                    "max_score": task.max_score,
+                    "status": "passed" if task.status == Status.PASS else "failed",
+                    "visibility": "after_due_date" if task.visibility == "hidden" else "visible",
+                    "output": _task_output(task),
+                    "output_format": "md",
+                    "extra_data": {
+                        "kata": kata.name,
+                        "task": task.name,
+                        "status": str(task.status),
+                        "checks_passed": task.checks_passed,
+                        "checks_total": task.checks_total,
+                        "seed": seed,
+                    },
+                }
+            )
     summary = _summary(result, tests, seed)
     return {
         "score": result.score,
@@ -95,8 +103,10 @@ def _summary(result: GradeResult, tests: list[dict], seed: int) -> str:
     line = f"**{points}**: {passed} of {len(shown)} tasks pass (graded with seed {seed})."
     hidden = len(tests) - len(shown)
     if hidden:
-        line = (f"**{points} on the tasks shown now**: {passed} of {len(shown)} pass (graded with seed {seed}). "
-                f"{hidden} more {'task is' if hidden == 1 else 'tasks are'} graded too and shown after the due date.")
+        line = (
+            f"**{points} on the tasks shown now**: {passed} of {len(shown)} pass (graded with seed {seed}). "
+            f"{hidden} more {'task is' if hidden == 1 else 'tasks are'} graded too and shown after the due date."
+        )
     if result.interrupted:
         line += " The grading was interrupted: the tasks it did not reach score nothing."
     return line
@@ -142,9 +152,16 @@ def _leaderboard(result: GradeResult) -> list[dict]:
             if task.status != Status.PASS or task.visibility == "hidden":
                 continue
             for figure in task.figures:
-                if figure.get("bar") is not None and math.isfinite(figure["value"]):  # measured against a bar; JSON has no NaN
-                    board.append({"name": f"{kata.name}: {figure['name']}", "value": round(figure["value"], 2),
-                                  "order": "desc" if figure["better"] == "higher" else "asc"})
+                if figure.get("bar") is not None and math.isfinite(
+                    figure["value"]
+                ):  # measured against a bar; JSON has no NaN
+                    board.append(
+                        {
+                            "name": f"{kata.name}: {figure['name']}",
+                            "value": round(figure["value"], 2),
+                            "order": "desc" if figure["better"] == "higher" else "asc",
+                        }
+                    )
     return board
 
 
@@ -153,8 +170,15 @@ def error_results(message: str, *, seed: int | None, execution_time: float) -> d
     message (Markdown) at the top, and one failed test worth every point of
     the registry, so the student sees 0 out of the assignment's total."""
     output = f"**Not graded: 0 points.**\n\n{message}"
-    test = {"name": "submission", "number": "0", "score": 0, "status": "failed", "visibility": "visible",
-            "output": output, "output_format": "md"}
+    test = {
+        "name": "submission",
+        "number": "0",
+        "score": 0,
+        "status": "failed",
+        "visibility": "visible",
+        "output": output,
+        "output_format": "md",
+    }
     total = _total_points()
     if total is not None:
         test["max_score"] = total
@@ -200,8 +224,10 @@ def run(root: Path) -> int:
         text = json.dumps(data, indent=1)
     except Exception as exc:  # noqa: BLE001 - whatever broke, the student must get a results.json
         traceback.print_exc()
-        message = (f"The autograder itself failed: {type(exc).__name__}: {exc}\n\n"
-                   "This is not your fault: tell your instructor.")
+        message = (
+            f"The autograder itself failed: {type(exc).__name__}: {exc}\n\n"
+            "This is not your fault: tell your instructor."
+        )
         data = error_results(message, seed=seed, execution_time=time.monotonic() - started)
         text = json.dumps(data, indent=1)
     path = root / "results" / "results.json"
@@ -219,9 +245,11 @@ def _graded(submission: Path, seed: int) -> dict:
         katas_dir = find_katas_dir(submission, names)
     except SubmissionError as exc:
         listed = ", ".join(f"`{n}.py`" for n in names)
-        raise SubmissionError(f"{exc}.\n\nSubmit your kata modules ({listed}): the files themselves, your "
-                              "repository's `katas/` folder, or the whole repository; they are found at any "
-                              "depth.") from None
+        raise SubmissionError(
+            f"{exc}.\n\nSubmit your kata modules ({listed}): the files themselves, your "
+            "repository's `katas/` folder, or the whole repository; they are found at any "
+            "depth."
+        ) from None
     result = grade(katas, str(katas_dir), seed=seed, jobs=os.cpu_count() or 1)
     return results(result, seed=seed, note=_found_note(submission, katas_dir, names))
 
@@ -262,8 +290,11 @@ def _seed(config: dict, metadata: dict) -> tuple[int, str]:
 def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:
     """Where the kata modules were found, and which of them were not."""
     where = katas_dir.relative_to(submission).as_posix()
-    note = "Graded the kata modules at the top of your submission." if where == "." else \
-        f"Graded the kata modules in `{where}/` of your submission."
+    note = (
+        "Graded the kata modules at the top of your submission."
+        if where == "."
+        else f"Graded the kata modules in `{where}/` of your submission."
+    )
     missing = [f"`{n}.py`" for n in names if not (katas_dir / f"{n}.py").is_file()]
     if missing:
         note += f" Not found there, so graded as errors: {', '.join(missing)}."
@@ -342,8 +373,9 @@ def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> 
     with tempfile.TemporaryDirectory(prefix="kata-gradescope-") as tmp:
         source = Path(tmp) / "source"
         release.write_edition(source, held_back=True)
-        (source / CONFIG_NAME).write_text(json.dumps({"seed": seed, "seed_from_metadata": seed_from_metadata},
-                                                     indent=1) + "\n", encoding="utf-8")
+        (source / CONFIG_NAME).write_text(
+            json.dumps({"seed": seed, "seed_from_metadata": seed_from_metadata}, indent=1) + "\n", encoding="utf-8"
+        )
         scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER.replace("@MAX_SCORE@", str(total))}
         partial = out_zip.with_name(f".{out_zip.name}.{os.getpid()}.tmp")
         try:
@@ -360,4 +392,3 @@ def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> 
             os.replace(partial, out_zip)
         finally:
             partial.unlink(missing_ok=True)
-

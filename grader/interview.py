@@ -92,8 +92,14 @@ class Plan:
         return tuple(f for t in self.tasks for f in t.functions)
 
 
-def plan(kata_name: str, task_names: tuple[str, ...] = (), minutes: int = DEFAULT_MINUTES,
-         *, title: str = "", preset: str = "") -> Plan:
+def plan(
+    kata_name: str,
+    task_names: tuple[str, ...] = (),
+    minutes: int = DEFAULT_MINUTES,
+    *,
+    title: str = "",
+    preset: str = "",
+) -> Plan:
     """An interview on some tasks of a kata (all of them when task_names is
     empty), or a ValueError saying what is wrong and what is allowed."""
     kata = find_kata(kata_name)
@@ -106,11 +112,15 @@ def plan(kata_name: str, task_names: tuple[str, ...] = (), minutes: int = DEFAUL
     if len(tasks) < len(kata.tasks) and not any(t.functions for t in tasks):
         writers = [t.name for t in kata.tasks if t.functions]
         if not writers:
-            raise InterviewError(f"the registry lists no functions for the tasks of {kata.name}, so only the whole "
-                                 f"kata can be interviewed: kata interview {kata.name}")
+            raise InterviewError(
+                f"the registry lists no functions for the tasks of {kata.name}, so only the whole "
+                f"kata can be interviewed: kata interview {kata.name}"
+            )
         names = " ".join(t.name for t in tasks)
-        raise InterviewError(f"{kata.name} / {names} writes no functions of its own (it grades the others', e.g. "
-                             f"their speed); add a task that does, e.g. kata interview {kata.name} {writers[0]} {names}")
+        raise InterviewError(
+            f"{kata.name} / {names} writes no functions of its own (it grades the others', e.g. "
+            f"their speed); add a task that does, e.g. kata interview {kata.name} {writers[0]} {names}"
+        )
     what = "the whole kata" if len(tasks) == len(kata.tasks) else ", ".join(t.name for t in tasks)
     return Plan(kata, tasks, minutes, title or f"{kata.title}: {what} in {minutes_text(minutes)}", preset)
 
@@ -130,15 +140,20 @@ def _solution_source(kata: str) -> str:
     path = SOLUTIONS_DIR / f"{kata}.py"
     if not path.is_file():
         raise InterviewError(
-            f"an interview on some of kata {kata!r}'s tasks gives the candidate the rest of the module as the reference "
+            f"an interview on some of kata {kata!r}'s tasks gives the candidate the rest of the module as the "
+            "reference "
             f"solution writes it, and this copy of the project has none at {path} (a student edition ships no "
-            "solutions); interview the whole kata instead")
+            "solutions); interview the whole kata instead"
+        )
     return path.read_text(encoding="utf-8")
 
 
 def _public_names(source: str) -> tuple[str, ...]:
-    return tuple(n.name for n in ast.parse(source).body
-                 if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_"))
+    return tuple(
+        n.name
+        for n in ast.parse(source).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    )
 
 
 def module_text(p: Plan) -> str:
@@ -147,8 +162,10 @@ def module_text(p: Plan) -> str:
     if p.whole_kata:
         head, body = "# Interview: write every function and class of this module.", stub_for(p.kata.name)
     else:
-        head = (f"# Interview: write {', '.join(p.functions)}. The rest of this module is written;"
-                " read it and call it as you like.")
+        head = (
+            f"# Interview: write {', '.join(p.functions)}. The rest of this module is written;"
+            " read it and call it as you like."
+        )
         body = make_stub(_solution_source(p.kata.name), p.functions)
     return f"{head}\n# Grade with `kata grade` in this folder; CHECKLIST.md says what done means.\n{body}"
 
@@ -159,20 +176,26 @@ def checklist_text(p: Plan) -> str:
     text = (ROOT / "CHECKLIST.md").read_text(encoding="utf-8")
     found = re.search(rf"<!-- {re.escape(p.kata.name)} -->\n(.*?)<!-- end {re.escape(p.kata.name)} -->", text, re.S)
     if not found:
-        raise InterviewError(f"CHECKLIST.md has no section for {p.kata.name} "
-                             f"(<!-- {p.kata.name} --> ... <!-- end {p.kata.name} -->)")
+        raise InterviewError(
+            f"CHECKLIST.md has no section for {p.kata.name} (<!-- {p.kata.name} --> ... <!-- end {p.kata.name} -->)"
+        )
     chosen = {t.name for t in p.tasks}
     lines = []
     for line in found.group(1).replace(f"`katas/{p.kata.name}.py`", f"`{p.kata.name}.py`").splitlines():
         task = re.match(r"- \[ \] \*\*(\w+)\*\*", line)
         if task is None or task.group(1) in chosen:
             lines.append(re.sub(r"^## \d+\. ", "## ", line))
-    what = (f"every function and class of {p.kata.name}.py" if p.whole_kata else
-            f"{', '.join(p.functions)} in {p.kata.name}.py (the rest of the module is written)")
-    intro = (f"# Interview: {p.title}\n\n"
-             f"Write {what}. You have {minutes_text(p.minutes)}.\n\n"
-             f"Run `kata grade` in this folder: it grades only this interview's tasks, records every attempt "
-             f"and shows the time left. The first grade after time is up is the last one.\n\n")
+    what = (
+        f"every function and class of {p.kata.name}.py"
+        if p.whole_kata
+        else f"{', '.join(p.functions)} in {p.kata.name}.py (the rest of the module is written)"
+    )
+    intro = (
+        f"# Interview: {p.title}\n\n"
+        f"Write {what}. You have {minutes_text(p.minutes)}.\n\n"
+        f"Run `kata grade` in this folder: it grades only this interview's tasks, records every attempt "
+        f"and shows the time left. The first grade after time is up is the last one.\n\n"
+    )
     return intro + "\n".join(lines).strip() + "\n"
 
 
@@ -199,16 +222,33 @@ class State:
         return self.started + timedelta(minutes=self.minutes)
 
     def to_json(self) -> dict:
-        return {"version": self.version, "kata": self.kata, "tasks": list(self.tasks), "functions": list(self.functions),
-                "title": self.title, "preset": self.preset, "minutes": self.minutes, "seed": self.seed,
-                "practice": self.practice, "started": self.started.isoformat()}
+        return {
+            "version": self.version,
+            "kata": self.kata,
+            "tasks": list(self.tasks),
+            "functions": list(self.functions),
+            "title": self.title,
+            "preset": self.preset,
+            "minutes": self.minutes,
+            "seed": self.seed,
+            "practice": self.practice,
+            "started": self.started.isoformat(),
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "State":
-        return cls(kata=str(data["kata"]), tasks=tuple(data["tasks"]), functions=tuple(data["functions"]),
-                   title=str(data["title"]), preset=str(data["preset"]), minutes=int(data["minutes"]),
-                   seed=int(data["seed"]), practice=bool(data["practice"]),
-                   started=datetime.fromisoformat(data["started"]), version=int(data["version"]))
+        return cls(
+            kata=str(data["kata"]),
+            tasks=tuple(data["tasks"]),
+            functions=tuple(data["functions"]),
+            title=str(data["title"]),
+            preset=str(data["preset"]),
+            minutes=int(data["minutes"]),
+            seed=int(data["seed"]),
+            practice=bool(data["practice"]),
+            started=datetime.fromisoformat(data["started"]),
+            version=int(data["version"]),
+        )
 
 
 class EntryKind(str, Enum):
@@ -263,17 +303,27 @@ class Entry:
         return sum(t.max_score for t in self.tasks)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind.value, "time": self.time.isoformat(), "elapsed": round(self.elapsed, 3),
-                "sha256": self.sha256,
-                "tasks": [dict(asdict(t), status=t.status.value) for t in self.tasks],
-                "reason": self.reason.value if self.reason else "", "prev": self.prev}
+        return {
+            "kind": self.kind.value,
+            "time": self.time.isoformat(),
+            "elapsed": round(self.elapsed, 3),
+            "sha256": self.sha256,
+            "tasks": [dict(asdict(t), status=t.status.value) for t in self.tasks],
+            "reason": self.reason.value if self.reason else "",
+            "prev": self.prev,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "Entry":
-        return cls(kind=EntryKind(data["kind"]), time=datetime.fromisoformat(data["time"]),
-                   elapsed=float(data["elapsed"]), sha256=str(data["sha256"]),
-                   tasks=tuple(TaskScore(**dict(t, status=Status(t["status"]))) for t in data["tasks"]),
-                   reason=EndReason(data["reason"]) if data["reason"] else None, prev=str(data["prev"]))
+        return cls(
+            kind=EntryKind(data["kind"]),
+            time=datetime.fromisoformat(data["time"]),
+            elapsed=float(data["elapsed"]),
+            sha256=str(data["sha256"]),
+            tasks=tuple(TaskScore(**dict(t, status=Status(t["status"]))) for t in data["tasks"]),
+            reason=EndReason(data["reason"]) if data["reason"] else None,
+            prev=str(data["prev"]),
+        )
 
 
 def _digest(data: bytes) -> str:
@@ -351,11 +401,14 @@ def load(directory: Path) -> Session:
     try:
         state = State.from_json(json.loads((folder / STATE_FILE).read_text(encoding="utf-8")))
     except FileNotFoundError:
-        raise InterviewError(f"{directory} holds no interview (no {STATE_DIR}/{STATE_FILE}); "
-                             "start one with kata interview KATA [TASK...] --dir DIR") from None
+        raise InterviewError(
+            f"{directory} holds no interview (no {STATE_DIR}/{STATE_FILE}); "
+            "start one with kata interview KATA [TASK...] --dir DIR"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise InterviewError(f"{folder / STATE_FILE} is damaged ({exc}); "
-                             "it is written once, when the interview starts") from None
+        raise InterviewError(
+            f"{folder / STATE_FILE} is damaged ({exc}); it is written once, when the interview starts"
+        ) from None
     try:
         lines = (folder / LOG_FILE).read_bytes().splitlines()
     except FileNotFoundError:
@@ -365,7 +418,9 @@ def load(directory: Path) -> Session:
         try:
             entry = Entry.from_json(json.loads(line))
         except (ValueError, KeyError, TypeError) as exc:
-            raise InterviewError(f"line {n} of {folder / LOG_FILE} is not a log entry ({exc}): the log was edited") from None
+            raise InterviewError(
+                f"line {n} of {folder / LOG_FILE} is not a log entry ({exc}): the log was edited"
+            ) from None
         intact = intact and entry.prev == prev
         entries.append(entry)
         prev = _digest(line)
@@ -383,12 +438,22 @@ def start(p: Plan, directory: Path, *, seed: int | None, practice: bool, clock: 
     seed: the grading seed; None draws one at random (it is kept in the state, never printed)."""
     directory = Path(directory).expanduser().resolve()
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise InterviewError(f"{directory} already exists and is not an empty folder; "
-                             "an interview starts in a new workspace: pick another --dir")
+        raise InterviewError(
+            f"{directory} already exists and is not an empty folder; "
+            "an interview starts in a new workspace: pick another --dir"
+        )
     module, checklist = module_text(p), checklist_text(p)
-    state = State(kata=p.kata.name, tasks=tuple(t.name for t in p.tasks), functions=p.functions, title=p.title,
-                  preset=p.preset, minutes=p.minutes, seed=secrets.randbelow(2**31 - 1) + 1 if seed is None else seed,
-                  practice=practice, started=clock.now())
+    state = State(
+        kata=p.kata.name,
+        tasks=tuple(t.name for t in p.tasks),
+        functions=p.functions,
+        title=p.title,
+        preset=p.preset,
+        minutes=p.minutes,
+        seed=secrets.randbelow(2**31 - 1) + 1 if seed is None else seed,
+        practice=practice,
+        started=clock.now(),
+    )
     folder = directory / STATE_DIR
     (folder / "start").mkdir(parents=True)
     (directory / f"{p.kata.name}.py").write_text(module, encoding="utf-8")
@@ -418,13 +483,24 @@ def _scores(result: KataResult) -> tuple[TaskScore, ...]:
     out = []
     for t in result.tasks:
         first = t.failures[0] if t.failures else {}
-        out.append(TaskScore(t.name, t.status, t.score, t.max_score, t.checks_passed, t.checks_total,
-                             str(first.get("test", "")), str(first.get("message", ""))[:MESSAGE_CHARS]))
+        out.append(
+            TaskScore(
+                t.name,
+                t.status,
+                t.score,
+                t.max_score,
+                t.checks_passed,
+                t.checks_total,
+                str(first.get("test", "")),
+                str(first.get("message", ""))[:MESSAGE_CHARS],
+            )
+        )
     return tuple(out)
 
 
-def _grade_copy(session: Session, folder: Path, kind: EntryKind, clock: Clock, limits: Limits,
-                reason: EndReason | None = None) -> Graded:
+def _grade_copy(
+    session: Session, folder: Path, kind: EntryKind, clock: Clock, limits: Limits, reason: EndReason | None = None
+) -> Graded:
     """Grade the module copied into folder (the exact bytes the digest names) and log it."""
     s = session.state
     code = (folder / f"{s.kata}.py").read_bytes()
@@ -432,19 +508,23 @@ def _grade_copy(session: Session, folder: Path, kind: EntryKind, clock: Clock, l
     whole = run_grade([find_kata(s.kata)], str(folder), seed=s.seed, tasks={s.kata: list(s.tasks)}, limits=limits)
     if whole.interrupted:  # Ctrl-C: every judge and jail is gone; the attempt is not logged
         raise KeyboardInterrupt
-    entry = session.append(Entry(kind, when, (when - s.started).total_seconds(), _digest(code),
-                                 _scores(whole.katas[0]), reason))
+    entry = session.append(
+        Entry(kind, when, (when - s.started).total_seconds(), _digest(code), _scores(whole.katas[0]), reason)
+    )
     return Graded(session, entry, whole, session.seconds_left(clock.now()))
 
 
 def _check_open(session: Session) -> None:
     if session.over:
         final = session.final
-        raise InterviewError(f"this interview is over: it ended at {_local(final.time)} ({final.reason}) and "
-                             f"{session.module.name} is frozen; the report is {session.report_path}")
+        raise InterviewError(
+            f"this interview is over: it ended at {_local(final.time)} ({final.reason}) and "
+            f"{session.module.name} is frozen; the report is {session.report_path}"
+        )
     if not session.module.is_file():
-        raise InterviewError(f"{session.module} is missing: the interview grades that file; "
-                             f"copy {session.start_copy} back to start over")
+        raise InterviewError(
+            f"{session.module} is missing: the interview grades that file; copy {session.start_copy} back to start over"
+        )
 
 
 def grade(directory: Path, clock: Clock, limits: Limits = Limits()) -> Graded:
@@ -511,27 +591,43 @@ class Report:
         s = self.state
         return {
             "version": REPORT_VERSION,
-            "kata": s.kata, "kata_title": self.kata_title,
+            "kata": s.kata,
+            "kata_title": self.kata_title,
             "tasks": [{"name": t, "title": self.task_titles.get(t, "")} for t in s.tasks],
-            "functions": list(s.functions), "title": s.title, "preset": s.preset,
-            "mode": "practice" if s.practice else "interview", "seed": s.seed, "minutes": s.minutes,
-            "started": s.started.isoformat(), "deadline": s.deadline.isoformat(),
-            "ended": self.final.time.isoformat(), "end_reason": self.final.reason.value,
-            "seconds_used": round(self.seconds_used, 3), "seconds_over": round(self.seconds_over, 3),
+            "functions": list(s.functions),
+            "title": s.title,
+            "preset": s.preset,
+            "mode": "practice" if s.practice else "interview",
+            "seed": s.seed,
+            "minutes": s.minutes,
+            "started": s.started.isoformat(),
+            "deadline": s.deadline.isoformat(),
+            "ended": self.final.time.isoformat(),
+            "end_reason": self.final.reason.value,
+            "seconds_used": round(self.seconds_used, 3),
+            "seconds_over": round(self.seconds_over, 3),
             "log_intact": self.log_intact,
             "attempts": [e.to_json() for e in self.attempts],
             "final": self.final.to_json(),
             "final_code_attempt": self.final_code_attempt,
             "diff": self.diff,
-            "questions": [{"task": task, "ask": q.ask, **({} if s.practice else {"answer": q.answer})}
-                          for task, q in self.questions],
+            "questions": [
+                {"task": task, "ask": q.ask, **({} if s.practice else {"answer": q.answer})}
+                for task, q in self.questions
+            ],
         }
 
     def markdown(self) -> str:
         s, f = self.state, self.final
         ended_by = "kata interview --finish" if f.reason is EndReason.FINISHED else "the first grade after time was up"
-        late = (f", and the code was frozen {duration(self.seconds_over)} after time was up: edits made in that time "
-                "are in the final code") if self.seconds_over else ""
+        late = (
+            (
+                f", and the code was frozen {duration(self.seconds_over)} after time was up: edits made in that time "
+                "are in the final code"
+            )
+            if self.seconds_over
+            else ""
+        )
         who = "practice: your debrief" if s.practice else "for the interviewer"
         out = [f"# Interview report: {s.kata} / {', '.join(s.tasks)} ({who})", ""]
         facts = [
@@ -546,21 +642,34 @@ class Report:
             ("time used", duration(self.seconds_used) + late),
             ("attempts", str(len(self.attempts))),
             ("final score", f"{f.score}/{f.max_score}"),
-            ("final code", f"graded as attempt {self.final_code_attempt}, within time" if self.final_code_attempt
-             else "never graded during the interview"),
-            ("log", "intact: every line names the digest of the line before it" if self.log_intact
-             else "EDITED: a line does not name the digest of the line before it"),
+            (
+                "final code",
+                f"graded as attempt {self.final_code_attempt}, within time"
+                if self.final_code_attempt
+                else "never graded during the interview",
+            ),
+            (
+                "log",
+                "intact: every line names the digest of the line before it"
+                if self.log_intact
+                else "EDITED: a line does not name the digest of the line before it",
+            ),
         ]
         out += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in facts] + [""]
 
         out += ["## Attempts", ""]
         if self.attempts:
-            out += ["| # | at | code | " + " | ".join(s.tasks) + " | points |",
-                    "|---|---|---|" + "---|" * len(s.tasks) + "---|"]
+            out += [
+                "| # | at | code | " + " | ".join(s.tasks) + " | points |",
+                "|---|---|---|" + "---|" * len(s.tasks) + "---|",
+            ]
             for n, e in enumerate(self.attempts, 1):
                 cells = [f"{t.status} {t.checks_passed}/{t.checks_total}" for t in e.tasks]
-                out.append(f"| {n} | {duration(e.elapsed)} | `{e.sha256[:10]}` | " + " | ".join(cells)
-                           + f" | {e.score}/{e.max_score} |")
+                out.append(
+                    f"| {n} | {duration(e.elapsed)} | `{e.sha256[:10]}` | "
+                    + " | ".join(cells)
+                    + f" | {e.score}/{e.max_score} |"
+                )
             out += ["", "The first check that did not pass, per attempt and task:", ""]
             for n, e in enumerate(self.attempts, 1):
                 for t in e.tasks:
@@ -570,12 +679,19 @@ class Report:
             out.append("No attempts: `kata grade` was not run within the time.")
         out.append("")
 
-        out += ["## Final score", "", f"Graded at {duration(f.elapsed)}, code `{f.sha256[:10]}`.", "",
-                "| task | status | checks | points | first check that did not pass |", "|---|---|---|---|---|"]
+        out += [
+            "## Final score",
+            "",
+            f"Graded at {duration(f.elapsed)}, code `{f.sha256[:10]}`.",
+            "",
+            "| task | status | checks | points | first check that did not pass |",
+            "|---|---|---|---|---|",
+        ]
         for t in f.tasks:
             failed = f"`{t.failed_check}`: {_cell(t.message)}" if t.failed_check else ""
-            out.append(f"| {t.name} | {t.status} | {t.checks_passed}/{t.checks_total} | {t.score}/{t.max_score} "
-                       f"| {failed} |")
+            out.append(
+                f"| {t.name} | {t.status} | {t.checks_passed}/{t.checks_total} | {t.score}/{t.max_score} | {failed} |"
+            )
         out += [f"| total | | | {f.score}/{f.max_score} | |", ""]
 
         out += ["## What changed: the module handed out against the final one", ""]
@@ -587,8 +703,10 @@ class Report:
 
         out += ["## Follow-up questions", ""]
         if s.practice:
-            out += ["Answer them aloud or on paper before you look: "
-                    "`kata interview --answers` shows the answer sketches.", ""]
+            out += [
+                "Answer them aloud or on paper before you look: `kata interview --answers` shows the answer sketches.",
+                "",
+            ]
         else:
             out += ["They probe understanding beyond passing. The answer sketches are for the interviewer.", ""]
         for task in s.tasks:
@@ -613,14 +731,24 @@ def build_report(session: Session) -> Report:
     tasks = {t.name: t for t in kata.tasks}
     start_code = session.start_copy.read_text(encoding="utf-8")
     final_code = session.final_copy.read_text(encoding="utf-8")
-    diff = "".join(difflib.unified_diff(start_code.splitlines(keepends=True), final_code.splitlines(keepends=True),
-                                        fromfile=f"start/{s.kata}.py", tofile=f"final/{s.kata}.py"))
-    in_time = [n for n, e in enumerate(session.attempts, 1)
-               if e.sha256 == final.sha256 and e.elapsed <= s.minutes * 60]
+    diff = "".join(
+        difflib.unified_diff(
+            start_code.splitlines(keepends=True),
+            final_code.splitlines(keepends=True),
+            fromfile=f"start/{s.kata}.py",
+            tofile=f"final/{s.kata}.py",
+        )
+    )
+    in_time = [n for n, e in enumerate(session.attempts, 1) if e.sha256 == final.sha256 and e.elapsed <= s.minutes * 60]
     return Report(
-        state=s, kata_title=kata.title, task_titles={t: tasks[t].title for t in s.tasks if t in tasks},
-        attempts=session.attempts, final=final, log_intact=session.log_intact,
-        final_code_attempt=in_time[-1] if in_time else None, diff=diff,
+        state=s,
+        kata_title=kata.title,
+        task_titles={t: tasks[t].title for t in s.tasks if t in tasks},
+        attempts=session.attempts,
+        final=final,
+        log_intact=session.log_intact,
+        final_code_attempt=in_time[-1] if in_time else None,
+        diff=diff,
         questions=[(t, q) for t in s.tasks if t in tasks for q in tasks[t].questions],
     )
 
@@ -629,8 +757,9 @@ def follow_up_questions(directory: Path) -> tuple[Session, list[tuple[str, Quest
     """The follow-up questions of an interview that is over, with their answer sketches."""
     session = load(directory)
     if not session.over:
-        raise InterviewError("the follow-up questions and their answers come after the interview: "
-                             "kata interview --finish ends it")
+        raise InterviewError(
+            "the follow-up questions and their answers come after the interview: kata interview --finish ends it"
+        )
     kata = find_kata(session.state.kata)
     return session, [(t.name, q) for t in kata.tasks if t.name in session.state.tasks for q in t.questions]
 

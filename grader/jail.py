@@ -100,6 +100,7 @@ class JudgeModel(Model):
 def _piece(name):
     def run(self, *args, **kwargs):
         return call_judge(self._peer, self._ref, name, args, kwargs)
+
     run.__name__ = run.__qualname__ = name
     run.__doc__ = getattr(Model, name).__doc__
     return run
@@ -108,7 +109,6 @@ def _piece(name):
 for _name in ("embed", "qkv", "attend", "mlp", "logits", "forward"):
     setattr(JudgeModel, _name, _piece(_name))
 JudgeModel.__name__ = JudgeModel.__qualname__ = "Model"
-
 
 
 class _Raw:
@@ -143,15 +143,23 @@ class JailCodec(p.Codec):
         if isinstance(value, JudgeModel):
             return value._ref
         if isinstance(value, Model):  # a model built here: its config and weights
-            return {"$": "model", "config": self.encode(_config_fields(value.config), buffers, depth + 1),
-                    "weights": self.encode(dict(value.weights), buffers, depth + 1)}
+            return {
+                "$": "model",
+                "config": self.encode(_config_fields(value.config), buffers, depth + 1),
+                "weights": self.encode(dict(value.weights), buffers, depth + 1),
+            }
         if isinstance(value, Config):
             return {"$": "config", "fields": self.encode(_config_fields(value), buffers, depth + 1)}
         if isinstance(value, JudgeObject):
             return value._ref
         if isinstance(value, type) and issubclass(value, BaseException):
-            return {"$": "excclass", "name": value.__name__, "module": str(value.__module__),
-                    "qualname": value.__qualname__, "bases": list(p.builtin_bases(value))}
+            return {
+                "$": "excclass",
+                "name": value.__name__,
+                "module": str(value.__module__),
+                "qualname": value.__qualname__,
+                "bases": list(p.builtin_bases(value)),
+            }
         return None
 
     def export(self, value):

@@ -41,8 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import confine
-from grader import examples
+from grader import confine, examples
 from grader import protocol as p
 from grader import target as _target
 from reference.lm import BigramLM, CachedLM, PlainLM
@@ -51,8 +50,15 @@ from reference.model import Config, Model
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
 # Judge objects the jail may call back, and the methods it may call on them.
 EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
-RUNTIME_FILES = ("grader/protocol.py", "grader/jail.py", "reference/__init__.py", "reference/model.py",
-                 "reference/sampling.py", "reference/tokenizer.py", "reference/lm.py")
+RUNTIME_FILES = (
+    "grader/protocol.py",
+    "grader/jail.py",
+    "reference/__init__.py",
+    "reference/model.py",
+    "reference/sampling.py",
+    "reference/tokenizer.py",
+    "reference/lm.py",
+)
 # What a root-mode jail must not see even where it lies inside a bound path (a non-editable install).
 SECRETS = ("reference/solutions", "tests", ".git")
 
@@ -96,8 +102,15 @@ def _record(jail: "Jail", obj: "Remote", method: str | None, args, kwargs, batch
     else:
         n = 1
     try:
-        frozen = examples.Call(jail.kata, str(obj._ref.get("type")), str(obj._ref.get("kind")), method,
-                               tuple(_freeze(a) for a in args), {str(k): _freeze(v) for k, v in kwargs.items()}, n)
+        frozen = examples.Call(
+            jail.kata,
+            str(obj._ref.get("type")),
+            str(obj._ref.get("kind")),
+            method,
+            tuple(_freeze(a) for a in args),
+            {str(k): _freeze(v) for k, v in kwargs.items()},
+            n,
+        )
     except Exception:  # noqa: BLE001 - an example is a courtesy; it never fails a check
         return
     CALLS.append(frozen)
@@ -286,8 +299,12 @@ class JudgeCodec(p.Codec):
             except (TypeError, ValueError) as exc:
                 raise BadResult(f"returned a Config the reference model rejects: {exc}") from None
         if tag == "excclass":
-            return mirror_class(str(data.get("name"))[:200], str(data.get("module"))[:200],
-                                str(data.get("qualname"))[:200], tuple(str(b) for b in data.get("bases") or ()))
+            return mirror_class(
+                str(data.get("name"))[:200],
+                str(data.get("module"))[:200],
+                str(data.get("qualname"))[:200],
+                tuple(str(b) for b in data.get("bases") or ()),
+            )
         raise p.ProtocolError(f"an unknown value tag {tag!r}")
 
     def remote(self, data):
@@ -317,7 +334,9 @@ def _runtime_paths() -> list[str]:
     import sysconfig
 
     root = str(_target.ROOT)
-    keep = [sys.base_prefix, sys.prefix] + [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    keep = [sys.base_prefix, sys.prefix] + [
+        sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+    ]
     out = []
     for entry in sys.path:
         real = os.path.realpath(entry) if entry else ""
@@ -384,25 +403,54 @@ class Jail:
         self._prepare()
         parent, child = socket.socketpair()
         self.log = tempfile.TemporaryFile()
-        config = {"fd": child.fileno(), "sub": self.sub,
-                  "limits": {"memory_mb": SETTINGS.memory_mb, "output_mb": SETTINGS.output_mb,
-                             "cpu_seconds": SETTINGS.cpu_seconds}}
+        config = {
+            "fd": child.fileno(),
+            "sub": self.sub,
+            "limits": {
+                "memory_mb": SETTINGS.memory_mb,
+                "output_mb": SETTINGS.output_mb,
+                "cpu_seconds": SETTINGS.cpu_seconds,
+            },
+        }
         paths = [str(Path(self.dir, "runtime"))] + _runtime_paths()
         boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail import main; main(sys.argv[1])"
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": self.work,
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "HOME": self.work,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
         masks = [str(_target.ROOT / s) for s in SECRETS]
-        argv, preexec = confine.launch([os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot,
-                                        json.dumps(config)], self.dir, self.work, self.uid, masks)
+        argv, preexec = confine.launch(
+            [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
+            self.dir,
+            self.work,
+            self.uid,
+            masks,
+        )
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, pass_fds=(child.fileno(),),
-                close_fds=True, env=env, cwd=self.work, start_new_session=True, preexec_fn=preexec)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=self.log,
+                pass_fds=(child.fileno(),),
+                close_fds=True,
+                env=env,
+                cwd=self.work,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             parent.close()
-            raise JailCrash(f"the grader could not start the kata process in {confine.mode()!r} mode ({exc}); "
-                            "see grader/confine.py for the modes, KATA_JAIL to choose one") from None
+            raise JailCrash(
+                f"the grader could not start the kata process in {confine.mode()!r} mode ({exc}); "
+                "see grader/confine.py for the modes, KATA_JAIL to choose one"
+            ) from None
         finally:
             child.close()
         self.generation += 1
@@ -504,8 +552,16 @@ class Jail:
         self.ensure()
         return self._send(op, SETTINGS.deadline, **fields)[0]
 
-    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False, probe: int | None = None,
-             batch: bool = False):
+    def call(
+        self,
+        obj: Remote,
+        method: str | None,
+        args,
+        kwargs,
+        keep: bool = False,
+        probe: int | None = None,
+        batch: bool = False,
+    ):
         """obj(*args, **kwargs) or obj.method(*args, **kwargs). keep: leave the
         result in the jail and return (its proxy, its digest, sampled if a
         probe seed is given) instead of its data. batch: args is a list of
@@ -551,8 +607,9 @@ class Jail:
 
 
 # Names test tools look up on any object (Hypothesis on a test's arguments): answered here, not asked of the jail.
-LOCAL_MISSES = frozenset({"hypothesis_internal_is_this_a_mock_check", "execute_example", "setup_example",
-                          "teardown_example"})
+LOCAL_MISSES = frozenset(
+    {"hypothesis_internal_is_this_a_mock_check", "execute_example", "setup_example", "teardown_example"}
+)
 
 
 class ModuleProxy:

@@ -60,18 +60,34 @@ class Event:
         data = json.loads(line)
         if not isinstance(data, dict):
             raise ValueError("not an event")
-        return cls(kind=EventKind(data["kind"]), id=str(data.get("id", "")), outcome=Status(data.get("outcome", "not run")),
-                   message=str(data.get("message", "")), example=str(data.get("example", "")),
-                   tests=list(data.get("tests", [])), figures=_figures(data.get("figures")))
+        return cls(
+            kind=EventKind(data["kind"]),
+            id=str(data.get("id", "")),
+            outcome=Status(data.get("outcome", "not run")),
+            message=str(data.get("message", "")),
+            example=str(data.get("example", "")),
+            tests=list(data.get("tests", [])),
+            figures=_figures(data.get("figures")),
+        )
 
 
 def _figures(data) -> list[dict]:
     """The figures of a result line, each checked to be {name, value, bar (a number or None), unit, better, key}."""
     out = []
     for f in data if isinstance(data, list) else []:
-        if isinstance(f, dict) and isinstance(f.get("value"), (int, float)) \
-                and (f.get("bar") is None or isinstance(f.get("bar"), (int, float))):
-            out.append({"name": str(f.get("name", ""))[:200], "value": float(f["value"]),
-                        "bar": None if f.get("bar") is None else float(f["bar"]), "unit": str(f.get("unit", ""))[:20],
-                        "better": "lower" if f.get("better") == "lower" else "higher", "key": str(f.get("key", ""))[:40]})
+        if (
+            isinstance(f, dict)
+            and isinstance(f.get("value"), (int, float))
+            and (f.get("bar") is None or isinstance(f.get("bar"), (int, float)))
+        ):
+            out.append(
+                {
+                    "name": str(f.get("name", ""))[:200],
+                    "value": float(f["value"]),
+                    "bar": None if f.get("bar") is None else float(f["bar"]),
+                    "unit": str(f.get("unit", ""))[:20],
+                    "better": "lower" if f.get("better") == "lower" else "higher",
+                    "key": str(f.get("key", ""))[:40],
+                }
+            )
     return out

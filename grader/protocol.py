@@ -40,9 +40,25 @@ MAX_DEPTH = 40  # nesting of containers in one value
 MAX_MESSAGE = 4000  # characters of an error message kept
 
 # Array dtypes that may cross; anything else (object, structured, strings) is refused.
-DTYPES = frozenset(np.dtype(t).str for t in (
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+DTYPES = frozenset(
+    np.dtype(t).str
+    for t in (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+        np.complex64,
+        np.complex128,
+    )
+)
 _PLAIN = frozenset({bool, int, float, str})  # JSON's own values, exactly these types (no subclasses)
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
@@ -90,8 +106,15 @@ class RemoteError:
     frames: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"name": self.name, "module": self.module, "qualname": self.qualname, "bases": list(self.bases),
-                "message": self.message, "errno": self.errno, "frames": list(self.frames)}
+        return {
+            "name": self.name,
+            "module": self.module,
+            "qualname": self.qualname,
+            "bases": list(self.bases),
+            "message": self.message,
+            "errno": self.errno,
+            "frames": list(self.frames),
+        }
 
     @classmethod
     def from_json(cls, data) -> "RemoteError":
@@ -99,18 +122,26 @@ class RemoteError:
             raise ProtocolError("an error must be an object")
         text = lambda key: str(data.get(key, ""))[:MAX_MESSAGE]  # noqa: E731
         errno = data.get("errno")
-        return cls(text("name")[:200], text("module")[:200], text("qualname")[:200],
-                   tuple(str(b)[:100] for b in list(data.get("bases") or [])[:8]), text("message"),
-                   errno if type(errno) is int else None,
-                   tuple(str(f)[:300] for f in list(data.get("frames") or [])[:30]))
+        return cls(
+            text("name")[:200],
+            text("module")[:200],
+            text("qualname")[:200],
+            tuple(str(b)[:100] for b in list(data.get("bases") or [])[:8]),
+            text("message"),
+            errno if type(errno) is int else None,
+            tuple(str(f)[:300] for f in list(data.get("frames") or [])[:30]),
+        )
 
 
 def builtin_bases(cls: type) -> tuple[str, ...]:
     """Names of the most derived built-in exception classes in cls's MRO."""
     import builtins
 
-    found = [c for c in cls.__mro__ if isinstance(c, type) and issubclass(c, BaseException)
-             and getattr(builtins, c.__name__, None) is c]
+    found = [
+        c
+        for c in cls.__mro__
+        if isinstance(c, type) and issubclass(c, BaseException) and getattr(builtins, c.__name__, None) is c
+    ]
     return tuple(c.__name__ for c in found if not any(o is not c and issubclass(o, c) for o in found))
 
 
@@ -127,16 +158,26 @@ def error_of(exc: BaseException, keep_frame=lambda filename: True) -> RemoteErro
     """RemoteError for an exception caught on this side."""
     import traceback
 
-    frames = tuple(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}: {(f.line or '').strip()}"[:300]
-                   for f in traceback.extract_tb(exc.__traceback__) if keep_frame(f.filename))[-10:]
+    frames = tuple(
+        f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}: {(f.line or '').strip()}"[:300]
+        for f in traceback.extract_tb(exc.__traceback__)
+        if keep_frame(f.filename)
+    )[-10:]
     try:
         message = str(exc)
     except Exception:  # a learner's __str__ that raises still gets a message
         message = f"<{type(exc).__name__} whose str() failed>"
     errno = getattr(exc, "errno", None)
     cls = type(exc)
-    return RemoteError(cls.__name__, str(getattr(cls, "__module__", "")), str(getattr(cls, "__qualname__", "")),
-                       builtin_bases(cls), message[:MAX_MESSAGE], errno if type(errno) is int else None, frames)
+    return RemoteError(
+        cls.__name__,
+        str(getattr(cls, "__module__", "")),
+        str(getattr(cls, "__qualname__", "")),
+        builtin_bases(cls),
+        message[:MAX_MESSAGE],
+        errno if type(errno) is int else None,
+        frames,
+    )
 
 
 # ---------------------------------------------------------------- framing
@@ -274,8 +315,12 @@ class Codec:
                 if known is not None and known[0] is value:  # the same array again in this frame
                     return known[1]
                 buffers.append(value.tobytes())  # C order, whatever the strides
-                out = {"$": "np" if isinstance(value, np.generic) else "nd", "dtype": dt,
-                       "shape": list(value.shape), "buf": len(buffers) - 1}
+                out = {
+                    "$": "np" if isinstance(value, np.generic) else "nd",
+                    "dtype": dt,
+                    "shape": list(value.shape),
+                    "buf": len(buffers) - 1,
+                }
                 if t is np.ndarray:
                     memo[id(value)] = (value, out)  # the array is held, so its id is not reused
                 return out
@@ -290,8 +335,12 @@ class Codec:
                 return {"$": "tuple", "items": list(value)}
             return {"$": "tuple", "items": [self.encode(v, buffers, depth + 1) for v in value]}
         if t is dict:
-            return {"$": "dict", "items": [[self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)]
-                                           for k, v in value.items()]}
+            return {
+                "$": "dict",
+                "items": [
+                    [self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)] for k, v in value.items()
+                ],
+            }
         if t in (bytes, bytearray):
             buffers.append(bytes(value))
             return {"$": "bytes", "buf": len(buffers) - 1}
@@ -311,9 +360,14 @@ class Codec:
         raise ProtocolError(f"a {type(value).__name__} cannot cross to the other side")
 
     def ref(self, obj, kind: str, methods=()) -> dict:
-        return {"$": "ref", "side": self.side, "id": self.handle(obj), "kind": kind,
-                "type": type(obj).__name__ if kind == "object" else getattr(obj, "__name__", kind),
-                "methods": list(methods)}
+        return {
+            "$": "ref",
+            "side": self.side,
+            "id": self.handle(obj),
+            "kind": kind,
+            "type": type(obj).__name__ if kind == "object" else getattr(obj, "__name__", kind),
+            "methods": list(methods),
+        }
 
     # -- decoding
     def decode(self, data, buffers: list[bytes], depth: int = 0):
@@ -461,12 +515,20 @@ def digests_agree(a, b, rtol: float = 1e-4) -> bool:
             return False
         if "samples" in b:
             got, want = a.get("samples"), b["samples"]
-            return isinstance(got, list) and len(got) == len(want) and all(
-                x == y if isinstance(y, str) else type(x) is float and abs(x - y) <= rtol * max(abs(y), 1.0)
-                for x, y in zip(got, want))
+            return (
+                isinstance(got, list)
+                and len(got) == len(want)
+                and all(
+                    x == y if isinstance(y, str) else type(x) is float and abs(x - y) <= rtol * max(abs(y), 1.0)
+                    for x, y in zip(got, want)
+                )
+            )
         scale = max(float(b.get("abs", 0)), 1.0)
-        return all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs")) and \
-            abs(a["sum"] - b["sum"]) <= rtol * scale and abs(a["abs"] - b["abs"]) <= rtol * scale
+        return (
+            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs"))
+            and abs(a["sum"] - b["sum"]) <= rtol * scale
+            and abs(a["abs"] - b["abs"]) <= rtol * scale
+        )
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
     return b is None or a == b

@@ -44,7 +44,9 @@ class Task:
     points: int  # what passing the task is worth
     tests: tuple[str, ...]  # names of the suite's test functions that grade it
     hints: tuple[str, ...]  # two or three questions, each a bigger nudge than the last
-    functions: tuple[str, ...] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
+    functions: tuple[
+        str, ...
+    ] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
     questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
     visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
     release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
@@ -97,7 +99,9 @@ class Kata:
         for t in self.tasks:
             if t.name == name:
                 return t
-        raise ValueError(f"kata {self.name!r} has no task {name!r}; its tasks are: {', '.join(t.name for t in self.tasks)}")
+        raise ValueError(
+            f"kata {self.name!r} has no task {name!r}; its tasks are: {', '.join(t.name for t in self.tasks)}"
+        )
 
     def task_of_test(self, test_name: str) -> Task | None:
         for t in self.tasks:
@@ -130,10 +134,14 @@ def _task(entry: dict, where: str) -> Task:
     functions = tuple(_need(entry, "functions", list, where)) if "functions" in entry else ()
     bad = [f for f in functions if not (isinstance(f, str) and f.isidentifier() and not f.startswith("_"))]
     if bad:
-        raise RegistryError(f"{where}: 'functions' must list public function or class names of the kata module, got {bad!r}")
+        raise RegistryError(
+            f"{where}: 'functions' must list public function or class names of the kata module, got {bad!r}"
+        )
     questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.get("question", []), 1))
     if questions and not 2 <= len(questions) <= 3:
-        raise RegistryError(f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}")
+        raise RegistryError(
+            f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}"
+        )
     visibility = entry.get("visibility", "visible")
     if visibility not in VISIBILITIES:
         raise RegistryError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
@@ -154,8 +162,18 @@ def _task(entry: dict, where: str) -> Task:
         check_hints += [(t, hint.strip()) for t in named]
     if len({t for t, _ in check_hints}) != len(check_hints):
         raise RegistryError(f"{where}: a test has two check hints")
-    return Task(name, _need(entry, "title", str, where), points, tests, hints, functions, questions, visibility, release,
-                tuple(check_hints))
+    return Task(
+        name,
+        _need(entry, "title", str, where),
+        points,
+        tests,
+        hints,
+        functions,
+        questions,
+        visibility,
+        release,
+        tuple(check_hints),
+    )
 
 
 def _question(entry, where: str) -> Question:
@@ -202,19 +220,36 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
         for t in tasks:
             for f in t.functions:
                 if f in owners:
-                    raise RegistryError(f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
-                                        "each function belongs to exactly one task")
+                    raise RegistryError(
+                        f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
+                        "each function belongs to exactly one task"
+                    )
                 owners[f] = t.name
         suite = path.parent / entry["suite"] if "suite" in entry else SUITES_DIR / f"test_{name}.py"
         recap = entry.get("recap", "")
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None] if isinstance(recap, str) else None
+            fields = (
+                [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None]
+                if isinstance(recap, str)
+                else None
+            )
         except ValueError:
             fields = None
         if fields is None or not all(f.isidentifier() for f in fields):
-            raise RegistryError(f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}")
-        katas.append(Kata(name, _need(entry, "title", str, where), _need(entry, "trade", str, where),
-                          _need(entry, "order", int, where), tasks, suite, recap.strip()))
+            raise RegistryError(
+                f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}"
+            )
+        katas.append(
+            Kata(
+                name,
+                _need(entry, "title", str, where),
+                _need(entry, "trade", str, where),
+                _need(entry, "order", int, where),
+                tasks,
+                suite,
+                recap.strip(),
+            )
+        )
     names = [k.name for k in katas]
     if len(set(names)) != len(names):
         raise RegistryError(f"kata names repeat: {names}")
@@ -244,7 +279,9 @@ def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
         known = [t.name for t in kata.tasks]
         unknown = [t for t in tasks if t not in known]
         if unknown:
-            raise RegistryError(f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}")
+            raise RegistryError(
+                f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}"
+            )
         chosen = [kata.task(t) for t in tasks] or list(kata.tasks)
         if not any(t.functions for t in chosen):
             raise RegistryError(f"{where}: none of its tasks lists 'functions', so it leaves nothing to write")
@@ -255,7 +292,9 @@ def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
         if difficulty not in {d.value for d in Difficulty}:
             allowed = ", ".join(d.value for d in Difficulty)
             raise RegistryError(f"{where}: difficulty must be one of {allowed}, got {difficulty!r}")
-        presets.append(Preset(name, _need(entry, "title", str, where), kata_name, tasks, minutes, Difficulty(difficulty)))
+        presets.append(
+            Preset(name, _need(entry, "title", str, where), kata_name, tasks, minutes, Difficulty(difficulty))
+        )
     names = [p.name for p in presets]
     if len(set(names)) != len(names):
         raise RegistryError(f"preset names repeat: {names}")

@@ -26,7 +26,16 @@ from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load
 from grader.stubs import stub_for
 from grader.target import ROOT
 
-TOP_FILES = ("README.md", "CHECKLIST.md", "CONTRIBUTING.md", "pyproject.toml", ".gitignore", "LICENSE", "LICENSE.md", "LICENSE.txt")
+TOP_FILES = (
+    "README.md",
+    "CHECKLIST.md",
+    "CONTRIBUTING.md",
+    "pyproject.toml",
+    ".gitignore",
+    "LICENSE",
+    "LICENSE.md",
+    "LICENSE.txt",
+)
 TREES = ("grader", "reference", "benchmarks")  # copied whole, except what LEFT_OUT names
 LEFT_OUT = ("reference/solutions",)
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
@@ -58,8 +67,10 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
         if k.suite.resolve().parent != SUITES_DIR.resolve():
             raise ValueError(f"kata {k.name!r}'s suite {k.suite} is not in {SUITES_DIR}, so no edition can ship it")
         if len(drop.get(k.name, ())) == len(k.tasks):
-            raise ValueError(f"kata {k.name!r} holds back every task (release = false); "
-                             "release at least one of its tasks, or take the kata out of the registry")
+            raise ValueError(
+                f"kata {k.name!r} holds back every task (release = false); "
+                "release at least one of its tasks, or take the kata out of the registry"
+            )
     dropped_tests = {k.name: {x for t in k.tasks if t.name in drop.get(k.name, ()) for x in t.tests} for k in katas}
     written: list[Path] = []
 
@@ -77,8 +88,11 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
-            if not path.is_file() or any(part in JUNK for part in path.parts) \
-                    or any(rel == x or rel.startswith(x + "/") for x in LEFT_OUT):
+            if (
+                not path.is_file()
+                or any(part in JUNK for part in path.parts)
+                or any(rel == x or rel.startswith(x + "/") for x in LEFT_OUT)
+            ):
                 continue
             if path.resolve() in baselines:
                 continue  # written below, after the suite it serves
@@ -100,8 +114,11 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
     for name in TOP_FILES:
         path = ROOT / name
         if path.is_file():
-            put(name, checklist_text(path.read_text(encoding="utf-8"), drop) if name == "CHECKLIST.md" else None,
-                None if name == "CHECKLIST.md" else path)
+            put(
+                name,
+                checklist_text(path.read_text(encoding="utf-8"), drop) if name == "CHECKLIST.md" else None,
+                None if name == "CHECKLIST.md" else path,
+            )
     _check(out, katas, drop)
     return written
 
@@ -110,8 +127,11 @@ def whole_kata_presets(registry: Path, drop: dict[str, set[str]]) -> set[str]:
     """The presets that interview a whole kata, none of whose tasks is dropped:
     the others need the solutions (see grader.interview)."""
     tasks = {k.name: {t.name for t in k.tasks} for k in load_registry(registry)}
-    return {p.name for p in load_presets(registry)
-            if (not p.tasks or set(p.tasks) == tasks[p.kata]) and not drop.get(p.kata)}
+    return {
+        p.name
+        for p in load_presets(registry)
+        if (not p.tasks or set(p.tasks) == tasks[p.kata]) and not drop.get(p.kata)
+    }
 
 
 def without_functions(source: str, names: set[str]) -> str:
@@ -140,7 +160,7 @@ def registry_text(text: str, drop: dict[str, set[str]], presets: set[str]) -> st
     only the named presets. Works on the text, so every comment and layout of
     what stays is kept."""
     starts = [m.start() for m in _BLOCK.finditer(text)]
-    out = [text[:starts[0]] if starts else text]
+    out = [text[: starts[0]] if starts else text]
     kata, skipping = None, False
     for start, end in zip(starts, starts[1:] + [len(text)]):
         block = text[start:end]
@@ -167,9 +187,12 @@ def checklist_text(text: str, drop: dict[str, set[str]]) -> str:
         section = re.search(rf"<!-- {re.escape(kata)} -->\n.*?<!-- end {re.escape(kata)} -->", text, re.S)
         if not section or not tasks:
             continue
-        kept = [line for line in section.group(0).splitlines(keepends=True)
-                if not any(line.startswith(f"- [ ] **{t}** ") for t in tasks)]
-        text = text[:section.start()] + "".join(kept) + text[section.end():]
+        kept = [
+            line
+            for line in section.group(0).splitlines(keepends=True)
+            if not any(line.startswith(f"- [ ] **{t}** ") for t in tasks)
+        ]
+        text = text[: section.start()] + "".join(kept) + text[section.end() :]
     return text
 
 

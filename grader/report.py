@@ -15,13 +15,19 @@ from grader.outcome import Status
 from grader.registry import Kata
 from grader.runner import GradeResult, TaskResult
 
-
 # The version of as_json's shape: bumped when a field is renamed or removed, not when one is added.
 JSON_VERSION = 2
 
 COLUMNS = ["kata", "task", "status", "checks", "points", "measured"]
-COLOURS = {Status.PASS: "green", Status.FAIL: "red", Status.ERROR: "red", Status.CRASH: "red",
-           Status.TIMEOUT: "yellow", Status.SLOW: "yellow", Status.TODO: "bright_black"}
+COLOURS = {
+    Status.PASS: "green",
+    Status.FAIL: "red",
+    Status.ERROR: "red",
+    Status.CRASH: "red",
+    Status.TIMEOUT: "yellow",
+    Status.SLOW: "yellow",
+    Status.TODO: "bright_black",
+}
 
 
 def styled(status: Status) -> str:
@@ -44,8 +50,14 @@ def task_row(kata: str, task: TaskResult) -> list[str]:
     measured = figure_text(task.figures[0]) if task.figures else ""
     if len(task.figures) > 1:
         measured += f" +{len(task.figures) - 1} more"
-    return [kata, task.name, styled(task.status), f"{task.checks_passed}/{task.checks_total}",
-            f"{task.score}/{task.max_score}", measured]
+    return [
+        kata,
+        task.name,
+        styled(task.status),
+        f"{task.checks_passed}/{task.checks_total}",
+        f"{task.score}/{task.max_score}",
+        measured,
+    ]
 
 
 def header_line(result_target: str, seed: int) -> str:
@@ -61,7 +73,7 @@ def table(result: GradeResult, header: str = "") -> str:
     A speed or work task shows the figure it measured against its bar."""
     rows = [task_row(kata.name, task) for kata in result.katas for task in kata.tasks]
     columns = COLUMNS if any(r[-1] for r in rows) else COLUMNS[:-1]
-    body = tabulate([r[:len(columns)] for r in rows], headers=columns, tablefmt="simple")
+    body = tabulate([r[: len(columns)] for r in rows], headers=columns, tablefmt="simple")
     header = header or header_line(result.target, result.seed)
     return f"{header}\n\n{body}\n\n{total_line(result)}"
 
@@ -70,14 +82,19 @@ class LiveRows:
     """The table, a row at a time as tasks finish (`kata grade` on a terminal)."""
 
     def __init__(self, katas: list[Kata]):
-        self.widths = [max([4] + [len(k.name) for k in katas]), max([4] + [len(t.name) for k in katas for t in k.tasks]),
-                       7, 7, 6]
+        self.widths = [
+            max([4] + [len(k.name) for k in katas]),
+            max([4] + [len(t.name) for k in katas for t in k.tasks]),
+            7,
+            7,
+            6,
+        ]
 
     def _line(self, cells: list[str]) -> str:
         out = []
         for cell, width in zip(cells, self.widths):
             out.append(cell + " " * max(0, width - len(click.unstyle(cell))))
-        out.extend(cells[len(self.widths):])
+        out.extend(cells[len(self.widths) :])
         return "  ".join(out).rstrip()
 
     def head(self) -> str:

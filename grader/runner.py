@@ -112,18 +112,53 @@ class _Run:
         self.log = tempfile.TemporaryFile()
         self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
         tasks = {name: t.name for t in kata.tasks for name in t.tests}
-        cmd = [sys.executable, "-s", "-m", "grader.worker", "--kata", kata.name, "--suite", str(kata.suite),
-               "--target", str(_target.resolve(target)) if target not in ("katas", "reference") else target,
-               "--fd", str(write_fd), "--seed", str(seed), "--tasks", json.dumps(tasks),
-               "--test-seconds", str(limits.test_seconds), "--memory-mb", str(limits.memory_mb),
-               "--output-mb", str(limits.output_mb), "--cpu-seconds", str(int(limits.kata_seconds) + 60)]
+        cmd = [
+            sys.executable,
+            "-s",
+            "-m",
+            "grader.worker",
+            "--kata",
+            kata.name,
+            "--suite",
+            str(kata.suite),
+            "--target",
+            str(_target.resolve(target)) if target not in ("katas", "reference") else target,
+            "--fd",
+            str(write_fd),
+            "--seed",
+            str(seed),
+            "--tasks",
+            json.dumps(tasks),
+            "--test-seconds",
+            str(limits.test_seconds),
+            "--memory-mb",
+            str(limits.memory_mb),
+            "--output-mb",
+            str(limits.output_mb),
+            "--cpu-seconds",
+            str(int(limits.kata_seconds) + 60),
+        ]
         if only:
             cmd += ["--only", *only]
-        env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-                   PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     pass_fds=(write_fd,), env=env, cwd=self.cwd.name, start_new_session=True)
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED="0",
+            OMP_NUM_THREADS="1",
+            OPENBLAS_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+            PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        )
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            cwd=self.cwd.name,
+            start_new_session=True,
+        )
         with _LIVE_LOCK:
             _LIVE.add(self.proc)
         os.close(write_fd)
@@ -183,8 +218,14 @@ def _signal_name(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[str],
-                on_result: Callable[[dict[str, Check]], None] | None = None) -> tuple[dict[str, Check], str]:
+def _run_checks(
+    kata: Kata,
+    target: str,
+    seed: int,
+    limits: Limits,
+    only: list[str],
+    on_result: Callable[[dict[str, Check]], None] | None = None,
+) -> tuple[dict[str, Check], str]:
     """Run the kata's suite in a judge process until it reports every check.
     Returns the checks and a note for the kata. on_result(checks) is called
     after each check's result arrives."""
@@ -211,7 +252,10 @@ def _run_checks(kata: Kata, target: str, seed: int, limits: Limits, only: list[s
                 run.kill()
                 for c in checks.values():
                     if c.outcome is Status.NOT_RUN:
-                        c.outcome, c.message = Status.TIMEOUT, f"the kata's checks took longer than {limits.kata_seconds:g} s in all"
+                        c.outcome, c.message = (
+                            Status.TIMEOUT,
+                            f"the kata's checks took longer than {limits.kata_seconds:g} s in all",
+                        )
                 if not checks:
                     note = f"timed out after {limits.kata_seconds:g} s before the checks were collected"
                 finished = True
@@ -253,27 +297,44 @@ def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
         status = Status.CRASH if note else Status.ERROR
         message = note or "the suite has no checks for this task"
     else:
+
         def outcome(c: Check) -> Status:
             return Status.ERROR if c.outcome is Status.NOT_RUN else c.outcome
+
         worst = min(checks, key=lambda c: outcome(c).rank)
         status = outcome(worst)
         message = "" if status is Status.PASS else worst.message
         hint = task.hint_for(worst.name)
     failures = [
         {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
-        for c in checks if c.outcome is not Status.PASS
+        for c in checks
+        if c.outcome is not Status.PASS
     ]
     return TaskResult(
-        name=task.name, title=task.title, status=status,
-        score=task.points if status is Status.PASS else 0, max_score=task.points,
-        checks_passed=passed, checks_total=len(checks), message=message,
-        hint="" if status is Status.PASS else hint or task.hints[0], failures=failures, visibility=task.visibility,
+        name=task.name,
+        title=task.title,
+        status=status,
+        score=task.points if status is Status.PASS else 0,
+        max_score=task.points,
+        checks_passed=passed,
+        checks_total=len(checks),
+        message=message,
+        hint="" if status is Status.PASS else hint or task.hints[0],
+        failures=failures,
+        visibility=task.visibility,
         figures=[f for c in checks for f in c.figures],
     )
 
 
-def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[str] | None = None,
-               limits: Limits = Limits(), progress: Callable[[Kata, TaskResult], None] | None = None) -> KataResult:
+def grade_kata(
+    kata: Kata,
+    target: str = "katas",
+    *,
+    seed: int = 0,
+    tasks: list[str] | None = None,
+    limits: Limits = Limits(),
+    progress: Callable[[Kata, TaskResult], None] | None = None,
+) -> KataResult:
     """Grade one kata (or only the named tasks of it) in a child process.
     progress(kata, task_result) is called as each task's last check ends,
     while the rest of the kata is still being graded."""
@@ -301,15 +362,25 @@ def grade_kata(kata: Kata, target: str = "katas", *, seed: int = 0, tasks: list[
         if progress is not None and task.name not in told:
             progress(kata, results[-1])
     return KataResult(
-        name=kata.name, title=kata.title,
-        score=sum(t.score for t in results), max_score=sum(t.max_score for t in results),
-        duration=round(time.monotonic() - started, 3), tasks=results,
+        name=kata.name,
+        title=kata.title,
+        score=sum(t.score for t in results),
+        max_score=sum(t.max_score for t in results),
+        duration=round(time.monotonic() - started, 3),
+        tasks=results,
     )
 
 
-def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int = 1,
-          limits: Limits = Limits(), tasks: dict[str, list[str]] | None = None,
-          progress: Callable[[Kata, TaskResult], None] | None = None) -> GradeResult:
+def grade(
+    katas: list[Kata],
+    target: str = "katas",
+    *,
+    seed: int = 0,
+    jobs: int = 1,
+    limits: Limits = Limits(),
+    tasks: dict[str, list[str]] | None = None,
+    progress: Callable[[Kata, TaskResult], None] | None = None,
+) -> GradeResult:
     """Grade several katas, `jobs` at a time; each in its own process.
     tasks: kata name -> the only tasks of it to grade (all when absent).
     progress(kata, task_result): called as each task is graded (from
@@ -320,8 +391,10 @@ def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int 
     started = time.monotonic()
     _INTERRUPTED.clear()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = [pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name),
-                           progress=progress) for k in katas]
+    futures = [
+        pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name), progress=progress)
+        for k in katas
+    ]
     interrupted = False
     try:
         for future in futures:
@@ -335,7 +408,11 @@ def grade(katas: list[Kata], target: str = "katas", *, seed: int = 0, jobs: int 
     pool.shutdown(wait=True)
     results = [f.result() for f in futures if not f.cancelled()]
     return GradeResult(
-        target=target, seed=seed,
-        score=sum(k.score for k in results), max_score=sum(k.max_score for k in results),
-        duration=round(time.monotonic() - started, 3), katas=results, interrupted=interrupted,
+        target=target,
+        seed=seed,
+        score=sum(k.score for k in results),
+        max_score=sum(k.max_score for k in results),
+        duration=round(time.monotonic() - started, 3),
+        katas=results,
+        interrupted=interrupted,
     )

@@ -60,8 +60,10 @@ def check_name(name: str, root: Path = ROOT) -> None:
     and not the name of a module Python would find or of a top-level part
     of the project (the kata module must not shadow anything)."""
     if not NAME_PATTERN.fullmatch(name or ""):
-        raise ScaffoldError(f"{name!r} is not a valid kata name: use a lowercase Python identifier "
-                            "(a letter, then letters, digits and underscores), e.g. 'flash_attention'")
+        raise ScaffoldError(
+            f"{name!r} is not a valid kata name: use a lowercase Python identifier "
+            "(a letter, then letters, digits and underscores), e.g. 'flash_attention'"
+        )
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         raise ScaffoldError(f"{name!r} is a Python keyword: a kata's module needs a name it can be imported by")
     katas = [k.name for k in load_registry(root / "grader" / "katas.toml")]
@@ -70,8 +72,10 @@ def check_name(name: str, root: Path = ROOT) -> None:
     if (root / name).exists() or (root / f"{name}.py").exists():
         raise ScaffoldError(f"{name!r} is already the name of {root / name} in the project: pick another name")
     if name in getattr(sys, "stdlib_module_names", ()) or _findable(name):
-        raise ScaffoldError(f"{name!r} is the name of an existing Python module, which the kata's module "
-                            "would shadow: pick another name")
+        raise ScaffoldError(
+            f"{name!r} is the name of an existing Python module, which the kata's module "
+            "would shadow: pick another name"
+        )
 
 
 def _findable(name: str) -> bool:
@@ -152,8 +156,11 @@ def {FUNCTION}(x) -> np.ndarray:
 
 SUITE_TESTS = {
     "finite": (f"test_{CHECK}_keeps_every_value_in_float64", f"test_{CHECK}_rejects_nan_and_infinity"),
-    "double": (f"test_{FUNCTION}_is_two_times_x_in_float64", f"test_{FUNCTION}_rejects_non_finite_input",
-               f"test_{FUNCTION}_of_many_values_is_exact"),
+    "double": (
+        f"test_{FUNCTION}_is_two_times_x_in_float64",
+        f"test_{FUNCTION}_rejects_non_finite_input",
+        f"test_{FUNCTION}_of_many_values_is_exact",
+    ),
 }
 
 
@@ -241,8 +248,10 @@ def _tests_toml(tests: tuple[str, ...]) -> str:
 
 
 def registry_text(name: str, title: str, trade: str, order: int) -> str:
-    recap = (f"You traded {trade.replace('{', '{{').replace('}', '}}')}: your {FUNCTION} matched 2 * x exactly "
-             f"on {{{FIGURE_KEY}:.0f}} values.")
+    recap = (
+        f"You traded {trade.replace('{', '{{').replace('}', '}}')}: your {FUNCTION} matched 2 * x exactly "
+        f"on {{{FIGURE_KEY}:.0f}} values."
+    )
     return f'''# ---- {name} ----
 # Scaffolded by `kata new`: replace the placeholder tasks, their hints and
 # questions, and the recap with the kata's own (CONTRIBUTING.md says how).
@@ -312,7 +321,7 @@ difficulty = "easy"
 
 
 def checklist_text(name: str, title: str, trade: str, order: int) -> str:
-    return f'''<!-- {name} -->
+    return f"""<!-- {name} -->
 ## {order}. {title}: {trade} (`katas/{name}.py`)
 
 Scaffolded by `kata new`: replace this paragraph with what the technique buys and what it costs, and the tasks below with the kata's own.
@@ -320,7 +329,7 @@ Scaffolded by `kata new`: replace this paragraph with what the technique buys an
 - [ ] **finite** (1 pt): {CHECK}: x as float64, ValueError on NaN or infinity. Done when: `{CHECK}(x)` gives x's values exactly, as a float64 array of x's shape, for any finite x (float32 input, a plain number and empty arrays included), and x holding NaN or an infinity raises ValueError.
 - [ ] **double** (2 pts): {FUNCTION}: twice x in float64, through {CHECK}. Done when: `{FUNCTION}(x)` equals 2 * x exactly, in float64 and of x's shape, for any finite x (a plain number and empty arrays included), and x holding NaN or an infinity raises ValueError.
 <!-- end {name} -->
-'''
+"""
 
 
 def readme_row(name: str, trade: str, order: int) -> str:
@@ -382,7 +391,7 @@ def _insert_before(text: str, marker: str, block: str) -> str:
     at = re.search(rf"^{re.escape(marker)}$", text, re.MULTILINE)
     if at is None:
         return text.rstrip("\n") + "\n\n" + block
-    return text[:at.start()] + block + "\n" + text[at.start():]
+    return text[: at.start()] + block + "\n" + text[at.start() :]
 
 
 def _with_registry(text: str, name: str, title: str, trade: str, order: int, preset: str) -> str:
@@ -452,12 +461,21 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     existing = [str(p.relative_to(root)) for p in created.values() if p.exists()]
     if existing:
         raise ScaffoldError(f"kata {name!r} would overwrite {', '.join(existing)}: nothing was written")
-    for needed in (created["solution"].parent, created["stub"].parent, created["stored stub"].parent,
-                   created["suite"].parent, created["benchmark"].parent):
+    for needed in (
+        created["solution"].parent,
+        created["stub"].parent,
+        created["stored stub"].parent,
+        created["suite"].parent,
+        created["benchmark"].parent,
+    ):
         if not needed.is_dir():
             raise ScaffoldError(f"{root} is not a checkout of the katas: there is no {needed}")
 
-    registry_path, checklist_path, readme_path = root / "grader" / "katas.toml", root / "CHECKLIST.md", root / "README.md"
+    registry_path, checklist_path, readme_path = (
+        root / "grader" / "katas.toml",
+        root / "CHECKLIST.md",
+        root / "README.md",
+    )
     katas = load_registry(registry_path)
     order = max((k.order for k in katas), default=0) + 1
     preset = _preset_name(name, {p.name for p in load_presets(registry_path)})

@@ -27,9 +27,7 @@ from grader.target import KATAS_DIR, SOLUTIONS_DIR
 def _is_private_helper(node: ast.stmt) -> bool:
     name = getattr(node, "name", "")
     return (
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and name.startswith("_")
-        and not name.startswith("__")
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and name.startswith("_") and not name.startswith("__")
     )
 
 
@@ -47,11 +45,11 @@ def make_stub(source: str, only: Collection[str] | None = None) -> str:
     everything and removes every private helper: the learner's stub.
     """
     if only is None:
-        return _stub(source, lambda name: True, lambda name: True)
+        return _stub(source, lambda name: True, lambda name: True).rstrip("\n") + "\n"  # no blank lines a helper left
     opened = set(only)
     text = _stub(source, lambda name: name in opened, lambda name: False)
     needed = _helpers_in_use(ast.parse(text))
-    return _stub(text, lambda name: False, lambda name: name not in needed)
+    return _stub(text, lambda name: False, lambda name: name not in needed).rstrip("\n") + "\n"
 
 
 def _helpers_in_use(tree: ast.Module) -> set[str]:
@@ -77,8 +75,13 @@ def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], b
     lines = source.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []  # (start, end) 0-based half-open, replacement
 
-    classes = [c for top in tree.body if isinstance(top, ast.ClassDef) and opened(top.name)
-               for c in ast.walk(top) if isinstance(c, ast.ClassDef)]  # with the classes they hold
+    classes = [
+        c
+        for top in tree.body
+        if isinstance(top, ast.ClassDef) and opened(top.name)
+        for c in ast.walk(top)
+        if isinstance(c, ast.ClassDef)
+    ]  # with the classes they hold
     for node in tree.body + [m for c in classes for m in c.body]:
         if _is_private_helper(node) and (node not in tree.body or dropped(node.name)):
             start, end = _first_line(node) - 1, node.end_lineno
@@ -91,8 +94,15 @@ def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], b
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_private_helper(node):
             continue
         body = node.body
-        keep = 1 if (isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
-                     and isinstance(body[0].value.value, str)) else 0
+        keep = (
+            1
+            if (
+                isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            )
+            else 0
+        )
         if keep == len(body):
             continue
         first_stmt = body[keep]

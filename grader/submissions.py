@@ -37,8 +37,11 @@ def find_katas_dir(root: Path, names: Iterable[str]) -> Path:
     for here, dirs, files in os.walk(root):
         path = Path(here)
         depth = len(path.relative_to(root).parts)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED and depth < MAX_DEPTH
-                         and not (path / d).is_symlink())
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and d not in SKIPPED and depth < MAX_DEPTH and not (path / d).is_symlink()
+        )
         found = [f for f in files if f in wanted and stat.S_ISREG(os.lstat(path / f).st_mode)]
         if found:
             key = (-len(found), depth, path.name != "katas", str(path))

@@ -36,7 +36,9 @@ def resolve(target: str) -> Path:
         return SOLUTIONS_DIR
     path = Path(target).expanduser().resolve()
     if not path.is_dir():
-        raise ValueError(f"target must be 'katas', 'reference' or a directory of kata modules; {target!r} is none of these")
+        raise ValueError(
+            f"target must be 'katas', 'reference' or a directory of kata modules; {target!r} is none of these"
+        )
     return path
 
 

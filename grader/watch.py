@@ -64,7 +64,7 @@ def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = 
     order = list(katas)
     if after is not None and after in order:
         i = order.index(after)
-        order = order[i + 1:] + order[:i]
+        order = order[i + 1 :] + order[:i]
     return next((k for k in order if not _fully_passing(k, state)), None)
 
 
@@ -85,27 +85,34 @@ def _trim(text: str, lines: int, width: int, indent: str) -> list[str]:
     out: list[str] = []
     for para in text.strip().splitlines() or [""]:
         if para.strip():
-            out.extend(textwrap.wrap(para, width=width, initial_indent=indent,
-                                     subsequent_indent=indent + "  ", drop_whitespace=True) or [indent])
+            out.extend(
+                textwrap.wrap(
+                    para, width=width, initial_indent=indent, subsequent_indent=indent + "  ", drop_whitespace=True
+                )
+                or [indent]
+            )
         else:
             out.append(indent.rstrip())
     if len(out) > lines:
         out = out[:lines]
-        out[-1] = out[-1][:max(len(indent) + 1, width - 4)].rstrip() + " ..."
+        out[-1] = out[-1][: max(len(indent) + 1, width - 4)].rstrip() + " ..."
     return out
 
 
 def _example_text(example: str) -> str:
     """Hypothesis's example without its noise: the "Falsifying example" heading,
     the call around the arguments and the kata module argument."""
-    lines = [line for line in example.strip().splitlines()
-             if not (line.strip().startswith("<kata module") or "=<kata module " in line)]
+    lines = [
+        line
+        for line in example.strip().splitlines()
+        if not (line.strip().startswith("<kata module") or "=<kata module " in line)
+    ]
     if lines:
         lines[0] = lines[0].removeprefix("Falsifying example: ")
     if len(lines) >= 2 and lines[0].rstrip().endswith("(") and ")" in (line.strip() for line in lines):
         end = [line.strip() for line in lines].index(")")
         args = [line.strip().removesuffix(",") for line in lines[1:end]]
-        lines = ([", ".join(args)] if args else []) + lines[end + 1:]
+        lines = ([", ".join(args)] if args else []) + lines[end + 1 :]
     return "\n".join(lines)
 
 
@@ -125,15 +132,30 @@ def _joined(head: str, items: list[str], width: int) -> list[str]:
 def changes(result: KataResult, before: dict[str, str] | None) -> list[str]:
     """["mean: todo -> pass", "scale: fail -> pass"]: the tasks whose status moved since `before`."""
     before = before or {}
-    return [f"{t.name}: {before.get(t.name, 'not graded')} -> {t.status.value}"
-            for t in result.tasks if before.get(t.name) != t.status.value]
+    return [
+        f"{t.name}: {before.get(t.name, 'not graded')} -> {t.status.value}"
+        for t in result.tasks
+        if before.get(t.name) != t.status.value
+    ]
 
 
-def screen(kata: Kata, result: KataResult, before: dict[str, str] | None, *, file: Path, when: datetime,
-           next_kata: Kata | None, watching_all: bool, width: int = 80) -> str:
+def screen(
+    kata: Kata,
+    result: KataResult,
+    before: dict[str, str] | None,
+    *,
+    file: Path,
+    when: datetime,
+    next_kata: Kata | None,
+    watching_all: bool,
+    width: int = 80,
+) -> str:
     """The watch screen for one grade of `kata`, as one string of at most about 24 lines."""
-    lines = [f"kata watch: {kata.name} ({_shown(file)}) — graded {when.strftime('%H:%M:%S')}, "
-             f"{result.score}/{result.max_score} points", ""]
+    lines = [
+        f"kata watch: {kata.name} ({_shown(file)}) — graded {when.strftime('%H:%M:%S')}, "
+        f"{result.score}/{result.max_score} points",
+        "",
+    ]
     name_width = max([len(t.name) for t in result.tasks] + [8])
     for t in result.tasks:
         checks = f"{t.checks_passed}/{t.checks_total}"
@@ -153,13 +175,15 @@ def screen(kata: Kata, result: KataResult, before: dict[str, str] | None, *, fil
         if next_kata is None:
             lines.append("every kata passes: well done.")
         elif watching_all:
-            lines.append(f"next: {next_kata.name} — save {_shown(file.with_name(next_kata.name + '.py'))} "
-                         "to grade it")
+            lines.append(f"next: {next_kata.name} — save {_shown(file.with_name(next_kata.name + '.py'))} to grade it")
         else:
             lines.append(f"next: {next_kata.name} — run `kata watch {next_kata.name}`")
     else:
-        f = failing.failures[0] if failing.failures else {"test": "", "outcome": failing.status.value,
-                                                           "message": failing.message, "example": ""}
+        f = (
+            failing.failures[0]
+            if failing.failures
+            else {"test": "", "outcome": failing.status.value, "message": failing.message, "example": ""}
+        )
         check = f" / {f['test']}" if f["test"] else ""
         lines.append(f"first failing check: {failing.name}{check} [{f['outcome']}]")
         lines += _trim(f["message"] or failing.message or "(no message)", MESSAGE_LINES, width, "  ")
@@ -187,8 +211,9 @@ def _signature(path: Path) -> tuple | None:
     return st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest()
 
 
-def _watch_files(directory: Path, names: set[str], out: queue.Queue, halt: threading.Event,
-                 ready: threading.Event) -> None:
+def _watch_files(
+    directory: Path, names: set[str], out: queue.Queue, halt: threading.Event, ready: threading.Event
+) -> None:
     """Queue the set of watched file names that changed, batch by batch, until halt is set."""
     import watchfiles
 
@@ -197,9 +222,16 @@ def _watch_files(directory: Path, names: set[str], out: queue.Queue, halt: threa
         return p.name in names and p.parent == directory
 
     try:
-        for batch in watchfiles.watch(directory, watch_filter=keep, step=STEP_MS, stop_event=halt,
-                                      rust_timeout=HEARTBEAT_MS, yield_on_timeout=True, recursive=False,
-                                      raise_interrupt=False):
+        for batch in watchfiles.watch(
+            directory,
+            watch_filter=keep,
+            step=STEP_MS,
+            stop_event=halt,
+            rust_timeout=HEARTBEAT_MS,
+            yield_on_timeout=True,
+            recursive=False,
+            raise_interrupt=False,
+        ):
             ready.set()
             if batch:
                 out.put({Path(p).name for _, p in batch})
@@ -227,6 +259,7 @@ def _hang_ups_interrupt() -> Callable[[], None]:
     def restore() -> None:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
     return restore
 
 
@@ -234,9 +267,15 @@ class _Stopped(Exception):
     """The watch is over: Ctrl-C, or the caller's stop event."""
 
 
-def watch(kata_name: str | None = None, *, seed: int = 0, limits: Limits = Limits(),
-          stop: threading.Event | None = None, out: Callable[[str], None] = click.echo,
-          clock: Callable[[], datetime] = datetime.now) -> None:
+def watch(
+    kata_name: str | None = None,
+    *,
+    seed: int = 0,
+    limits: Limits = Limits(),
+    stop: threading.Event | None = None,
+    out: Callable[[str], None] = click.echo,
+    clock: Callable[[], datetime] = datetime.now,
+) -> None:
     """Grade KATA (by default the first kata that does not pass yet), draw
     its screen, then re-grade and redraw each time a kata file is saved,
     until Ctrl-C or `stop` is set. With kata_name only that kata's file is
@@ -254,12 +293,16 @@ def watch(kata_name: str | None = None, *, seed: int = 0, limits: Limits = Limit
         watched = katas
     workspace = interview.find_workspace()
     if workspace is not None:
-        raise click.UsageError(f"{workspace} is an interview workspace: grade it with `kata grade`, which "
-                               "logs every attempt and shows the time left")
+        raise click.UsageError(
+            f"{workspace} is an interview workspace: grade it with `kata grade`, which "
+            "logs every attempt and shows the time left"
+        )
     directory = _target.workdir()
     if not directory.is_dir():
-        raise click.ClickException(f"{directory} does not exist: it is where kata watch looks for your kata files "
-                                   "(katas/ in the checkout, or $KATA_WORKDIR)")
+        raise click.ClickException(
+            f"{directory} does not exist: it is where kata watch looks for your kata files "
+            "(katas/ in the checkout, or $KATA_WORKDIR)"
+        )
     by_file = {f"{k.name}.py": k for k in watched}
     tty = out is click.echo and sys.stdout.isatty()
     width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns)) if tty else 80
@@ -267,8 +310,9 @@ def watch(kata_name: str | None = None, *, seed: int = 0, limits: Limits = Limit
     stop = stop or threading.Event()
     halt, ready, done, grading = threading.Event(), threading.Event(), threading.Event(), threading.Event()
     changed: queue.Queue = queue.Queue()
-    watcher = threading.Thread(target=_watch_files, args=(directory, set(by_file), changed, halt, ready),
-                               name="kata-watch-files", daemon=True)
+    watcher = threading.Thread(
+        target=_watch_files, args=(directory, set(by_file), changed, halt, ready), name="kata-watch-files", daemon=True
+    )
 
     def stop_grading_on_request() -> None:
         """The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade())."""
@@ -292,9 +336,16 @@ def watch(kata_name: str | None = None, *, seed: int = 0, limits: Limits = Limit
             raise _Stopped
         state, recaps = save_last_grade(kata, result)
         k = result.katas[0]
-        text = screen(kata, k, before.get(kata.name), file=file, when=clock(),
-                      next_kata=first_unfinished(katas, state, after=kata), watching_all=kata_name is None,
-                      width=width)
+        text = screen(
+            kata,
+            k,
+            before.get(kata.name),
+            file=file,
+            when=clock(),
+            next_kata=first_unfinished(katas, state, after=kata),
+            watching_all=kata_name is None,
+            width=width,
+        )
         before[kata.name] = {t.name: t.status.value for t in k.tasks}
         if tty:
             click.clear()

@@ -32,8 +32,8 @@ else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
 from grader import confine, examples, judge
-from grader.suites import common
 from grader.outcome import Event, EventKind, Status
+from grader.suites import common
 
 
 class Channel:
@@ -45,7 +45,7 @@ class Channel:
     def send(self, event: Event) -> None:
         data = event.to_line()
         while data:
-            data = data[os.write(self.fd, data):]
+            data = data[os.write(self.fd, data) :]
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -73,8 +73,7 @@ def _falsifying_example(exc: BaseException, test: str) -> str:
         notes.extend(n for n in getattr(leaf, "__notes__", []) if n not in notes)
     # Hypothesis words it "Falsifying example: ..." (older) or "Failing test case: ..." (newer).
     prefixes = ("Falsifying example", "Falsifying explicit example", "Failing test case", "Failing explicit")
-    found = [n for n in notes if n.startswith(prefixes) and f" {test}(" in n.split("\n", 1)[0]
-             or n.startswith("Draw ")]
+    found = [n for n in notes if n.startswith(prefixes) and f" {test}(" in n.split("\n", 1)[0] or n.startswith("Draw ")]
     return "\n".join(found)
 
 
@@ -133,8 +132,7 @@ class Reporter:
 
     def pytest_collection_modifyitems(self, session, config, items):
         items[:] = [i for i in items if not self.only or i.originalname in self.only]
-        self.channel.send(Event(EventKind.COLLECTED, tests=[
-            {"id": i.nodeid, "name": i.originalname} for i in items]))
+        self.channel.send(Event(EventKind.COLLECTED, tests=[{"id": i.nodeid, "name": i.originalname} for i in items]))
 
     def pytest_collection_finish(self, session):
         # Import the learner's module once, before any check, so that an import
@@ -219,12 +217,18 @@ class Reporter:
         if call.excinfo is None:
             return
         if call.excinfo.errisinstance((pytest.skip.Exception, pytest.xfail.Exception)):
-            self.verdicts[item.nodeid] = (Status.ERROR, f"the check was skipped ({call.excinfo.value}); "
-                                          "a check that does not finish scores nothing", "")
+            self.verdicts[item.nodeid] = (
+                Status.ERROR,
+                f"the check was skipped ({call.excinfo.value}); a check that does not finish scores nothing",
+                "",
+            )
             return
         outcome, message = classify(call.excinfo.value, self.limits)
-        if outcome is Status.FAIL and item.get_closest_marker("speed") is not None \
-                and not call.excinfo.errisinstance(common.WrongWhileTimed):
+        if (
+            outcome is Status.FAIL
+            and item.get_closest_marker("speed") is not None
+            and not call.excinfo.errisinstance(common.WrongWhileTimed)
+        ):
             outcome = Status.SLOW  # correct (other checks say so) but not fast enough
         if outcome is Status.TIMEOUT and item.originalname in self.tasks:
             self.hung.setdefault(self.tasks[item.originalname], item.originalname)
@@ -237,9 +241,18 @@ class Reporter:
     def pytest_runtest_logfinish(self, nodeid, location):
         judge.SETTINGS.deadline = None
         outcome, message, example = self.verdicts.get(
-            nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", ""))
-        self.channel.send(Event(EventKind.RESULT, id=nodeid, outcome=outcome, message=message[:2000],
-                                example=example[:2000], figures=list(common.FIGURES[:8])))
+            nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", "")
+        )
+        self.channel.send(
+            Event(
+                EventKind.RESULT,
+                id=nodeid,
+                outcome=outcome,
+                message=message[:2000],
+                example=example[:2000],
+                figures=list(common.FIGURES[:8]),
+            )
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,8 +288,22 @@ def main(argv: list[str] | None = None) -> int:
         args.suite,
         f"--target={args.target}",
         f"--seed={args.seed}",
-        "-q", "--tb=no", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "_hypothesis_pytestplugin", "-W", "ignore",
-        "-c", os.devnull, "--rootdir", os.path.dirname(os.path.abspath(args.suite)),
+        "-q",
+        "--tb=no",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:unraisableexception",
+        "-p",
+        "no:threadexception",
+        "-p",
+        "_hypothesis_pytestplugin",
+        "-W",
+        "ignore",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        os.path.dirname(os.path.abspath(args.suite)),
     ]
     if args.seed:
         pytest_args.append(f"--hypothesis-seed={args.seed}")

@@ -85,7 +85,9 @@ def distillation_loss(student_logits, teacher_logits, labels, temperature=2.0, a
     raise NotImplementedError
 
 
-def distillation_grad(student_logits, teacher_logits, labels, temperature=2.0, alpha=0.5, ignore_index=-100) -> np.ndarray:
+def distillation_grad(
+    student_logits, teacher_logits, labels, temperature=2.0, alpha=0.5, ignore_index=-100
+) -> np.ndarray:
     """The exact gradient of `distillation_loss` with respect to student_logits.
 
     Per kept row, with n the number of kept rows, q_T = softmax(student / T),
@@ -128,5 +130,3 @@ def distill_bigram(teacher_logits, prev_tokens, labels, *, temperature, alpha, s
     a missing rng, or the inputs `distillation_loss` rejects.
     """
     raise NotImplementedError
-
-

@@ -143,5 +143,3 @@ def router_z_loss(router_logits: np.ndarray) -> float:
     Raises ValueError if router_logits is not a non-empty 2-D array of finite floats.
     """
     raise NotImplementedError
-
-

@@ -133,7 +133,13 @@ class BigramLM:
         """Logits (T, V): row t is table[tokens[t]]."""
         tokens = np.asarray(tokens)
         V = self.table.shape[0]
-        if tokens.ndim != 1 or tokens.size == 0 or tokens.dtype.kind not in "iu" or tokens.min() < 0 or tokens.max() >= V:
+        if (
+            tokens.ndim != 1
+            or tokens.size == 0
+            or tokens.dtype.kind not in "iu"
+            or tokens.min() < 0
+            or tokens.max() >= V
+        ):
             raise ValueError(f"tokens must be a non-empty 1-D int sequence in [0, {V}), got {tokens!r}")
         return self.table[tokens]
 

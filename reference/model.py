@@ -270,9 +270,9 @@ class Model:
     def count_work(self) -> Iterator[Work]:
         """Count the work this model does inside the block:
 
-            with model.count_work() as work:
-                model.forward(tokens)
-            work.macs, work.positions[0]
+        with model.count_work() as work:
+            model.forward(tokens)
+        work.macs, work.positions[0]
         """
         work = Work()
         self._counters.append(work)
@@ -409,7 +409,8 @@ def _check_config(config: Config) -> None:
         raise ValueError(f"Config.d_model ({config.d_model}) must be divisible by n_heads ({config.n_heads})")
     if (config.d_model // config.n_heads) % 2:
         raise ValueError(
-            f"Config head width d_model // n_heads = {config.d_model // config.n_heads} must be even for rotary embeddings"
+            f"Config head width d_model // n_heads = {config.d_model // config.n_heads} must be even for rotary "
+            "embeddings"
         )
     if config.n_heads % config.n_kv_heads:
         raise ValueError(f"Config.n_kv_heads ({config.n_kv_heads}) must divide n_heads ({config.n_heads})")

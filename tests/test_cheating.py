@@ -56,21 +56,33 @@ SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (m
 SIBLINGS = {"solution_paths": "sol.py"}  # a symlink to the solution placed beside the cheat in the submission
 # Cheats that start from their kata's reference solution, made slow: (the code to replace, its slow version).
 # slow_memo: moe_forward's loop over experts (a gathered matmul each) becomes a loop over tokens.
-SLOWED = {"slow_memo": (re.compile(r"^    for e in range\(E\):\n(?:        .*\n)+", re.MULTILINE),
-                        "    for t, e, g in zip(tokens, experts[order], gates):  # the slow part: one token at a time\n"
-                        "        h = x[t:t + 1]\n"
-                        "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n")}
+SLOWED = {
+    "slow_memo": (
+        re.compile(r"^    for e in range\(E\):\n(?:        .*\n)+", re.MULTILINE),
+        "    for t, e, g in zip(tokens, experts[order], gates):  # the slow part: one token at a time\n"
+        "        h = x[t:t + 1]\n"
+        "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n",
+    )
+}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
 TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
 LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
 
 MODE = confine.mode()
-CONFINED_ONLY = None if MODE == "root" else (
-    f"the grader runs in {MODE!r} mode here: only a root-mode jail (its own root without the checkout, its own "
-    "uid, no /proc, no fork) is promised to stop cheats that read or write the checkout or signal or outlive "
-    "other processes")
-ROOT_WITHOUT_JAIL = None if not (MODE != "root" and os.geteuid() == 0) else (
-    f"the grader runs as root in {MODE!r} mode: an unconfined root jail may raise its own hard limits")
+CONFINED_ONLY = (
+    None
+    if MODE == "root"
+    else (
+        f"the grader runs in {MODE!r} mode here: only a root-mode jail (its own root without the checkout, its own "
+        "uid, no /proc, no fork) is promised to stop cheats that read or write the checkout or signal or outlive "
+        "other processes"
+    )
+)
+ROOT_WITHOUT_JAIL = (
+    None
+    if not (MODE != "root" and os.geteuid() == 0)
+    else (f"the grader runs as root in {MODE!r} mode: an unconfined root jail may raise its own hard limits")
+)
 
 
 @dataclass(frozen=True)
@@ -89,8 +101,11 @@ RUNS = {
     "solution_by_name_and_by_symlink": Run({"distillation": SYMLINK, "moe": "solution_import"}),
     "solution_paths_and_persisting": Run({"distillation": "persist", "moe": "solution_paths"}, skip=CONFINED_ONLY),
     "daemons_and_signals": Run({"distillation": "kill", "moe": "daemon"}, skip=CONFINED_ONLY, linger=True),
-    "memory_and_speed": Run({"distillation": "rlimit", "moe": "slow_memo"}, skip=ROOT_WITHOUT_JAIL,
-                            deserved={"moe": ("router", "top_k", "capacity", "layer", "losses")}),
+    "memory_and_speed": Run(
+        {"distillation": "rlimit", "moe": "slow_memo"},
+        skip=ROOT_WITHOUT_JAIL,
+        deserved={"moe": ("router", "top_k", "capacity", "layer", "losses")},
+    ),
 }
 
 
@@ -133,8 +148,11 @@ class Graded:
 def _copy_checkout(dest: Path) -> None:
     """The tracked files of this checkout, as they are in the work tree."""
     try:
-        names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True,
-                               timeout=60).stdout.decode().split("\0")
+        names = (
+            subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True, timeout=60)
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"needs git to list the checkout's files: {exc}")
     for name in filter(None, names):
@@ -162,15 +180,25 @@ def _listing(root: Path) -> dict[str, str]:
 
 
 def _changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    return ([f"new {p}" for p in sorted(set(after) - set(before))] +
-            [f"gone {p}" for p in sorted(set(before) - set(after))] +
-            [f"changed {p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]])
+    return (
+        [f"new {p}" for p in sorted(set(after) - set(before))]
+        + [f"gone {p}" for p in sorted(set(before) - set(after))]
+        + [f"changed {p}" for p in sorted(set(before) & set(after)) if before[p] != after[p]]
+    )
 
 
 def _run(cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str, str]:
     """Run the CLI; kill it (its own session, which this test started) if it hangs."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+    )
     try:
         out, err = proc.communicate(timeout=GRADE_SECONDS)
         return proc.returncode, out, err
@@ -268,8 +296,13 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
     _copy_checkout(checkout)
     gradescope = base / "results.json"
     token = f"{name}-{uuid.uuid4().hex[:10]}"
-    fill = {"@CHECKOUT@": str(checkout), "@SUBMISSION@": str(sub), "@GRADESCOPE@": str(gradescope),
-            "@TOKEN@": token, "@HOME@": _home()}
+    fill = {
+        "@CHECKOUT@": str(checkout),
+        "@SUBMISSION@": str(sub),
+        "@GRADESCOPE@": str(gradescope),
+        "@TOKEN@": token,
+        "@HOME@": _home(),
+    }
     solutions = checkout / "reference" / "solutions"
     for kata, cheat in run.cheats.items():
         if cheat == SYMLINK:
@@ -282,15 +315,36 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KATA_") or k == "KATA_JAIL"}
     env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp), KATA_STATE_DIR=str(state))
-    where = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"], cwd=checkout, env=env,
-                           capture_output=True, text=True, timeout=60).stdout.strip()
+    where = subprocess.run(
+        [sys.executable, "-c", "import grader; print(grader.__file__)"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     assert Path(where).resolve() == (checkout / "grader" / "__init__.py").resolve(), (
-        f"the copy's grader is not the one that runs: {where}")
+        f"the copy's grader is not the one that runs: {where}"
+    )
 
     listing_before = _listing(checkout)
     katas = [*run.cheats, HONEST]
-    cmd = [sys.executable, "-m", "grader.cli", "grade", *katas, "--target", str(sub), "--json",
-           "--gradescope", str(gradescope), "-j", "2", "--test-timeout", str(TEST_SECONDS)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "grade",
+        *katas,
+        "--target",
+        str(sub),
+        "--json",
+        "--gradescope",
+        str(gradescope),
+        "-j",
+        "2",
+        "--test-timeout",
+        str(TEST_SECONDS),
+    ]
     since = _uptime_ticks()
     started = time.monotonic()
     code, out, err = _run(cmd, checkout, env)
@@ -307,11 +361,42 @@ def _grade(name: str, run: Run, base: Path) -> Graded:
     listing_after = _listing(checkout)
 
     # The untouched stubs of the cheated katas (katas/ of the copy), graded after the cheats.
-    stubs_code, stubs_out, stubs_err = _run([sys.executable, "-m", "grader.cli", "grade", *run.cheats, "--json",
-                                             "-j", "2", "--test-timeout", str(TEST_SECONDS)], checkout, env)
+    stubs_code, stubs_out, stubs_err = _run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            *run.cheats,
+            "--json",
+            "-j",
+            "2",
+            "--test-timeout",
+            str(TEST_SECONDS),
+        ],
+        checkout,
+        env,
+    )
     _end(_survivors(since, base))
-    return Graded(run, checkout, code, out, err, seconds, text, later, listing_before, listing_after,
-                  _listing(checkout), leftovers, markers, survivors, stubs_code, stubs_out, stubs_err)
+    return Graded(
+        run,
+        checkout,
+        code,
+        out,
+        err,
+        seconds,
+        text,
+        later,
+        listing_before,
+        listing_after,
+        _listing(checkout),
+        leftovers,
+        markers,
+        survivors,
+        stubs_code,
+        stubs_out,
+        stubs_err,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -340,15 +425,17 @@ def _graded_report(g: Graded) -> dict:
     try:
         return g.report
     except ValueError:
-        raise AssertionError(f"no JSON report on stdout (exit code {g.code}):\n{g.stdout[-2000:]}\n"
-                             f"{g.stderr[-3000:]}") from None
+        raise AssertionError(
+            f"no JSON report on stdout (exit code {g.code}):\n{g.stdout[-2000:]}\n{g.stderr[-3000:]}"
+        ) from None
 
 
 def assert_no_undeserved_point(g: Graded, kata: str) -> None:
     _graded_report(g)
     deserved = g.run.deserved.get(kata, ())
-    undeserved = {t: (task["status"], task["score"]) for t, task in g.tasks(kata).items()
-                  if task["score"] and t not in deserved}
+    undeserved = {
+        t: (task["status"], task["score"]) for t, task in g.tasks(kata).items() if task["score"] and t not in deserved
+    }
     assert not undeserved, f"the {g.run.cheats[kata]} cheat earned points on {kata}: {undeserved}"
 
 
@@ -429,7 +516,8 @@ def test_a_setsid_daemon_cannot_outlive_the_grade_or_rewrite_its_results(graded)
     assert_no_undeserved_point(g, "moe")
     assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
     assert g.gradescope is not None and g.gradescope == g.gradescope_later, (
-        f"the --gradescope file changed within {LINGER} s after the grade ended:\n{g.gradescope_later}")
+        f"the --gradescope file changed within {LINGER} s after the grade ended:\n{g.gradescope_later}"
+    )
     assert not g.survivors, f"processes of a jail outlived the grade: {g.survivors}"
     assert not g.markers, f"a daemon wrote its marker: {g.markers}"
 
@@ -454,8 +542,14 @@ def test_raising_the_memory_limit_gains_nothing(graded):
 def test_stopped_clocks_and_memoized_answers_leave_a_slow_implementation_slow(graded):
     g = graded("memory_and_speed")
     assert_no_undeserved_point(g, "moe")
-    assert statuses(g, "moe") == {"router": "pass", "top_k": "pass", "capacity": "pass", "layer": "pass",
-                                  "losses": "pass", "speed": "slow"}
+    assert statuses(g, "moe") == {
+        "router": "pass",
+        "top_k": "pass",
+        "capacity": "pass",
+        "layer": "pass",
+        "losses": "pass",
+        "speed": "slow",
+    }
 
 
 # --------------------------------------------------------- every run, alike

@@ -17,12 +17,23 @@ import pytest
 from grader import report
 from grader.registry import load_registry
 from grader.runner import grade
+
 from helpers import FAST, SUBS, TOY
 
 GOLDEN = Path(__file__).parent / "golden"
 # The fixtures whose grade does not hang on timing: every status but timeout and slow.
-SUBMISSIONS = ["correct", "stub", "syntax", "nan", "wrong_shape", "no_raise", "exit_at_import", "uses_solution",
-               "segfault", "os_exit"]
+SUBMISSIONS = [
+    "correct",
+    "stub",
+    "syntax",
+    "nan",
+    "wrong_shape",
+    "no_raise",
+    "exit_at_import",
+    "uses_solution",
+    "segfault",
+    "os_exit",
+]
 
 
 def stable(data: dict, target: Path) -> dict:

@@ -14,6 +14,7 @@ from grader.cli import main
 from grader.outcome import Event, EventKind
 from grader.registry import load_registry
 from grader.runner import grade, grade_kata
+
 from helpers import FAST, SUBS, TOY, processes_under
 
 # Short limits so the hang and loop fixtures finish quickly.
@@ -49,10 +50,14 @@ def test_a_speed_check_reports_the_figure_it_measured_against_its_bar(toy):
 
 
 def test_a_result_line_keeps_only_well_formed_figures():
-    line = Event(EventKind.RESULT, id="x", figures=[{"name": "a", "value": 2, "bar": 5, "better": "lower"}, {"value": "9"},
-                                                   "junk"]).to_line()
-    assert Event.from_line(line).figures == [{"name": "a", "value": 2.0, "bar": 5.0, "unit": "", "better": "lower",
-                                              "key": ""}]
+    line = Event(
+        EventKind.RESULT,
+        id="x",
+        figures=[{"name": "a", "value": 2, "bar": 5, "better": "lower"}, {"value": "9"}, "junk"],
+    ).to_line()
+    assert Event.from_line(line).figures == [
+        {"name": "a", "value": 2.0, "bar": 5.0, "unit": "", "better": "lower", "key": ""}
+    ]
 
 
 def test_an_infinite_loop_times_out_and_the_other_tasks_are_still_graded(toy):
@@ -101,8 +106,9 @@ def test_nan_output_fails_and_reports_a_minimal_example(toy):
     result = grade_kata(toy, str(SUBS / "nan"), limits=FAST)
     mean = result.tasks[0]
     assert mean.status == "fail"
-    assert any(f["example"] == "toy.mean_of(array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=float32))"
-               for f in mean.failures), "the failing call of the learner's function, as Hypothesis shrank it"
+    assert any(
+        f["example"] == "toy.mean_of(array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=float32))" for f in mean.failures
+    ), "the failing call of the learner's function, as Hypothesis shrank it"
 
 
 @pytest.mark.parametrize("sub", ["patch_numpy", "patch_suite"])
@@ -319,8 +325,12 @@ def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
-    proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"),
-                             "--test-timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     time.sleep(4)  # long enough to be inside the hanging check
     assert processes_under(scratch), "the grading had no judge or jail running to stop"
     proc.send_signal(signal.SIGINT)
@@ -345,8 +355,12 @@ def test_killing_kata_leaves_no_judge_or_jail_behind(tmp_path, sig):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
-    proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"),
-                             "--test-timeout", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     deadline = time.monotonic() + 20
     while not processes_under(scratch) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -23,6 +23,7 @@ from grader.cli import main
 from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import GradeResult, KataResult, TaskResult, grade
+
 from helpers import FAST, SUBS, TOY
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -59,21 +60,37 @@ def by_task(data: dict) -> dict[str, dict]:
 # ------------------------------------------------------------------ the schema
 
 
-@pytest.mark.parametrize("change", [
-    lambda d: d.update(score="4"),
-    lambda d: d.update(visibility="sometimes"),
-    lambda d: d.update(unknown_field=1),
-    lambda d: (d.pop("score"), d["tests"][0].pop("score")),  # a score at the top or on every test
-    lambda d: d["tests"][0].update(status="ok"),
-    lambda d: d["tests"][0].update(number=1.1),
-    lambda d: d["tests"][0].update(visibility="after_deadline"),
-    lambda d: d["tests"][0].update(output_format="markdown"),
-    lambda d: d.update(leaderboard=[{"name": "x", "value": 1, "order": "up"}]),
-    lambda d: d.update(leaderboard=[{"name": "x"}]),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(score="4"),
+        lambda d: d.update(visibility="sometimes"),
+        lambda d: d.update(unknown_field=1),
+        lambda d: (d.pop("score"), d["tests"][0].pop("score")),  # a score at the top or on every test
+        lambda d: d["tests"][0].update(status="ok"),
+        lambda d: d["tests"][0].update(number=1.1),
+        lambda d: d["tests"][0].update(visibility="after_deadline"),
+        lambda d: d["tests"][0].update(output_format="markdown"),
+        lambda d: d.update(leaderboard=[{"name": "x", "value": 1, "order": "up"}]),
+        lambda d: d.update(leaderboard=[{"name": "x"}]),
+    ],
+)
 def test_the_schema_rejects_a_wrong_type_an_unknown_value_and_an_unknown_field(change):
-    data = {"score": 1, "tests": [{"name": "a", "score": 1, "max_score": 1, "status": "passed", "number": "1.1",
-                                   "visibility": "visible", "output_format": "md"}], "leaderboard": []}
+    data = {
+        "score": 1,
+        "tests": [
+            {
+                "name": "a",
+                "score": 1,
+                "max_score": 1,
+                "status": "passed",
+                "number": "1.1",
+                "visibility": "visible",
+                "output_format": "md",
+            }
+        ],
+        "leaderboard": [],
+    }
     valid(copy.deepcopy(data))
     change(data)
     with pytest.raises(jsonschema.ValidationError):
@@ -93,8 +110,14 @@ def test_a_correct_submission_scores_every_point_with_one_passed_test_per_task(g
     ]
     mean = by_task(data)["mean"]
     assert mean["output"] == "**pass**: 2 of 2 checks passed" and mean["output_format"] == "md"
-    assert mean["extra_data"] == {"kata": "toy", "task": "mean", "status": "pass", "checks_passed": 2,
-                                  "checks_total": 2, "seed": 0}
+    assert mean["extra_data"] == {
+        "kata": "toy",
+        "task": "mean",
+        "status": "pass",
+        "checks_passed": 2,
+        "checks_total": 2,
+        "seed": 0,
+    }
     assert {t["visibility"] for t in data["tests"]} == {"visible"}
     assert data["output"].startswith("**4/4 points**: 3 of 3 tasks pass (graded with seed 0).")
     (entry,) = data["leaderboard"]  # the figure the toy speed check records: its time over np.mean
@@ -120,7 +143,10 @@ def test_a_failing_check_shows_its_message_its_minimal_example_and_the_hint(grad
     assert out.startswith("**fail**: 1 of 2 checks passed")
     assert "First failing check: `test_mean_matches_a_float64_sum` (fail)" in out
     assert "```text\nmean_of returned nan for finite input\n```" in out
-    assert "The failing example:\n\n```text\ntoy.mean_of(array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=float32))\n```" in out
+    assert (
+        "The failing example:\n\n```text\ntoy.mean_of(array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=float32))\n```"
+        in out
+    )
     assert out.endswith("**Hint:** What does the mean divide by?")
 
 
@@ -136,7 +162,10 @@ def test_a_hidden_task_shows_after_the_due_date_and_stays_out_of_the_visible_tot
     result = grade(list(load_registry()), str(SUBS / "nan"), limits=FAST)
     data = valid(gradescope.results(result, seed=0))
     assert {k: t["visibility"] for k, t in by_task(data).items()} == {
-        "mean": "visible", "scale": "after_due_date", "fast": "visible"}
+        "mean": "visible",
+        "scale": "after_due_date",
+        "fast": "visible",
+    }
     assert data["score"] == 1  # the hidden task counts; only its display waits
     assert data["output"].startswith("**0/3 points on the tasks shown now**: 0 of 2 pass")
     assert "1 more task is graded too and shown after the due date." in data["output"]
@@ -149,19 +178,30 @@ def toy_result(tasks: list[TaskResult]) -> GradeResult:
 
 def task(name: str, status: Status, **fields) -> TaskResult:
     passed = status is Status.PASS
-    return TaskResult(name=name, title=name, status=status, score=1 if passed else 0, max_score=1,
-                      checks_passed=1 if passed else 0, checks_total=1, message=fields.pop("message", ""),
-                      hint="" if passed else "a hint", **fields)
+    return TaskResult(
+        name=name,
+        title=name,
+        status=status,
+        score=1 if passed else 0,
+        max_score=1,
+        checks_passed=1 if passed else 0,
+        checks_total=1,
+        message=fields.pop("message", ""),
+        hint="" if passed else "a hint",
+        **fields,
+    )
 
 
 def test_the_leaderboard_ranks_the_figures_of_passing_shown_tasks_only():
     speedup = {"name": "speed-up over np.mean", "value": 12.3456, "bar": 5.0, "unit": "x", "better": "higher"}
     ratio = {"name": "bytes per weight", "value": 0.5312, "bar": 1.0, "unit": "B", "better": "lower"}
-    result = toy_result([
-        task("fast", Status.PASS, figures=[speedup, ratio, dict(speedup, name="nan", value=float("nan"))]),
-        task("slow", Status.SLOW, figures=[dict(speedup, name="failing", value=2.0)]),
-        task("secret", Status.PASS, figures=[dict(speedup, name="hidden")], visibility="hidden"),
-    ])
+    result = toy_result(
+        [
+            task("fast", Status.PASS, figures=[speedup, ratio, dict(speedup, name="nan", value=float("nan"))]),
+            task("slow", Status.SLOW, figures=[dict(speedup, name="failing", value=2.0)]),
+            task("secret", Status.PASS, figures=[dict(speedup, name="hidden")], visibility="hidden"),
+        ]
+    )
     data = valid(gradescope.results(result, seed=0))
     assert data["leaderboard"] == [
         {"name": "toy: speed-up over np.mean", "value": 12.35, "order": "desc"},
@@ -170,8 +210,10 @@ def test_the_leaderboard_ranks_the_figures_of_passing_shown_tasks_only():
 
 
 def test_long_messages_are_cut_and_say_so_and_backticks_cannot_close_the_block():
-    failures = [{"test": f"test_{i}", "outcome": "fail", "message": "m" * 10_000, "example": "x = ```"}
-                for i in range(gradescope.MAX_FAILURES_SHOWN + 2)]
+    failures = [
+        {"test": f"test_{i}", "outcome": "fail", "message": "m" * 10_000, "example": "x = ```"}
+        for i in range(gradescope.MAX_FAILURES_SHOWN + 2)
+    ]
     data = valid(gradescope.results(toy_result([task("long", Status.FAIL, failures=failures)]), seed=0))
     out = data["tests"][0]["output"]
     assert f"... ({10_000 - gradescope.MAX_TEXT} more characters cut)" in out
@@ -191,8 +233,9 @@ def test_error_results_score_0_out_of_every_point_with_the_message():
 # ------------------------------------------------------------------ run()
 
 
-def fake_root(tmp_path: Path, sub: str | None = "correct", *, metadata: dict | None = None,
-              config: dict | None = None) -> Path:
+def fake_root(
+    tmp_path: Path, sub: str | None = "correct", *, metadata: dict | None = None, config: dict | None = None
+) -> Path:
     """An /autograder tree: the submission's toy.py two folders down, metadata, and the build's settings."""
     root = tmp_path / "autograder"
     (root / "submission").mkdir(parents=True)
@@ -266,14 +309,23 @@ def seeds_of_runs(tmp_path, monkeypatch, runs: list[tuple[dict, dict]]) -> list[
 
 def test_a_seed_from_the_metadata_is_the_students_own_and_the_same_on_every_resubmission(tmp_path, monkeypatch):
     own = {"seed": 0, "seed_from_metadata": True}
-    alice, again, bob, salted, group, anonymous = seeds_of_runs(tmp_path, monkeypatch, [
-        (ALICE, own), (dict(ALICE, id=999), own), (BOB, own), (ALICE, {"seed": 1, "seed_from_metadata": True}),
-        ({"users": BOB["users"] + ALICE["users"]}, own), ({"id": 555, "users": []}, own),
-    ])
+    alice, again, bob, salted, group, anonymous = seeds_of_runs(
+        tmp_path,
+        monkeypatch,
+        [
+            (ALICE, own),
+            (dict(ALICE, id=999), own),
+            (BOB, own),
+            (ALICE, {"seed": 1, "seed_from_metadata": True}),
+            ({"users": BOB["users"] + ALICE["users"]}, own),
+            ({"id": 555, "users": []}, own),
+        ],
+    )
     assert alice[0] == again[0] != bob[0]
     assert salted[0] != alice[0]
-    assert group[0] == seeds_of_runs(tmp_path / "b", monkeypatch, [
-        ({"users": ALICE["users"] + BOB["users"]}, own)])[0][0]  # the order Gradescope lists a group in is no matter
+    assert (
+        group[0] == seeds_of_runs(tmp_path / "b", monkeypatch, [({"users": ALICE["users"] + BOB["users"]}, own)])[0][0]
+    )  # the order Gradescope lists a group in is no matter
     assert all(0 <= s < 2**31 for s, _ in (alice, bob, salted, group, anonymous))
     assert alice[1] == "the submitters in submission_metadata.json"
     assert anonymous[1] == "the submission id in submission_metadata.json"
@@ -351,8 +403,15 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
     with zipfile.ZipFile(out) as zf:
         names = set(zf.namelist())
         modes = {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in zf.infolist()}
-        assert {"setup.sh", "run_autograder", "pyproject.toml", "grader/cli.py", "grader/gradescope.py",
-                "grader/katas.toml", gradescope.CONFIG_NAME} <= names
+        assert {
+            "setup.sh",
+            "run_autograder",
+            "pyproject.toml",
+            "grader/cli.py",
+            "grader/gradescope.py",
+            "grader/katas.toml",
+            gradescope.CONFIG_NAME,
+        } <= names
         assert modes["run_autograder"] == modes["setup.sh"] == 0o755
         assert stat.S_ISREG(zf.getinfo("run_autograder").external_attr >> 16)
         assert not [n for n in names if n.startswith(("reference/solutions/", "tests/", "source/"))]
@@ -364,11 +423,14 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
     assert "python3 -m venv /autograder/venv" in setup and "pip install /autograder/source" in setup
 
 
-@pytest.mark.parametrize("out, seed, problem", [
-    ("autograder.tar", 0, "does not end with .zip"),
-    ("missing/autograder.zip", 0, "is not an existing folder"),
-    ("autograder.zip", -1, "seed must be a whole number >= 0"),
-])
+@pytest.mark.parametrize(
+    "out, seed, problem",
+    [
+        ("autograder.tar", 0, "does not end with .zip"),
+        ("missing/autograder.zip", 0, "is not an existing folder"),
+        ("autograder.zip", -1, "seed must be a whole number >= 0"),
+    ],
+)
 def test_build_refuses_bad_arguments_naming_the_problem(tmp_path, out, seed, problem):
     with pytest.raises(ValueError, match=problem):
         gradescope.build(tmp_path / out, seed=seed)

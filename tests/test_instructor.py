@@ -19,8 +19,8 @@ from grader import gradebook, release, submissions
 from grader.cli import main
 from grader.registry import load_registry
 from grader.target import ROOT, SOLUTIONS_DIR
-from helpers import SUBS, TOY
 
+from helpers import SUBS, TOY
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_a_zip_that_reaches_outside_its_folder_or_holds_a_link_is_refused(tmp_pa
     link = tmp_path / "link.zip"
     with zipfile.ZipFile(link, "w") as zf:
         info = zipfile.ZipInfo("katas/moe.py")
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         zf.writestr(info, "/etc/passwd")
     with pytest.raises(submissions.SubmissionError, match="link"):
         submissions.unpack_zip(link, tmp_path / "out2")
@@ -100,7 +100,11 @@ def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, t
     assert "no kata modules" in rows["dave"]["note"] and "zip" in rows["eve"]["note"]
     alice = json.loads((out / "students" / "alice.json").read_text())
     assert alice["student"] == "alice" and alice["score"] == 4
-    assert {t["name"]: t["status"] for t in alice["katas"][0]["tasks"]} == {"mean": "pass", "scale": "pass", "fast": "pass"}
+    assert {t["name"]: t["status"] for t in alice["katas"][0]["tasks"]} == {
+        "mean": "pass",
+        "scale": "pass",
+        "fast": "pass",
+    }
     bob = json.loads((out / "students" / "bob.json").read_text())
     assert {t["status"] for t in bob["katas"][0]["tasks"]} == {"todo"}
     assert "toy:mean: 1/5 passed" in result.output
@@ -115,8 +119,9 @@ def test_seed_per_student_is_reproducible_differs_between_students_and_needs_the
 
 def test_grade_all_with_a_secret_records_each_students_seed(toy_cli, a_class, tmp_path):
     out = tmp_path / "book"
-    result = toy_cli.invoke(main, ["grade-all", str(a_class), "--out", str(out), "--kata", "toy:scale",
-                                   "--seed-per-student", "s3cret"])
+    result = toy_cli.invoke(
+        main, ["grade-all", str(a_class), "--out", str(out), "--kata", "toy:scale", "--seed-per-student", "s3cret"]
+    )
     assert result.exit_code == 0, result.output
     rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
     assert int(rows["alice"]["seed"]) == gradebook.student_seed("s3cret", "alice")
@@ -167,12 +172,17 @@ def test_kata_classroom_writes_one_test_per_released_task_worth_its_points(tmp_p
     steps = flow["jobs"]["run-autograding-tests"]["steps"]
     graders = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
     assert [(s["with"]["command"], s["with"]["max-score"]) for s in graders] == [
-        ("kata grade toy:mean", 2), ("kata grade toy:scale", 1)]
+        ("kata grade toy:mean", 2),
+        ("kata grade toy:scale", 1),
+    ]
     reporter = steps[-1]
     assert reporter["with"]["runners"] == ",".join(s["id"] for s in graders)
     assert set(reporter["env"]) == {f"{s['id'].upper()}_RESULTS" for s in graders}
     legacy = json.loads((tmp_path / ".github" / "classroom" / "autograding.json").read_text())
-    assert [(t["run"], t["points"]) for t in legacy["tests"]] == [("kata grade toy:mean", 2), ("kata grade toy:scale", 1)]
+    assert [(t["run"], t["points"]) for t in legacy["tests"]] == [
+        ("kata grade toy:mean", 2),
+        ("kata grade toy:scale", 1),
+    ]
     again = CliRunner().invoke(main, ["classroom", str(tmp_path)])
     assert again.exit_code == 1 and "--force" in again.output
 
@@ -199,7 +209,7 @@ def solution_windows() -> set[str]:
         stub = set(stripped(stub_for(path.stem)))
         lines = stripped(path.read_text())
         for i in range(len(lines) - WINDOW + 1):
-            window = lines[i:i + WINDOW]
+            window = lines[i : i + WINDOW]
             if not all(line in stub for line in window) and "\n".join(window) not in given:
                 out.add("\n".join(window))
     return out
@@ -207,8 +217,9 @@ def solution_windows() -> set[str]:
 
 def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_path):
     registry = tmp_path / "katas.toml"
-    registry.write_text((ROOT / "grader" / "katas.toml").read_text().replace(
-        'name = "paged"', 'name = "paged"\n  release = false'))
+    registry.write_text(
+        (ROOT / "grader" / "katas.toml").read_text().replace('name = "paged"', 'name = "paged"\n  release = false')
+    )
     out = tmp_path / "edition"
     written = release.write_edition(out, registry=registry)
     rel = {p.relative_to(out).as_posix() for p in written}
@@ -265,31 +276,50 @@ def test_the_student_edition_installs_grades_todo_resets_and_benches_without_sol
     (site / "deps.pth").write_text("\n".join(deps) + "\n")  # numpy, pytest, ... from here; not this checkout
     py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
-    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "-q", "-e", str(out)],  # as the README says
-                   check=True, env=env, cwd=tmp_path)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-deps", "-q", "-e", str(out)],  # as the README says
+        check=True,
+        env=env,
+        cwd=tmp_path,
+    )
     work = tmp_path / "work"
     work.mkdir()
     shutil.copytree(out / "katas", work / "katas")
     env["KATA_WORKDIR"] = str(work / "katas")
-    where = subprocess.run([str(py), "-c", "import grader, reference; print(grader.__file__, reference.__file__)"],
-                           capture_output=True, text=True, env=env, cwd=work, check=True).stdout
+    where = subprocess.run(
+        [str(py), "-c", "import grader, reference; print(grader.__file__, reference.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        check=True,
+    ).stdout
     assert str(out) in where and str(ROOT) not in where  # the installed edition, not this checkout
-    graded = subprocess.run([str(py), "-m", "grader.cli", "grade", "--json"], capture_output=True, text=True,
-                            env=env, cwd=work, timeout=300)
+    graded = subprocess.run(
+        [str(py), "-m", "grader.cli", "grade", "--json"], capture_output=True, text=True, env=env, cwd=work, timeout=300
+    )
     assert graded.returncode == 1, graded.stderr[-2000:]
     data = json.loads(graded.stdout)
     statuses = {t["status"] for k in data["katas"] for t in k["tasks"]}
     assert statuses == {"todo"}, statuses
     assert len(data["katas"]) == 5
     (work / "katas" / "moe.py").write_text("broken")
-    reset = subprocess.run([str(py), "-m", "grader.cli", "reset", "moe", "--yes"], capture_output=True, text=True,
-                           env=env, cwd=work)
+    reset = subprocess.run(
+        [str(py), "-m", "grader.cli", "reset", "moe", "--yes"], capture_output=True, text=True, env=env, cwd=work
+    )
     assert reset.returncode == 0 and (work / "katas" / "moe.py").read_text() == (out / "katas" / "moe.py").read_text()
-    bench = subprocess.run([str(py), "-m", "grader.cli", "bench", "moe"], capture_output=True, text=True, env=env,
-                           cwd=work, timeout=120)
+    bench = subprocess.run(
+        [str(py), "-m", "grader.cli", "bench", "moe"], capture_output=True, text=True, env=env, cwd=work, timeout=120
+    )
     assert "not written yet" in bench.stderr and "Traceback" not in bench.stderr
-    play = subprocess.run([str(py), "-m", "grader.cli", "play", "def ", "-n", "8"], capture_output=True, text=True,
-                          env=env, cwd=work, timeout=120)
+    play = subprocess.run(
+        [str(py), "-m", "grader.cli", "play", "def ", "-n", "8"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=120,
+    )
     assert play.returncode == 0 and play.stdout.startswith("def ") and "8 characters" in play.stderr
     assert not (out / "reference" / "solutions").exists()
 
@@ -308,8 +338,13 @@ def test_kata_bench_resolves_a_relative_target_against_the_callers_folder(tmp_pa
     (tmp_path / "mine").mkdir()
     shutil.copy(ROOT / "katas" / "moe.py", tmp_path / "mine" / "moe.py")  # an unfinished kata: the script stops early
     monkeypatch.chdir(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "bench", "moe", "--target", "mine"],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "bench", "moe", "--target", "mine"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert "not written yet" in done.stderr, done.stderr[-1000:]
     assert done.returncode == 1 and "Traceback" not in done.stderr
 
@@ -320,4 +355,3 @@ def test_a_bad_target_still_writes_a_gradescope_file_that_says_why(toy_cli, tmp_
     assert result.exit_code == 2
     data = json.loads(out.read_text())
     assert data["score"] == 0 and "missing" in data["output"] and data["tests"][0]["status"] == "failed"
-

@@ -88,8 +88,13 @@ def test_starting_prints_the_workspace_and_the_time_but_never_the_seed(whole):
 
 
 def test_a_new_workspace_holds_only_the_module_the_checklist_and_the_interview_state(whole):
-    assert whole["files_at_start"] == {"moe.py", "CHECKLIST.md", ".interview/state.json", ".interview/log.jsonl",
-                                       ".interview/start/moe.py"}
+    assert whole["files_at_start"] == {
+        "moe.py",
+        "CHECKLIST.md",
+        ".interview/state.json",
+        ".interview/log.jsonl",
+        ".interview/start/moe.py",
+    }
 
 
 def test_the_module_opens_the_tasks_functions_and_keeps_the_rest_of_the_kata(whole):
@@ -134,7 +139,9 @@ def test_every_attempt_is_logged_with_its_time_score_first_failure_and_code_dige
 
 def test_the_log_is_a_chain_each_line_naming_the_digest_of_the_one_before(whole):
     lines = (whole["ws"] / ".interview" / "log.jsonl").read_bytes().splitlines()
-    assert [json.loads(line)["prev"] for line in lines] == [""] + [hashlib.sha256(line).hexdigest() for line in lines[:-1]]
+    assert [json.loads(line)["prev"] for line in lines] == [""] + [
+        hashlib.sha256(line).hexdigest() for line in lines[:-1]
+    ]
 
 
 def test_the_first_grade_after_time_is_up_is_the_final_one_and_freezes_the_code(whole):
@@ -177,8 +184,9 @@ def test_the_report_gives_the_follow_up_questions_with_their_answer_sketches(who
     assert len(task.questions) >= 2
     for q in task.questions:
         assert q.ask in whole["report_md"] and q.answer in whole["report_md"]
-    assert whole["report_json"]["questions"] == [{"task": "capacity", "ask": q.ask, "answer": q.answer}
-                                                 for q in task.questions]
+    assert whole["report_json"]["questions"] == [
+        {"task": "capacity", "ask": q.ask, "answer": q.answer} for q in task.questions
+    ]
 
 
 def test_the_report_shows_the_diff_from_the_stub_to_the_final_code(whole):
@@ -250,15 +258,21 @@ def answer_lines(kata: str, names: tuple[str, ...]) -> set[str]:
     for node in tree.body:
         if getattr(node, "name", None) not in names:
             continue
-        functions = [node] if isinstance(node, ast.FunctionDef) else [m for m in node.body if isinstance(m, ast.FunctionDef)]
+        functions = (
+            [node] if isinstance(node, ast.FunctionDef) else [m for m in node.body if isinstance(m, ast.FunctionDef)]
+        )
         for fn in functions:
-            body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+            body = (
+                fn.body[1:]
+                if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+                else fn.body
+            )
             if body:
-                answer |= {line.strip() for line in lines[body[0].lineno - 1:body[-1].end_lineno]}
+                answer |= {line.strip() for line in lines[body[0].lineno - 1 : body[-1].end_lineno]}
     elsewhere = set()
     for node in tree.body:
         if getattr(node, "name", None) not in names:
-            elsewhere |= {line.strip() for line in lines[node.lineno - 1:node.end_lineno]}
+            elsewhere |= {line.strip() for line in lines[node.lineno - 1 : node.end_lineno]}
     return {line for line in answer - elsewhere if len(line) > 3 and not line.startswith("#")}
 
 
@@ -278,8 +292,11 @@ def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp
     tree = ast.parse(started(tmp_path, kata, tasks).module.read_text())
     helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
     for helper in helpers:
-        users = [n for n in tree.body if n is not helper
-                 and any(isinstance(x, ast.Name) and x.id == helper.name for x in ast.walk(n))]
+        users = [
+            n
+            for n in tree.body
+            if n is not helper and any(isinstance(x, ast.Name) and x.id == helper.name for x in ast.walk(n))
+        ]
         assert users, f"{helper.name} is left in the module but nothing written uses it"
 
 
@@ -287,8 +304,11 @@ def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp
 def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(tmp_path, kata, tasks):
     session = started(tmp_path, kata, tasks)
     mine, reference = session.module.read_text(), (SOLUTIONS_DIR / f"{kata}.py").read_text()
-    segments = {n.name: ast.get_source_segment(reference, n) for n in ast.parse(reference).body
-                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    segments = {
+        n.name: ast.get_source_segment(reference, n)
+        for n in ast.parse(reference).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    }
     others = [name for name in segments if name not in session.state.functions]
     assert others
     for name in others:
@@ -319,22 +339,28 @@ def test_an_existing_folder_that_is_not_empty_is_refused_and_left_alone(tmp_path
     assert files_in(tmp_path) == {"notes.txt"}
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["nope"], "the katas are: kv_cache, quantization"),
-    (["moe", "nope"], "its tasks are: router, top_k"),
-    (["moe", "router", "router"], "named twice"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["nope"], "the katas are: kv_cache, quantization"),
+        (["moe", "nope"], "its tasks are: router, top_k"),
+        (["moe", "router", "router"], "named twice"),
+    ],
+)
 def test_an_unknown_kata_or_task_is_a_usage_error_naming_the_choices(tmp_path, args, expected):
     result = run(FakeClock(), "interview", *args, "--dir", str(tmp_path / "ws"))
     assert result.exit_code == 2 and expected in result.output
 
 
-@pytest.mark.parametrize("args,expected", [
-    ([], "got none of them"),
-    (["--list", "--finish"], "got --list and --finish"),
-    (["moe", "--preset", "moe-dispatch-30"], "got KATA and --preset"),
-    (["--finish", "--minutes", "5"], "--minutes applies only when starting"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        ([], "got none of them"),
+        (["--list", "--finish"], "got --list and --finish"),
+        (["moe", "--preset", "moe-dispatch-30"], "got KATA and --preset"),
+        (["--finish", "--minutes", "5"], "--minutes applies only when starting"),
+    ],
+)
 def test_interview_takes_exactly_one_thing_to_do(args, expected):
     result = run(FakeClock(), "interview", *args)
     assert result.exit_code == 2 and expected in result.output
@@ -353,7 +379,12 @@ def test_a_preset_starts_its_kata_tasks_and_minutes(tmp_path):
     result = run(FakeClock(), "interview", "--preset", preset.name, "--dir", str(tmp_path / "ws"))
     assert result.exit_code == 0, result.output
     state = interview.load(tmp_path / "ws").state
-    assert (state.kata, state.tasks, state.minutes, state.preset) == (preset.kata, preset.tasks, preset.minutes, preset.name)
+    assert (state.kata, state.tasks, state.minutes, state.preset) == (
+        preset.kata,
+        preset.tasks,
+        preset.minutes,
+        preset.name,
+    )
 
 
 def test_without_a_seed_each_interview_draws_its_own(tmp_path):
@@ -361,11 +392,14 @@ def test_without_a_seed_each_interview_draws_its_own(tmp_path):
     assert seeds[0] != seeds[1] and min(seeds) > 0
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--seed", "3"], "leave out --seed"),
-    (["--json"], "leave out --json"),
-    (["kv_cache"], "grades only moe here"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--seed", "3"], "leave out --seed"),
+        (["--json"], "leave out --json"),
+        (["kv_cache"], "grades only moe here"),
+    ],
+)
 def test_grade_inside_an_interview_refuses_what_would_step_outside_it(tmp_path, args, expected):
     started(tmp_path, "moe", ("router",))
     result = run(FakeClock(), "grade", *args, workspace=tmp_path / "ws")
@@ -390,17 +424,32 @@ def test_an_edited_log_line_shows_as_a_broken_chain(tmp_path):
 # ------------------------------------------------------ registry checks
 
 
-@pytest.mark.parametrize("edit,expected", [
-    (lambda t: t.replace('hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean')
-              .replace('hints = ["What shape', 'functions = ["mean_of"]\n  hints = ["What shape'),
-     "function 'mean_of' is listed under tasks 'mean' and 'scale'"),
-    (lambda t: t.replace('hints = ["What shape', 'functions = ["_private"]\n  hints = ["What shape'),
-     "'functions' must list public function or class names"),
-    (lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n',
-     "give two or three follow-up questions"),
-    (lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n\n  [[kata.task.question]]\n  ask = "How?"\n  answer = "So."\n',
-     "missing 'answer'"),
-])
+@pytest.mark.parametrize(
+    "edit,expected",
+    [
+        (
+            lambda t: t.replace(
+                'hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean'
+            ).replace('hints = ["What shape', 'functions = ["mean_of"]\n  hints = ["What shape'),
+            "function 'mean_of' is listed under tasks 'mean' and 'scale'",
+        ),
+        (
+            lambda t: t.replace('hints = ["What shape', 'functions = ["_private"]\n  hints = ["What shape'),
+            "'functions' must list public function or class names",
+        ),
+        (
+            lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n',
+            "give two or three follow-up questions",
+        ),
+        (
+            lambda t: (
+                t + '\n  [[kata.task.question]]\n  ask = "Why?"\n\n  [[kata.task.question]]\n  ask = "How?"\n  answer '
+                '= "So."\n'
+            ),
+            "missing 'answer'",
+        ),
+    ],
+)
 def test_the_registry_rejects_bad_interview_fields_naming_the_task(tmp_path, edit, expected):
     path = tmp_path / "katas.toml"
     path.write_text(edit(TOY_REGISTRY.read_text()))
@@ -408,19 +457,27 @@ def test_the_registry_rejects_bad_interview_fields_naming_the_task(tmp_path, edi
         load_registry(path)
 
 
-PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\ntasks = ["mean"]\nminutes = 10\ndifficulty = "easy"\n'
+PRESET = (
+    '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\ntasks = ["mean"]\n'
+    'minutes = 10\ndifficulty = "easy"\n'
+)
 
 
-@pytest.mark.parametrize("edit,expected", [
-    (lambda p: p.replace('kata = "toy"', 'kata = "nope"'), "no kata named 'nope'"),
-    (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["nope"]'), "has no task 'nope'"),
-    (lambda p: p.replace('"easy"', '"brutal"'), "difficulty must be one of easy, medium, hard"),
-    (lambda p: p.replace("minutes = 10", "minutes = 0"), "minutes must be in"),
-    (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["fast"]'), "leaves nothing to write"),
-    (lambda p: p + p, "preset names repeat"),
-])
+@pytest.mark.parametrize(
+    "edit,expected",
+    [
+        (lambda p: p.replace('kata = "toy"', 'kata = "nope"'), "no kata named 'nope'"),
+        (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["nope"]'), "has no task 'nope'"),
+        (lambda p: p.replace('"easy"', '"brutal"'), "difficulty must be one of easy, medium, hard"),
+        (lambda p: p.replace("minutes = 10", "minutes = 0"), "minutes must be in"),
+        (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["fast"]'), "leaves nothing to write"),
+        (lambda p: p + p, "preset names repeat"),
+    ],
+)
 def test_the_registry_rejects_bad_presets_naming_the_preset(tmp_path, edit, expected):
-    registry = TOY_REGISTRY.read_text().replace('hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean')
+    registry = TOY_REGISTRY.read_text().replace(
+        'hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean'
+    )
     path = tmp_path / "katas.toml"
     path.write_text(registry + edit(PRESET))
     with pytest.raises(RegistryError, match=expected):

@@ -53,14 +53,18 @@ def test_the_stub_is_the_reference_with_bodies_removed(kata):
     stub = (KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")
     made = stub_from_solution(kata.name)
     assert stub == made, f"katas/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
-    assert stub_for(kata.name) == made, f"grader/stub_files/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
+    assert stub_for(kata.name) == made, (
+        f"grader/stub_files/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
+    )
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)
 def test_the_stub_keeps_every_public_name_of_the_reference(kata):
     def public(path: Path) -> set[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+        return {
+            n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+        }
 
     assert public(KATAS_DIR / f"{kata.name}.py") == public(SOLUTIONS_DIR / f"{kata.name}.py")
 
@@ -69,7 +73,9 @@ def test_the_stub_keeps_every_public_name_of_the_reference(kata):
 def test_every_public_function_and_class_of_the_stub_belongs_to_exactly_one_task(kata):
     # kata interview opens a task's functions and writes the rest from the reference.
     tree = ast.parse((KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))
-    public = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_"))
+    public = sorted(
+        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    )
     listed = [f for task in kata.tasks for f in task.functions]
     assert sorted(listed) == public, "each public name of the stub must be listed under exactly one task's functions"
 
@@ -126,7 +132,6 @@ def test_the_recap_quotes_only_figures_the_suite_records(kata):
     assert not missing, f"the recap of {kata.name} quotes {missing}, which no check of its suite records"
 
 
-
 def _public_defs(tree: ast.Module):
     """(qualified name, node) of every public function, class and method of a module."""
     for node in tree.body:
@@ -156,9 +161,12 @@ def test_every_public_function_of_the_stub_documents_itself_and_the_errors_it_ra
     in it is named there."""
     stub = dict(_public_defs(ast.parse(stub_for(kata.name))))
     solution = dict(_public_defs(ast.parse((SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))))
-    undocumented = [name for name, node in stub.items()
-                    if not ast.get_docstring(node) and not (name.endswith("__init__") and ast.get_docstring(
-                        stub[name.split(".")[0]]))]
+    undocumented = [
+        name
+        for name, node in stub.items()
+        if not ast.get_docstring(node)
+        and not (name.endswith("__init__") and ast.get_docstring(stub[name.split(".")[0]]))
+    ]
     assert not undocumented, f"katas/{kata.name}.py: no docstring on {undocumented}"
     unnamed = []
     for name, node in solution.items():

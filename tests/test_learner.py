@@ -18,8 +18,8 @@ from grader import report, runner
 from grader.cli import BLAS_THREADS, main
 from grader.registry import load_registry
 from grader.target import ROOT
-from helpers import SUBS, TOY
 
+from helpers import SUBS, TOY
 
 
 @pytest.fixture
@@ -29,9 +29,19 @@ def workdir(tmp_path, monkeypatch):
     work.mkdir()
     shutil.copy(SUBS / "stub" / "toy.py", work / "toy.py")
     registry = tmp_path / "katas.toml"  # the toy's, with the functions each task writes
-    registry.write_text((TOY / "katas.toml").read_text().replace(
-        '"test_mean_of_empty_raises_value_error"]\n', '"test_mean_of_empty_raises_value_error"]\n  functions = ["mean_of"]\n')
-        .replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"\nrecap = "Your mean took {{ratio:.2f}}x np.mean\'s time; {{nothing}} else."'))
+    registry.write_text(
+        (TOY / "katas.toml")
+        .read_text()
+        .replace(
+            '"test_mean_of_empty_raises_value_error"]\n',
+            '"test_mean_of_empty_raises_value_error"]\n  functions = ["mean_of"]\n',
+        )
+        .replace(
+            'suite = "test_toy.py"',
+            f'suite = "{TOY / "test_toy.py"}"\nrecap = "Your mean took {{ratio:.2f}}x np.mean\'s time; {{nothing}} '
+            'else."',
+        )
+    )
     monkeypatch.setenv("KATA_REGISTRY", str(registry))
     monkeypatch.setenv("KATA_WORKDIR", str(work))
     monkeypatch.delenv("KATA_STATE_DIR", raising=False)
@@ -42,8 +52,11 @@ def workdir(tmp_path, monkeypatch):
 def test_rows_arrive_while_the_kata_is_still_being_graded(workdir):
     toy = load_registry()[0]
     seen = []
-    result = runner.grade([toy], str(SUBS / "correct"),
-                          progress=lambda kata, task: seen.append((task.name, task.status.value, len(runner._LIVE))))
+    result = runner.grade(
+        [toy],
+        str(SUBS / "correct"),
+        progress=lambda kata, task: seen.append((task.name, task.status.value, len(runner._LIVE))),
+    )
     assert [s[:2] for s in seen] == [("mean", "pass"), ("scale", "pass"), ("fast", "pass")]
     assert seen[0][2] == 1, "the first task's row should come while the judge is still running"
     assert [t.status.value for t in result.katas[0].tasks] == ["pass", "pass", "pass"]
@@ -81,8 +94,10 @@ def test_a_passing_speed_task_shows_its_figure_against_the_bar(workdir):
 
 def test_figure_text_shows_the_direction_of_the_bar():
     assert report.figure_text({"value": 9.61, "bar": 5, "unit": "x", "better": "higher"}) == "9.61x (bar >= 5x)"
-    assert report.figure_text({"value": 3.05, "bar": 2.78, "unit": "tokens/call", "better": "higher"}) == \
-        "3.05 tokens/call (bar >= 2.78 tokens/call)"
+    assert (
+        report.figure_text({"value": 3.05, "bar": 2.78, "unit": "tokens/call", "better": "higher"})
+        == "3.05 tokens/call (bar >= 2.78 tokens/call)"
+    )
     assert report.figure_text({"value": 0.9, "bar": 4, "unit": "x", "better": "lower"}) == "0.9x (bar <= 4x)"
 
 
@@ -101,7 +116,10 @@ def test_grading_one_task_keeps_the_other_tasks_statuses(workdir):
     shutil.copy(SUBS / "stub" / "toy.py", workdir / "toy.py")
     CliRunner().invoke(main, ["grade", "toy:scale", "--no-live"])
     assert json.loads((workdir / ".kata" / "last_grade.json").read_text())["toy"] == {
-        "mean": "pass", "scale": "todo", "fast": "pass"}
+        "mean": "pass",
+        "scale": "todo",
+        "fast": "pass",
+    }
 
 
 def test_kata_init_copies_the_stubs_and_checklist_and_never_overwrites(tmp_path, monkeypatch):
@@ -180,8 +198,10 @@ def hinted(workdir, tmp_path, monkeypatch):
     registry = tmp_path / "hinted.toml"
     text = Path(os.environ["KATA_REGISTRY"]).read_text()
     second_task = text.index("  [[kata.task]]", text.index("  [[kata.task]]") + 1)
-    registry.write_text(text[:second_task] + '  [[kata.task.check]]\n  tests = ["test_mean_of_empty_raises_value_error"]\n'
-                        f'  hint = "{CHECK_HINT}"\n\n' + text[second_task:])
+    registry.write_text(
+        text[:second_task] + '  [[kata.task.check]]\n  tests = ["test_mean_of_empty_raises_value_error"]\n'
+        f'  hint = "{CHECK_HINT}"\n\n' + text[second_task:]
+    )
     monkeypatch.setenv("KATA_REGISTRY", str(registry))
     return workdir
 
@@ -209,8 +229,12 @@ def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
     from grader.registry import RegistryError
 
     path = Path(os.environ["KATA_REGISTRY"])
-    path.write_text(path.read_text().replace('tests = ["test_mean_of_empty_raises_value_error"]\n  hint',
-                                             'tests = ["test_scale_multiplies_every_element"]\n  hint'))
+    path.write_text(
+        path.read_text().replace(
+            'tests = ["test_mean_of_empty_raises_value_error"]\n  hint',
+            'tests = ["test_scale_multiplies_every_element"]\n  hint',
+        )
+    )
     with pytest.raises(RegistryError, match="must name one or more of the task's own tests"):
         load_registry()
 
@@ -221,8 +245,13 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     shutil.copy(ROOT / "katas" / "moe.py", work / "moe.py")
     env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
     env["KATA_WORKDIR"] = str(work)
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "bench", "moe"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "bench", "moe"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "not written yet" in done.stderr and "--target reference" in done.stderr
-

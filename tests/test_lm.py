@@ -11,7 +11,9 @@ from reference.model import Config, Model
 from reference.sampling import generate_naive
 
 CONFIG = Config(vocab_size=11, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=40)
-MOE = Config(vocab_size=11, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24, max_seq_len=40, n_experts=3, top_k=2)
+MOE = Config(
+    vocab_size=11, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24, max_seq_len=40, n_experts=3, top_k=2
+)
 ATOL = 1e-5  # float32 logits of a cached and a full pass may differ by summation order
 
 tokens = st.lists(st.integers(0, 10), min_size=1, max_size=20)

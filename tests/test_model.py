@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reference.model import Config, Model
 
@@ -222,9 +223,7 @@ def test_shifting_all_positions_by_a_constant_leaves_attention_scores_unchanged(
     positions = np.arange(T)
     q, k, _ = ROPE_MODEL.qkv(0, x, positions)
     q_shifted, k_shifted, _ = ROPE_MODEL.qkv(0, x, positions + shift)
-    np.testing.assert_allclose(
-        attention_scores(q_shifted, k_shifted), attention_scores(q, k), rtol=0, atol=ROPE_ATOL
-    )
+    np.testing.assert_allclose(attention_scores(q_shifted, k_shifted), attention_scores(q, k), rtol=0, atol=ROPE_ATOL)
 
 
 def test_with_as_many_kv_heads_as_heads_attention_is_plain_multi_head_attention():
@@ -244,8 +243,9 @@ def test_with_as_many_kv_heads_as_heads_attention_is_plain_multi_head_attention(
 
 
 def test_moe_routing_to_every_expert_equals_the_full_softmax_mixture_of_experts():
-    config = Config(vocab_size=16, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=12, max_seq_len=16,
-                    n_experts=3, top_k=3)
+    config = Config(
+        vocab_size=16, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=12, max_seq_len=16, n_experts=3, top_k=3
+    )
     model = Model.random(config, seed=9)
     w, p = as_float64(model), "layers.0."
     x = random_stream(config, 6, seed=10)
@@ -253,10 +253,12 @@ def test_moe_routing_to_every_expert_equals_the_full_softmax_mixture_of_experts(
     for row in x.astype(np.float64):
         h = rms_norm_vector(row, w[p + "mlp_norm"], config.norm_eps)
         probs = softmax_rows(h @ w[p + "router"])
-        expected.append(sum(
-            probs[e] * swiglu_vector(h, w[p + "w_gate"][e], w[p + "w_up"][e], w[p + "w_down"][e])
-            for e in range(config.n_experts)
-        ))
+        expected.append(
+            sum(
+                probs[e] * swiglu_vector(h, w[p + "w_gate"][e], w[p + "w_up"][e], w[p + "w_down"][e])
+                for e in range(config.n_experts)
+            )
+        )
     np.testing.assert_allclose(model.mlp(0, x), np.array(expected), atol=INDEPENDENT_ATOL)
 
 
@@ -306,7 +308,9 @@ def closed_form_macs(config: Config, T: int) -> dict[str, int]:
 
 
 WORK_CASES = pytest.mark.parametrize(
-    "config, T", [(DENSE, 1), (DENSE, 16), (GQA, 7), (MOE, 1), (MOE, 11)], ids=["dense1", "dense16", "gqa7", "moe1", "moe11"]
+    "config, T",
+    [(DENSE, 1), (DENSE, 16), (GQA, 7), (MOE, 1), (MOE, 11)],
+    ids=["dense1", "dense16", "gqa7", "moe1", "moe11"],
 )
 
 
@@ -401,8 +405,11 @@ def _bad_piece_calls():
         ("attend-v", lambda m, x, q, k, v: m.attend(0, q, k, v[:, :3], pos, pos), ["v must have the shape of k"]),
         ("attend-q-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos[:4], pos), ["q_positions", "5 integers"]),
         ("attend-k-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos, pos - 1), ["k_positions", "-1..3"]),
-        ("attend-no-key", lambda m, x, q, k, v: m.attend(0, q[:, :2], k[:, 3:], v[:, 3:], pos[:2], pos[3:]),
-         ["position 0 sees no key", "earliest key is at 3"]),
+        (
+            "attend-no-key",
+            lambda m, x, q, k, v: m.attend(0, q[:, :2], k[:, 3:], v[:, 3:], pos[:2], pos[3:]),
+            ["position 0 sees no key", "earliest key is at 3"],
+        ),
     ]
 
 

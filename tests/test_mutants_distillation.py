@@ -88,12 +88,14 @@ MUTANTS = [
         name="gradient computed row by row in Python",
         task="speed",
         old="    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n",
-        new=("    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n"
-             "    if rows.size > 1:\n"
-             "        for i in rows:\n"
-             "            one = distillation_grad(s[i:i + 1], t[i:i + 1], y[i:i + 1], T, alpha, ignore_index)\n"
-             "            grad[i] = one[0] / rows.size\n"
-             "        return grad\n"),
+        new=(
+            "    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n"
+            "    if rows.size > 1:\n"
+            "        for i in rows:\n"
+            "            one = distillation_grad(s[i:i + 1], t[i:i + 1], y[i:i + 1], T, alpha, ignore_index)\n"
+            "            grad[i] = one[0] / rows.size\n"
+            "        return grad\n"
+        ),
         expect=("slow",),
     ),
 ]

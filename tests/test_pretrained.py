@@ -17,8 +17,15 @@ from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
 
 DATA_DIR = WEIGHTS_DIR.parent / "data"
 TEACHER_CONFIG = Config(
-    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256,
-    max_seq_len=256, n_experts=4, top_k=2,
+    vocab_size=96,
+    d_model=128,
+    n_layers=4,
+    n_heads=4,
+    n_kv_heads=2,
+    d_ff=256,
+    max_seq_len=256,
+    n_experts=4,
+    top_k=2,
 )
 DRAFT_CONFIG = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
 MAX_WEIGHT_BYTES = 8_000_000  # both .npz files together
@@ -66,7 +73,7 @@ def bigram_bits_per_char() -> float:
     ids[[ord(ch) for ch in VOCAB]] = np.arange(VOCAB_SIZE)
     train = ids[train]
     counts = np.bincount(train[:-1] * VOCAB_SIZE + train[1:], minlength=VOCAB_SIZE**2)
-    probs = (counts.reshape(VOCAB_SIZE, VOCAB_SIZE) + BIGRAM_SMOOTHING)
+    probs = counts.reshape(VOCAB_SIZE, VOCAB_SIZE) + BIGRAM_SMOOTHING
     probs /= probs.sum(axis=1, keepdims=True)
     total, count = 0.0, 0
     for window in val_windows():

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from reference.model import Config, Model
 from reference.sampling import check_n_new, check_rng, draw_index, generate_naive, sample_token

@@ -23,15 +23,23 @@ from grader.registry import load_presets, load_registry
 from grader.target import ROOT
 
 FLOW_SECONDS = 150  # the issue's bar is five minutes, from `kata new` to a graded toy kata; this is half of it
-NEW_FILES = ["reference/solutions/toykata.py", "katas/toykata.py", "grader/stub_files/toykata.py",
-             "grader/suites/test_toykata.py", "benchmarks/bench_toykata.py"]
+NEW_FILES = [
+    "reference/solutions/toykata.py",
+    "katas/toykata.py",
+    "grader/stub_files/toykata.py",
+    "grader/suites/test_toykata.py",
+    "benchmarks/bench_toykata.py",
+]
 EDITED_FILES = ["grader/katas.toml", "CHECKLIST.md", "README.md"]
 
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file under root (its path relative to root) with the sha256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -49,19 +57,22 @@ def small_root(tmp_path) -> Path:
 # ------------------------------------------------------------------ refusals (fast)
 
 
-@pytest.mark.parametrize("name,why", [
-    ("Toy", "not a valid kata name"),
-    ("1toy", "not a valid kata name"),
-    ("toy-kata", "not a valid kata name"),
-    ("_toy", "not a valid kata name"),
-    ("", "not a valid kata name"),
-    ("class", "keyword"),
-    ("kv_cache", "already a kata named 'kv_cache'"),
-    ("moe", "already a kata named 'moe'"),
-    ("json", "existing Python module"),
-    ("numpy", "existing Python module"),
-    ("grader", "already the name of"),
-])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("Toy", "not a valid kata name"),
+        ("1toy", "not a valid kata name"),
+        ("toy-kata", "not a valid kata name"),
+        ("_toy", "not a valid kata name"),
+        ("", "not a valid kata name"),
+        ("class", "keyword"),
+        ("kv_cache", "already a kata named 'kv_cache'"),
+        ("moe", "already a kata named 'moe'"),
+        ("json", "existing Python module"),
+        ("numpy", "existing Python module"),
+        ("grader", "already the name of"),
+    ],
+)
 def test_a_bad_name_is_refused_and_nothing_is_written(small_root, name, why):
     before = snapshot(small_root)
     with pytest.raises(scaffold.ScaffoldError, match=why):
@@ -103,8 +114,12 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
     assert sorted(k for k in before if before[k] != after[k]) == sorted(EDITED_FILES)
     katas = load_registry(small_root / "grader" / "katas.toml")
     new = katas[-1]
-    assert (new.name, new.title, new.trade, new.order) == ("toykata", "Toy {kata} | here", "braces {x} for pipes |",
-                                                           max(k.order for k in katas[:-1]) + 1)
+    assert (new.name, new.title, new.trade, new.order) == (
+        "toykata",
+        "Toy {kata} | here",
+        "braces {x} for pipes |",
+        max(k.order for k in katas[:-1]) + 1,
+    )
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
     assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "katas.toml")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
@@ -133,8 +148,9 @@ def _copy_checkout(dest: Path) -> None:
 def _run(copy: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("KATA_REGISTRY", "KATA_WORKDIR", "KATA_STATE_DIR")}
     env.update(PYTHONPATH=str(copy), NO_COLOR="1")
-    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def _statuses(result: subprocess.CompletedProcess) -> dict[str, str]:

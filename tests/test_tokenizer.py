@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from reference.model import Config
 from reference.tokenizer import VOCAB, VOCAB_SIZE, decode, encode

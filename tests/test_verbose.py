@@ -18,6 +18,7 @@ from grader.registry import REGISTRY_PATH, load_registry
 from grader.runner import GradeResult, KataResult, TaskResult, grade_kata
 from grader.stubs import STUB_FILES
 from reference.model import Config, Model
+
 from helpers import FAST, SUBS, TOY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +35,9 @@ def moe():
 
 
 def result_of(kata: KataResult, target: str = "") -> GradeResult:
-    return GradeResult(target=target, seed=0, score=kata.score, max_score=kata.max_score, duration=kata.duration,
-                       katas=[kata])
+    return GradeResult(
+        target=target, seed=0, score=kata.score, max_score=kata.max_score, duration=kata.duration, katas=[kata]
+    )
 
 
 def verbose(kata, target: str, **kwargs) -> tuple[KataResult, str]:
@@ -90,7 +92,9 @@ def test_a_syntax_error_is_reported_once_for_the_kata():
     graded, text = toy_verbose("syntax")
     assert text.count("syntax error at line 13") == 1, text
     assert [ln for ln in text.splitlines() if ln.endswith("(see above)")] == [
-        "toy / scale: error (see above)", "toy / fast: error (see above)"]
+        "toy / scale: error (see above)",
+        "toy / fast: error (see above)",
+    ]
     assert all(f["example"] == "" for t in graded.tasks for f in t.failures)  # no draw leaks from another check
     summary = report.failing_summary(result_of(graded))
     assert summary == "toy: every check failed the same way: toy.py has a syntax error at line 13: invalid syntax"
@@ -98,32 +102,47 @@ def test_a_syntax_error_is_reported_once_for_the_kata():
 
 def _task(name: str, status: Status, failures: list[tuple[str, str, str]], passed: int = 0) -> TaskResult:
     fs = [{"test": t, "outcome": o, "message": m, "example": ""} for t, o, m in failures]
-    return TaskResult(name, name, status, 0, 1, passed, passed + len(fs), fs[0]["message"] if fs else "",
-                      f"hint for {name}", fs)
+    return TaskResult(
+        name, name, status, 0, 1, passed, passed + len(fs), fs[0]["message"] if fs else "", f"hint for {name}", fs
+    )
 
 
 def test_consecutive_checks_that_failed_alike_are_counted_not_repeated():
     same = "IndexError: boom\n    at k.py:3 in f: raise IndexError('boom')"
-    task = _task("t", Status.ERROR, [("test_a", "error", same), ("test_b", "error", same), ("test_c", "error", same),
-                                     ("test_d", "fail", "wrong"), ("test_e", "error", same)], passed=1)
+    task = _task(
+        "t",
+        Status.ERROR,
+        [
+            ("test_a", "error", same),
+            ("test_b", "error", same),
+            ("test_c", "error", same),
+            ("test_d", "fail", "wrong"),
+            ("test_e", "error", same),
+        ],
+        passed=1,
+    )
     text = report.details(result_of(KataResult("k", "K", 0, 1, 0.0, [task])))
-    assert text == "\n".join([
-        "k / t: error",
-        "  test_a [error]: IndexError: boom",
-        "      at k.py:3 in f: raise IndexError('boom')",
-        "  ... and 2 more checks failed the same way",
-        "  test_d [fail]: wrong",
-        "  test_e [error]: IndexError: boom",
-        "      at k.py:3 in f: raise IndexError('boom')",
-        "  hint: hint for t",
-    ])
+    assert text == "\n".join(
+        [
+            "k / t: error",
+            "  test_a [error]: IndexError: boom",
+            "      at k.py:3 in f: raise IndexError('boom')",
+            "  ... and 2 more checks failed the same way",
+            "  test_d [fail]: wrong",
+            "  test_e [error]: IndexError: boom",
+            "      at k.py:3 in f: raise IndexError('boom')",
+            "  hint: hint for t",
+        ]
+    )
 
 
 def test_a_module_that_hangs_while_loading_is_one_message_despite_the_checks_not_run():
     hang = "importing the kata module took longer than 4 s"
     not_run = "not run: test_a1 of this task timed out"
-    tasks = [_task("a", Status.TIMEOUT, [("test_a1", "timeout", hang), ("test_a2", "timeout", not_run)]),
-             _task("b", Status.TIMEOUT, [("test_b1", "timeout", hang)])]
+    tasks = [
+        _task("a", Status.TIMEOUT, [("test_a1", "timeout", hang), ("test_a2", "timeout", not_run)]),
+        _task("b", Status.TIMEOUT, [("test_b1", "timeout", hang)]),
+    ]
     text = report.details(result_of(KataResult("k", "K", 0, 2, 0.0, tasks)))
     assert text == f"k / a: timeout\n  every check of k failed the same way:\n    {hang}\n\nk / b: timeout (see above)"
 
@@ -134,28 +153,37 @@ def test_a_module_that_hangs_while_loading_is_one_message_despite_the_checks_not
 def test_a_failing_hypothesis_check_shows_the_learners_call_with_named_one_line_arguments(moe, tmp_path):
     # Wrong only for one token: the first explicit example fails, the one Hypothesis runs after it passes,
     # so the example must be the calls of the last example that failed, not of the last example run.
-    target = moe_submission(tmp_path, """\
+    target = moe_submission(
+        tmp_path,
+        """\
     if x.ndim != 2 or w_router.ndim != 2 or x.shape[1] != w_router.shape[0]:
         raise ValueError("bad shapes")
     z = x.astype(np.float64) @ w_router.astype(np.float64)
     p = np.exp(z - z.max(axis=-1, keepdims=True))
     p = p / p.sum(axis=-1, keepdims=True)
     return p * 0.5 if x.shape[0] == 1 else p
-""")
+""",
+    )
     graded, text = verbose(moe, target, tasks=["router"])
     (failure,) = graded.tasks[0].failures
     example = failure["example"]
     number = r"-?\d+(\.\d+)?(e-?\d+)?"
-    assert re.fullmatch(rf"moe\.router_probs\(x=array\(\[\[{number}\]\], dtype=float32\), "
-                        rf"w_router=array\(\[\[{number}\]\], dtype=float32\)\)", example), example
+    assert re.fullmatch(
+        rf"moe\.router_probs\(x=array\(\[\[{number}\]\], dtype=float32\), "
+        rf"w_router=array\(\[\[{number}\]\], dtype=float32\)\)",
+        example,
+    ), example
     assert "<kata module" not in text and "shape=(" not in text and "scale=" not in text and "Falsifying" not in text
     assert f"      example: {example}" in text.splitlines()
 
 
 def test_an_error_in_the_learners_code_keeps_its_frames_and_shows_the_minimal_example(toy, tmp_path):
     last = "    return np.sum(x, dtype=np.float64) / x.size"
-    (tmp_path / "toy.py").write_text((SUBS / "correct" / "toy.py").read_text().replace(
-        last, "    if np.any(x > 50):\n        raise RuntimeError('too big')\n" + last))
+    (tmp_path / "toy.py").write_text(
+        (SUBS / "correct" / "toy.py")
+        .read_text()
+        .replace(last, "    if np.any(x > 50):\n        raise RuntimeError('too big')\n" + last)
+    )
     graded = grade_kata(toy, str(tmp_path), tasks=["mean"], limits=FAST)
     (failure,) = graded.tasks[0].failures
     assert failure["message"] == "RuntimeError: too big\n    at toy.py:9 in mean_of: raise RuntimeError('too big')"
@@ -195,30 +223,47 @@ def test_proxies_are_named_from_what_the_judge_holds_without_a_round_trip():
     cache = Remote.__new__(Remote)
     object.__setattr__(cache, "_ref", {"kind": "object", "type": "KVCache"})
     assert [examples.describe(v) for v in (module, cache, RemoteMethod(cache, "update"))] == [
-        "<the kata module>", "<KVCache>", "<KVCache>.update"]
+        "<the kata module>",
+        "<KVCache>",
+        "<KVCache>.update",
+    ]
 
 
 def test_a_call_takes_the_stubs_argument_names_and_stays_within_its_length():
-    call = examples.Call("kv_cache", "generate", "function", None, (examples.Text("<Model n_layers=1, d_model=16>"),
-                                                                   [3, 1, 4], 5), {"temperature": 0.7})
-    assert examples.call_text(call) == ("kv_cache.generate(model=<Model n_layers=1, d_model=16>, prompt=[3, 1, 4], "
-                                        "n_new=5, temperature=0.7)")
+    call = examples.Call(
+        "kv_cache",
+        "generate",
+        "function",
+        None,
+        (examples.Text("<Model n_layers=1, d_model=16>"), [3, 1, 4], 5),
+        {"temperature": 0.7},
+    )
+    assert examples.call_text(call) == (
+        "kv_cache.generate(model=<Model n_layers=1, d_model=16>, prompt=[3, 1, 4], n_new=5, temperature=0.7)"
+    )
     method = examples.Call("kv_cache", "KVCache", "object", "update", (0, np.ones((1, 2), np.float32), 1.0))
     assert examples.call_text(method) == "<KVCache>.update(layer=0, k=array([[1.0, 1.0]], dtype=float32), v=1.0)"
     build = examples.Call("kv_cache", "KVCache", "class", None, (2, 2, 4, 12))
     assert examples.call_text(build) == "kv_cache.KVCache(n_layers=2, n_kv_heads=2, head_dim=4, max_len=12)"
     unknown = examples.Call("toy", "mean_of", "function", None, (1.5,))  # no stub: positional
     assert examples.call_text(unknown) == "toy.mean_of(1.5)"
-    big = examples.Call("moe", "router_probs", "function", None,
-                        tuple(examples.freeze(np.full((4, 5), 1 / 3, np.float32)) for _ in range(2)))
+    big = examples.Call(
+        "moe",
+        "router_probs",
+        "function",
+        None,
+        tuple(examples.freeze(np.full((4, 5), 1 / 3, np.float32)) for _ in range(2)),
+    )
     text = examples.calls_text([big] * 5, total=7)
     assert text.startswith("(after 2 earlier calls)\nmoe.router_probs(x=") and text.endswith("  (5 times)")
     assert all(len(line) <= examples.MAX_CHARS for line in text.splitlines())
 
 
 def test_without_recorded_calls_hypothesis_own_example_is_tidied():
-    note = ("Falsifying explicit example: test_x(\n    moe=<kata module moe>,\n    tokens=[1,\n     2,\n     3],\n"
-            "    scale=1.0,\n)")
+    note = (
+        "Falsifying explicit example: test_x(\n    moe=<kata module moe>,\n    tokens=[1,\n     2,\n     3],\n"
+        "    scale=1.0,\n)"
+    )
     want = "Falsifying explicit example: test_x(\n    tokens=[1, 2, 3],\n    scale=1.0,\n)"
     assert examples.hypothesis_text(note) == want
 

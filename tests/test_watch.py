@@ -24,6 +24,7 @@ from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import KataResult, TaskResult
 from grader.watch import first_unfinished, screen, watch
+
 from helpers import SUBS, TOY, processes_under
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,17 +66,21 @@ class Output:
 
     def wait_for_screens(self, n: int, timeout: float = WAIT) -> list[str]:
         with self.cond:
-            if not self.cond.wait_for(lambda: len([c for c in self.chunks if c.startswith("kata watch:")]) >= n,
-                                      timeout):
+            if not self.cond.wait_for(
+                lambda: len([c for c in self.chunks if c.startswith("kata watch:")]) >= n, timeout
+            ):
                 raise AssertionError(f"no screen {n} within {timeout} s; the watch printed: {self.chunks}")
         return self.screens()
 
 
 def _start(kata="toy"):
     out, stop = Output(), threading.Event()
-    thread = threading.Thread(target=watch, args=(kata,),
-                              kwargs=dict(stop=stop, out=out.add, clock=lambda: datetime(2026, 1, 2, 12, 34, 56)),
-                              daemon=True)
+    thread = threading.Thread(
+        target=watch,
+        args=(kata,),
+        kwargs=dict(stop=stop, out=out.add, clock=lambda: datetime(2026, 1, 2, 12, 34, 56)),
+        daemon=True,
+    )
     thread.start()
     return out, stop, thread
 
@@ -139,7 +144,7 @@ def test_a_burst_of_saves_is_graded_once(work):
         with open(work / "toy.py", "w") as f:
             f.write(text[: len(text) // 2])
             f.flush()
-            f.write(text[len(text) // 2:] + "\n" * n)
+            f.write(text[len(text) // 2 :] + "\n" * n)
         time.sleep(0.03)
     assert "4/4 points" in out.wait_for_screens(2)[1]
     time.sleep(1.5)
@@ -153,12 +158,24 @@ class Child:
     def __init__(self, work: Path, tmp_path: Path):
         self.scratch = tmp_path / "tmp"
         self.scratch.mkdir()
-        env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_WORKDIR=str(work),
-                   KATA_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(self.scratch), PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "grader.cli", "watch", "toy"], cwd=tmp_path, env=env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        env = dict(
+            os.environ,
+            KATA_REGISTRY=str(TOY / "katas.toml"),
+            KATA_WORKDIR=str(work),
+            KATA_STATE_DIR=str(tmp_path / "state"),
+            TMPDIR=str(self.scratch),
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.cli", "watch", "toy"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -172,8 +189,9 @@ class Child:
         while sum(line.startswith(what) for line in list(self.lines)) < n:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.kill()
-                raise AssertionError(f"no {n}x {what!r} within {timeout} s; stdout: {self.lines}; "
-                                     f"stderr: {self.proc.stderr.read()}")
+                raise AssertionError(
+                    f"no {n}x {what!r} within {timeout} s; stdout: {self.lines}; stderr: {self.proc.stderr.read()}"
+                )
             time.sleep(0.05)
 
     def interrupt(self) -> tuple[int, str]:
@@ -240,13 +258,38 @@ def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_
     katas = load_registry()
     kata = max(katas, key=lambda k: len(k.tasks))
     long = "a message that goes on and on " * 20
-    tasks = [TaskResult(t.name, t.title, Status.FAIL, 0, t.points, 1, 26, long, t.hints[0],
-                        [{"test": f"test_{t.name}", "outcome": "fail", "message": long,
-                          "example": "Falsifying example: test_x(\n" + "    x=1,\n" * 10 + ")"}])
-             for t in kata.tasks]
+    tasks = [
+        TaskResult(
+            t.name,
+            t.title,
+            Status.FAIL,
+            0,
+            t.points,
+            1,
+            26,
+            long,
+            t.hints[0],
+            [
+                {
+                    "test": f"test_{t.name}",
+                    "outcome": "fail",
+                    "message": long,
+                    "example": "Falsifying example: test_x(\n" + "    x=1,\n" * 10 + ")",
+                }
+            ],
+        )
+        for t in kata.tasks
+    ]
     result = KataResult(kata.name, kata.title, 0, kata.max_score, 1.0, tasks)
-    text = screen(kata, result, {t.name: "todo" for t in kata.tasks}, file=Path("/w") / f"{kata.name}.py",
-                  when=datetime(2026, 1, 2, 9, 0, 0), next_kata=None, watching_all=False)
+    text = screen(
+        kata,
+        result,
+        {t.name: "todo" for t in kata.tasks},
+        file=Path("/w") / f"{kata.name}.py",
+        when=datetime(2026, 1, 2, 9, 0, 0),
+        next_kata=None,
+        watching_all=False,
+    )
     assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 80, text
     assert f"first failing check: {kata.tasks[0].name} / test_{kata.tasks[0].name} [fail]" in text
     assert "  example: x=1, x=1" in text and "Falsifying" not in text
@@ -256,9 +299,15 @@ def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_
     state = {katas[0].name: {t.name: "pass" for t in katas[0].tasks}}
     nxt = first_unfinished(katas, state, after=katas[0])
     assert nxt is katas[1]
-    text = screen(katas[0], KataResult(katas[0].name, "", katas[0].max_score, katas[0].max_score, 1.0, passed),
-                  None, file=Path("/w") / f"{katas[0].name}.py", when=datetime(2026, 1, 2, 9, 0, 0), next_kata=nxt,
-                  watching_all=False)
+    text = screen(
+        katas[0],
+        KataResult(katas[0].name, "", katas[0].max_score, katas[0].max_score, 1.0, passed),
+        None,
+        file=Path("/w") / f"{katas[0].name}.py",
+        when=datetime(2026, 1, 2, 9, 0, 0),
+        next_kata=nxt,
+        watching_all=False,
+    )
     assert f"next: {katas[1].name} — run `kata watch {katas[1].name}`" in text
     assert "nothing to compare with" in text
     every = {k.name: {t.name: "pass" for t in k.tasks} for k in katas}

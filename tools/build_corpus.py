@@ -57,9 +57,7 @@ def stdlib_files(root: Path) -> list[Path]:
 def docstrings(source: str) -> list[str]:
     """Module, class and function docstrings of one source file, in source order."""
     tree = ast.parse(source)
-    nodes = [tree] + [
-        n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
+    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
     nodes.sort(key=lambda n: getattr(n, "lineno", 0))
     found = []
     for node in nodes:
@@ -141,9 +139,7 @@ def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
     while len(train_text) + len(val_text) > MAX_BYTES:  # keep the cap by dropping the last documents
         train.pop()
         train_text = SEP.join(train) + "\n"
-    stats.update(
-        train_docs=len(train), val_docs=len(val), train_chars=len(train_text), val_chars=len(val_text)
-    )
+    stats.update(train_docs=len(train), val_docs=len(val), train_chars=len(train_text), val_chars=len(val_text))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train.txt").write_text(train_text, encoding="ascii", newline="\n")
     (out_dir / "val.txt").write_text(val_text, encoding="ascii", newline="\n")
@@ -172,14 +168,14 @@ excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
 
 ## Method
 
-1. Parse every file with `ast` ({s['files']} files; {s['unparsable_files']} could not be parsed and were skipped).
+1. Parse every file with `ast` ({s["files"]} files; {s["unparsable_files"]} could not be parsed and were skipped).
 2. Take every module, class and function docstring in source order
-   (`ast.get_docstring(..., clean=True)`, which dedents): {s['docstrings']} docstrings.
+   (`ast.get_docstring(..., clean=True)`, which dedents): {s["docstrings"]} docstrings.
 3. Clean to the tokenizer's vocabulary (newline and printable ASCII): tabs become
    spaces, accents are stripped (NFKD), other characters are dropped, trailing
    spaces are removed, runs of blank lines become one. A docstring with more than
    {MAX_FOREIGN:.0%} of its characters outside the vocabulary is dropped whole
-   ({s['dropped_foreign']} dropped). Exact duplicates are dropped ({s['duplicates']}).
+   ({s["dropped_foreign"]} dropped). Exact duplicates are dropped ({s["duplicates"]}).
 4. Split by document: a document goes to validation when the SHA-256 of
    `"{seed}:" + text` falls in the first {VAL_PERCENT}% of the range, otherwise to training.
    Documents are joined with one blank line, in source order.
@@ -188,8 +184,8 @@ excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
 
 | file | documents | characters (= bytes = tokens) |
 |---|---|---|
-| train.txt | {s['train_docs']} | {s['train_chars']:,} |
-| val.txt | {s['val_docs']} | {s['val_chars']:,} |
+| train.txt | {s["train_docs"]} | {s["train_chars"]:,} |
+| val.txt | {s["val_docs"]} | {s["val_chars"]:,} |
 
 ## Licence
 

@@ -47,15 +47,29 @@ REPO = TOOLS.parent
 sys.path[:0] = [str(REPO), str(TOOLS)]
 
 import build_corpus  # noqa: E402
+
 from reference.model import WEIGHTS_DIR, Config, Model, rope_tables  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, encode  # noqa: E402
 
 TEACHER = Config(
-    vocab_size=VOCAB_SIZE, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2,
-    d_ff=256, max_seq_len=256, n_experts=4, top_k=2,
+    vocab_size=VOCAB_SIZE,
+    d_model=128,
+    n_layers=4,
+    n_heads=4,
+    n_kv_heads=2,
+    d_ff=256,
+    max_seq_len=256,
+    n_experts=4,
+    top_k=2,
 )
 DRAFT = Config(
-    vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256,
+    vocab_size=VOCAB_SIZE,
+    d_model=64,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    d_ff=256,
+    max_seq_len=256,
 )
 TEACHER_STEPS = 3500
 DRAFT_STEPS = 1800
@@ -183,13 +197,16 @@ def init_model(config: Config, seed: int) -> TorchModel:
     return TorchModel(config, weights)
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor,
-                      temperature: float, alpha: float) -> torch.Tensor:
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor, temperature: float, alpha: float
+) -> torch.Tensor:
     """alpha T^2 KL(softmax(teacher/T) || softmax(student/T)) + (1 - alpha) CE(labels, student),
     both averaged over rows: student, teacher (N, V), labels (N,)."""
     soft = F.kl_div(
-        F.log_softmax(student / temperature, dim=-1), F.log_softmax(teacher / temperature, dim=-1),
-        reduction="batchmean", log_target=True,
+        F.log_softmax(student / temperature, dim=-1),
+        F.log_softmax(teacher / temperature, dim=-1),
+        reduction="batchmean",
+        log_target=True,
     )
     return alpha * temperature**2 * soft + (1 - alpha) * F.cross_entropy(student, labels)
 
@@ -236,8 +253,17 @@ def learning_rate(peak: float, step: int, progress: float) -> float:
     return peak * (FINAL_LR_FRACTION + (1 - FINAL_LR_FRACTION) * cos)
 
 
-def train_phase(name: str, config: Config, steps: int, budget_s: float, train: np.ndarray, val: torch.Tensor,
-                seed: int, work_dir: Path, teacher: TorchModel | None = None) -> tuple[TorchModel, dict]:
+def train_phase(
+    name: str,
+    config: Config,
+    steps: int,
+    budget_s: float,
+    train: np.ndarray,
+    val: torch.Tensor,
+    seed: int,
+    work_dir: Path,
+    teacher: TorchModel | None = None,
+) -> tuple[TorchModel, dict]:
     """Train one model for `steps` steps or budget_s seconds of wall clock,
     whichever ends first (resuming a checkpoint in work_dir if there is one);
     returns the model and a summary. With a teacher, distil from it."""
@@ -295,8 +321,12 @@ def train_phase(name: str, config: Config, steps: int, budget_s: float, train: n
         if now - last_log >= LOG_EVERY_S or state["done"]:
             probe = evaluate(model, val_probe)
             line = {
-                "step": state["step"], "elapsed_s": round(state["elapsed"]), "lr": lr,
-                "train_ce": log_loss / log_steps, "val_ce": probe["loss"], "tok_per_s": log_tokens / (now - last_log),
+                "step": state["step"],
+                "elapsed_s": round(state["elapsed"]),
+                "lr": lr,
+                "train_ce": log_loss / log_steps,
+                "val_ce": probe["loss"],
+                "tok_per_s": log_tokens / (now - last_log),
             }
             state["log"].append(line)
             print(
@@ -347,17 +377,17 @@ Written by `tools/train.py` at the end of its run; the numbers are that run's.
 
 ## Command
 
-    {' '.join(['python', 'tools/train.py'] + sys.argv[1:])}
+    {" ".join(["python", "tools/train.py"] + sys.argv[1:])}
 
 Machine: {os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()}), shared with other
 work, {torch.get_num_threads()} torch thread(s); Python {platform.python_version()}, torch {torch.__version__},
 NumPy {np.__version__}. Seed {args.seed}. Total training wall clock
-{sum(v['elapsed'] for v in times.values()) / 60:.1f} minutes, plus corpus building and evaluation.
+{sum(v["elapsed"] for v in times.values()) / 60:.1f} minutes, plus corpus building and evaluation.
 
 ## Corpus
 
-{corpus['train_chars']:,} training and {corpus['val_chars']:,} validation characters
-(see PROVENANCE.md). Validation is scored on all {results['windows']} non-overlapping
+{corpus["train_chars"]:,} training and {corpus["val_chars"]:,} validation characters
+(see PROVENANCE.md). Validation is scored on all {results["windows"]} non-overlapping
 windows of {SEQ_LEN} predicted characters.
 
 ## Models
@@ -384,7 +414,7 @@ Measured on the exported float16 weights, loaded back as float32.
 | model | minutes | steps | training tokens | final train CE (nats) | val CE (nats) | val bits/char |
 |---|---|---|---|---|---|---|
 {phases}
-| bigram baseline (train counts + {BIGRAM_SMOOTHING}) | | | | | | {results['bigram_bpc']:.3f} |
+| bigram baseline (train counts + {BIGRAM_SMOOTHING}) | | | | | | {results["bigram_bpc"]:.3f} |
 
 Greedy top-1 agreement with the teacher on every validation position. Both
 drafts start from the same weights and see the same batches for the same
@@ -393,22 +423,30 @@ clock: it runs no teacher forward per batch.)
 
 | draft | steps | val bits/char | agreement |
 |---|---|---|---|
-| distilled (shipped) | {times['draft']['step']:,} | {d['bpc']:.3f} | {d['agreement']:.2%} |
-| hard labels only | {times['draft_hard']['step']:,} | {h['bpc']:.3f} | {h['agreement']:.2%} |
+| distilled (shipped) | {times["draft"]["step"]:,} | {d["bpc"]:.3f} | {d["agreement"]:.2%} |
+| hard labels only | {times["draft_hard"]["step"]:,} | {h["bpc"]:.3f} | {h["agreement"]:.2%} |
 
 Teacher expert usage on validation (share of routed slots per expert, one row per layer):
-{chr(10).join(f'- layer {i}: {row}' for i, row in enumerate(usage))}
+{chr(10).join(f"- layer {i}: {row}" for i, row in enumerate(usage))}
 """
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
-    parser.add_argument("--minutes", type=float, default=33.0,
-                        help=f"time cap: {TEACHER_SHARE:.0%} for the teacher, {DRAFT_SHARE:.0%} for each draft")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=33.0,
+        help=f"time cap: {TEACHER_SHARE:.0%} for the teacher, {DRAFT_SHARE:.0%} for each draft",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split, the init and the batches")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--work-dir", type=Path, default=REPO / "build" / "train",
-                        help="checkpoints and the hard-label draft (not shipped)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=REPO / "build" / "train",
+        help="checkpoints and the hard-label draft (not shipped)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -416,7 +454,10 @@ def main() -> None:
 
     corpus = build_corpus.build(seed=args.seed)
     print("corpus:", " ".join(f"{k}={v}" for k, v in corpus.items()), flush=True)
-    read = lambda name: np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
+
+    def read(name: str) -> np.ndarray:
+        return np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
+
     train, val_tokens = read("train.txt"), read("val.txt")
     val = windows(val_tokens)
 

@@ -120,5 +120,3 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
     prompt, a negative temperature, a missing rng, or models without `logits`.
     """
     raise NotImplementedError
-
-

@@ -69,8 +69,9 @@ def baseline_path(kata: str) -> Path:
 FIGURES: list[dict] = []  # what the running check measured (grader.worker reports and clears it)
 
 
-def figure(name: str, value: float, bar: float | None = None, *, unit: str = "x", better: str = "higher",
-           key: str = "") -> float:
+def figure(
+    name: str, value: float, bar: float | None = None, *, unit: str = "x", better: str = "higher", key: str = ""
+) -> float:
     """Record a figure the running check measured, against its bar if it has
     one (say "speed-up over generate_naive", 9.6, bar 5): the grade shows it
     next to the task, Gradescope's leaderboard ranks by it, and the kata's
@@ -78,8 +79,16 @@ def figure(name: str, value: float, bar: float | None = None, *, unit: str = "x"
     judge, so learner code cannot set it. Returns value."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
-    FIGURES.append({"name": name, "value": float(value), "bar": None if bar is None else float(bar), "unit": unit,
-                    "better": better, "key": key})
+    FIGURES.append(
+        {
+            "name": name,
+            "value": float(value),
+            "bar": None if bar is None else float(bar),
+            "unit": unit,
+            "better": better,
+            "key": key,
+        }
+    )
     return value
 
 
@@ -98,8 +107,9 @@ def _timed_all(fns, args) -> tuple[float, list]:
     return total, digests
 
 
-def time_ratio(mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call",
-               expect=None, baseline_args=None) -> float:
+def time_ratio(
+    mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call", expect=None, baseline_args=None
+) -> float:
     """Median over `repeats` of time(mine) / time(baseline), each timed here
     in the judge around its round trip (judge.timed). mine and baseline are
     kata proxies (the learner's function and a trusted baseline's), or tuples
@@ -129,8 +139,10 @@ def time_ratio(mine, baseline, inputs, *, repeats: int = 5, what: str = "the tim
             (t_base, d_base), (t_mine, d_mine) = _timed_all(baseline, other(args)), _timed_all(mine, args)
         want = [protocol.digest(v) for v in expect(*args)] if expect else d_base
         if not protocol.digests_agree(d_mine, want, DIGEST_RTOL):
-            raise WrongWhileTimed(f"{what} returned a wrong result while being timed (its sums differ from the "
-                                  "expected ones on the same input): a fast wrong answer is not fast")
+            raise WrongWhileTimed(
+                f"{what} returned a wrong result while being timed (its sums differ from the "
+                "expected ones on the same input): a fast wrong answer is not fast"
+            )
         ratios.append(t_mine / t_base)
     return float(np.median(ratios))
 

@@ -70,8 +70,9 @@ def _finite_difference_grad(student, teacher, labels, temperature, alpha):
         up, down = student.copy(), student.copy()
         up[idx] += FD_STEP
         down[idx] -= FD_STEP
-        grad[idx] = (_loss64(up, teacher, labels, temperature, alpha)
-                     - _loss64(down, teacher, labels, temperature, alpha)) / (2 * FD_STEP)
+        grad[idx] = (
+            _loss64(up, teacher, labels, temperature, alpha) - _loss64(down, teacher, labels, temperature, alpha)
+        ) / (2 * FD_STEP)
     return grad
 
 
@@ -96,20 +97,27 @@ alphas = st.floats(0.0, 1.0)
 # ----------------------------------------------------------------------- softmax
 
 
-@given(x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0))
+@given(
+    x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0)
+)
 def test_softmax_rows_sum_to_one(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(p)), (
-        f"softmax of logits up to ±100 at temperature {temperature:g} returned NaN or inf: subtract each row's maximum first")
+        f"softmax of logits up to ±100 at temperature {temperature:g} returned NaN or inf: subtract each row's "
+        "maximum first"
+    )
     assert np.all(p >= 0), "softmax returned a negative probability"
     sums = np.sum(p, axis=-1)
     worst = float(sums[np.argmax(np.abs(sums - 1))])
     assert abs(worst - 1) <= PROB_ATOL, f"a row of softmax sums to {worst:.9g}, not 1"
 
 
-@given(x=float_arrays((3, 6), -50, 50, dtype=np.float64), shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
-       temperature=st.floats(0.5, 4.0))
+@given(
+    x=float_arrays((3, 6), -50, 50, dtype=np.float64),
+    shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
+    temperature=st.floats(0.5, 4.0),
+)
 def test_softmax_ignores_a_constant_added_to_a_row(kata, x, shift, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     shifted = np.asarray(kata.softmax(x + shift, temperature), dtype=np.float64)
@@ -128,7 +136,8 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
     d = float(np.max(np.abs(p - want)))
     assert d <= PROB_ATOL, (
         f"softmax of logits up to ±1e4 differs from a float64 computation by {d:.3g}: work in float64, "
-        "as the docstring says")
+        "as the docstring says"
+    )
 
 
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
@@ -137,7 +146,9 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
 def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
     got = np.asarray(kata.log_softmax(x, temperature), dtype=np.float64)
     assert got.shape == x.shape, f"log_softmax returned shape {got.shape} for logits of shape {x.shape}"
-    assert np.all(_isfinite(got)), "log_softmax of logits up to ±1e4 returned NaN or -inf: never take log of a probability that underflowed"
+    assert np.all(_isfinite(got)), (
+        "log_softmax of logits up to ±1e4 returned NaN or -inf: never take log of a probability that underflowed"
+    )
     want = _log_softmax64(x, temperature)
     ok = _close(got, want, rtol=LOGPROB_RTOL, atol=LOGPROB_ATOL)
     d = float(np.max(np.abs(got - want)))
@@ -164,7 +175,8 @@ def test_softmax_flattens_toward_uniform_as_temperature_grows(kata):
         for i in range(1, len(temps)):
             assert dist[i] <= dist[i - 1] + FLAT_TOL, (
                 f"raising the temperature from {temps[i - 1]:g} to {temps[i]:g} made softmax less uniform "
-                f"(KL to uniform {dist[i - 1]:.4g} -> {dist[i]:.4g})")
+                f"(KL to uniform {dist[i - 1]:.4g} -> {dist[i]:.4g})"
+            )
         p = np.asarray(kata.softmax(row[None, :], temps[-1]), dtype=np.float64)[0]
         assert np.max(np.abs(p - 1 / p.size)) < 1e-3, f"at temperature {temps[-1]:g} softmax is {p}, not nearly uniform"
 
@@ -194,12 +206,17 @@ def test_softmax_rejects_a_temperature_that_is_not_positive(kata, fn, temperatur
 def test_kl_is_never_negative(kata, batch, temperature):
     student, teacher, _ = batch
     kl = np.asarray(kata.kl_divergence(teacher, student, temperature), dtype=np.float64)
-    assert kl.shape == (student.shape[0],), f"kl_divergence returned shape {kl.shape}, expected (N,) = ({student.shape[0]},)"
+    assert kl.shape == (student.shape[0],), (
+        f"kl_divergence returned shape {kl.shape}, expected (N,) = ({student.shape[0]},)"
+    )
     assert np.all(kl >= -KL_ATOL), f"kl_divergence returned {float(np.min(kl)):.3g}; KL is never negative"
 
 
-@given(teacher=float_arrays((4, 6), -20, 20, dtype=np.float64), shift=float_arrays((4, 1), -50, 50, dtype=np.float64),
-       temperature=temperatures)
+@given(
+    teacher=float_arrays((4, 6), -20, 20, dtype=np.float64),
+    shift=float_arrays((4, 1), -50, 50, dtype=np.float64),
+    temperature=temperatures,
+)
 def test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant(kata, teacher, shift, temperature):
     kl = np.asarray(kata.kl_divergence(teacher, teacher + shift, temperature), dtype=np.float64)
     worst = float(np.max(np.abs(kl)))
@@ -215,7 +232,8 @@ def test_kl_matches_a_float64_formula(kata, batch, temperature):
     assert got.shape == want.shape, f"kl_divergence returned shape {got.shape}, expected {want.shape}"
     d = float(np.max(np.abs(got - want)))
     assert _close(got, want, rtol=KL_RTOL, atol=KL_ATOL), (
-        f"kl_divergence differs from KL(softmax(teacher/T) || softmax(student/T)) by {d:.3g} (teacher first)")
+        f"kl_divergence differs from KL(softmax(teacher/T) || softmax(student/T)) by {d:.3g} (teacher first)"
+    )
 
 
 @pytest.mark.parametrize("case", ["mismatched shapes", "NaN logits", "inf logits", "temperature 0"])
@@ -262,9 +280,18 @@ def _bad_batch(case):
     return s, t, y, T, a
 
 
-BAD_BATCHES = ["mismatched logits", "labels of the wrong length", "a label >= V", "a negative label other than ignore_index",
-               "NaN student logits", "inf teacher logits", "temperature 0", "negative temperature", "alpha below 0",
-               "alpha above 1"]
+BAD_BATCHES = [
+    "mismatched logits",
+    "labels of the wrong length",
+    "a label >= V",
+    "a negative label other than ignore_index",
+    "NaN student logits",
+    "inf teacher logits",
+    "temperature 0",
+    "negative temperature",
+    "alpha below 0",
+    "alpha above 1",
+]
 
 
 @given(batch=batches(), temperature=temperatures)
@@ -273,7 +300,8 @@ def test_loss_with_alpha_one_is_the_scaled_soft_term(kata, batch, temperature):
     got = float(kata.distillation_loss(student, teacher, labels, temperature, 1.0))
     want = _loss64(student, teacher, labels, temperature, 1.0)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
-        f"with alpha=1 the loss is {got:.6g}, expected T² x mean KL = {want:.6g} (T={temperature:g})")
+        f"with alpha=1 the loss is {got:.6g}, expected T² x mean KL = {want:.6g} (T={temperature:g})"
+    )
 
 
 @given(batch=batches(), temperature=temperatures)
@@ -284,7 +312,8 @@ def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kata, ba
     want = _loss64(student, teacher, labels, 1.0, 0.0)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
         f"with alpha=0 the loss is {got:.6g}, expected the cross-entropy at temperature 1, {want:.6g} "
-        f"(the temperature {temperature:g} must not touch the hard term)")
+        f"(the temperature {temperature:g} must not touch the hard term)"
+    )
 
 
 def test_loss_equals_hand_computed_values(kata):
@@ -303,7 +332,8 @@ def test_loss_equals_hand_computed_values(kata):
     for T, alpha, want in cases:
         got = float(kata.distillation_loss(student, teacher, labels, T, alpha))
         assert abs(got - want) <= LOSS_ATOL + LOSS_RTOL * abs(want), (
-            f"on the hand-computed batch (T={T:g}, alpha={alpha:g}) the loss is {got:.6g}, expected {want:.6g}")
+            f"on the hand-computed batch (T={T:g}, alpha={alpha:g}) the loss is {got:.6g}, expected {want:.6g}"
+        )
 
 
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
@@ -313,11 +343,16 @@ def test_loss_matches_the_formula(kata, batch, temperature, alpha):
     assert np.ndim(got) == 0, f"distillation_loss returned shape {np.shape(got)}, expected a float"
     got, want = float(got), _loss64(student, teacher, labels, temperature, alpha)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
-        f"the loss is {got:.6g}, expected alpha T² mean KL + (1 - alpha) mean CE = {want:.6g}")
+        f"the loss is {got:.6g}, expected alpha T² mean KL + (1 - alpha) mean CE = {want:.6g}"
+    )
 
 
-@given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
-       temperature=temperatures, alpha=alphas)
+@given(
+    batch=batches(ignore=False),
+    extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
+    temperature=temperatures,
+    alpha=alphas,
+)
 def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
     v = student.shape[1]
@@ -326,8 +361,8 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
     base = float(kata.distillation_loss(student, teacher, labels, temperature, alpha))
     got = float(kata.distillation_loss(more_s, more_t, more_y, temperature, alpha))
     assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
-        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: "
-        "the means run over the kept rows alone")
+        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: the means run over the kept rows alone"
+    )
 
 
 def test_loss_of_an_all_ignored_batch_is_zero(kata):
@@ -347,19 +382,36 @@ def test_loss_rejects_bad_input(kata, case):
 
 
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
-@example(batch=(np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-                np.array([2, 0])), temperature=4.0, alpha=1.0)
-@example(batch=(np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-                np.array([2, IGNORE])), temperature=3.0, alpha=0.0)
+@example(
+    batch=(
+        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
+        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+        np.array([2, 0]),
+    ),
+    temperature=4.0,
+    alpha=1.0,
+)
+@example(
+    batch=(
+        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
+        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+        np.array([2, IGNORE]),
+    ),
+    temperature=3.0,
+    alpha=0.0,
+)
 def test_gradient_matches_central_finite_differences(kata, batch, temperature, alpha):
     student, teacher, labels = batch
     got = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
-    assert got.shape == student.shape, f"distillation_grad returned shape {got.shape}, expected (N, V) = {student.shape}"
+    assert got.shape == student.shape, (
+        f"distillation_grad returned shape {got.shape}, expected (N, V) = {student.shape}"
+    )
     want = _finite_difference_grad(student, teacher, labels, temperature, alpha)
     i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
     assert _close(got, want, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
         f"d loss / d student[{i}, {j}] is {got[i, j]:.6g}, finite differences of the loss give "
-        f"{want[i, j]:.6g} (T={temperature:g}, alpha={alpha:g}, N={student.shape[0]})")
+        f"{want[i, j]:.6g} (T={temperature:g}, alpha={alpha:g}, N={student.shape[0]})"
+    )
 
 
 @given(batch=batches(bound=20.0), temperature=temperatures, alpha=alphas)
@@ -370,8 +422,12 @@ def test_gradient_rows_sum_to_zero(kata, batch, temperature, alpha):
     assert worst <= GRAD_ATOL, f"a row of the gradient sums to {worst:.3g}, not 0 (softmax ignores a constant shift)"
 
 
-@given(batch=batches(ignore=False), extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
-       temperature=temperatures, alpha=alphas)
+@given(
+    batch=batches(ignore=False),
+    extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
+    temperature=temperatures,
+    alpha=alphas,
+)
 def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
     n, v = student.shape
@@ -382,7 +438,8 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
     assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"
     assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
     assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
-        "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone")
+        "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone"
+    )
 
 
 def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
@@ -393,12 +450,15 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     student, teacher = gen.standard_normal((8, 16)), gen.standard_normal((8, 16))
     labels = gen.integers(0, 16, 8)
     temps = [4.0, 8.0, 16.0, 32.0]
-    sizes = [float(np.linalg.norm(np.asarray(kata.distillation_grad(student, teacher, labels, T, 1.0), dtype=np.float64)))
-             for T in temps]
+    sizes = [
+        float(np.linalg.norm(np.asarray(kata.distillation_grad(student, teacher, labels, T, 1.0), dtype=np.float64)))
+        for T in temps
+    ]
     ratio = max(sizes) / max(min(sizes), 1e-300)
     assert ratio < 2.0, (
         f"the soft gradient's size changes {ratio:.3g}x between T=4 and T=32 "
-        f"({', '.join(f'{s:.3g}' for s in sizes)}); T² should keep it the same order")
+        f"({', '.join(f'{s:.3g}' for s in sizes)}); T² should keep it the same order"
+    )
 
 
 @pytest.mark.parametrize("case", BAD_BATCHES)
@@ -438,8 +498,16 @@ def teacher_data():
 
 def _student(kata, train, alpha, seed):
     teacher, prev, labels = train
-    table = kata.distill_bigram(teacher, prev, labels, temperature=DISTILL_TEMPERATURE, alpha=alpha,
-                              steps=DISTILL_STEPS, lr=DISTILL_LR, rng=np.random.default_rng(seed))
+    table = kata.distill_bigram(
+        teacher,
+        prev,
+        labels,
+        temperature=DISTILL_TEMPERATURE,
+        alpha=alpha,
+        steps=DISTILL_STEPS,
+        lr=DISTILL_LR,
+        rng=np.random.default_rng(seed),
+    )
     table = np.asarray(table, dtype=np.float64)
     v = teacher.shape[1]
     assert table.shape == (v, v), f"distill_bigram returned shape {table.shape}, expected (V, V) = ({v}, {v})"
@@ -465,13 +533,16 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
     teacher, prev, _ = held_out
     kl_soft = float(np.mean(_kl64(teacher, soft[prev])))
     kl_hard = float(np.mean(_kl64(teacher, hard[prev])))
-    common.figure("held-out KL from the teacher, soft-target student", kl_soft, unit="nats", better="lower",
-                  key="kl_soft")
-    common.figure("held-out KL from the teacher, hard-label student", kl_hard, unit="nats", better="lower",
-                  key="kl_hard")
+    common.figure(
+        "held-out KL from the teacher, soft-target student", kl_soft, unit="nats", better="lower", key="kl_soft"
+    )
+    common.figure(
+        "held-out KL from the teacher, hard-label student", kl_hard, unit="nats", better="lower", key="kl_hard"
+    )
     assert kl_soft < kl_hard, (
         f"on held-out text the soft-target student is at mean KL {kl_soft:.4g} from the teacher and the hard-label "
-        f"one at {kl_hard:.4g}; soft targets (T=2, alpha=0.9) should end closer")
+        f"one at {kl_hard:.4g}; soft targets (T=2, alpha=0.9) should end closer"
+    )
 
 
 def test_distilling_lowers_the_distillation_loss(kata, teacher_data):
@@ -485,12 +556,25 @@ def test_distilling_lowers_the_distillation_loss(kata, teacher_data):
     after = _loss64(table[prev], teacher, labels, DISTILL_TEMPERATURE, 0.9)
     assert after < 0.8 * before, (
         f"after {DISTILL_STEPS} steps the distillation loss on the training positions is {after:.4g}; "
-        f"a uniform table scores {before:.4g}, so training should bring it well below that")
+        f"a uniform table scores {before:.4g}, so training should bring it well below that"
+    )
 
 
-@pytest.mark.parametrize("case", ["prev token >= V", "negative prev token", "prev_tokens of the wrong length",
-                                  "label >= V", "labels of the wrong length", "NaN teacher logits", "negative steps",
-                                  "lr 0", "alpha above 1", "temperature 0"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "prev token >= V",
+        "negative prev token",
+        "prev_tokens of the wrong length",
+        "label >= V",
+        "labels of the wrong length",
+        "NaN teacher logits",
+        "negative steps",
+        "lr 0",
+        "alpha above 1",
+        "temperature 0",
+    ],
+)
 def test_distill_bigram_rejects_bad_input(kata, case):
     teacher, prev, labels = np.zeros((4, 3)), np.array([0, 1, 2, 0]), np.array([1, 2, 0, 1])
     kwargs = dict(temperature=2.0, alpha=0.5, steps=2, lr=1.0, rng=np.random.default_rng(0))
@@ -545,21 +629,38 @@ def test_loss_and_gradient_are_vectorized(kata):
     gen = common.rng(9)
 
     def inputs(i):
-        return (gen.standard_normal((2048, 256)), gen.standard_normal((2048, 256)), gen.integers(0, 256, 2048),
-                2.0, 0.5)
+        return (
+            gen.standard_normal((2048, 256)),
+            gen.standard_normal((2048, 256)),
+            gen.integers(0, 256, 2048),
+            2.0,
+            0.5,
+        )
 
     def expect(student, teacher, labels, temperature, alpha):
-        return (_loss64(student, teacher, labels, temperature, alpha),
-                _grad64(student, teacher, labels, temperature, alpha))
+        return (
+            _loss64(student, teacher, labels, temperature, alpha),
+            _grad64(student, teacher, labels, temperature, alpha),
+        )
 
     base = common.load_baseline("distillation")
     ratio = float("inf")
     for _ in range(3):
-        ratio = min(ratio, common.time_ratio((kata.distillation_loss, kata.distillation_grad), base.two_softmaxes, inputs,
-                                             repeats=3, what="distillation_loss + distillation_grad", expect=expect))
+        ratio = min(
+            ratio,
+            common.time_ratio(
+                (kata.distillation_loss, kata.distillation_grad),
+                base.two_softmaxes,
+                inputs,
+                repeats=3,
+                what="distillation_loss + distillation_grad",
+                expect=expect,
+            ),
+        )
         if ratio < SPEED_RATIO:
             break
     common.figure("loss + gradient time over two softmaxes", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (
         f"loss + gradient on (2048, 256) logits took {ratio:.1f}x the time of two softmaxes; allowed "
-        f"{SPEED_RATIO:g}x: work on whole arrays, not row by row")
+        f"{SPEED_RATIO:g}x: work on whole arrays, not row by row"
+    )

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader.suites import common
 from grader import judge, protocol
+from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, time_ratio
 from reference.lm import shipped_model
 from reference.model import Config, Model
@@ -32,12 +32,26 @@ MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
 MAX_SEQ = 24
 V = 32
 MODELS = {
-    "dense": Model.random(Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=32,
-                                 max_seq_len=MAX_SEQ), seed=1),
-    "gqa": Model.random(Config(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=32,
-                               max_seq_len=MAX_SEQ), seed=2),
-    "moe": Model.random(Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=16,
-                               max_seq_len=MAX_SEQ, n_experts=4, top_k=2), seed=3),
+    "dense": Model.random(
+        Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=32, max_seq_len=MAX_SEQ), seed=1
+    ),
+    "gqa": Model.random(
+        Config(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=32, max_seq_len=MAX_SEQ), seed=2
+    ),
+    "moe": Model.random(
+        Config(
+            vocab_size=V,
+            d_model=16,
+            n_layers=2,
+            n_heads=2,
+            n_kv_heads=1,
+            d_ff=16,
+            max_seq_len=MAX_SEQ,
+            n_experts=4,
+            top_k=2,
+        ),
+        seed=3,
+    ),
 }
 CONFIG_NAMES = list(MODELS)
 
@@ -52,17 +66,18 @@ def kata():
 
 def _kv_pair(rng: np.random.Generator, t: int, hkv: int = HKV, dh: int = DH) -> tuple[np.ndarray, np.ndarray]:
     """Random keys and values (Hkv, t, Dh), float32."""
-    return (rng.standard_normal((hkv, t, dh)).astype(np.float32),
-            rng.standard_normal((hkv, t, dh)).astype(np.float32))
+    return (rng.standard_normal((hkv, t, dh)).astype(np.float32), rng.standard_normal((hkv, t, dh)).astype(np.float32))
 
 
 def _check_contents(got_k, got_v, want_k, want_v, what: str) -> None:
     got_k, got_v = np.asarray(got_k), np.asarray(got_v)
     assert got_k.shape == want_k.shape, (
         f"{what}: update returned keys of shape {got_k.shape}, expected {want_k.shape} "
-        "(Hkv, every token cached so far, Dh)")
+        "(Hkv, every token cached so far, Dh)"
+    )
     assert got_v.shape == want_v.shape, (
-        f"{what}: update returned values of shape {got_v.shape}, expected {want_v.shape}")
+        f"{what}: update returned values of shape {got_v.shape}, expected {want_v.shape}"
+    )
     assert array_equal(got_k, want_k), f"{what}: the keys update returned differ from everything written so far"
     assert array_equal(got_v, want_v), f"{what}: the values update returned differ from everything written so far"
 
@@ -111,12 +126,15 @@ def test_update_returns_everything_written_so_far(kata, sizes):
     for step, t in enumerate(sizes):
         for layer in range(LAYERS):
             k, v = _kv_pair(rng, t)
-            got_k, got_v = _accepted(lambda: cache.update(layer, k, v),
-                                     f"layer {layer}, after updates of {sizes[:step]} tokens, update of {t}")
-            written[layer] = [np.concatenate([written[layer][0], k], axis=1),
-                              np.concatenate([written[layer][1], v], axis=1)]
-            _check_contents(got_k, got_v, *written[layer],
-                            f"layer {layer} after updates of {sizes[:step + 1]} tokens")
+            got_k, got_v = _accepted(
+                lambda: cache.update(layer, k, v),
+                f"layer {layer}, after updates of {sizes[:step]} tokens, update of {t}",
+            )
+            written[layer] = [
+                np.concatenate([written[layer][0], k], axis=1),
+                np.concatenate([written[layer][1], v], axis=1),
+            ]
+            _check_contents(got_k, got_v, *written[layer], f"layer {layer} after updates of {sizes[: step + 1]} tokens")
 
 
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
@@ -130,11 +148,14 @@ def test_length_advances_once_every_layer_holds_the_new_tokens(kata, sizes):
         for layer in range(3):
             assert int(len(cache)) == total, (
                 f"len(cache) is {len(cache)} after {layer} of 3 layers took {t} new tokens; "
-                f"it should stay {total} until every layer holds them")
+                f"it should stay {total} until every layer holds them"
+            )
             k, v = _kv_pair(rng, t)
             _accepted(lambda: cache.update(layer, k, v), f"with {total} tokens cached, writing {t} to layer {layer}")
         total += t
-        assert int(len(cache)) == total, f"len(cache) is {len(cache)} after every layer took {t} new tokens, expected {total}"
+        assert int(len(cache)) == total, (
+            f"len(cache) is {len(cache)} after every layer took {t} new tokens, expected {total}"
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
@@ -143,14 +164,20 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
     want = 2 * 3 * 2 * 8 * 40 * np.dtype(dtype).itemsize
     assert int(cache.nbytes) == want, (
         f"KVCache(3, 2, 8, 40, dtype={np.dtype(dtype).name}).nbytes is {cache.nbytes}, "
-        f"expected 2 x 3 layers x 2 heads x 8 wide x 40 tokens x {np.dtype(dtype).itemsize} bytes = {want}")
+        f"expected 2 x 3 layers x 2 heads x 8 wide x 40 tokens x {np.dtype(dtype).itemsize} bytes = {want}"
+    )
     if dtype is np.float32:  # for the recap: what one token costs in a cache shaped like the shipped teacher's
         teacher = shipped_model("teacher")
         if teacher is not None:
             c = teacher.config
             teacher_cache = kata.KVCache(c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
-            common.figure("bytes per cached token (teacher, float32)", int(teacher_cache.nbytes) / c.max_seq_len,
-                          unit="B/token", better="lower", key="bytes_per_token")
+            common.figure(
+                "bytes per cached token (teacher, float32)",
+                int(teacher_cache.nbytes) / c.max_seq_len,
+                unit="B/token",
+                better="lower",
+                key="bytes_per_token",
+            )
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
@@ -163,28 +190,38 @@ def test_for_model_sizes_the_cache_for_the_model(kata, name):
     assert int(len(full)) == 0, f"KVCache.for_model gave a cache of len {len(full)}, expected an empty one"
     assert int(full.nbytes) == per_token * c.max_seq_len, (
         f"KVCache.for_model(model).nbytes is {full.nbytes}, expected {per_token} bytes per token x "
-        f"max_seq_len {c.max_seq_len} (float32)")
+        f"max_seq_len {c.max_seq_len} (float32)"
+    )
     assert int(short.nbytes) == per_token * 5, (
-        f"KVCache.for_model(model, max_len=5).nbytes is {short.nbytes}, expected {per_token} x 5")
+        f"KVCache.for_model(model, max_len=5).nbytes is {short.nbytes}, expected {per_token} x 5"
+    )
 
 
 @pytest.mark.parametrize("max_len", [0, MAX_SEQ + 1], ids=["max_len 0", "max_len past max_seq_len"])
 def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kata, max_len):
-    _refused(ValueError, lambda: kata.KVCache.for_model(MODELS["dense"], max_len=max_len),
-             f"KVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={MAX_SEQ}")
+    _refused(
+        ValueError,
+        lambda: kata.KVCache.for_model(MODELS["dense"], max_len=max_len),
+        f"KVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={MAX_SEQ}",
+    )
 
 
 def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kata):
     assert isinstance(kata.CacheFullError, type) and issubclass(kata.CacheFullError, ValueError), (
-        "CacheFullError must be a subclass of ValueError")
+        "CacheFullError must be a subclass of ValueError"
+    )
     rng = common.rng(3)
     cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     _fill(cache, 9, rng)
-    error = _refused(kata.CacheFullError, lambda: cache.update(0, *_kv_pair(rng, 4)),
-                     f"writing 4 tokens to a cache holding 9 with max_len={MAX_LEN}")
+    error = _refused(
+        kata.CacheFullError,
+        lambda: cache.update(0, *_kv_pair(rng, 4)),
+        f"writing 4 tokens to a cache holding 9 with max_len={MAX_LEN}",
+    )
     message = str(error)
     assert "9" in message and str(MAX_LEN) in message, (
-        f"the overflow error should say how many tokens are cached (9) and how many fit ({MAX_LEN}); it says: {message}")
+        f"the overflow error should say how many tokens are cached (9) and how many fit ({MAX_LEN}); it says: {message}"
+    )
 
 
 @given(held=st.integers(0, MAX_LEN), extra=st.integers(1, 2 * MAX_LEN))
@@ -197,16 +234,24 @@ def test_writing_past_max_len_leaves_the_cache_unchanged(kata, held, extra):
     cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
     written = _fill(cache, held, rng) if held else [[np.zeros((HKV, 0, DH), np.float32)] * 2] * LAYERS
     for layer in range(LAYERS):
-        _refused(kata.CacheFullError, lambda: cache.update(layer, *_kv_pair(rng, extra)),
-                 f"writing {extra} tokens to layer {layer} of a cache holding {held} with max_len={MAX_LEN}")
+        _refused(
+            kata.CacheFullError,
+            lambda: cache.update(layer, *_kv_pair(rng, extra)),
+            f"writing {extra} tokens to layer {layer} of a cache holding {held} with max_len={MAX_LEN}",
+        )
     assert int(len(cache)) == held, f"after a refused write, len(cache) is {len(cache)}, expected {held} as before"
     if held < MAX_LEN:
         for layer in range(LAYERS):
             k, v = _kv_pair(rng, 1)
-            got = _accepted(lambda: cache.update(layer, k, v), f"after a refused write, writing 1 token to layer {layer}")
-            _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
-                            np.concatenate([written[layer][1], v], axis=1),
-                            f"layer {layer}, after a refused write of {extra} tokens to a cache holding {held}")
+            got = _accepted(
+                lambda: cache.update(layer, k, v), f"after a refused write, writing 1 token to layer {layer}"
+            )
+            _check_contents(
+                *got,
+                np.concatenate([written[layer][0], k], axis=1),
+                np.concatenate([written[layer][1], v], axis=1),
+                f"layer {layer}, after a refused write of {extra} tokens to a cache holding {held}",
+            )
 
 
 def _bad_updates():
@@ -237,13 +282,19 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kat
     for layer in range(LAYERS):
         k, v = _kv_pair(rng, 2)
         got = _accepted(lambda: cache.update(layer, k, v), f"after a refused update ({case}), update of layer {layer}")
-        _check_contents(*got, np.concatenate([written[layer][0], k], axis=1),
-                        np.concatenate([written[layer][1], v], axis=1),
-                        f"layer {layer}, after a refused update ({case})")
+        _check_contents(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, after a refused update ({case})",
+        )
 
 
-@pytest.mark.parametrize("args", [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN),
-                                  (LAYERS, HKV, DH, 0)], ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"])
+@pytest.mark.parametrize(
+    "args",
+    [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN), (LAYERS, HKV, DH, 0)],
+    ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"],
+)
 def test_the_constructor_rejects_sizes_that_are_not_positive(kata, args):
     _refused(ValueError, lambda: kata.KVCache(*args), f"KVCache{args}")
 
@@ -263,10 +314,15 @@ def test_crop_forgets_everything_after_the_first_n_tokens(kata, held, n, more):
         return
     for layer in range(LAYERS):
         k, v = _kv_pair(rng, more)
-        got = _accepted(lambda: cache.update(layer, k, v), f"after crop({n}) of {held} tokens, writing {more} to layer {layer}")
-        _check_contents(*got, np.concatenate([written[layer][0][:, :n], k], axis=1),
-                        np.concatenate([written[layer][1][:, :n], v], axis=1),
-                        f"layer {layer}, writing {more} tokens after crop({n}) of {held}")
+        got = _accepted(
+            lambda: cache.update(layer, k, v), f"after crop({n}) of {held} tokens, writing {more} to layer {layer}"
+        )
+        _check_contents(
+            *got,
+            np.concatenate([written[layer][0][:, :n], k], axis=1),
+            np.concatenate([written[layer][1][:, :n], v], axis=1),
+            f"layer {layer}, writing {more} tokens after crop({n}) of {held}",
+        )
 
 
 @pytest.mark.parametrize("n", [-1, 4], ids=["n -1", "n past len"])
@@ -293,8 +349,11 @@ def _chunks(n: int, sizes: list[int]) -> list[tuple[int, int]]:
 
 
 @settings(max_examples=30)
-@given(name=st.sampled_from(CONFIG_NAMES), tokens=st.lists(st.integers(0, V - 1), min_size=1, max_size=MAX_SEQ),
-       sizes=st.lists(st.integers(1, 8), max_size=8))
+@given(
+    name=st.sampled_from(CONFIG_NAMES),
+    tokens=st.lists(st.integers(0, V - 1), min_size=1, max_size=MAX_SEQ),
+    sizes=st.lists(st.integers(1, 8), max_size=8),
+)
 @example(name="dense", tokens=[7], sizes=[])
 @example(name="gqa", tokens=[3], sizes=[])
 @example(name="moe", tokens=[(5 * i) % V for i in range(MAX_SEQ)], sizes=[1, 6, 1, 1, 8])
@@ -307,17 +366,18 @@ def test_chunked_forward_cached_matches_a_full_forward(kata, name, tokens, sizes
     for start, end in _chunks(len(tokens), sizes):
         got = np.asarray(kata.forward_cached(model, tokens[start:end], cache))
         assert got.shape == (end - start, V), (
-            f"forward_cached of {end - start} tokens returned shape {got.shape}, expected ({end - start}, {V})")
+            f"forward_cached of {end - start} tokens returned shape {got.shape}, expected ({end - start}, {V})"
+        )
         for row in range(end - start):
             d = max_abs(got[row], want[start + row])
             assert d <= LOGITS_ATOL, (
                 f"{name} model: cached logits of the chunk at positions {start}..{end - 1} differ from a full "
-                f"recompute at position {start + row} by {d:.3g} (allowed {LOGITS_ATOL:g})")
+                f"recompute at position {start + row} by {d:.3g} (allowed {LOGITS_ATOL:g})"
+            )
         assert int(len(cache)) == end, f"after feeding {end} tokens, len(cache) is {len(cache)}, expected {end}"
 
 
-@given(name=st.sampled_from(CONFIG_NAMES), held=st.integers(1, 12), n=st.integers(0, 12),
-       tail=st.integers(1, 8))
+@given(name=st.sampled_from(CONFIG_NAMES), held=st.integers(1, 12), n=st.integers(0, 12), tail=st.integers(1, 8))
 @example(name="dense", held=12, n=0, tail=1)
 @example(name="moe", held=7, n=3, tail=8)
 def test_continuing_after_crop_matches_a_fresh_cache(kata, name, held, n, tail):
@@ -328,16 +388,23 @@ def test_continuing_after_crop_matches_a_fresh_cache(kata, name, held, n, tail):
     continuation = rng.integers(0, V, size=tail).tolist()
     cache = kata.KVCache.for_model(model)
     kata.forward_cached(model, drafted, cache)
-    assert int(len(cache)) == held, f"after forward_cached of {held} tokens, len(cache) is {len(cache)}, expected {held}"
+    assert int(len(cache)) == held, (
+        f"after forward_cached of {held} tokens, len(cache) is {len(cache)}, expected {held}"
+    )
     cache.crop(n)
-    got = np.asarray(_accepted(lambda: kata.forward_cached(model, continuation, cache),
-                               f"after {held} tokens and crop({n}), forward_cached of {tail} more"))
+    got = np.asarray(
+        _accepted(
+            lambda: kata.forward_cached(model, continuation, cache),
+            f"after {held} tokens and crop({n}), forward_cached of {tail} more",
+        )
+    )
     want = model.forward(drafted[:n] + continuation)[n:]
     assert got.shape == want.shape, f"forward_cached returned shape {got.shape} after crop, expected {want.shape}"
     d = max_abs(got, want)
     assert d <= LOGITS_ATOL, (
         f"{name} model: after feeding {held} tokens and crop({n}), the next {tail} tokens' logits differ from a "
-        f"fresh cache fed the first {n} by {d:.3g} (allowed {LOGITS_ATOL:g})")
+        f"fresh cache fed the first {n} by {d:.3g} (allowed {LOGITS_ATOL:g})"
+    )
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
@@ -353,32 +420,41 @@ def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name
         assert work.positions == want, (
             f"forward_cached of {len(chunk)} new tokens after {len(cache) - len(chunk)} cached ones pushed "
             f"{work.positions} token positions through the layers' projections, expected {want}: "
-            "the cached tokens must not be recomputed")
+            "the cached tokens must not be recomputed"
+        )
 
 
 def test_forward_cached_past_the_cache_raises_cache_full_error(kata):
     model = MODELS["dense"]
     cache = kata.KVCache.for_model(model, max_len=6)
     kata.forward_cached(model, [1, 2, 3, 4], cache)
-    _refused(kata.CacheFullError, lambda: kata.forward_cached(model, [5, 6, 7], cache),
-             "forward_cached of 3 tokens into a cache holding 4 with max_len=6")
+    _refused(
+        kata.CacheFullError,
+        lambda: kata.forward_cached(model, [5, 6, 7], cache),
+        "forward_cached of 3 tokens into a cache holding 4 with max_len=6",
+    )
     assert int(len(cache)) == 4, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 4 as before"
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
 def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
     cache = kata.KVCache(*shape, MAX_SEQ)
-    _refused(ValueError, lambda: kata.forward_cached(MODELS["dense"], [1, 2, 3], cache),
-             f"forward_cached with a cache of {shape[0]} layers, {shape[1]} kv heads of width {shape[2]} "
-             "for a model of 2 layers, 2 kv heads of width 8")
+    _refused(
+        ValueError,
+        lambda: kata.forward_cached(MODELS["dense"], [1, 2, 3], cache),
+        f"forward_cached with a cache of {shape[0]} layers, {shape[1]} kv heads of width {shape[2]} "
+        "for a model of 2 layers, 2 kv heads of width 8",
+    )
 
 
 # ------------------------------------------------------------- generate
 
 
-@pytest.mark.parametrize("name,p,n", [("dense", 5, 12), ("gqa", 1, 10), ("moe", 9, 15), ("dense", 1, MAX_SEQ - 1),
-                                      ("gqa", 3, 0)],
-                         ids=["dense", "gqa 1-token prompt", "moe", "dense fills max_seq_len", "no new tokens"])
+@pytest.mark.parametrize(
+    "name,p,n",
+    [("dense", 5, 12), ("gqa", 1, 10), ("moe", 9, 15), ("dense", 1, MAX_SEQ - 1), ("gqa", 3, 0)],
+    ids=["dense", "gqa 1-token prompt", "moe", "dense fills max_seq_len", "no new tokens"],
+)
 def test_greedy_generate_matches_generate_naive(kata, name, p, n):
     model = MODELS[name]
     prompt = common.rng(11).integers(0, V, size=p).tolist()
@@ -396,7 +472,8 @@ def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, 
     got = [int(t) for t in kata.generate(model, prompt, 16, temperature=temperature, rng=np.random.default_rng(seed))]
     assert got == want, (
         f"{name} model at temperature {temperature}: generate gave {got}, generate_naive with the same seed gave "
-        f"{want}; call sample_token once per new token on the last position's logits")
+        f"{want}; call sample_token once per new token on the last position's logits"
+    )
 
 
 @pytest.mark.parametrize("p,n", [(1, 10), (6, 9)])
@@ -410,22 +487,30 @@ def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(ka
     assert work.positions == want, (
         f"generating {n} tokens after a {p}-token prompt pushed {work.positions} token positions through the "
         f"layers, expected {p + n - 1} per layer (the prompt once, then each new token but the last once); "
-        f"the naive path pushes {naive}")
+        f"the naive path pushes {naive}"
+    )
 
 
-@pytest.mark.parametrize("prompt,n,temperature", [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
-                         ids=["negative n_new", "past max_seq_len", "negative temperature"])
+@pytest.mark.parametrize(
+    "prompt,n,temperature",
+    [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
+    ids=["negative n_new", "past max_seq_len", "negative temperature"],
+)
 def test_generate_rejects_bad_arguments(kata, prompt, n, temperature):
-    _refused(ValueError, lambda: kata.generate(MODELS["dense"], prompt, n, temperature=temperature),
-             f"generate(model, {prompt}, {n}, temperature={temperature}) with max_seq_len={MAX_SEQ}")
+    _refused(
+        ValueError,
+        lambda: kata.generate(MODELS["dense"], prompt, n, temperature=temperature),
+        f"generate(model, {prompt}, {n}, temperature={temperature}) with max_seq_len={MAX_SEQ}",
+    )
 
 
 # ---------------------------------------------------------------- paged
 
 P_LAYERS, P_HKV, P_DH, P_BLOCKS, P_BLOCK = 2, 1, 2, 6, 4
 
-paged_ops = st.lists(st.tuples(st.sampled_from(["add", "update", "update", "free"]), st.integers(0, 2),
-                               st.integers(1, 6)), max_size=30)
+paged_ops = st.lists(
+    st.tuples(st.sampled_from(["add", "update", "update", "free"]), st.integers(0, 2), st.integers(1, 6)), max_size=30
+)
 
 
 def _run_paged(kata, ops, after_each):
@@ -450,18 +535,32 @@ def _run_paged(kata, ops, after_each):
                 continue
             for layer in range(P_LAYERS):
                 k, v = _kv_pair(rng, t, P_HKV, P_DH)
-                got = _accepted(lambda: cache.update(seq, layer, k, v),
-                                f"sequence {seq}, layer {layer}, op {i} of {ops[:i + 1]} (enough blocks are free)")
-                dense[seq][layer] = [np.concatenate([dense[seq][layer][0], k], axis=1),
-                                     np.concatenate([dense[seq][layer][1], v], axis=1)]
-                _check_contents(*got, *dense[seq][layer],
-                                f"sequence {seq}, layer {layer}, op {i} of {ops[:i + 1]}")
+                got = _accepted(
+                    lambda: cache.update(seq, layer, k, v),
+                    f"sequence {seq}, layer {layer}, op {i} of {ops[: i + 1]} (enough blocks are free)",
+                )
+                dense[seq][layer] = [
+                    np.concatenate([dense[seq][layer][0], k], axis=1),
+                    np.concatenate([dense[seq][layer][1], v], axis=1),
+                ]
+                _check_contents(*got, *dense[seq][layer], f"sequence {seq}, layer {layer}, op {i} of {ops[: i + 1]}")
         after_each(cache, {s: d[0][0].shape[1] for s, d in dense.items()})
 
 
 @given(ops=paged_ops)
-@example(ops=[("add", 0, 1), ("add", 1, 1), ("update", 0, 5), ("update", 1, 6), ("update", 0, 3),
-              ("free", 0, 1), ("add", 2, 1), ("update", 2, 6), ("update", 1, 4)])
+@example(
+    ops=[
+        ("add", 0, 1),
+        ("add", 1, 1),
+        ("update", 0, 5),
+        ("update", 1, 6),
+        ("update", 0, 3),
+        ("free", 0, 1),
+        ("add", 2, 1),
+        ("update", 2, 6),
+        ("update", 1, 4),
+    ]
+)
 def test_paged_cache_reads_back_what_a_dense_cache_holds(kata, ops):
     _run_paged(kata, ops, lambda cache, lengths: None)
 
@@ -474,7 +573,9 @@ def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
         used = int(cache.blocks_in_use)
         assert used <= need, (
             f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens need only {need} blocks "
-            f"of {P_BLOCK}")
+            f"of {P_BLOCK}"
+        )
+
     _run_paged(kata, ops, check)
 
 
@@ -483,17 +584,25 @@ def test_paged_cache_reuses_freed_blocks(kata):
     cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
     cache.add_sequence("a")
     for layer in range(P_LAYERS):
-        _accepted(lambda: cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)),
-                  f"writing {2 * P_BLOCK} tokens to an empty pool of 2 blocks of {P_BLOCK}")
+        _accepted(
+            lambda: cache.update("a", layer, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)),
+            f"writing {2 * P_BLOCK} tokens to an empty pool of 2 blocks of {P_BLOCK}",
+        )
     cache.free("a")
-    assert int(cache.blocks_in_use) == 0, f"after freeing the only sequence, blocks_in_use is {cache.blocks_in_use}, expected 0"
+    assert int(cache.blocks_in_use) == 0, (
+        f"after freeing the only sequence, blocks_in_use is {cache.blocks_in_use}, expected 0"
+    )
     cache.add_sequence("b")
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)
-        got = _accepted(lambda: cache.update("b", layer, k, v),  # needs both blocks "a" gave back
-                        "a new sequence taking the blocks a freed sequence gave back")
+        got = _accepted(
+            lambda: cache.update("b", layer, k, v),  # needs both blocks "a" gave back
+            "a new sequence taking the blocks a freed sequence gave back",
+        )
         _check_contents(*got, k, v, f"a new sequence in the blocks a freed one gave back, layer {layer}")
-    assert int(cache.blocks_in_use) == 2, f"blocks_in_use is {cache.blocks_in_use} with {2 * P_BLOCK} tokens cached, expected 2"
+    assert int(cache.blocks_in_use) == 2, (
+        f"blocks_in_use is {cache.blocks_in_use} with {2 * P_BLOCK} tokens cached, expected 2"
+    )
 
 
 def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
@@ -504,33 +613,51 @@ def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
         cache.add_sequence(seq)
         written[seq] = [_kv_pair(rng, n, P_HKV, P_DH) for _ in range(P_LAYERS)]
         for layer in range(P_LAYERS):
-            _accepted(lambda: cache.update(seq, layer, *written[seq][layer]),
-                      f"writing {n} tokens to sequence {seq} with enough blocks free")
+            _accepted(
+                lambda: cache.update(seq, layer, *written[seq][layer]),
+                f"writing {n} tokens to sequence {seq} with enough blocks free",
+            )
     # A full pool: b's next token needs a 4th block.
-    _refused(kata.CacheFullError, lambda: cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
-             "an update that needs a block when all 3 are taken")
+    _refused(
+        kata.CacheFullError,
+        lambda: cache.update("b", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
+        "an update that needs a block when all 3 are taken",
+    )
     assert int(cache.blocks_in_use) == 3, f"after a refused update, blocks_in_use is {cache.blocks_in_use}, expected 3"
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, P_BLOCK - 1, P_HKV, P_DH)  # fits the blocks sequence a already holds
-        got = _accepted(lambda: cache.update("a", layer, k, v), f"sequence a, writing {P_BLOCK - 1} tokens into its own block")
+        got = _accepted(
+            lambda: cache.update("a", layer, k, v), f"sequence a, writing {P_BLOCK - 1} tokens into its own block"
+        )
         old_k, old_v = written["a"][layer]
-        _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
-                        f"sequence a, layer {layer}, after sequence b ran out of blocks")
+        _check_contents(
+            *got,
+            np.concatenate([old_k, k], axis=1),
+            np.concatenate([old_v, v], axis=1),
+            f"sequence a, layer {layer}, after sequence b ran out of blocks",
+        )
     cache.free("a")
     for layer in range(P_LAYERS):
         k, v = _kv_pair(rng, 1, P_HKV, P_DH)
-        got = _accepted(lambda: cache.update("b", layer, k, v), "sequence b, writing a token after a freed sequence made room")
+        got = _accepted(
+            lambda: cache.update("b", layer, k, v), "sequence b, writing a token after a freed sequence made room"
+        )
         old_k, old_v = written["b"][layer]
-        _check_contents(*got, np.concatenate([old_k, k], axis=1), np.concatenate([old_v, v], axis=1),
-                        f"sequence b, layer {layer}, continuing after its refused update")
+        _check_contents(
+            *got,
+            np.concatenate([old_k, k], axis=1),
+            np.concatenate([old_v, v], axis=1),
+            f"sequence b, layer {layer}, continuing after its refused update",
+        )
 
 
 # ---------------------------------------------------------------- speed
 
 # Wide attention (8 heads) and one layer: a full recompute costs far more than a
 # decode step's fixed overhead, so the ratio measures the cache, not Python.
-SPEED_MODEL = Model.random(Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128,
-                                  max_seq_len=192), seed=4)
+SPEED_MODEL = Model.random(
+    Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128, max_seq_len=192), seed=4
+)
 
 
 @pytest.mark.speed
@@ -539,12 +666,18 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
     alternately, on a fresh prompt each repeat; the tokens each returns
     while timed must be the same."""
     gen = common.rng(18)
-    ratio = time_ratio(kata.generate, load_baseline("kv_cache").generate_naive,
-                       lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16), repeats=5, what="generate")
+    ratio = time_ratio(
+        kata.generate,
+        load_baseline("kv_cache").generate_naive,
+        lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16),
+        repeats=5,
+        what="generate",
+    )
     common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP, key="speedup")
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
         f"generating 16 tokens after a 176-token prompt was only {1 / ratio:.1f}x faster than generate_naive; "
-        f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster")
+        f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster"
+    )
 
 
 @pytest.mark.speed
@@ -568,21 +701,24 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
             calls, expected = [], []
             for _ in range(steps):
                 k, v = _kv_pair(rng, 1, hkv, dh)
-                want_k[:, n:n + 1], want_v[:, n:n + 1] = k, v
+                want_k[:, n : n + 1], want_v[:, n : n + 1] = k, v
                 n += 1
                 calls.append((0, k, v))
                 expected.append(protocol.digest((want_k[:, :n], want_v[:, :n]), probe=r))
             seconds, got = judge.timed(cache.update, calls, probe=r, batch=True)
             assert protocol.digests_agree(got, expected), (
                 f"with {n - steps} to {n - 1} tokens cached, update returned keys and values that differ from "
-                "what was written")
+                "what was written"
+            )
             times.append(seconds)
         return float(np.median(times))
 
     short, long = timed(16), timed(4096)
     ratio = long / short
-    common.figure("update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower",
-                  key="update_growth")
+    common.figure(
+        "update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower", key="update_growth"
+    )
     assert ratio <= MAX_UPDATE_GROWTH, (
         f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
-        f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past")
+        f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past"
+    )

@@ -133,7 +133,7 @@ def _moe64(x, w_router, w_gate, w_up, w_down, k, factor=None, normalize=True):
         for j in range(k):
             if keep[t, j]:
                 e = idx[t, j]
-                y[t] += w[t, j] * _expert64(x[t:t + 1], w_gate[e], w_up[e], w_down[e])[0]
+                y[t] += w[t, j] * _expert64(x[t : t + 1], w_gate[e], w_up[e], w_down[e])[0]
     return y, keep, idx
 
 
@@ -154,8 +154,14 @@ def _z64(logits):
 def _shapes(draw, max_t=16, max_e=8):
     """(T, D, E, F, k, seed) for a small layer."""
     E = draw(st.integers(1, max_e))
-    return (draw(st.integers(1, max_t)), draw(st.integers(1, 8)), E, draw(st.integers(1, 8)),
-            draw(st.integers(1, E)), draw(st.integers(0, 2**16)))
+    return (
+        draw(st.integers(1, max_t)),
+        draw(st.integers(1, 8)),
+        E,
+        draw(st.integers(1, 8)),
+        draw(st.integers(1, E)),
+        draw(st.integers(0, 2**16)),
+    )
 
 
 def _random_indices(seed, T, E, k):
@@ -165,8 +171,9 @@ def _random_indices(seed, T, E, k):
 
 
 def _moe_model(seed=0):
-    config = Config(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24,
-                    max_seq_len=64, n_experts=4, top_k=2)
+    config = Config(
+        vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24, max_seq_len=64, n_experts=4, top_k=2
+    )
     return Model.random(config, seed=seed)
 
 
@@ -188,7 +195,9 @@ def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale):
     x, w_router, *_ = _layer(seed, T, D, E, F, router_scale=scale)
     got = np.asarray(kata.router_probs(x, w_router))
     assert got.shape == (T, E), f"router_probs returned shape {got.shape}, expected (T, E) = {(T, E)}"
-    assert np.all(np.isfinite(got)), f"router_probs returned NaN or inf for router logits up to {np.abs(x @ w_router).max():.3g}"
+    assert np.all(np.isfinite(got)), (
+        f"router_probs returned NaN or inf for router logits up to {np.abs(x @ w_router).max():.3g}"
+    )
     want = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
     d = float(np.max(np.abs(got - want)))
     assert d <= PROB_TOL, f"router_probs differs from the softmax over experts of x @ w_router by {d:.3g}"
@@ -196,9 +205,11 @@ def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale):
 
 def test_router_probs_rejects_mismatched_shapes(kata):
     x, w_router, *_ = _layer(1, 4, 6, 3, 2)
-    for bad_x, bad_w, what in [(x, w_router[:5], "w_router with 5 rows for x of width 6"),
-                               (x[0], w_router, "a 1-D x"),
-                               (x, w_router[:, :, None], "a 3-D w_router")]:
+    for bad_x, bad_w, what in [
+        (x, w_router[:5], "w_router with 5 rows for x of width 6"),
+        (x[0], w_router, "a 1-D x"),
+        (x, w_router[:, :, None], "a 3-D w_router"),
+    ]:
         assert _rejects(lambda: kata.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
 
 
@@ -264,7 +275,9 @@ def test_unnormalized_weights_are_the_raw_probabilities(kata, case):
 def test_top_k_rejects_k_outside_one_to_e(kata):
     probs = np.full((3, 4), 0.25, dtype=np.float32)
     for k in (0, 5, -1):
-        assert _rejects(lambda: kata.top_k_gating(probs, k)), f"top_k_gating accepted k={k} with E=4 experts; raise ValueError"
+        assert _rejects(lambda: kata.top_k_gating(probs, k)), (
+            f"top_k_gating accepted k={k} with E=4 experts; raise ValueError"
+        )
 
 
 def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
@@ -275,7 +288,9 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
         (np.array([0.25, 0.25, 0.5], dtype=np.float32), "a 1-D array"),
     ]
     for probs, what in cases:
-        assert _rejects(lambda: kata.top_k_gating(probs, 1)), f"top_k_gating accepted probs with {what}; raise ValueError"
+        assert _rejects(lambda: kata.top_k_gating(probs, 1)), (
+            f"top_k_gating accepted probs with {what}; raise ValueError"
+        )
 
 
 # --------------------------------------------------------------------- capacity
@@ -289,13 +304,17 @@ def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(kata, T, 
     got = kata.expert_capacity(T, E, k, factor)
     want = _capacity(T, E, k, factor)
     assert isinstance(got, (int, np.integer)) and int(got) == want, (
-        f"expert_capacity({T}, {E}, {k}, {factor}) returned {got!r}, expected max(1, ceil({factor}*{T}*{k}/{E})) = {want}"
+        f"expert_capacity({T}, {E}, {k}, {factor}) returned {got!r}, expected max(1, ceil({factor}*{T}*{k}/{E})) = "
+        f"{want}"
     )
 
 
 def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
-    for args, what in [((10, 4, 2, -1.0), "capacity_factor=-1.0"), ((10, 4, 5, 1.0), "k=5 with 4 experts"),
-                       ((10, 4, 0, 1.0), "k=0")]:
+    for args, what in [
+        ((10, 4, 2, -1.0), "capacity_factor=-1.0"),
+        ((10, 4, 5, 1.0), "k=5 with 4 experts"),
+        ((10, 4, 0, 1.0), "k=0"),
+    ]:
         assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
 
 
@@ -303,8 +322,7 @@ def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
 CRAFTED = [
     # rank 0 first: tokens 0, 1 fill expert 0, token 2's first choice is dropped;
     # rank 1: token 2's second choice finds expert 1 full, token 3's finds expert 0 full.
-    ([[0, 1], [0, 2], [0, 1], [1, 0]], 3, 2,
-     [[1, 1], [1, 1], [0, 0], [1, 0]], [[0, 1], [1, 0], [2, 2], [0, 3]]),
+    ([[0, 1], [0, 2], [0, 1], [1, 0]], 3, 2, [[1, 1], [1, 1], [0, 0], [1, 0]], [[0, 1], [1, 0], [2, 2], [0, 3]]),
     # a late token's first choice beats an early token's second choice.
     ([[1, 0], [0, 1]], 2, 1, [[1, 0], [1, 0]], [[0, 1], [0, 1]]),
     # capacity 0 drops everything; one expert queues tokens in order.
@@ -349,7 +367,9 @@ def test_dispatch_matches_queueing_one_assignment_at_a_time(kata, routing, room)
     got_keep, got_pos = kata.dispatch(indices, E, capacity)
     got_keep, got_pos = np.asarray(got_keep).astype(bool), np.asarray(got_pos)
     assert np.array_equal(got_pos, position), "queue positions differ from queueing rank by rank, tokens in order"
-    assert np.array_equal(got_keep, keep), f"dispatch kept {int(got_keep.sum())} assignments, expected {int(keep.sum())}"
+    assert np.array_equal(got_keep, keep), (
+        f"dispatch kept {int(got_keep.sum())} assignments, expected {int(keep.sum())}"
+    )
 
 
 # ------------------------------------------------------------------------ layer
@@ -359,7 +379,7 @@ def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(kata):
     x, w_router, w_gate, w_up, w_down = _layer(11, 10, 8, 4, 12)
     y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k=4)
     probs = _softmax64(x.astype(np.float64) @ w_router.astype(np.float64))
-    dense = sum(probs[:, e:e + 1] * _expert64(x, w_gate[e], w_up[e], w_down[e]) for e in range(4))
+    dense = sum(probs[:, e : e + 1] * _expert64(x, w_gate[e], w_up[e], w_down[e]) for e in range(4))
     y = np.asarray(y, dtype=np.float64)
     assert y.shape == x.shape, f"moe_forward returned y of shape {y.shape}, expected (T, D) = {x.shape}"
     d = float(np.max(np.abs(y - dense)))
@@ -372,7 +392,9 @@ def test_permuting_tokens_permutes_the_outputs(kata):
     y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k=2)
     yp, _ = kata.moe_forward(x[perm], w_router, w_gate, w_up, w_down, k=2)
     d = float(np.max(np.abs(np.asarray(yp) - np.asarray(y)[perm])))
-    assert d <= OUT_ATOL, f"shuffling the tokens changed their outputs by {d:.3g}; each token's output depends only on it"
+    assert d <= OUT_ATOL, (
+        f"shuffling the tokens changed their outputs by {d:.3g}; each token's output depends only on it"
+    )
 
 
 def _assert_matches_block(kata, model, layer, x):
@@ -436,7 +458,9 @@ def test_a_large_capacity_factor_drops_nothing(kata):
     x, w_router, w_gate, w_up, w_down = _layer(15, 32, 8, 4, 8)
     free, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
     y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=4.0)
-    assert int(aux.dropped) == 0, f"capacity_factor=E leaves room for every assignment, but {int(aux.dropped)} were dropped"
+    assert int(aux.dropped) == 0, (
+        f"capacity_factor=E leaves room for every assignment, but {int(aux.dropped)} were dropped"
+    )
     d = float(np.max(np.abs(np.asarray(y) - np.asarray(free))))
     assert d <= OUT_ATOL, f"with room for every assignment the output differs from the unlimited layer's by {d:.3g}"
 
@@ -451,7 +475,9 @@ def test_tokens_per_expert_never_exceed_capacity(kata, factor):
     assert tpe.shape == (E,), f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)}"
     assert tpe.max() <= cap, f"an expert processed {tpe.max()} assignments, over its capacity {cap}"
     want = np.bincount(idx[keep], minlength=E)
-    assert np.array_equal(tpe, want), f"tokens_per_expert is {tpe.tolist()}, expected the kept assignments {want.tolist()}"
+    assert np.array_equal(tpe, want), (
+        f"tokens_per_expert is {tpe.tolist()}, expected the kept assignments {want.tolist()}"
+    )
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
@@ -469,7 +495,9 @@ def test_a_fully_dropped_token_outputs_zero(kata):
     # capacity max(1, ceil(0.5 * 4 * 2 / 4)) = 1: token 0 takes both places, tokens 1-3 get none.
     E, T, F = 4, 4, 6
     _, _, w_gate, w_up, w_down = _layer(17, T, E, E, F)
-    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[:, None] * np.array([1, 0, 0, 0], dtype=np.float32)
+    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[
+        :, None
+    ] * np.array([1, 0, 0, 0], dtype=np.float32)
     w_router = np.eye(E, dtype=np.float32)
     y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=0.5)
     y = np.asarray(y, dtype=np.float64)
@@ -518,7 +546,8 @@ def test_expert_work_is_k_over_e_of_running_every_expert(kata):
     want = np.bincount(idx.reshape(-1), minlength=E)
     assert np.array_equal(tpe, want), (
         f"tokens_per_expert is {tpe.tolist()}, but the routing sends {want.tolist()} of the {T} x {k} assignments: "
-        f"each expert should process exactly the tokens routed to it, {k} of {E} experts per token")
+        f"each expert should process exactly the tokens routed to it, {k} of {E} experts per token"
+    )
 
 
 def test_moe_forward_rejects_bad_input(kata):
@@ -588,7 +617,8 @@ def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
     got = float(kata.router_z_loss(logits))
     want = _z64(logits)
     assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
-        f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = {want:.6g}"
+        f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = "
+        f"{want:.6g}"
     )
 
 
@@ -605,7 +635,10 @@ def test_losses_reject_bad_input(kata):
     cases = [
         (lambda: kata.load_balancing_loss(2 * probs, indices), "load_balancing_loss accepted rows summing to 2"),
         (lambda: kata.load_balancing_loss(probs, indices + 3), "load_balancing_loss accepted expert 3 of 3"),
-        (lambda: kata.load_balancing_loss(probs, indices[:3]), "load_balancing_loss accepted 3 rows of indices for 4 tokens"),
+        (
+            lambda: kata.load_balancing_loss(probs, indices[:3]),
+            "load_balancing_loss accepted 3 rows of indices for 4 tokens",
+        ),
         (lambda: kata.router_z_loss(probs[0]), "router_z_loss accepted 1-D logits"),
     ]
     for call, what in cases:
@@ -627,10 +660,16 @@ def _speed_inputs(salt, D, E, F, k):
 
 @pytest.mark.speed
 def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
-    ratio = time_ratio(kata.moe_forward, load_baseline("moe").layer_output, _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
-                       repeats=SPEED_REPEATS, what="moe_forward")
-    common.figure("time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower",
-                  key="within_vectorized")
+    ratio = time_ratio(
+        kata.moe_forward,
+        load_baseline("moe").layer_output,
+        _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
+        repeats=SPEED_REPEATS,
+        what="moe_forward",
+    )
+    common.figure(
+        "time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower", key="within_vectorized"
+    )
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=8, k=2 took {ratio:.1f}x the time of one gathered matmul per expert; "
         f"allowed {WITHIN_REFERENCE:g}x"
@@ -640,9 +679,15 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
 @pytest.mark.speed
 def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
     part = SPEED_T // LOOP_SHARE  # the loop's time is linear in T: time it on a share of the tokens
-    ratio = time_ratio(kata.moe_forward, load_baseline("moe").per_token_loop, _speed_inputs(22, LOOP_D, 8, LOOP_F, 2),
-                       repeats=3, what="moe_forward", expect=lambda *args: (baseline_moe.layer_output(*args),),
-                       baseline_args=lambda args: (args[0][:part], *args[1:]))
+    ratio = time_ratio(
+        kata.moe_forward,
+        load_baseline("moe").per_token_loop,
+        _speed_inputs(22, LOOP_D, 8, LOOP_F, 2),
+        repeats=3,
+        what="moe_forward",
+        expect=lambda *args: (baseline_moe.layer_output(*args),),
+        baseline_args=lambda args: (args[0][:part], *args[1:]),
+    )
     faster = LOOP_SHARE / ratio
     common.figure("speed-up over a per-token loop", faster, OVER_LOOP, key="over_loop")
     assert faster >= OVER_LOOP, (
@@ -654,8 +699,13 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
 @pytest.mark.speed
 def test_moe_forward_does_not_run_every_expert_on_every_token(kata):
     """With E=16 and k=1 running every expert on every token is 16x the work."""
-    ratio = time_ratio(kata.moe_forward, load_baseline("moe").layer_output, _speed_inputs(23, 64, 16, 128, 1),
-                       repeats=SPEED_REPEATS, what="moe_forward")
+    ratio = time_ratio(
+        kata.moe_forward,
+        load_baseline("moe").layer_output,
+        _speed_inputs(23, 64, 16, 128, 1),
+        repeats=SPEED_REPEATS,
+        what="moe_forward",
+    )
     common.figure("time over running each token's one expert (E=16, k=1)", ratio, WITHIN_REFERENCE, better="lower")
     assert ratio < WITHIN_REFERENCE, (
         f"moe_forward at T={SPEED_T}, E=16, k=1 took {ratio:.1f}x the time of running each token's one expert; "

@@ -187,7 +187,9 @@ def test_symmetric_error_is_at_most_half_a_step(sym, xa, bits):
     step = amax / (2 ** (bits - 1) - 1)
     err = np.abs(x_hat - x)
     bad = err > step / 2 + REL_TOL * amax
-    assert not bad.any(), f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
+    assert not bad.any(), (
+        f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
+    )
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
@@ -218,7 +220,9 @@ def test_symmetric_codes_are_monotone_in_the_input(sym, x, bits):
     x = np.sort(x)
     q = _codes(sym.quantize_symmetric(x, bits)[0], x.shape)
     drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
-    assert drops.size == 0, f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+    assert drops.size == 0, (
+        f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+    )
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
@@ -232,7 +236,9 @@ def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(kata, axis
         x_hat = np.asarray(kata.dequantize_symmetric(q, scale), dtype=np.float64)
         zero = _slice_amax(case, axis) == 0
         zero = np.broadcast_to(zero, x.shape)
-        assert np.all(np.isfinite(x_hat)), f"dequantizing gives {x_hat[~np.isfinite(x_hat)][0]} for a slice of zeros (0 / 0?)"
+        assert np.all(np.isfinite(x_hat)), (
+            f"dequantizing gives {x_hat[~np.isfinite(x_hat)][0]} for a slice of zeros (0 / 0?)"
+        )
         assert np.all(q[zero] == 0), f"a slice of zeros (axis={axis}) got nonzero codes {q[zero]}"
         assert np.all(x_hat[zero] == 0), f"a slice of zeros (axis={axis}) dequantizes to {x_hat[zero]}, not exact zeros"
 
@@ -246,8 +252,9 @@ def test_per_channel_error_is_never_above_per_tensor_error(kata):
         err = {}
         for mode in (None, axis):
             q, scale = kata.quantize_symmetric(x, 4, axis=mode)
-            err[mode] = np.max(np.abs(np.asarray(kata.dequantize_symmetric(q, scale), np.float64) - x),
-                               axis=_other_axes(2, axis))
+            err[mode] = np.max(
+                np.abs(np.asarray(kata.dequantize_symmetric(q, scale), np.float64) - x), axis=_other_axes(2, axis)
+            )
         worse = err[axis] > err[None] * (1 + REL_TOL)
         assert not worse.any(), (
             f"with axis={axis}, channel {int(np.argmax(worse))} comes back {err[axis][worse][0]:.3g} off, "
@@ -293,7 +300,9 @@ def _affine_expected(x: np.ndarray, bits: int, axis):
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
-@example(xa=(np.array([-1.5, 1.5, 0.5], dtype=np.float32), None), bits=2)  # zero point 1.5 ties to 2: 1.5 must clamp to 3
+@example(
+    xa=(np.array([-1.5, 1.5, 0.5], dtype=np.float32), None), bits=2
+)  # zero point 1.5 ties to 2: 1.5 must clamp to 3
 @example(xa=(np.zeros((2, 3), dtype=np.float32), None), bits=8)
 @example(xa=(np.array([[0.0, 0.0], [1.0, -2.0]], dtype=np.float64), 0), bits=4)
 def test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype(aff, xa, bits):
@@ -324,9 +333,13 @@ def test_affine_scale_and_zero_point_follow_the_pytorch_formulas(aff, xa, bits):
     got_scale = _broadcast(scale, x.shape, "scale")
     zp = _broadcast(zero_point, x.shape, "zero_point")
     bad = ~np.isclose(got_scale, want_scale, rtol=REL_TOL, atol=0) & (want_scale > 0)
-    assert not bad.any(), f"scale at {_first(bad)} is {got_scale[bad][0]:.6g}, (max_pos - min_neg) / qmax is {want_scale[bad][0]:.6g}"
+    assert not bad.any(), (
+        f"scale at {_first(bad)} is {got_scale[bad][0]:.6g}, (max_pos - min_neg) / qmax is {want_scale[bad][0]:.6g}"
+    )
     bad = ~_codes_match(zp, ratio) & (want_scale > 0)
-    assert not bad.any(), f"zero_point at {_first(bad)} is {zp[bad][0]:g}, round(-min_neg / scale) is {np.round(ratio[bad][0]):g}"
+    assert not bad.any(), (
+        f"zero_point at {_first(bad)} is {zp[bad][0]:g}, round(-min_neg / scale) is {np.round(ratio[bad][0]):g}"
+    )
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
@@ -341,7 +354,10 @@ def test_affine_error_is_at_most_half_a_step(aff, xa, bits):
     amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
     err = np.abs(x_hat - x)
     bad = err > step / 2 + REL_TOL * amax
-    assert not bad.any(), f"element {_first(bad)} ({x[bad][0]:.6g}) comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
+    assert not bad.any(), (
+        f"element {_first(bad)} ({x[bad][0]:.6g}) comes back {err[bad][0]:.4g} off; half a step is "
+        f"{step[bad][0] / 2:.4g}"
+    )
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
@@ -363,7 +379,9 @@ def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
     x = np.sort(x)
     q = _codes(aff.quantize_affine(x, bits)[0], x.shape)
     drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
-    assert drops.size == 0, f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+    assert drops.size == 0, (
+        f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+    )
 
 
 @pytest.mark.parametrize("bits", [1, 9])
@@ -372,7 +390,9 @@ def test_affine_rejects_bits_out_of_range(kata, bits):
         kata.quantize_affine(np.ones(4, np.float32), bits)
 
 
-@pytest.mark.parametrize("bad", [np.arange(8), np.array([1.0, np.nan]), np.array([np.inf, 0.0])], ids=["int", "nan", "inf"])
+@pytest.mark.parametrize(
+    "bad", [np.arange(8), np.array([1.0, np.nan]), np.array([np.inf, 0.0])], ids=["int", "nan", "inf"]
+)
 def test_affine_rejects_integer_nan_and_inf_input(kata, bad):
     with pytest.raises(ValueError):
         kata.quantize_affine(bad, 8)
@@ -406,7 +426,9 @@ def test_grouped_codes_lie_in_range_with_one_scale_per_group(grp, xg, bits):
     assert info.min <= -qmax and info.max >= qmax, f"dtype {q.dtype} cannot hold codes in [-{qmax}, {qmax}]"
     assert q.min() >= -qmax and q.max() <= qmax, f"codes {q.min()}..{q.max()} leave [-{qmax}, {qmax}] at {bits} bits"
     want_shape = x.shape[:-1] + (x.shape[-1] // group_size,)
-    assert np.shape(scales) == want_shape, f"scales have shape {np.shape(scales)}, expected {want_shape} (one per group)"
+    assert np.shape(scales) == want_shape, (
+        f"scales have shape {np.shape(scales)}, expected {want_shape} (one per group)"
+    )
     want = x.astype(np.float64).reshape(*want_shape, group_size)
     want = np.abs(want).max(axis=-1) / qmax
     got = np.asarray(scales, dtype=np.float64)
@@ -425,7 +447,9 @@ def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     err = np.abs(x_hat - x)
     assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf (a group of zeros divided by 0?)"
     bad = err > step / 2 + REL_TOL * amax
-    assert not bad.any(), f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step of its group is {step[bad][0] / 2:.4g}"
+    assert not bad.any(), (
+        f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step of its group is {step[bad][0] / 2:.4g}"
+    )
 
 
 @given(xg=grouped_inputs(), bits=BITS)
@@ -471,7 +495,9 @@ def test_one_group_per_row_gives_the_per_channel_symmetric_codes(grp, x, bits):
     scale = _slice_amax(x, 0) / qmax  # one scale per row: per-channel symmetric with axis=0
     ratio = np.divide(x.astype(np.float64), scale, out=np.zeros(x.shape), where=scale > 0)
     bad = ~_codes_match(q, ratio)
-    assert not bad.any(), f"code at {_first(bad)} is {q[bad][0]}, per-channel symmetric gives {np.round(ratio[bad][0]):g}"
+    assert not bad.any(), (
+        f"code at {_first(bad)} is {q[bad][0]}, per-channel symmetric gives {np.round(ratio[bad][0]):g}"
+    )
 
 
 def test_grouped_all_zero_groups_dequantize_to_exact_zeros(kata):
@@ -488,13 +514,20 @@ def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     with pytest.raises(ValueError) as info:
         kata.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
     message = str(info.value)
-    assert "5" in message and "12" in message, f"the error should name group_size 5 and the length 12, it says: {message}"
+    assert "5" in message and "12" in message, (
+        f"the error should name group_size 5 and the length 12, it says: {message}"
+    )
 
 
 @pytest.mark.parametrize(
     "x, bits",
-    [(np.ones(8, np.float32), 1), (np.ones(8, np.float32), 9), (np.arange(8), 4),
-     (np.array([1.0, np.nan, 2.0, 3.0]), 4), (np.array([1.0, 2.0, -np.inf, 3.0]), 4)],
+    [
+        (np.ones(8, np.float32), 1),
+        (np.ones(8, np.float32), 9),
+        (np.arange(8), 4),
+        (np.array([1.0, np.nan, 2.0, 3.0]), 4),
+        (np.array([1.0, 2.0, -np.inf, 3.0]), 4),
+    ],
     ids=["bits=1", "bits=9", "int", "nan", "inf"],
 )
 def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
@@ -502,11 +535,15 @@ def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
         kata.quantize_grouped(x, bits, 4)
 
 
-@pytest.mark.parametrize("q, scales", [
-    (np.int8(3), np.ones(1, np.float32)),  # a scalar: no axis to group
-    (np.zeros((2, 8), np.int8), np.ones((2, 3), np.float32)),  # 8 // 4 = 2 groups a row, not 3
-    (np.zeros((2, 8), np.int8), np.ones((3, 2), np.float32)),  # rows that do not match
-], ids=["scalar", "groups", "rows"])
+@pytest.mark.parametrize(
+    "q, scales",
+    [
+        (np.int8(3), np.ones(1, np.float32)),  # a scalar: no axis to group
+        (np.zeros((2, 8), np.int8), np.ones((2, 3), np.float32)),  # 8 // 4 = 2 groups a row, not 3
+        (np.zeros((2, 8), np.int8), np.ones((3, 2), np.float32)),  # rows that do not match
+    ],
+    ids=["scalar", "groups", "rows"],
+)
 def test_dequantize_grouped_rejects_scales_that_do_not_fit_the_codes(kata, q, scales):
     with pytest.raises(ValueError):
         kata.dequantize_grouped(q, scales, 4)
@@ -519,7 +556,9 @@ def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
     packed = np.asarray(kata.pack_int4(np.array([1, -1, -8, 7, 0, 5], dtype=np.int8)))
     want = [0xF1, 0x78, 0x50]  # -1 is 0xF, -8 is 0x8 in 4-bit two's complement
     assert packed.dtype == np.uint8, f"pack_int4 must return uint8, got {packed.dtype}"
-    assert packed.tolist() == want, f"pack_int4([1, -1, -8, 7, 0, 5]) gave {[hex(b) for b in packed.tolist()]}, expected {[hex(b) for b in want]}"
+    assert packed.tolist() == want, (
+        f"pack_int4([1, -1, -8, 7, 0, 5]) gave {[hex(b) for b in packed.tolist()]}, expected {[hex(b) for b in want]}"
+    )
 
 
 @given(codes=st.lists(st.integers(-8, 7), min_size=0, max_size=41))
@@ -528,10 +567,14 @@ def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
 def test_pack_then_unpack_round_trips_exactly(pack, codes):
     q = np.array(codes, dtype=np.int8)
     packed = np.asarray(pack.pack_int4(q))
-    assert packed.shape == ((q.size + 1) // 2,), f"{q.size} codes packed into {packed.shape} bytes, expected {(q.size + 1) // 2}"
+    assert packed.shape == ((q.size + 1) // 2,), (
+        f"{q.size} codes packed into {packed.shape} bytes, expected {(q.size + 1) // 2}"
+    )
     lows = packed.astype(np.int64) & 0xF
     want = np.array(codes[0::2], dtype=np.int64) & 0xF
-    assert np.array_equal(lows, want), f"the low nibbles {lows.tolist()} should hold elements 0, 2, 4, ...: {want.tolist()}"
+    assert np.array_equal(lows, want), (
+        f"the low nibbles {lows.tolist()} should hold elements 0, 2, 4, ...: {want.tolist()}"
+    )
     back = np.asarray(pack.unpack_int4(packed, q.size))
     assert back.tolist() == codes, f"unpack_int4(pack_int4({codes})) gave {back.tolist()}"
 
@@ -542,12 +585,16 @@ def test_pack_int4_rejects_codes_outside_4_bits(kata, codes):
         kata.pack_int4(np.array(codes, dtype=np.int16))
 
 
-@pytest.mark.parametrize("packed, n", [
-    (np.zeros(2, np.uint8), 5),  # 5 codes need 3 bytes
-    (np.zeros(2, np.uint8), 2),  # 2 codes fill 1 byte
-    (np.zeros((2, 1), np.uint8), 4),  # not 1-D
-    (np.zeros(2, np.int16), 4),  # not bytes
-], ids=["too-few-bytes", "too-many-bytes", "2-d", "int16"])
+@pytest.mark.parametrize(
+    "packed, n",
+    [
+        (np.zeros(2, np.uint8), 5),  # 5 codes need 3 bytes
+        (np.zeros(2, np.uint8), 2),  # 2 codes fill 1 byte
+        (np.zeros((2, 1), np.uint8), 4),  # not 1-D
+        (np.zeros(2, np.int16), 4),  # not bytes
+    ],
+    ids=["too-few-bytes", "too-many-bytes", "2-d", "int16"],
+)
 def test_unpack_int4_rejects_bytes_that_do_not_hold_n_codes(kata, packed, n):
     with pytest.raises(ValueError):
         kata.unpack_int4(packed, n)
@@ -581,8 +628,11 @@ Q4_0_BLOCKS = {
     # m = -8 (negative): d = 1, q = min(15, floor(x + 8.5)); ties x = 0.5 -> 9, -0.5 -> 8, 7.5 -> 15.
     "negative max": ([-8.0, 0.5, -0.5, 1.5, 7.5, 3.0] + [0.0] * 26, 1.0, [0, 9, 8, 10, 15, 11] + [8] * 26),
     # m = 16 (positive): d = -2, q = floor(-x / 2 + 8.5).
-    "positive max": ([16.0, -10.0, 1.0, -1.0] + [0.0] * 12 + [2.0, -3.0] + [0.0] * 14, -2.0,
-                     [0, 13, 8, 9] + [8] * 12 + [7, 10] + [8] * 14),
+    "positive max": (
+        [16.0, -10.0, 1.0, -1.0] + [0.0] * 12 + [2.0, -3.0] + [0.0] * 14,
+        -2.0,
+        [0, 13, 8, 9] + [8] * 12 + [7, 10] + [8] * 14,
+    ),
     # |8| == |-8|: the first one (8) wins, so d = -1 and -8 maps to min(15, 16) = 15.
     "first max wins": ([0.0, 8.0, -8.0] + [0.0] * 29, -1.0, [8, 0, 15] + [8] * 29),
     # m = 0: d = 0 / -8 = -0.0 in IEEE arithmetic, stored as fp16 bytes 00 80; id = 0, so every q = 8.
@@ -655,9 +705,16 @@ def _pinned_blocks(draw, n: int) -> np.ndarray:
 
 llama_blocks = st.integers(1, 2).flatmap(
     lambda n: st.one_of(
-        hnp.arrays(np.float32, 32 * n, elements=st.one_of(
-            st.just(0.0), st.floats(2.0**-10, 1000.0, width=32), st.floats(-1000.0, -(2.0**-10), width=32), _halves,
-        )),
+        hnp.arrays(
+            np.float32,
+            32 * n,
+            elements=st.one_of(
+                st.just(0.0),
+                st.floats(2.0**-10, 1000.0, width=32),
+                st.floats(-1000.0, -(2.0**-10), width=32),
+                _halves,
+            ),
+        ),
         _pinned_blocks(n),  # in the mixed blocks the floats set d, and exact ties practically never happen
     )
 )
@@ -667,9 +724,11 @@ def _assert_same_blocks(fmt: str, n: int, got: bytes, want: bytes, size: int) ->
     """got equals llama.cpp's bytes want, else name the first block of `size` bytes that differs."""
     assert len(got) == len(want), f"{n} values gave {len(got)} bytes; {fmt} takes {size} per block of 32, {len(want)}"
     if got != want:
-        b = next(i for i in range(0, len(want), size) if got[i:i + size] != want[i:i + size])
-        raise AssertionError(f"{fmt} block {b // size} differs from llama.cpp's: "
-                             f"got {got[b:b + size].hex()}, want {want[b:b + size].hex()}")
+        b = next(i for i in range(0, len(want), size) if got[i : i + size] != want[i : i + size])
+        raise AssertionError(
+            f"{fmt} block {b // size} differs from llama.cpp's: "
+            f"got {got[b : b + size].hex()}, want {want[b : b + size].hex()}"
+        )
 
 
 @given(x=llama_blocks)
@@ -710,14 +769,21 @@ def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
     x[:32] = 0.0
     for name, quantize in (("Q8_0", kata.quantize_q8_0), ("Q4_0", kata.quantize_q4_0)):
         want = np.asarray(gguf.quants.quantize(x, getattr(gguf.GGMLQuantizationType, name))).tobytes()
-        assert bytes(quantize(x)) == want, f"{name} bytes differ from gguf.quants.quantize (llama.cpp's own Python port)"
+        assert bytes(quantize(x)) == want, (
+            f"{name} bytes differ from gguf.quants.quantize (llama.cpp's own Python port)"
+        )
 
 
 @pytest.mark.parametrize("fn", ["quantize_q8_0", "quantize_q4_0"])
 @pytest.mark.parametrize(
     "x",
-    [np.ones(33, np.float32), np.ones(16, np.float32), np.arange(32),
-     np.where(np.arange(32) == 7, np.nan, 1.0), np.where(np.arange(32) == 0, np.inf, 1.0)],
+    [
+        np.ones(33, np.float32),
+        np.ones(16, np.float32),
+        np.arange(32),
+        np.where(np.arange(32) == 7, np.nan, 1.0),
+        np.where(np.arange(32) == 0, np.inf, 1.0),
+    ],
     ids=["33 values", "16 values", "int", "nan", "inf"],
 )
 def test_llama_cpp_blocks_reject_bad_input(kata, fn, x):
@@ -727,8 +793,9 @@ def test_llama_cpp_blocks_reject_bad_input(kata, fn, x):
 
 # ---------------------------------------------------------------------- model
 
-MODEL_CONFIG = Config(vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64,
-                      max_seq_len=64, n_experts=4, top_k=2)
+MODEL_CONFIG = Config(
+    vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64, n_experts=4, top_k=2
+)
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
 
 
@@ -765,7 +832,9 @@ def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, sma
             # Whatever the grouping, a group's step is at most the whole tensor's.
             bound = np.max(np.abs(w)) / (2 ** (bits - 1) - 1) / 2 * (1 + REL_TOL)
             err = float(np.max(np.abs(got - w)))
-            assert err <= bound, f"weight {name!r} comes back {err:.3g} off, more than half a {bits}-bit step ({bound:.3g})"
+            assert err <= bound, (
+                f"weight {name!r} comes back {err:.3g} off, more than half a {bits}-bit step ({bound:.3g})"
+            )
         else:
             assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
 
@@ -773,7 +842,10 @@ def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, sma
 def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(kata, small_model):
     tokens = rng(41).integers(0, MODEL_CONFIG.vocab_size, 24)
     kl = _mean_kl(small_model, kata.quantize_model(small_model, 8), tokens)
-    assert kl < KL_8BIT, f"the 8-bit model's next-token distributions are {kl:.3g} nats (mean KL) from the float model's; allowed {KL_8BIT}"
+    assert kl < KL_8BIT, (
+        f"the 8-bit model's next-token distributions are {kl:.3g} nats (mean KL) from the float model's; allowed "
+        f"{KL_8BIT}"
+    )
 
 
 def test_kl_to_the_float_model_grows_as_bits_shrink(kata, small_model):
@@ -800,7 +872,10 @@ def test_eight_bit_greedy_generation_agrees_with_the_float_model(kata):
     want = generate_cached(CachedLM(teacher), prompt, 32)
     got = generate_cached(CachedLM(rebuilt), prompt, 32)
     agree = float(np.mean(np.array(got) == np.array(want)))
-    assert agree >= GREEDY_AGREEMENT, f"the 8-bit teacher writes {agree:.0%} of the float teacher's 32 greedy characters; needs {GREEDY_AGREEMENT:.0%}"
+    assert agree >= GREEDY_AGREEMENT, (
+        f"the 8-bit teacher writes {agree:.0%} of the float teacher's 32 greedy characters; needs "
+        f"{GREEDY_AGREEMENT:.0%}"
+    )
 
 
 @pytest.mark.parametrize("bits, group_size", [(1, 32), (9, 32), (8, 5), (8, 0)])
@@ -809,14 +884,19 @@ def test_quantize_model_rejects_bad_bits_and_group_size(kata, small_model, bits,
         kata.quantize_model(small_model, bits, group_size)
 
 
-@pytest.mark.parametrize("bits, group_size, scale_bytes, want",
-                         [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)])
+@pytest.mark.parametrize(
+    "bits, group_size, scale_bytes, want",
+    [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)],
+)
 def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, want):
     got = float(kata.bits_per_weight(bits, group_size, scale_bytes))
     if (bits, group_size, scale_bytes) == (4, 32, 2):
-        common.figure("bits per weight, 4-bit groups of 32 with fp16 scales", got, unit="bits", better="lower",
-                      key="bpw4")
-    assert math.isclose(got, want), f"bits_per_weight({bits}, {group_size}, scale_bytes={scale_bytes}) is {got}, expected {want}"
+        common.figure(
+            "bits per weight, 4-bit groups of 32 with fp16 scales", got, unit="bits", better="lower", key="bpw4"
+        )
+    assert math.isclose(got, want), (
+        f"bits_per_weight({bits}, {group_size}, scale_bytes={scale_bytes}) is {got}, expected {want}"
+    )
 
 
 @pytest.mark.parametrize("bits, group_size, scale_bytes", [(1, 32, 2), (9, 32, 2), (4, 0, 2), (4, 32, -1)])
@@ -847,8 +927,13 @@ def test_grouped_quantization_is_vectorized(kata):
     def inputs(i):  # the warm-up (i = -1) on a quarter of the rows
         return gen.random((512 if i < 0 else 2048, 1024), dtype=np.float32) - np.float32(0.5), 4, 32
 
-    ratio = time_ratio(kata.quantize_grouped, load_baseline("quantization").quantize_grouped, inputs,
-                       repeats=3, what="quantize_grouped")
+    ratio = time_ratio(
+        kata.quantize_grouped,
+        load_baseline("quantization").quantize_grouped,
+        inputs,
+        repeats=3,
+        what="quantize_grouped",
+    )
     common.figure("quantize_grouped time over whole-array numpy", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (
         f"quantize_grouped took {ratio:.1f}x the time of a few whole-array numpy calls doing the same job "

@@ -65,7 +65,11 @@ def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int, str]:
     probs = np.asarray(probs, dtype=np.float64).ravel()
     impossible = np.flatnonzero((probs == 0) & (counts > 0))
     if impossible.size:
-        return math.inf, 1, f"outcome {int(impossible[0])} has probability 0 but was drawn {int(counts[impossible[0]])} times"
+        return (
+            math.inf,
+            1,
+            f"outcome {int(impossible[0])} has probability 0 but was drawn {int(counts[impossible[0]])} times",
+        )
     n = counts.sum()
     expected = probs * n
     order = np.argsort(expected, kind="stable")
@@ -92,9 +96,11 @@ def fit_message(what: str, stat: float, df: int, note: str, counts, probs) -> st
     if note:
         return f"{what}: {note}"
     n = int(np.sum(counts))
-    return (f"{what}: chi-square {stat:.1f} > {chi_square_quantile(df):.1f} (df {df}, significance {SIGNIFICANCE:g}) "
-            f"over {n} draws; counts {np.asarray(counts).astype(int).tolist()}, expected "
-            f"{np.round(np.asarray(probs) * n, 1).tolist()}")
+    return (
+        f"{what}: chi-square {stat:.1f} > {chi_square_quantile(df):.1f} (df {df}, significance {SIGNIFICANCE:g}) "
+        f"over {n} draws; counts {np.asarray(counts).astype(int).tolist()}, expected "
+        f"{np.round(np.asarray(probs) * n, 1).tolist()}"
+    )
 
 
 def fits(stat: float, df: int) -> bool:
@@ -178,8 +184,9 @@ def test_first_emitted_token_is_distributed_as_target_row_0(kata, case):
     _, outs = run_rounds(kata, p, q, TRIALS, salt=11)
     counts = tokens_at(outs, 0, p.shape[1])
     stat, df, note = chi_square(counts, p[0])
-    assert fits(stat, df) and not note, fit_message("the first emitted token is not distributed as target_probs[0]",
-                                                    stat, df, note, counts, p[0])
+    assert fits(stat, df) and not note, fit_message(
+        "the first emitted token is not distributed as target_probs[0]", stat, df, note, counts, p[0]
+    )
 
 
 @settings(max_examples=3)
@@ -198,11 +205,18 @@ def test_token_after_i_accepted_drafts_is_distributed_as_target_row_i(kata, case
         assert not note, f"after {i} accepted drafts, the next token is impossible under target_probs[{i}]: {note}"
         total, dof = total + stat, dof + df
         if not fits(stat, df):
-            worst = fit_message(f"after {i} accepted drafts, the next token is not distributed as target_probs[{i}]",
-                                stat, df, note, counts, p[i])
+            worst = fit_message(
+                f"after {i} accepted drafts, the next token is not distributed as target_probs[{i}]",
+                stat,
+                df,
+                note,
+                counts,
+                p[i],
+            )
     assert fits(total, dof), worst or (
         f"the tokens after 1..{K} accepted drafts are not distributed as target_probs[1..{K}]: "
-        f"chi-square {total:.1f} > {chi_square_quantile(dof):.1f} (df {dof}, significance {SIGNIFICANCE:g})")
+        f"chi-square {total:.1f} > {chi_square_quantile(dof):.1f} (df {dof}, significance {SIGNIFICANCE:g})"
+    )
 
 
 @pytest.mark.parametrize("case", ["skewed", "two"])
@@ -221,7 +235,8 @@ def test_mean_accepted_drafts_match_the_acceptance_formula(kata, case):
     assert abs(mean - expected) <= allowed, (
         f"with every row p and q alike (alpha = sum min(p, q) = {alpha:.3f}, K = {K}) the mean number of accepted "
         f"drafts should be alpha (1 - alpha^K) / (1 - alpha) = {expected:.3f}, got {mean:.3f} over {RATE_TRIALS} "
-        f"rounds (allowed deviation {allowed:.3f}); accepted = len(output) - 1")
+        f"rounds (allowed deviation {allowed:.3f}); accepted = len(output) - 1"
+    )
 
 
 @given(case=rounds(max_k=5))
@@ -230,10 +245,13 @@ def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case):
     K, V = q.shape
     drafts, outs = run_rounds(kata, p, q, 30, salt=14)
     for out, d in zip(outs, drafts):
-        assert 1 <= len(out) <= K + 1, f"accept_reject returned {len(out)} tokens for K = {K}; it must return 1 to K + 1"
+        assert 1 <= len(out) <= K + 1, (
+            f"accept_reject returned {len(out)} tokens for K = {K}; it must return 1 to K + 1"
+        )
         assert all(0 <= t < V for t in out), f"accept_reject returned {out}, with a token outside [0, V={V})"
         assert out[:-1] == d[: len(out) - 1].tolist(), (
-            f"the tokens before the last must be the accepted drafts {d.tolist()[: len(out) - 1]}, got {out[:-1]}")
+            f"the tokens before the last must be the accepted drafts {d.tolist()[: len(out) - 1]}, got {out[:-1]}"
+        )
 
 
 @given(p=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(2, 8)), elements=st.floats(0.0, 1.0)))
@@ -245,7 +263,8 @@ def test_draft_equal_to_target_accepts_every_draft(kata, p):
     for out, d in zip(outs, drafts):
         assert len(out) == len(d) + 1 and out[:-1] == d.tolist(), (
             f"with draft_probs equal to target_probs every draft must be accepted and a bonus token added: "
-            f"drafts {d.tolist()} gave {out}")
+            f"drafts {d.tolist()} gave {out}"
+        )
 
 
 @given(case=rounds(max_k=4), x=st.integers(0, 7))
@@ -262,7 +281,9 @@ def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kata, 
     for _ in range(20):
         out = [int(t) for t in kata.accept_reject(np.full(K, x), q.copy(), p.copy(), gen)]
         assert len(out) == 1, f"draft token {x} has target probability 0 but was accepted: output {out}"
-        assert out[0] != x, f"the replacement of rejected draft {x} was {x} itself, which the target gives probability 0"
+        assert out[0] != x, (
+            f"the replacement of rejected draft {x} was {x} itself, which the target gives probability 0"
+        )
 
 
 def test_draft_the_draft_model_rules_out_is_rejected(kata):
@@ -284,8 +305,9 @@ def test_no_drafts_is_plain_sampling_from_target_row_0(kata, p):
     assert all(len(out) == 1 for out in outs), "with K = 0 drafts accept_reject must return exactly one token"
     counts = tokens_at(outs, 0, V)
     stat, df, note = chi_square(counts, p[0])
-    assert fits(stat, df) and not note, fit_message("with K = 0 the token is not distributed as target_probs[0]",
-                                                    stat, df, note, counts, p[0])
+    assert fits(stat, df) and not note, fit_message(
+        "with K = 0 the token is not distributed as target_probs[0]", stat, df, note, counts, p[0]
+    )
 
 
 BAD_ROUNDS = {
@@ -293,8 +315,16 @@ BAD_ROUNDS = {
     "target_probs with only K rows": (np.array([0, 1]), np.full((2, 3), 1 / 3), np.full((2, 3), 1 / 3)),
     "draft_tokens of shape (1, 2)": (np.array([[0, 1]]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
     "draft_probs and target_probs of different V": (np.array([0, 1]), np.full((2, 4), 1 / 4), np.full((3, 3), 1 / 3)),
-    "a target row summing to 2": (np.array([0, 1]), np.full((2, 3), 1 / 3), np.array([[1.0, 0.5, 0.5]] + [[1 / 3] * 3] * 2)),
-    "a draft row with a negative entry": (np.array([0, 1]), np.array([[1.5, -0.5, 0.0], [1 / 3] * 3]), np.full((3, 3), 1 / 3)),
+    "a target row summing to 2": (
+        np.array([0, 1]),
+        np.full((2, 3), 1 / 3),
+        np.array([[1.0, 0.5, 0.5]] + [[1 / 3] * 3] * 2),
+    ),
+    "a draft row with a negative entry": (
+        np.array([0, 1]),
+        np.array([[1.5, -0.5, 0.0], [1 / 3] * 3]),
+        np.full((3, 3), 1 / 3),
+    ),
     "a draft token outside [0, V)": (np.array([0, 3]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
 }
 
@@ -325,7 +355,8 @@ def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kata, K, V,
     expected = [int(t) for t in best[:m]] + [int(best[m])]
     assert got == expected, (
         f"drafts {drafts.tolist()} against target argmaxes {best.tolist()} should give {expected} "
-        f"(the matching drafts, then the target's own token), got {got}")
+        f"(the matching drafts, then the target's own token), got {got}"
+    )
 
 
 BAD_GREEDY = {
@@ -372,13 +403,14 @@ def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int
     assert len(got) == n_new, f"speculative_generate returned {len(got)} tokens, asked for n_new = {n_new}"
     if got == generate_naive(model, prompt, n_new):
         return
-    rows = model.forward(prompt + got)[len(prompt) - 1: len(prompt) - 1 + n_new].astype(np.float64)  # (n_new, V)
+    rows = model.forward(prompt + got)[len(prompt) - 1 : len(prompt) - 1 + n_new].astype(np.float64)  # (n_new, V)
     gaps = rows.max(axis=1) - rows[np.arange(n_new), got]
     i = int(np.argmax(gaps > TIE_TOLERANCE)) if np.any(gaps > TIE_TOLERANCE) else -1
     assert i < 0, (
         f"at temperature 0 with {who}, new token {i} is {got[i]}, but the target's greedy choice there is "
         f"{int(rows[i].argmax())} (its logit is higher by {gaps[i]:.3g}); the output must be the target's own "
-        f"greedy generation")
+        f"greedy generation"
+    )
 
 
 @pytest.mark.parametrize("k", [1, 4])
@@ -402,10 +434,19 @@ def test_greedy_output_is_the_target_generation_with_a_bad_draft(kata, k):
     assert_is_greedy_generation(target, PROMPT, got, 20, "a draft that always proposes the target's least likely token")
 
 
-@pytest.mark.parametrize("n_new,k,temperature", [(0, 4, 1.0), (1, 4, 1.0), (7, 0, 1.0), (9, 3, 0.7), (10, 12, 0.0), (13, 4, 0.0)])
+@pytest.mark.parametrize(
+    "n_new,k,temperature", [(0, 4, 1.0), (1, 4, 1.0), (7, 0, 1.0), (9, 3, 0.7), (10, 12, 0.0), (13, 4, 0.0)]
+)
 def test_generates_exactly_n_new_tokens(kata, n_new, k, temperature):
-    got, _ = kata.speculative_generate(CachedLM(tiny(5)), CachedLM(tiny(6)), PROMPT, n_new, k=k,
-                                     temperature=temperature, rng=np.random.default_rng(common.rng(21).integers(2**63)))
+    got, _ = kata.speculative_generate(
+        CachedLM(tiny(5)),
+        CachedLM(tiny(6)),
+        PROMPT,
+        n_new,
+        k=k,
+        temperature=temperature,
+        rng=np.random.default_rng(common.rng(21).integers(2**63)),
+    )
     got = [int(t) for t in got]
     assert len(got) == n_new, f"asked for n_new = {n_new} (k = {k}), got {len(got)} tokens"
     assert all(0 <= t < TINY.vocab_size for t in got), f"generated tokens {got} fall outside [0, V={TINY.vocab_size})"
@@ -426,14 +467,25 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kat
     joint = first[:, None] * probs(target.table)  # (V, V): P(t1, t2) of the target sampling alone
     counts = np.zeros((V, V), dtype=np.int64)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    runs = judge.call_many(kata.speculative_generate, [(target, draft, prompt, 3)] * LOOP_RUNS, k=2,
-                           temperature=temperature, rng=learner_rng)
+    runs = judge.call_many(
+        kata.speculative_generate,
+        [(target, draft, prompt, 3)] * LOOP_RUNS,
+        k=2,
+        temperature=temperature,
+        rng=learner_rng,
+    )
     for tokens, _ in runs:
         counts[int(tokens[0]), int(tokens[1])] += 1
     stat, df, note = chi_square(counts, joint)
     assert fits(stat, df) and not note, fit_message(
         f"at temperature {temperature} the first two tokens (t1, t2) are not distributed as the target's own sampling "
-        f"(counts over t1 * V + t2)", stat, df, note, counts, joint)
+        f"(counts over t1 * V + t2)",
+        stat,
+        df,
+        note,
+        counts,
+        joint,
+    )
 
 
 @pytest.mark.parametrize("temperature,same", [(0.0, False), (1.0, False), (0.0, True)])
@@ -441,34 +493,48 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
     target = CachedLM(tiny(7))
     draft = CachedLM(target.model) if same else CachedLM(tiny(8))
     n_new, k = 17, 3
-    _, stats = kata.speculative_generate(target, draft, PROMPT, n_new, k=k, temperature=temperature,
-                                       rng=np.random.default_rng(common.rng(23).integers(2**63)))
+    _, stats = kata.speculative_generate(
+        target,
+        draft,
+        PROMPT,
+        n_new,
+        k=k,
+        temperature=temperature,
+        rng=np.random.default_rng(common.rng(23).integers(2**63)),
+    )
     calls = (int(stats.target_calls), int(stats.draft_calls))
     assert calls == (target.calls, draft.calls), (
-        f"stats count (target_calls, draft_calls) = {calls}, but the models were called {(target.calls, draft.calls)} times")
+        f"stats count (target_calls, draft_calls) = {calls}, but the models were called "
+        f"{(target.calls, draft.calls)} times"
+    )
     drafted, accepted = int(stats.drafted), int(stats.accepted)
     assert 0 <= accepted <= drafted <= k * target.calls, (
         f"stats say {accepted} of {drafted} drafts accepted in {target.calls} rounds of k = {k}; "
-        f"need 0 <= accepted <= drafted <= k * target_calls")
+        f"need 0 <= accepted <= drafted <= k * target_calls"
+    )
     assert n_new <= accepted + target.calls <= n_new + k, (
         f"each target call yields its accepted drafts plus one token of its own, so {accepted} accepted drafts in "
         f"{target.calls} target calls make {accepted + target.calls} tokens, not the {n_new} asked for "
-        f"(at most k = {k} more may be trimmed at the end)")
+        f"(at most k = {k} more may be trimmed at the end)"
+    )
     if same:
         assert accepted == drafted, (
             f"with the target as its own draft at temperature 0 every draft is accepted, but stats say {accepted} "
-            f"of {drafted}")
+            f"of {drafted}"
+        )
 
 
-@pytest.mark.parametrize("fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0),
-                                                  ((0, 0, 0, 0), 0.0, 0.0)])
+@pytest.mark.parametrize(
+    "fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0), ((0, 0, 0, 0), 0.0, 0.0)]
+)
 def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kata, fields, rate, per_call):
     stats = kata.SpecStats(*fields)
     got = (float(stats.acceptance_rate), float(stats.tokens_per_target_call))
     assert _isclose(got[0], rate, abs_tol=STATS_TOLERANCE) and _isclose(got[1], per_call, abs_tol=STATS_TOLERANCE), (
         f"SpecStats(target_calls, draft_calls, drafted, accepted) = {fields} should give acceptance_rate = "
         f"accepted / drafted = {rate} and tokens_per_target_call = (accepted + target_calls) / target_calls = "
-        f"{per_call} (0.0 when the divisor is 0), got {got}")
+        f"{per_call} (0.0 when the divisor is 0), got {got}"
+    )
 
 
 @pytest.mark.parametrize("what", ["k = -1", "n_new = -1"])
@@ -490,7 +556,8 @@ def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kata,
     expected = math.ceil(n_new / (k + 1))
     assert target.calls == expected, (
         f"with the target as its own draft every draft is accepted, so {n_new} tokens at k = {k} take "
-        f"ceil(n_new / (k + 1)) = {expected} target calls; yours made {target.calls}")
+        f"ceil(n_new / (k + 1)) = {expected} target calls; yours made {target.calls}"
+    )
 
 
 def shipped_or_stand_in() -> tuple[Model, Model, list[list[int]]]:
@@ -501,7 +568,7 @@ def shipped_or_stand_in() -> tuple[Model, Model, list[list[int]]]:
         from reference.tokenizer import encode
 
         text = (WEIGHTS_DIR.parent / "data" / "val.txt").read_text(encoding="ascii")
-        prompts = [encode(text[s: s + 32]) for s in (0, 20000)]
+        prompts = [encode(text[s : s + 32]) for s in (0, 20000)]
         return teacher, draft, prompts
     target = tiny(12)
     gen = common.rng(24)
@@ -514,7 +581,7 @@ def greedy_target_calls(target: Model, draft: Model, prompt: list[int], n_new: i
     round keeps the draft's argmaxes while they equal the target's greedy
     tokens (at most k, fewer in the last round) plus one target token."""
     text = generate(CachedLM(target), prompt, n_new)  # the target's greedy tokens
-    guess = draft.forward(prompt + text)[len(prompt) - 1:].argmax(axis=1)  # the draft's argmax before each
+    guess = draft.forward(prompt + text)[len(prompt) - 1 :].argmax(axis=1)  # the draft's argmax before each
     done = calls = 0
     while done < n_new:
         k_round, kept = min(k, n_new - done - 1), 0
@@ -534,8 +601,14 @@ def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kata):
         calls += target.calls
         needed += greedy_target_calls(target_model, draft_model, prompt, n_new, k)
     made = n_new * len(prompts)
-    common.figure("tokens per teacher call, shipped draft at k = 4", made / max(calls, 1),
-                  made / (needed + EXTRA_CALLS * len(prompts)), unit="tokens/call", key="tokens_per_call")
+    common.figure(
+        "tokens per teacher call, shipped draft at k = 4",
+        made / max(calls, 1),
+        made / (needed + EXTRA_CALLS * len(prompts)),
+        unit="tokens/call",
+        key="tokens_per_call",
+    )
     assert calls <= needed + EXTRA_CALLS * len(prompts), (
         f"greedy at k = {k} the draft's correct guesses let the teacher write {made} tokens in {needed} target calls "
-        f"({made / needed:.2f} tokens per call); yours made {calls} calls ({made / calls:.2f} tokens per call)")
+        f"({made / needed:.2f} tokens per call); yours made {calls} calls ({made / calls:.2f} tokens per call)"
+    )

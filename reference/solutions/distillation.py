@@ -101,7 +101,9 @@ def distillation_loss(student_logits, teacher_logits, labels, temperature=2.0, a
     return float(alpha * T**2 * soft + (1 - alpha) * hard)
 
 
-def distillation_grad(student_logits, teacher_logits, labels, temperature=2.0, alpha=0.5, ignore_index=-100) -> np.ndarray:
+def distillation_grad(
+    student_logits, teacher_logits, labels, temperature=2.0, alpha=0.5, ignore_index=-100
+) -> np.ndarray:
     """The exact gradient of `distillation_loss` with respect to student_logits.
 
     Per kept row, with n the number of kept rows, q_T = softmax(student / T),
@@ -225,7 +227,9 @@ def _checked_batch(student_logits, teacher_logits, labels, temperature, alpha, i
     bad = np.flatnonzero(((y < 0) | (y >= V)) & (y != ignore_index))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"label {int(y[i])} at row {i} is out of range: labels must be in [0, V={V}) or ignore_index={ignore_index}")
+        raise ValueError(
+            f"label {int(y[i])} at row {i} is out of range: labels must be in [0, V={V}) or ignore_index={ignore_index}"
+        )
     T = _checked_temperature(temperature)
     a = float(alpha)
     if not 0.0 <= a <= 1.0:

@@ -117,7 +117,8 @@ class KVCache:
         if start + t > self.max_len:
             raise CacheFullError(
                 f"the cache holds {start} tokens and fits max_len={self.max_len}, so {t} more do not fit; "
-                "crop it or make a cache with a larger max_len")
+                "crop it or make a cache with a larger max_len"
+            )
         end = start + t
         self._k[layer, :, start:end] = k
         self._v[layer, :, start:end] = v
@@ -161,7 +162,8 @@ def forward_cached(model: Model, tokens, cache: KVCache) -> np.ndarray:
     if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
         raise ValueError(
             f"the cache holds {cache.n_layers} layers x {cache.n_kv_heads} kv heads x width {cache.head_dim}, "
-            f"the model needs {c.n_layers} x {c.n_kv_heads} x {c.head_dim}; use KVCache.for_model(model)")
+            f"the model needs {c.n_layers} x {c.n_kv_heads} x {c.head_dim}; use KVCache.for_model(model)"
+        )
     start, t = len(cache), tokens.size
     if start + t > c.max_seq_len:
         raise ValueError(f"the cache holds {start} tokens; {t} more exceed max_seq_len={c.max_seq_len}")
@@ -259,7 +261,8 @@ class PagedKVCache:
         if need > len(self._free):
             raise CacheFullError(
                 f"sequence {seq_id!r} needs {need} more blocks of {self.block_size} tokens, "
-                f"but only {len(self._free)} of {self.num_blocks} are free; free a sequence first")
+                f"but only {len(self._free)} of {self.num_blocks} are free; free a sequence first"
+            )
         for _ in range(max(need, 0)):
             table.append(self._free.pop())
         slots = self._slots(table, end)  # (end,)

@@ -160,12 +160,12 @@ def moe_forward(
     bounds = np.concatenate([[0], np.cumsum(counts)])
     y = np.zeros((T, D), dtype=np.result_type(x, w_down))
     for e in range(E):
-        rows = tokens[bounds[e]:bounds[e + 1]]  # this expert's tokens, each at most once
+        rows = tokens[bounds[e] : bounds[e + 1]]  # this expert's tokens, each at most once
         if rows.size == 0:
             continue
         h = x[rows]  # (n_e, D): one gathered matmul per weight
         hidden = _silu(h @ w_gate[e]) * (h @ w_up[e])  # (n_e, F)
-        y[rows] += gates[bounds[e]:bounds[e + 1], None] * (hidden @ w_down[e])
+        y[rows] += gates[bounds[e] : bounds[e + 1], None] * (hidden @ w_down[e])
     aux = MoEAux(
         load_balancing_loss=load_balancing_loss(probs, indices),
         z_loss=router_z_loss(logits),

@@ -36,7 +36,9 @@ def _check_floats(x, what: str = "x") -> np.ndarray:
     """x as a float array, or a ValueError if it is not floating point or not finite."""
     arr = np.asarray(x)
     if not np.issubdtype(arr.dtype, np.floating):
-        raise ValueError(f"{what} must be a floating-point array, got dtype {arr.dtype}; convert it with .astype(np.float32)")
+        raise ValueError(
+            f"{what} must be a floating-point array, got dtype {arr.dtype}; convert it with .astype(np.float32)"
+        )
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr.ravel()))[0])
         raise ValueError(f"{what} holds {arr.ravel()[bad]} at flat index {bad}; only finite values can be quantized")
@@ -200,7 +202,9 @@ def dequantize_grouped(q, scales, group_size: int) -> np.ndarray:
     group_size = _check_group_size(group_size, q.shape[-1])
     n_groups = q.shape[-1] // group_size
     if scales.shape != q.shape[:-1] + (n_groups,):
-        raise ValueError(f"scales must have shape {q.shape[:-1] + (n_groups,)} (one per group of {group_size}), got {scales.shape}")
+        raise ValueError(
+            f"scales must have shape {q.shape[:-1] + (n_groups,)} (one per group of {group_size}), got {scales.shape}"
+        )
     groups = q.reshape(*q.shape[:-1], n_groups, group_size)
     return (groups * scales[..., None]).astype(scales.dtype).reshape(q.shape)
 
@@ -268,7 +272,9 @@ def _split_blocks(data, n, block_bytes: int) -> np.ndarray:
         raise ValueError(f"n must be a non-negative multiple of {BLOCK}, got {n!r}")
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
     if raw.size != n // BLOCK * block_bytes:
-        raise ValueError(f"{n} values take {n // BLOCK * block_bytes} bytes ({block_bytes} per block of {BLOCK}), got {raw.size}")
+        raise ValueError(
+            f"{n} values take {n // BLOCK * block_bytes} bytes ({block_bytes} per block of {BLOCK}), got {raw.size}"
+        )
     return raw.reshape(-1, block_bytes)
 
 
@@ -349,10 +355,12 @@ def quantize_model(model: Model, bits: int, group_size: int = 32) -> Model:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
     out = model.copy()
     for name, w in out.weights.items():
-        if not name.split(".")[-1] in LINEAR_WEIGHTS:
+        if name.split(".")[-1] not in LINEAR_WEIGHTS:
             continue
         if w.shape[-2] % group_size:
-            raise ValueError(f"group_size {group_size} does not divide the input width {w.shape[-2]} of weight {name!r}")
+            raise ValueError(
+                f"group_size {group_size} does not divide the input width {w.shape[-2]} of weight {name!r}"
+            )
         rows = np.swapaxes(w, -1, -2)  # (..., out, in): groups run along the input axis
         q, scales = quantize_grouped(rows, bits, group_size)
         out.weights[name] = np.swapaxes(dequantize_grouped(q, scales, group_size), -1, -2).copy()

@@ -172,7 +172,7 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
                 q = probs_from_logits(row, t)
                 drafts.append(draw_index(q, rng, rescale=False))
                 q_rows.append(q)
-        scores = np.asarray(target.logits(seq + drafts))[len(seq) - 1:]  # (k_round + 1, V)
+        scores = np.asarray(target.logits(seq + drafts))[len(seq) - 1 :]  # (k_round + 1, V)
         stats.target_calls += 1
         if t == 0:
             emitted = greedy_accept(drafts, scores)
