@@ -11,15 +11,11 @@ import statistics
 import sys
 import time
 
-from reference.lm import shipped_model
-from reference.model import Config, Model
+from reference.lm import SHIPPED_SHAPES, shipped_model
+from reference.model import Model
 
-# The shapes of the shipped models (tools/train.py trains these).
-TEACHER = Config(
-    vocab_size=96, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256, n_experts=4, top_k=2
-)
-DRAFT = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
-SHAPES = {"teacher": TEACHER, "draft": DRAFT}
+SHAPES = SHIPPED_SHAPES  # the shipped models' shapes, for random stand-ins
+TEACHER, DRAFT = SHAPES["teacher"], SHAPES["draft"]
 
 
 def shipped_or_random(name: str, seed: int = 0) -> tuple[Model, bool]:

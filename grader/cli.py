@@ -140,6 +140,13 @@ _TEST_TIMEOUT = click.option(
 )
 
 
+def _seed_option(
+    help: str = "0 grades on the standard examples; another N draws a different, equally deterministic set.",
+):
+    """--seed: which deterministic set of examples a grading draws."""
+    return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
+
+
 def _limit_options(fn):
     """--test-timeout, --kata-timeout and --memory-mb: the limits of a grading."""
     fn = click.option(
@@ -167,13 +174,7 @@ def _limit_options(fn):
     show_default=True,
     help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.",
 )
-@click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="0 grades on the standard examples; another N draws a different, equally deterministic set.",
-)
+@_seed_option()
 @click.option(
     "--jobs",
     "-j",
@@ -480,13 +481,7 @@ def bench_cmd(kata, args):
 
 @main.command("watch")
 @click.argument("kata", required=False)
-@click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="0 grades on the standard examples; another N draws a different, equally deterministic set.",
-)
+@_seed_option()
 @_TEST_TIMEOUT
 def watch_cmd(kata, seed, test_timeout):
     """Re-grade KATA every time you save its file, on one compact screen.
@@ -585,9 +580,7 @@ def release_cmd(out):
     type=click.IntRange(min=1),
     help="Katas graded at once, across students.",
 )
-@click.option(
-    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="The seed every student is graded with."
-)
+@_seed_option("The seed every student is graded with.")
 @click.option(
     "--seed-per-student",
     "secret",
@@ -913,13 +906,7 @@ def gradescope_group():
 
 @gradescope_group.command("build")
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="The grading seed; with --seed-from-metadata, the salt of every student's own seed.",
-)
+@_seed_option("The grading seed; with --seed-from-metadata, the salt of every student's own seed.")
 @click.option(
     "--seed-from-metadata",
     is_flag=True,

@@ -23,6 +23,7 @@ import faulthandler
 import functools
 import json
 import os
+import re
 import sys
 import time
 
@@ -84,6 +85,16 @@ def _hypothesis_control() -> tuple[type, ...]:
     return (HypothesisException, StopTest)
 
 
+def _fail_message(text: str) -> str:
+    """pytest.fail's text, in one wording whatever pytest's version: pytest.raises
+    that saw no exception says "DID NOT RAISE <class 'ValueError'>" in some
+    versions and "DID NOT RAISE ValueError" in others."""
+    missed = re.fullmatch(r"DID NOT RAISE (?:<class '(?:[\w.]*\.)?(\w+)'>|(\w+))", text)
+    if missed:
+        return f"expected {missed.group(1) or missed.group(2)}, but the call returned without raising it"
+    return text or "a check failed"
+
+
 def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
     """(outcome, message) for an exception a check raised."""
     import pytest
@@ -112,7 +123,7 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
         if isinstance(e, AssertionError):
             return Status.FAIL, _assertion_message(e)
         if isinstance(e, pytest.fail.Exception):  # e.g. pytest.raises saw no exception
-            return Status.FAIL, str(e).strip() or "a check failed"
+            return Status.FAIL, _fail_message(str(e).strip())
     e = next((x for x in leaves if not isinstance(x, NotImplementedError)), leaves[0])
     text = str(e)
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):

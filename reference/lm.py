@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.model import WEIGHTS_DIR, Model
+from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import check_n_new, check_temperature, decode
+from reference.tokenizer import VOCAB_SIZE
 
 
 class PlainLM:
@@ -151,6 +152,23 @@ def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> l
     check_n_new(n_new)
     t = check_temperature(temperature)
     return decode(lambda seq: lm.logits(seq)[-1], np.asarray(prompt).reshape(-1), n_new, t, rng)
+
+
+# The shapes of the shipped models: tools/train.py trains them, and the benchmarks make random stand-ins of them.
+SHIPPED_SHAPES = {
+    "teacher": Config(
+        vocab_size=VOCAB_SIZE,
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        n_kv_heads=2,
+        d_ff=256,
+        max_seq_len=256,
+        n_experts=4,
+        top_k=2,
+    ),
+    "draft": Config(vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256),
+}
 
 
 def shipped_model(name: str) -> Model | None:

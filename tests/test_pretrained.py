@@ -12,22 +12,12 @@ import shutil
 import numpy as np
 import pytest
 
-from reference.model import WEIGHTS_DIR, Config, Model
+from reference.lm import SHIPPED_SHAPES
+from reference.model import WEIGHTS_DIR, Model
 from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
 
 DATA_DIR = WEIGHTS_DIR.parent / "data"
-TEACHER_CONFIG = Config(
-    vocab_size=96,
-    d_model=128,
-    n_layers=4,
-    n_heads=4,
-    n_kv_heads=2,
-    d_ff=256,
-    max_seq_len=256,
-    n_experts=4,
-    top_k=2,
-)
-DRAFT_CONFIG = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256)
+TEACHER_CONFIG, DRAFT_CONFIG = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
 MAX_WEIGHT_BYTES = 8_000_000  # both .npz files together
 MAX_CORPUS_BYTES = 3_000_000  # train.txt and val.txt together
 VAL_SLICE = 1024  # validation characters scored (4 windows of 256)

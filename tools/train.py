@@ -48,29 +48,11 @@ sys.path[:0] = [str(REPO), str(TOOLS)]
 
 import build_corpus  # noqa: E402
 
+from reference.lm import SHIPPED_SHAPES  # noqa: E402
 from reference.model import WEIGHTS_DIR, Config, Model, rope_tables  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, encode  # noqa: E402
 
-TEACHER = Config(
-    vocab_size=VOCAB_SIZE,
-    d_model=128,
-    n_layers=4,
-    n_heads=4,
-    n_kv_heads=2,
-    d_ff=256,
-    max_seq_len=256,
-    n_experts=4,
-    top_k=2,
-)
-DRAFT = Config(
-    vocab_size=VOCAB_SIZE,
-    d_model=64,
-    n_layers=2,
-    n_heads=4,
-    n_kv_heads=2,
-    d_ff=256,
-    max_seq_len=256,
-)
+TEACHER, DRAFT = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
 TEACHER_STEPS = 3500
 DRAFT_STEPS = 1800
 TEACHER_SHARE = 0.7  # of --minutes: the most the teacher may take

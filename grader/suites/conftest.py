@@ -1,7 +1,9 @@
 """pytest configuration of the grading suites: which implementation they test
-(--target), the Hypothesis profile, and the `speed` marker."""
+(--target), the Hypothesis profile, and the `speed` and `needs` markers."""
 
 from __future__ import annotations
+
+import importlib.util
 
 from hypothesis import settings
 
@@ -29,6 +31,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "speed: a speed check (a failure grades the task 'slow', not 'fail')")
+    config.addinivalue_line("markers", "needs(module): a check that exists only where the optional module is installed")
     target = config.getoption("target")
     _target.resolve(target)  # a bad --target stops here with a clear message
     judge.SETTINGS.target = target
@@ -39,3 +42,12 @@ def pytest_configure(config):
 def pytest_report_header(config):
     target = config.getoption("target")
     return [f"kata target: {_target.describe(target)}", f"kata seed: {config.getoption('seed')}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave out the checks whose optional module is not installed: they are
+    not graded at all, where a skipped check would grade its task 'error'."""
+    missing = [i for i in items if (m := i.get_closest_marker("needs")) and importlib.util.find_spec(m.args[0]) is None]
+    if missing:
+        items[:] = [i for i in items if i not in missing]
+        config.hook.pytest_deselected(items=missing)
