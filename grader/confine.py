@@ -105,11 +105,11 @@ def _mount(source, target, fstype, flags, data=None) -> None:
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def die_with_parent() -> None:
-    """Have the kernel kill this process (a judge) when the one that started
-    it dies, so that a `kata` killed with SIGKILL or SIGTERM leaves no judge
-    (and, by their own parent-death signal, no jail) behind."""
-    parent = os.getppid()
+def die_with_parent(parent: int | None = None) -> None:
+    """Have the kernel kill this process when its parent (pid `parent`, by
+    default the current one) dies: a judge dies with the `kata` that started
+    it, even one killed with SIGKILL, and a jail with its judge."""
+    parent = os.getppid() if parent is None else parent
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     if os.getppid() != parent:  # it died before we could ask
         os._exit(1)
@@ -117,10 +117,8 @@ def die_with_parent() -> None:
 
 def _last_words(parent: int) -> None:
     """Die with the judge, and never gain privileges (no setuid binaries)."""
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    die_with_parent(parent)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-    if os.getppid() != parent:  # the judge died before we could ask to die with it
-        os._exit(1)
 
 
 def readable_paths() -> list[str]:

@@ -74,9 +74,11 @@ def hints_shown(kata: str, task: str) -> int:
     return int(read(HINTS).get(f"{kata}/{task}", 0))
 
 
-def next_hint(kata: str, task: Task) -> tuple[int, str]:
-    """(its number from 1, the hint) that `kata hint` shows next for task; the last one once all were shown."""
-    n = min(hints_shown(kata, task.name), len(task.hints) - 1)
+def next_hint(kata: str, task: Task, shown: dict | None = None) -> tuple[int, str]:
+    """(its number from 1, the hint) that `kata hint` shows next for task; the
+    last one once all were shown. shown: hints.json as read (read here if None)."""
+    shown = read(HINTS) if shown is None else shown
+    n = min(int(shown.get(f"{kata}/{task.name}", 0)), len(task.hints) - 1)
     return n + 1, task.hints[n]
 
 
@@ -90,12 +92,12 @@ def mark_hint_shown(kata: str, task: Task) -> None:
 def use_next_hints(katas: list[Kata], result) -> None:
     """A graded task whose failing check has no hint of its own shows the
     task's next hint, the one `kata hint` would give, not always the first."""
-    known = {k.name: k for k in katas}
+    known, shown = {k.name: k for k in katas}, read(HINTS)
     for graded in result.katas:
         for task in graded.tasks:
             registered = known[graded.name].task(task.name)
             if task.hint in registered.hints:
-                task.hint = next_hint(graded.name, registered)[1]
+                task.hint = next_hint(graded.name, registered, shown)[1]
 
 
 def back_up(path: Path, kata: str) -> Path:

@@ -4,6 +4,9 @@ short grading limits, and finding a grading's leftover processes."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from grader.runner import Limits
@@ -27,3 +30,26 @@ def processes_under(folder) -> list[int]:
         if mark in cmd or cwd.startswith(mark):
             found.append(int(pid))
     return found
+
+
+def wait_for_processes(folder, *, present: bool, seconds: float) -> list[int]:
+    """processes_under(folder) once some are there (present) or none are
+    (not present), or when `seconds` have passed, whichever comes first."""
+    deadline = time.monotonic() + seconds
+    while bool(processes_under(folder)) != present and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return processes_under(folder)
+
+
+def hanging_grade(tmp_path: Path, **popen) -> tuple[subprocess.Popen, Path]:
+    """`kata grade` of the toy's looping submission, started with a TMPDIR of
+    its own and returned once its judge is inside the hanging check: (the
+    process, that TMPDIR)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
+    cmd = [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"]
+    proc = subprocess.Popen(cmd, env=env, **popen)
+    assert wait_for_processes(scratch, present=True, seconds=20), "the grading had no judge or jail running"
+    time.sleep(4)  # inside the hanging check, where the judge writes nothing that would fail on a closed pipe
+    return proc, scratch

@@ -5,6 +5,8 @@ reported with the right status, and the other katas are still graded."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -15,7 +17,7 @@ from grader.outcome import Event, EventKind
 from grader.registry import load_registry
 from grader.runner import grade, grade_kata
 
-from helpers import FAST, SUBS, TOY, processes_under
+from helpers import FAST, SUBS, TOY, hanging_grade, wait_for_processes
 
 # Short limits so the hang and loop fixtures finish quickly.
 
@@ -324,62 +326,23 @@ def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_th
 
 
 def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    time.sleep(4)  # long enough to be inside the hanging check
-    assert processes_under(scratch), "the grading had no judge or jail running to stop"
+    proc, scratch = hanging_grade(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err.decode()
     assert b"kata" in out and b"task" in out, "no table of what was graded so far"
     assert b"interrupted" in err
-    deadline = time.monotonic() + 5
-    while processes_under(scratch) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_under(scratch), "a judge or a jail outlived the interrupted grading"
+    assert not wait_for_processes(scratch, present=False, seconds=5), (
+        "a judge or a jail outlived the interrupted grading"
+    )
 
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_killing_kata_leaves_no_judge_or_jail_behind(tmp_path, sig):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    deadline = time.monotonic() + 20
-    while not processes_under(scratch) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_under(scratch), "the grading had no judge or jail running"
-    time.sleep(4)  # inside the hanging check, where the judge writes nothing that would fail on a closed pipe
+    proc, scratch = hanging_grade(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.send_signal(getattr(signal, sig))
     proc.wait(timeout=30)
-    deadline = time.monotonic() + 5
-    while processes_under(scratch) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_under(scratch), f"a judge or a jail outlived kata killed by {sig}"
+    assert not wait_for_processes(scratch, present=False, seconds=5), f"a judge or a jail outlived kata killed by {sig}"
 
 
 def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_path):

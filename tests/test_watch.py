@@ -25,7 +25,7 @@ from grader.registry import load_registry
 from grader.runner import KataResult, TaskResult
 from grader.watch import first_unfinished, screen, watch
 
-from helpers import SUBS, TOY, processes_under
+from helpers import SUBS, TOY, wait_for_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
@@ -209,10 +209,7 @@ class Child:
         self.proc.wait()
 
     def leftovers(self) -> list[int]:
-        deadline = time.monotonic() + 5
-        while processes_under(self.scratch) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return processes_under(self.scratch)
+        return wait_for_processes(self.scratch, present=False, seconds=5)
 
 
 def test_the_command_regrades_on_save_and_ctrl_c_stops_it_cleanly(work, tmp_path):
@@ -234,10 +231,7 @@ def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work
     child.wait_for("watching ")
     shutil.copy(SUBS / "loop" / "toy.py", work / "toy.py")  # mean_of never returns: this grade hangs
     child.wait_for("grading ", 2)
-    deadline = time.monotonic() + 10
-    while not processes_under(child.scratch) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert processes_under(child.scratch), "the re-grade had no judge running to stop"
+    assert wait_for_processes(child.scratch, present=True, seconds=10), "the re-grade had no judge running to stop"
     time.sleep(0.5)
     code, err = child.interrupt()
     assert code == 0, err
