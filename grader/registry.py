@@ -103,12 +103,6 @@ class Kata:
             f"kata {self.name!r} has no task {name!r}; its tasks are: {', '.join(t.name for t in self.tasks)}"
         )
 
-    def task_of_test(self, test_name: str) -> Task | None:
-        for t in self.tasks:
-            if test_name in t.tests:
-                return t
-        return None
-
 
 def _need(entry: dict, key: str, kind: type, where: str):
     if key not in entry:
