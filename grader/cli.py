@@ -39,17 +39,8 @@ def _did_you_mean(name: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _pick_katas(names: tuple[str, ...]) -> list[Kata]:
-    katas = load_registry()
-    if not names:
-        return list(katas)
-    known = {k.name: k for k in katas}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise click.UsageError(
-            f"no kata named {unknown[0]!r}{_did_you_mean(unknown[0], known)}; the katas are: {', '.join(known)}"
-        )
-    return [known[n] for n in names]
+def _no_kata(name: str, known) -> click.UsageError:
+    return click.UsageError(f"no kata named {name!r}{_did_you_mean(name, known)}; the katas are: {', '.join(known)}")
 
 
 def _pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
@@ -77,9 +68,7 @@ def _pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]
         elif not colon and last is not None:
             kata, task = last, word  # a task of the kata named before it
         else:
-            raise click.UsageError(
-                f"no kata named {name!r}{_did_you_mean(name, known)}; the katas are: {', '.join(known)}"
-            )
+            raise _no_kata(name, known)
         names = [t.name for t in kata.tasks]
         if task not in names:
             nor = "" if colon else " (nor is it a kata)"
@@ -101,7 +90,10 @@ def _check_target(target: str) -> None:
 
 
 def _kata(name: str) -> Kata:
-    return _pick_katas((name,))[0]
+    known = {k.name: k for k in load_registry()}
+    if name not in known:
+        raise _no_kata(name, known)
+    return known[name]
 
 
 class _Kata(click.Group):
