@@ -163,10 +163,7 @@ def grade_class(
                         progress(s, s.results[k.name])
         except KeyboardInterrupt:
             interrupted = True
-            runner._INTERRUPTED.set()
-            for future in futures:
-                future.cancel()
-            runner.stop_everything()
+            runner.interrupt_all(futures)
         pool.shutdown(wait=True)
         for future, (s, k) in futures.items():
             if k.name not in s.results and future.done() and not future.cancelled() and future.exception() is None:

@@ -92,6 +92,15 @@ _INTERRUPTED = threading.Event()  # Ctrl-C: every kata stops where it is
 INTERRUPTED_MESSAGE = "not graded: the grading was interrupted (Ctrl-C)"
 
 
+def interrupt_all(futures) -> None:
+    """After Ctrl-C: every kata being graded stops where it is, the ones not
+    started never start, and every judge and jail is killed."""
+    _INTERRUPTED.set()
+    for future in futures:
+        future.cancel()
+    stop_everything()
+
+
 def stop_everything() -> None:
     """Kill every judge (their jails die with them, by their parent-death signal)."""
     with _LIVE_LOCK:
@@ -401,10 +410,7 @@ def grade(
             future.result()
     except KeyboardInterrupt:
         interrupted = True
-        _INTERRUPTED.set()
-        for future in futures:
-            future.cancel()
-        stop_everything()
+        interrupt_all(futures)
     pool.shutdown(wait=True)
     results = [f.result() for f in futures if not f.cancelled()]
     return GradeResult(
