@@ -2,7 +2,7 @@
 solutions (each a student folder with katas/ one level down), against N
 times one student graded alone, divided by the cores.
 
-    python benchmarks/bench_grade_all.py [--students 30] [--jobs CORES]
+    python benchmarks/bench_grade_all.py [--students 30] [--jobs CORES] [--repeats 3]
 
 The target is N x (one student's time) / cores + 10%: grading a class should
 keep every core busy and cost nothing on top.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,11 +36,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="students in the class (default 30)")
     parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of one student alone; the median counts (default 3)"
+    )
+    parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="--jobs of grade-all (default: all cores)"
     )
     args = parser.parse_args()
-    if args.students < 1 or args.jobs < 1:
-        parser.error("--students and --jobs must be at least 1")
+    if min(args.students, args.jobs, args.repeats) < 1:
+        parser.error("--students, --jobs and --repeats must be at least 1")
     kata = [sys.executable, "-m", "grader.cli"]
     with tempfile.TemporaryDirectory(prefix="kata-bench-class-") as tmp:
         tmp = Path(tmp)
@@ -49,13 +53,14 @@ def main() -> None:
                 tmp / "class" / f"student{i:02d}" / "katas",
                 ignore=shutil.ignore_patterns("__pycache__"),
             )
-        one = seconds(kata + ["grade", "--target", str(tmp / "class" / "student00" / "katas")], ROOT)
+        alone = kata + ["grade", "--target", str(tmp / "class" / "student00" / "katas")]
+        one = statistics.median(seconds(alone, ROOT) for _ in range(args.repeats))
         whole = seconds(
             kata + ["grade-all", str(tmp / "class"), "--out", str(tmp / "book"), "--jobs", str(args.jobs)], ROOT
         )
     bound = args.students * one / args.jobs * 1.10
     print(f"grading {args.students} students (reference solutions) on {os.cpu_count()} cores, --jobs {args.jobs}")
-    print(f"one student alone (kata grade, all katas, --jobs 1): {one:7.1f} s")
+    print(f"one student alone (kata grade, --jobs 1, median of {args.repeats}):  {one:7.1f} s")
     print(f"the class (kata grade-all):                          {whole:7.1f} s")
     print(f"target N x one / jobs + 10%:                         {bound:7.1f} s  ({whole / bound:.2f} of it)")
 
