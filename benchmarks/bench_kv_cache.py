@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import add_repeats_option, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
@@ -45,13 +45,9 @@ def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="timed runs of cached generation; the median is reported (default 3)"
-    )
+    add_repeats_option(parser, 3, "timed runs of cached generation; the median is reported")
     add_target_option(parser, "kv_cache")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
 
     kv = load_kata(args.target, "kv_cache")
     model, shipped = shipped_or_random("teacher")

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import TEACHER, median_seconds  # noqa: E402
+from shared import TEACHER, add_repeats_option, median_seconds  # noqa: E402
 
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
@@ -40,11 +40,9 @@ def timed(model: Model, run, repeats: int) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per row; the median is reported (default 3)")
+    add_repeats_option(parser, 3, "timed runs per row; the median is reported")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens (default 0)")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
 
     model = Model.random(CONFIG, seed=args.seed)
     rng = np.random.default_rng(args.seed)

@@ -35,7 +35,16 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from shared import DRAFT, TEACHER, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import (  # noqa: E402
+    DRAFT,
+    TEACHER,
+    add_repeats_option,
+    add_target_option,
+    load_kata,
+    median_seconds,
+    run_main,
+    shipped_or_random,
+)
 
 from grader import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
@@ -72,11 +81,11 @@ def expected_tokens_per_call(alpha: float, k: int) -> float:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per cell (the median is shown)")
+    add_repeats_option(parser, 3, "timed runs per cell; the median is shown")
     add_target_option(parser, "speculative")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
-        parser.error(f"need --repeats >= 1 and 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
+    if not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
+        parser.error(f"need 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
     speculative_generate = load_kata(args.target, "speculative").speculative_generate
     (teacher, shipped_teacher), (draft, shipped_draft) = shipped_or_random("teacher", 1), shipped_or_random("draft", 2)
     which = "shipped teacher and draft (reference/weights)"

@@ -1,18 +1,36 @@
 """What the benchmark scripts share: the shipped models' shapes, loading a
 shipped model or a random stand-in of its shape, loading a kata module to
-time, and a median timer.
+time, a median timer, the --target and --repeats options; and one BLAS thread
+for every script that imports it.
 
 The scripts put the checkout on sys.path before importing this module.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import sys
 import time
 
-from reference.lm import SHIPPED_SHAPES, shipped_model
-from reference.model import Model
+from grader import ONE_BLAS_THREAD
+
+
+def _one_blas_thread() -> None:
+    """Re-run this script with NumPy on one BLAS thread (grader.ONE_BLAS_THREAD),
+    as `kata bench` runs it, unless every variable is set already (a value the
+    caller set is kept). NumPy reads them once, when it loads, which every script
+    has done by the time it imports this module: hence the re-run."""
+    missing = {k: v for k, v in ONE_BLAS_THREAD.items() if k not in os.environ}
+    if missing:
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+
+
+_one_blas_thread()
+
+from reference.lm import SHIPPED_SHAPES, shipped_model  # noqa: E402
+from reference.model import Model  # noqa: E402
 
 SHAPES = SHIPPED_SHAPES  # the shipped models' shapes, for random stand-ins
 TEACHER, DRAFT = SHAPES["teacher"], SHAPES["draft"]
@@ -68,6 +86,18 @@ def default_target() -> str:
     from grader import target as _target
 
     return "reference" if any(_target.SOLUTIONS_DIR.glob("[!_]*.py")) else "katas"
+
+
+def add_repeats_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
+    """The --repeats option: how many timed runs, at least 1; `what` says what is done with them."""
+
+    def at_least_one(text: str) -> int:
+        value = int(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        return value
+
+    parser.add_argument("--repeats", type=at_least_one, default=default, help=f"{what} (default {default})")
 
 
 def add_target_option(parser, kata: str) -> None:

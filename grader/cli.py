@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 
-# Anything `kata` times (a grade's speed checks, bench, play, test) runs on one BLAS thread, so that a
-# figure measures the code, not how many cores the machine had free. Set before NumPy loads; a value
-# the caller set is kept.
-BLAS_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-for _name, _value in BLAS_THREADS.items():
+from grader import ONE_BLAS_THREAD
+
+# Every `kata` command runs NumPy on one BLAS thread, set before NumPy loads; a value the caller set is kept.
+for _name, _value in ONE_BLAS_THREAD.items():
     os.environ.setdefault(_name, _value)
 
 import difflib  # noqa: E402
@@ -123,12 +122,25 @@ def main():
     """
 
 
-_TEST_TIMEOUT = click.option(
+def _limit(name: str, default: float, kind: click.ParamType, help: str):
+    """One option of a grading's limits, its default from grader.runner.Limits."""
+    return click.option(name, default=default, show_default=True, type=kind, help=help)
+
+
+_TEST_TIMEOUT = _limit(
     "--test-timeout",
-    default=Limits.test_seconds,
-    show_default=True,
-    type=click.FloatRange(min=1),
-    help="Seconds one check may take before it is graded 'timeout'.",
+    Limits.test_seconds,
+    click.FloatRange(min=1),
+    "Seconds one check may take before it is graded 'timeout'.",
+)
+_KATA_TIMEOUT = _limit(
+    "--kata-timeout", Limits.kata_seconds, click.FloatRange(min=1), "Seconds one kata's whole suite may take."
+)
+_MEMORY_MB = _limit(
+    "--memory-mb",
+    Limits.memory_mb,
+    click.IntRange(min=256),
+    "Memory (address space) a grading process may use, in MiB.",
 )
 
 
@@ -141,21 +153,7 @@ def _seed_option(
 
 def _limit_options(fn):
     """--test-timeout, --kata-timeout and --memory-mb: the limits of a grading."""
-    fn = click.option(
-        "--memory-mb",
-        default=Limits.memory_mb,
-        show_default=True,
-        type=click.IntRange(min=256),
-        help="Memory (address space) a grading process may use, in MiB.",
-    )(fn)
-    fn = click.option(
-        "--kata-timeout",
-        default=Limits.kata_seconds,
-        show_default=True,
-        type=click.FloatRange(min=1),
-        help="Seconds one kata's whole suite may take.",
-    )(fn)
-    return _TEST_TIMEOUT(fn)
+    return _TEST_TIMEOUT(_KATA_TIMEOUT(_MEMORY_MB(fn)))
 
 
 @main.command("grade")

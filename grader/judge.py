@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import confine, examples
+from grader import ONE_BLAS_THREAD, confine, examples
 from grader import protocol as p
 from grader import target as _target
 from reference.lm import BigramLM, CachedLM, PlainLM
@@ -419,9 +419,7 @@ class Jail:
             "LANG": "C.UTF-8",
             "PYTHONHASHSEED": "0",
             "HOME": self.work,
-            "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
+            **ONE_BLAS_THREAD,
         }
         env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
         masks = [str(_target.ROOT / s) for s in SECRETS]

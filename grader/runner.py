@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from grader import ONE_BLAS_THREAD
 from grader import target as _target
 from grader.outcome import Event, EventKind, Status
 from grader.registry import Kata, Task
@@ -152,9 +153,7 @@ class _Run:
         env = dict(
             os.environ,
             PYTHONHASHSEED="0",
-            OMP_NUM_THREADS="1",
-            OPENBLAS_NUM_THREADS="1",
-            MKL_NUM_THREADS="1",
+            **ONE_BLAS_THREAD,
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
             PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
         )

@@ -31,6 +31,7 @@ import keyword
 import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.registry import RegistryError, load_presets, load_registry
@@ -243,8 +244,82 @@ def {many}(kata):
 '''
 
 
-def _tests_toml(tests: tuple[str, ...]) -> str:
-    return "".join(f'    "{t}",\n' for t in tests)
+@dataclass(frozen=True)
+class _Task:
+    """A placeholder task of the registry text: what one [[kata.task]] table holds."""
+
+    name: str
+    title: str
+    points: int
+    hints: tuple[str, ...]
+    function: str
+    questions: tuple[tuple[str, str], ...]  # (ask, answer)
+
+
+_TASKS = (
+    _Task(
+        name="finite",
+        title=f"{CHECK}: x as float64, ValueError on NaN or infinity",
+        points=1,
+        hints=(
+            "What dtype does np.asarray give you when you do not ask for one, and which does the docstring promise?",
+            "Which numpy function tells you, element by element, that a value is neither NaN nor an infinity?",
+        ),
+        function=CHECK,
+        questions=(
+            (
+                "Why convert to float64 instead of keeping x's own dtype?",
+                "So that callers know what comes back and later arithmetic is exact where it can be: every float32 "
+                "and every integer below 2^53 is exactly a float64, and doubling in float64 cannot overflow where "
+                "int8 (127 wraps to -2) or float32 (near 3.4e38) would.",
+            ),
+            (
+                "Why refuse NaN and infinity with an error instead of passing them through?",
+                "A NaN spreads silently through every later step and surfaces far from its cause; failing at the "
+                "boundary, with a message, points at the input that is wrong. The price is one pass over the data "
+                "(np.isfinite), cheap next to most work.",
+            ),
+        ),
+    ),
+    _Task(
+        name="double",
+        title=f"{FUNCTION}: twice x in float64, through {CHECK}",
+        points=2,
+        hints=(
+            "Which function of this module already turns x into checked float64 numbers?",
+            "Once x is a checked float64 array, what single operation gives twice it, for every shape at once?",
+        ),
+        function=FUNCTION,
+        questions=(
+            (
+                f"What does {FUNCTION} return for x = 1e308, and should it?",
+                f"inf: 2e308 is past float64's largest value (about 1.8e308), and {CHECK} checked the input, not the "
+                "result. Either check the result too (raise, or promise only |x| < 8.9e307) or accept inf as IEEE "
+                "arithmetic's honest answer; the docstring should say which.",
+            ),
+            (
+                "Is 2 * x ever inexact in float64 for a finite x?",
+                "No, unless it overflows: multiplying by a power of two only changes the exponent, so the mantissa "
+                "is kept bit for bit (subnormals included, since doubling moves them up). That is why the suite can "
+                "demand exact equality.",
+            ),
+        ),
+    ),
+)
+
+
+def _task_toml(task: _Task) -> str:
+    """One [[kata.task]] table of the registry text, its questions after it."""
+    tests = "".join(f"    {_toml(t)},\n" for t in SUITE_TESTS[task.name])
+    hints = "".join(f"    {_toml(h)},\n" for h in task.hints)
+    questions = "".join(
+        f"\n  [[kata.task.question]]\n  ask = {_toml(ask)}\n  answer = {_toml(answer)}\n"
+        for ask, answer in task.questions
+    )
+    return (
+        f"\n  [[kata.task]]\n  name = {_toml(task.name)}\n  title = {_toml(task.title)}\n  points = {task.points}\n"
+        f"  tests = [\n{tests}  ]\n  hints = [\n{hints}  ]\n  functions = [{_toml(task.function)}]\n{questions}"
+    )
 
 
 def registry_text(name: str, title: str, trade: str, order: int) -> str:
@@ -252,7 +327,11 @@ def registry_text(name: str, title: str, trade: str, order: int) -> str:
         f"You traded {trade.replace('{', '{{').replace('}', '}}')}: your {FUNCTION} matched 2 * x exactly "
         f"on {{{FIGURE_KEY}:.0f}} values."
     )
-    return f'''# ---- {name} ----
+    check_hint = (
+        f"Does {FUNCTION} pass x through {CHECK} first, so that NaN or an infinity raises ValueError instead of "
+        "coming back doubled?"
+    )
+    return f"""# ---- {name} ----
 # Scaffolded by `kata new`: replace the placeholder tasks, their hints and
 # questions, and the recap with the kata's own (CONTRIBUTING.md says how).
 [[kata]]
@@ -261,53 +340,13 @@ title = {_toml(title)}
 trade = {_toml(trade)}
 order = {order}
 recap = {_toml(recap)}
-
-  [[kata.task]]
-  name = "finite"
-  title = "{CHECK}: x as float64, ValueError on NaN or infinity"
-  points = 1
-  tests = [
-{_tests_toml(SUITE_TESTS["finite"])}  ]
-  hints = [
-    "What dtype does np.asarray give you when you do not ask for one, and which does the docstring promise?",
-    "Which numpy function tells you, element by element, that a value is neither NaN nor an infinity?",
-  ]
-  functions = ["{CHECK}"]
-
-  [[kata.task.question]]
-  ask = "Why convert to float64 instead of keeping x's own dtype?"
-  answer = "So that callers know what comes back and later arithmetic is exact where it can be: every float32 and every integer below 2^53 is exactly a float64, and doubling in float64 cannot overflow where int8 (127 wraps to -2) or float32 (near 3.4e38) would."
-
-  [[kata.task.question]]
-  ask = "Why refuse NaN and infinity with an error instead of passing them through?"
-  answer = "A NaN spreads silently through every later step and surfaces far from its cause; failing at the boundary, with a message, points at the input that is wrong. The price is one pass over the data (np.isfinite), cheap next to most work."
-
-  [[kata.task]]
-  name = "double"
-  title = "{FUNCTION}: twice x in float64, through {CHECK}"
-  points = 2
-  tests = [
-{_tests_toml(SUITE_TESTS["double"])}  ]
-  hints = [
-    "Which function of this module already turns x into checked float64 numbers?",
-    "Once x is a checked float64 array, what single operation gives twice it, for every shape at once?",
-  ]
-  functions = ["{FUNCTION}"]
-
-  [[kata.task.question]]
-  ask = "What does {FUNCTION} return for x = 1e308, and should it?"
-  answer = "inf: 2e308 is past float64's largest value (about 1.8e308), and {CHECK} checked the input, not the result. Either check the result too (raise, or promise only |x| < 8.9e307) or accept inf as IEEE arithmetic's honest answer; the docstring should say which."
-
-  [[kata.task.question]]
-  ask = "Is 2 * x ever inexact in float64 for a finite x?"
-  answer = "No, unless it overflows: multiplying by a power of two only changes the exponent, so the mantissa is kept bit for bit (subnormals included, since doubling moves them up). That is why the suite can demand exact equality."
-
+{"".join(_task_toml(task) for task in _TASKS)}
   [[kata.task.check]]
-  tests = ["{SUITE_TESTS["double"][1]}"]
-  hint = "Does {FUNCTION} pass x through {CHECK} first, so that NaN or an infinity raises ValueError instead of coming back doubled?"
+  tests = [{_toml(SUITE_TESTS["double"][1])}]
+  hint = {_toml(check_hint)}
 
 # ---- end {name} ----
-'''
+"""
 
 
 def preset_text(name: str, title: str, preset: str) -> str:
@@ -356,18 +395,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from grader import target as _target  # noqa: E402
-from shared import add_target_option, load_kata, median_seconds, run_main  # noqa: E402
+from shared import add_repeats_option, add_target_option, load_kata, median_seconds, run_main  # noqa: E402
 
 SIZES = (1_000, 100_000, 1_000_000)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\\n\\n")[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per size; the median is reported (default 5)")
+    add_repeats_option(parser, 5, "timed runs per size; the median is reported")
     add_target_option(parser, "{name}")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
 
     module = load_kata(args.target, "{name}")
     print(f"{FUNCTION} from {{_target.describe(args.target)}}; median of {{args.repeats}} runs")

@@ -53,3 +53,9 @@ def hanging_grade(tmp_path: Path, **popen) -> tuple[subprocess.Popen, Path]:
     assert wait_for_processes(scratch, present=True, seconds=20), "the grading had no judge or jail running"
     time.sleep(4)  # inside the hanging check, where the judge writes nothing that would fail on a closed pipe
     return proc, scratch
+
+
+def spawn(cmd: list[str], cwd, env: dict, **popen) -> subprocess.Popen:
+    """cmd started with no input and its output and errors piped back as text."""
+    out = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, cwd=cwd, env=env, **out, **popen)

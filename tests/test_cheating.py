@@ -46,6 +46,8 @@ import pytest
 
 from grader import confine
 
+from helpers import spawn
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,16 +191,7 @@ def _changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 def _run(cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str, str]:
     """Run the CLI; kill it (its own session, which this test started) if it hangs."""
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        text=True,
-    )
+    proc = spawn(cmd, cwd, env, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=GRADE_SECONDS)
         return proc.returncode, out, err
@@ -448,42 +441,51 @@ def statuses(g: Graded, kata: str) -> dict[str, str]:
     return {t: task["status"] for t, task in g.tasks(kata).items()}
 
 
+def assert_earns_no_point(
+    g: Graded, kata: str, allowed: set[str], *, subset: bool = False, no_check_passed: bool = False
+) -> None:
+    """The cheat on kata earned nothing it did not deserve, and its tasks' statuses
+    are `allowed` (or some of them, with subset); with no_check_passed, not one check passed."""
+    assert_no_undeserved_point(g, kata)
+    if no_check_passed:
+        assert_no_check_passed(g, kata)
+    got = set(statuses(g, kata).values())
+    assert got <= allowed if subset else got == allowed, statuses(g, kata)
+
+
 # ------------------------------------------------------------- one cheat each
 
 
-def test_result_events_forged_into_every_descriptor_earn_no_point(graded):
-    g = graded("events_and_gc")
-    assert_no_undeserved_point(g, "moe")
-    assert_no_check_passed(g, "moe")
+# (run, kata, statuses its tasks may get, whether some may be among them only, whether no check may pass)
+CHEATS_THAT_EARN_NOTHING = {
     # Writing into the channel breaks the protocol: the check crashes, it does not pass.
-    assert set(statuses(g, "moe").values()) <= {"crash", "todo", "error"}, statuses(g, "moe")
-
-
-def test_rewriting_code_and_registering_hooks_found_through_gc_earns_no_point(graded):
-    g = graded("events_and_gc")
-    assert_no_undeserved_point(g, "distillation")
+    "result events forged into every descriptor": ("events_and_gc", "moe", {"crash", "todo", "error"}, True, True),
     # The zeros it answers are judged wrong by the suite's own, untouched comparisons.
-    assert set(statuses(g, "distillation").values()) == {"fail"}, statuses(g, "distillation")
-
-
-def test_patched_and_self_restoring_comparisons_earn_no_point(graded):
-    g = graded("comparisons_and_skips")
-    assert_no_undeserved_point(g, "moe")
-    assert set(statuses(g, "moe").values()) == {"fail"}, statuses(g, "moe")
-
-
-def test_calling_pytest_skip_from_every_kata_function_scores_nothing(graded):
-    g = graded("comparisons_and_skips")
-    assert_no_undeserved_point(g, "distillation")
-    assert_no_check_passed(g, "distillation")
-    assert set(statuses(g, "distillation").values()) == {"error"}, statuses(g, "distillation")
-
-
-def test_importing_the_solution_by_a_computed_name_or_replacing_sys_modules_earns_no_point(graded):
-    g = graded("solution_by_name_and_by_symlink")
-    assert_no_undeserved_point(g, "moe")
+    "code rewritten and hooks registered through gc": ("events_and_gc", "distillation", {"fail"}, False, False),
+    "patched and self-restoring comparisons": ("comparisons_and_skips", "moe", {"fail"}, False, False),
+    "pytest.skip called from every kata function": ("comparisons_and_skips", "distillation", {"error"}, False, True),
     # The stub's own functions were graded: neither the solution nor the module put in sys.modules.
-    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
+    "the solution imported by a computed name, or put in sys.modules": (
+        "solution_by_name_and_by_symlink",
+        "moe",
+        {"todo"},
+        False,
+        False,
+    ),
+    "the solution executed from any path a learner knows or finds": (
+        "solution_paths_and_persisting",
+        "moe",
+        {"todo"},
+        False,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS_THAT_EARN_NOTHING))
+def test_the_cheat_earns_no_point(graded, cheat):
+    run, kata, allowed, subset, no_check_passed = CHEATS_THAT_EARN_NOTHING[cheat]
+    assert_earns_no_point(graded(run), kata, allowed, subset=subset, no_check_passed=no_check_passed)
 
 
 def test_a_submission_file_that_is_a_symlink_to_the_solution_is_refused(graded):
@@ -494,16 +496,9 @@ def test_a_submission_file_that_is_a_symlink_to_the_solution_is_refused(graded):
     assert all("symlink" in t["message"] for t in tasks.values()), [t["message"] for t in tasks.values()]
 
 
-def test_executing_the_solution_from_any_path_a_learner_knows_or_finds_earns_no_point(graded):
-    g = graded("solution_paths_and_persisting")
-    assert_no_undeserved_point(g, "moe")
-    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
-
-
 def test_files_written_into_the_checkout_cwd_home_and_tmp_change_nothing_later(graded):
     g = graded("solution_paths_and_persisting")
-    assert_no_undeserved_point(g, "distillation")
-    assert set(statuses(g, "distillation").values()) == {"todo"}, statuses(g, "distillation")
+    assert_earns_no_point(g, "distillation", {"todo"})
     assert not _changes(g.listing_before, g.listing_after), _changes(g.listing_before, g.listing_after)
     assert not g.markers, f"the cheat left files outside the checkout: {g.markers}"
     assert not g.leftovers, f"the grade left its jail folders (the cheat's cwd and $HOME) behind: {g.leftovers}"
@@ -513,8 +508,7 @@ def test_files_written_into_the_checkout_cwd_home_and_tmp_change_nothing_later(g
 
 def test_a_setsid_daemon_cannot_outlive_the_grade_or_rewrite_its_results(graded):
     g = graded("daemons_and_signals")
-    assert_no_undeserved_point(g, "moe")
-    assert set(statuses(g, "moe").values()) == {"todo"}, statuses(g, "moe")
+    assert_earns_no_point(g, "moe", {"todo"})
     assert g.gradescope is not None and g.gradescope == g.gradescope_later, (
         f"the --gradescope file changed within {LINGER} s after the grade ended:\n{g.gradescope_later}"
     )

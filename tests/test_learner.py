@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import report, runner
-from grader.cli import BLAS_THREADS, main
+from grader import ONE_BLAS_THREAD, report, runner
+from grader.cli import main
 from grader.registry import load_registry
 from grader.target import ROOT
 
@@ -168,13 +168,31 @@ def test_colour_on_a_terminal_only_and_never_under_no_color(workdir, monkeypatch
 
 
 def test_every_kata_command_runs_numpy_on_one_blas_thread():
-    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
-    code = "import grader.cli, os; print([os.environ[k] for k in sorted(grader.cli.BLAS_THREADS)])"
+    env = {k: v for k, v in os.environ.items() if k not in ONE_BLAS_THREAD}
+    code = "import grader.cli, os; print([os.environ[k] for k in sorted(grader.ONE_BLAS_THREAD)])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
     assert out.strip() == "['1', '1', '1']"
     env["OMP_NUM_THREADS"] = "3"  # a caller's own choice is kept
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
     assert out.strip() == "['1', '3', '1']"  # MKL, OMP, OPENBLAS
+
+
+def test_the_benchmark_scripts_run_numpy_on_one_blas_thread(tmp_path):
+    """NumPy reads the variables when it loads, before a script imports shared: so
+    shared starts the script again with them set (each start logs what NumPy saw)."""
+    script, log = tmp_path / "bench_probe.py", tmp_path / "starts.log"
+    script.write_text(  # a benchmark as they all begin: numpy first, then the shared module
+        "import os, sys\nimport numpy\n"
+        f"open({str(log)!r}, 'a').write(repr([os.environ.get(k) for k in sorted({sorted(ONE_BLAS_THREAD)!r})]))\n"
+        f"sys.path[:0] = [{str(ROOT / 'benchmarks')!r}, {str(ROOT)!r}]\n"
+        "import shared\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ONE_BLAS_THREAD}
+    env["MKL_NUM_THREADS"] = "2"  # a caller's own choice is kept
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    # MKL, OMP, OPENBLAS: first as called, then as NumPy loaded in the script's second start
+    assert log.read_text() == "['2', None, None]['2', '1', '1']"
 
 
 def test_a_kata_that_turns_fully_green_gets_its_recap_once_with_the_learners_figures(workdir):

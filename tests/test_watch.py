@@ -25,7 +25,7 @@ from grader.registry import load_registry
 from grader.runner import KataResult, TaskResult
 from grader.watch import first_unfinished, screen, watch
 
-from helpers import SUBS, TOY, wait_for_processes
+from helpers import SUBS, TOY, spawn, wait_for_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
@@ -167,15 +167,7 @@ class Child:
             PYTHONUNBUFFERED="1",
             PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
         )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.cli", "watch", "toy"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.proc = spawn([sys.executable, "-m", "grader.cli", "watch", "toy"], tmp_path, env)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

@@ -347,17 +347,22 @@ def test_loss_matches_the_formula(kata, batch, temperature, alpha):
     )
 
 
-@given(
-    batch=batches(ignore=False),
-    extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
-    temperature=temperatures,
-    alpha=alphas,
-)
-def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, alpha):
+# Two more rows of student and teacher logits, to append with label ignore_index (rows cut to the batch's V).
+IGNORED_ROWS = float_arrays((2, 2, 6), -5, 5, dtype=np.float64)
+
+
+def _with_ignored_rows(batch, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batch (student, teacher, labels) with extra's two rows appended, both labelled ignore_index."""
     student, teacher, labels = batch
     v = student.shape[1]
     more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
-    more_y = np.concatenate([labels, [IGNORE, IGNORE]])
+    return more_s, more_t, np.concatenate([labels, [IGNORE, IGNORE]])
+
+
+@given(batch=batches(ignore=False), extra=IGNORED_ROWS, temperature=temperatures, alpha=alphas)
+def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, alpha):
+    student, teacher, labels = batch
+    more_s, more_t, more_y = _with_ignored_rows(batch, extra)
     base = float(kata.distillation_loss(student, teacher, labels, temperature, alpha))
     got = float(kata.distillation_loss(more_s, more_t, more_y, temperature, alpha))
     assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
@@ -422,17 +427,11 @@ def test_gradient_rows_sum_to_zero(kata, batch, temperature, alpha):
     assert worst <= GRAD_ATOL, f"a row of the gradient sums to {worst:.3g}, not 0 (softmax ignores a constant shift)"
 
 
-@given(
-    batch=batches(ignore=False),
-    extra=float_arrays((3, 2, 6), -5, 5, dtype=np.float64),
-    temperature=temperatures,
-    alpha=alphas,
-)
+@given(batch=batches(ignore=False), extra=IGNORED_ROWS, temperature=temperatures, alpha=alphas)
 def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
-    n, v = student.shape
-    more_s, more_t = np.concatenate([student, extra[0, :, :v]]), np.concatenate([teacher, extra[1, :, :v]])
-    more_y = np.concatenate([labels, [IGNORE, IGNORE]])
+    n = student.shape[0]
+    more_s, more_t, more_y = _with_ignored_rows(batch, extra)
     base = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
     got = np.asarray(kata.distillation_grad(more_s, more_t, more_y, temperature, alpha), dtype=np.float64)
     assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"

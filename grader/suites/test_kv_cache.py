@@ -31,27 +31,17 @@ MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
 
 MAX_SEQ = 24
 V = 32
+
+
+def _model(seed: int, **sizes) -> Model:
+    """A random model of vocabulary V and context MAX_SEQ, the other sizes as given."""
+    return Model.random(Config(vocab_size=V, n_layers=2, max_seq_len=MAX_SEQ, **sizes), seed=seed)
+
+
 MODELS = {
-    "dense": Model.random(
-        Config(vocab_size=V, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=32, max_seq_len=MAX_SEQ), seed=1
-    ),
-    "gqa": Model.random(
-        Config(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=32, max_seq_len=MAX_SEQ), seed=2
-    ),
-    "moe": Model.random(
-        Config(
-            vocab_size=V,
-            d_model=16,
-            n_layers=2,
-            n_heads=2,
-            n_kv_heads=1,
-            d_ff=16,
-            max_seq_len=MAX_SEQ,
-            n_experts=4,
-            top_k=2,
-        ),
-        seed=3,
-    ),
+    "dense": _model(1, d_model=16, n_heads=2, n_kv_heads=2, d_ff=32),
+    "gqa": _model(2, d_model=32, n_heads=4, n_kv_heads=1, d_ff=32),
+    "moe": _model(3, d_model=16, n_heads=2, n_kv_heads=1, d_ff=16, n_experts=4, top_k=2),
 }
 CONFIG_NAMES = list(MODELS)
 

@@ -226,6 +226,14 @@ def _probs(draw, max_t=12, max_e=8, ties=True):
     return _softmax64(logits.astype(np.float64)).astype(np.float32), k
 
 
+def _gating(kata, probs: np.ndarray, k: int, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """top_k_gating's (indices, weights as float64), the weights of the indices' shape."""
+    idx, w = kata.top_k_gating(probs, k, normalize=normalize)
+    idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
+    assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
+    return idx, w
+
+
 @given(case=_probs())
 @example(case=(np.full((2, 4), 0.25, dtype=np.float32), 2))
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 3))
@@ -251,9 +259,7 @@ def test_top_k_indices_are_the_k_largest_in_descending_order(kata, case):
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
 def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(kata, case):
     probs, k = case
-    idx, w = kata.top_k_gating(probs, k, normalize=True)
-    idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
-    assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
+    idx, w = _gating(kata, probs, k, normalize=True)
     d = float(np.max(np.abs(w.sum(axis=-1) - 1.0)))
     assert d <= PROB_TOL, f"with normalize=True the {k} weights of a token sum to 1 +- {d:.3g}, not 1"
     chosen = np.take_along_axis(probs.astype(np.float64), idx, axis=-1)
@@ -265,9 +271,7 @@ def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
 def test_unnormalized_weights_are_the_raw_probabilities(kata, case):
     probs, k = case
-    idx, w = kata.top_k_gating(probs, k, normalize=False)
-    idx, w = np.asarray(idx), np.asarray(w, dtype=np.float64)
-    assert w.shape == idx.shape, f"weights have shape {w.shape}, expected the shape of indices {idx.shape}"
+    idx, w = _gating(kata, probs, k, normalize=False)
     d = float(np.max(np.abs(w - np.take_along_axis(probs, idx, axis=-1))))
     assert d <= PROB_TOL, f"with normalize=False the weights differ from the chosen probabilities by {d:.3g}"
 
@@ -465,12 +469,23 @@ def test_a_large_capacity_factor_drops_nothing(kata):
     assert d <= OUT_ATOL, f"with room for every assignment the output differs from the unlimited layer's by {d:.3g}"
 
 
-@pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
-def test_tokens_per_expert_never_exceed_capacity(kata, factor):
-    T, E, k = 40, 4, 2
+CROWDED = (40, 4, 2)  # (T, E, k) of a layer whose experts overflow at a capacity factor of at most 1
+
+
+def _crowded_layer(kata, factor: float):
+    """moe_forward on a tie-free CROWDED layer at capacity_factor=factor: the suite's
+    own (keep mask, expert indices) of every assignment, and the learner's aux."""
+    T, E, k = CROWDED
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
     _, keep, idx = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
     _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    return keep, idx, aux
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
+def test_tokens_per_expert_never_exceed_capacity(kata, factor):
+    T, E, k = CROWDED
+    keep, idx, aux = _crowded_layer(kata, factor)
     tpe, cap = np.asarray(aux.tokens_per_expert), _capacity(T, E, k, factor)
     assert tpe.shape == (E,), f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)}"
     assert tpe.max() <= cap, f"an expert processed {tpe.max()} assignments, over its capacity {cap}"
@@ -482,10 +497,7 @@ def test_tokens_per_expert_never_exceed_capacity(kata, factor):
 
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_dropped_counts_the_assignments_past_capacity(kata, factor):
-    T, E, k = 40, 4, 2
-    x, w_router, w_gate, w_up, w_down = _tie_free_layer(20, T, 8, E, 8, k, router_scale=3.0)
-    _, keep, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor)
-    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k, capacity_factor=factor)
+    keep, _, aux = _crowded_layer(kata, factor)
     want = int((~keep).sum())
     assert int(aux.dropped) == want, f"aux.dropped is {int(aux.dropped)}, expected {want} assignments past capacity"
 

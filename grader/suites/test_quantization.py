@@ -146,6 +146,24 @@ def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
+def _assert_monotone(x: np.ndarray, q: np.ndarray) -> None:
+    """The codes q of the sorted values x never go down."""
+    drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
+    assert drops.size == 0, (
+        f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
+    )
+
+
+def _assert_within_half_a_step(x: np.ndarray, x_hat: np.ndarray, amax: np.ndarray, bits: int, of: str = "") -> None:
+    """Every element of x_hat within half a quantization step (amax / qmax, amax per element) of x."""
+    step = amax / (2 ** (bits - 1) - 1)
+    err = np.abs(x_hat - x)
+    bad = err > step / 2 + REL_TOL * amax
+    assert not bad.any(), (
+        f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step{of} is {step[bad][0] / 2:.4g}"
+    )
+
+
 # ------------------------------------------------------------------ symmetric
 
 
@@ -183,13 +201,7 @@ def test_symmetric_error_is_at_most_half_a_step(sym, xa, bits):
     q, scale = sym.quantize_symmetric(x, bits, axis=axis)
     x_hat = np.asarray(sym.dequantize_symmetric(q, scale), dtype=np.float64)
     assert x_hat.shape == x.shape, f"dequantize_symmetric returned shape {x_hat.shape}, expected {x.shape}"
-    amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
-    step = amax / (2 ** (bits - 1) - 1)
-    err = np.abs(x_hat - x)
-    bad = err > step / 2 + REL_TOL * amax
-    assert not bad.any(), (
-        f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step is {step[bad][0] / 2:.4g}"
-    )
+    _assert_within_half_a_step(x, x_hat, np.broadcast_to(_slice_amax(x, axis), x.shape), bits)
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
@@ -218,11 +230,7 @@ def test_requantizing_a_dequantized_tensor_gives_the_same_codes(sym, xa, bits):
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_symmetric_codes_are_monotone_in_the_input(sym, x, bits):
     x = np.sort(x)
-    q = _codes(sym.quantize_symmetric(x, bits)[0], x.shape)
-    drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
-    assert drops.size == 0, (
-        f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
-    )
+    _assert_monotone(x, _codes(sym.quantize_symmetric(x, bits)[0], x.shape))
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
@@ -377,11 +385,7 @@ def test_affine_represents_zero_exactly(aff, xa, bits):
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
     x = np.sort(x)
-    q = _codes(aff.quantize_affine(x, bits)[0], x.shape)
-    drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
-    assert drops.size == 0, (
-        f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
-    )
+    _assert_monotone(x, _codes(aff.quantize_affine(x, bits)[0], x.shape))
 
 
 @pytest.mark.parametrize("bits", [1, 9])
@@ -442,14 +446,8 @@ def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     q, scales = grp.quantize_grouped(x, bits, group_size)
     x_hat = np.asarray(grp.dequantize_grouped(q, scales, group_size), dtype=np.float64)
     assert x_hat.shape == x.shape, f"dequantize_grouped returned shape {x_hat.shape}, expected {x.shape}"
-    amax = _group_amax(x, group_size)
-    step = amax / (2 ** (bits - 1) - 1)
-    err = np.abs(x_hat - x)
     assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf (a group of zeros divided by 0?)"
-    bad = err > step / 2 + REL_TOL * amax
-    assert not bad.any(), (
-        f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step of its group is {step[bad][0] / 2:.4g}"
-    )
+    _assert_within_half_a_step(x, x_hat, _group_amax(x, group_size), bits, " of its group")
 
 
 @given(xg=grouped_inputs(), bits=BITS)
