@@ -13,7 +13,7 @@ from grader.runner import Limits
 
 TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
-FAST = Limits(test_seconds=4, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
+FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
 
 
 def processes_under(folder) -> list[int]:
@@ -51,8 +51,35 @@ def hanging_grade(tmp_path: Path, **popen) -> tuple[subprocess.Popen, Path]:
     cmd = [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"]
     proc = subprocess.Popen(cmd, env=env, **popen)
     assert wait_for_processes(scratch, present=True, seconds=20), "the grading had no judge or jail running"
-    time.sleep(4)  # inside the hanging check, where the judge writes nothing that would fail on a closed pipe
+    # Inside the hanging check (where the judge writes nothing that would fail on a closed pipe) once
+    # the jail spins: a second of CPU time.
+    deadline = time.monotonic() + 30
+    while not any(_cpu_seconds(pid) >= 1.0 for pid in _jails_under(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return proc, scratch
+
+
+def _jails_under(folder) -> list[int]:
+    """The jail processes among processes_under(folder)."""
+    found = []
+    for pid in processes_under(folder):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"grader.jail" in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time process pid has used, or 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
 def spawn(cmd: list[str], cwd, env: dict, **popen) -> subprocess.Popen:
