@@ -18,7 +18,6 @@ random model of the teacher's shape, and prints which.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
+from shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
 
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
@@ -80,11 +79,10 @@ def scores(table: np.ndarray, held_out) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(__doc__, "distillation")
     parser.add_argument("--steps", type=int, default=300, help="gradient steps per student (default 300)")
     parser.add_argument("--lr", type=float, default=20.0, help="learning rate of both students (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the text windows and initial tables (default 0)")
-    add_target_option(parser, "distillation")
     args = parser.parse_args()
     distill_bigram = load_kata(args.target, "distillation").distill_bigram
 

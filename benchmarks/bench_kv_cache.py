@@ -15,7 +15,6 @@ otherwise a random model of the teacher's size.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import add_repeats_option, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import bench_parser, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
@@ -44,10 +43,7 @@ def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_repeats_option(parser, 3, "timed runs of cached generation; the median is reported")
-    add_target_option(parser, "kv_cache")
-    args = parser.parse_args()
+    args = bench_parser(__doc__, "kv_cache", 3, "timed runs of cached generation; the median is reported").parse_args()
 
     kv = load_kata(args.target, "kv_cache")
     model, shipped = shipped_or_random("teacher")

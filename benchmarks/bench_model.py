@@ -40,7 +40,7 @@ def timed(model: Model, run, repeats: int) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_repeats_option(parser, 3, "timed runs per row; the median is reported")
+    add_repeats_option(parser, 3, "timed runs per row; the median is reported")  # no --target: it runs no kata
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens (default 0)")
     args = parser.parse_args()
 

@@ -18,7 +18,6 @@ exists, else a random model of the same shape, and says which.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -30,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import add_repeats_option, add_target_option, load_kata, run_main, shipped_or_random  # noqa: E402
+from shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
 
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
@@ -76,12 +75,10 @@ def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_repeats_option(parser, 5, "timed rounds; the fastest run of each row is reported")
+    parser = bench_parser(__doc__, "moe", 5, "timed rounds; the fastest run of each row is reported")
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)"
     )
-    add_target_option(parser, "moe")
     args = parser.parse_args()
     moe_forward = load_kata(args.target, "moe").moe_forward
 

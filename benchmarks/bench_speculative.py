@@ -26,7 +26,6 @@ configs stand in (their acceptance is near zero) and the table says so.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -38,8 +37,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 from shared import (  # noqa: E402
     DRAFT,
     TEACHER,
-    add_repeats_option,
-    add_target_option,
+    bench_parser,
     load_kata,
     median_seconds,
     run_main,
@@ -79,10 +77,8 @@ def expected_tokens_per_call(alpha: float, k: int) -> float:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "timed runs per cell; the median is shown")
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
-    add_repeats_option(parser, 3, "timed runs per cell; the median is shown")
-    add_target_option(parser, "speculative")
     args = parser.parse_args(argv)
     if not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
         parser.error(f"need 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")

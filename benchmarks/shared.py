@@ -88,6 +88,17 @@ def default_target() -> str:
     return "reference" if any(_target.SOLUTIONS_DIR.glob("[!_]*.py")) else "katas"
 
 
+def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = "") -> argparse.ArgumentParser:
+    """The parser a benchmark of `kata` starts from: doc's first paragraph as its
+    description, --target, and --repeats (default `repeats`, `what` says what
+    is done with them) unless repeats is None."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    add_target_option(parser, kata)
+    if repeats is not None:
+        add_repeats_option(parser, repeats, what)
+    return parser
+
+
 def add_repeats_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
     """The --repeats option: how many timed runs, at least 1; `what` says what is done with them."""
 

@@ -395,16 +395,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from grader import target as _target  # noqa: E402
-from shared import add_repeats_option, add_target_option, load_kata, median_seconds, run_main  # noqa: E402
+from shared import bench_parser, load_kata, median_seconds, run_main  # noqa: E402
 
 SIZES = (1_000, 100_000, 1_000_000)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\\n\\n")[0])
-    add_repeats_option(parser, 5, "timed runs per size; the median is reported")
-    add_target_option(parser, "{name}")
-    args = parser.parse_args()
+    args = bench_parser(__doc__, "{name}", 5, "timed runs per size; the median is reported").parse_args()
 
     module = load_kata(args.target, "{name}")
     print(f"{FUNCTION} from {{_target.describe(args.target)}}; median of {{args.repeats}} runs")

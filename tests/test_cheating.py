@@ -48,7 +48,8 @@ from grader import confine
 
 from helpers import spawn
 
-pytestmark = pytest.mark.slow
+# slow; and one xdist worker runs the whole module, so its module-scoped grades are made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cheating")]
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEATS = Path(__file__).parent / "fixtures" / "cheats"

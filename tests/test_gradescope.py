@@ -46,6 +46,10 @@ def toy_registry(monkeypatch):
     monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
 
 
+# One xdist worker runs the whole module, so its module-scoped grades are made once.
+pytestmark = pytest.mark.xdist_group("test_gradescope")
+
+
 @pytest.fixture(scope="module")
 def graded():
     """The toy kata graded once per fixture submission this file looks at."""

@@ -56,6 +56,10 @@ def sha256(path: Path) -> str:
 # ------------------------------------------------------ one whole interview
 
 
+# One xdist worker runs the whole module, so its module-scoped grades are made once.
+pytestmark = pytest.mark.xdist_group("test_interview")
+
+
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
     """moe / capacity in 30 minutes: a grade of the stub at 5:00, the reference

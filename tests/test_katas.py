@@ -26,6 +26,10 @@ def suite_tests(kata) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
 
 
+# One xdist worker runs the whole module, so its module-scoped grades are made once.
+pytestmark = pytest.mark.xdist_group("test_katas")
+
+
 @pytest.fixture(scope="module")
 def reference_grade():
     return grade(list(KATAS), "reference", jobs=2, limits=LIMITS)
