@@ -151,6 +151,11 @@ def _seed_option(
     return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
+def _jobs_option(default: int, shown: bool | str, help: str):
+    """--jobs/-j: how many katas grade at once."""
+    return click.option("--jobs", "-j", default=default, show_default=shown, type=click.IntRange(min=1), help=help)
+
+
 def _limit_options(fn):
     """--test-timeout, --kata-timeout and --memory-mb: the limits of a grading."""
     return _TEST_TIMEOUT(_KATA_TIMEOUT(_MEMORY_MB(fn)))
@@ -165,14 +170,7 @@ def _limit_options(fn):
     help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.",
 )
 @_seed_option()
-@click.option(
-    "--jobs",
-    "-j",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Grade this many katas in parallel, each in its own process.",
-)
+@_jobs_option(1, True, "Grade this many katas in parallel, each in its own process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout instead of a table.")
 @click.option(
     "--gradescope",
@@ -562,14 +560,7 @@ def release_cmd(out):
     metavar="KATA[:TASK]",
     help="Grade only this kata or task (repeat for more); every kata by default.",
 )
-@click.option(
-    "--jobs",
-    "-j",
-    default=os.cpu_count() or 1,
-    show_default="all cores",
-    type=click.IntRange(min=1),
-    help="Katas graded at once, across students.",
-)
+@_jobs_option(os.cpu_count() or 1, "all cores", "Katas graded at once, across students.")
 @_seed_option("The seed every student is graded with.")
 @click.option(
     "--seed-per-student",

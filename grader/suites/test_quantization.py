@@ -638,20 +638,22 @@ Q4_0_BLOCKS = {
 }
 
 
+def _assert_block_bytes(quantize, fmt: str, block: str, values: list, want: bytes) -> None:
+    """quantize (the learner's Q8_0 or Q4_0 quantizer) writes the bytes llama.cpp writes for the named block."""
+    got = bytes(quantize(np.array(values, dtype=np.float32)))
+    assert got == want, f"{fmt} of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
+
+
 @pytest.mark.parametrize("block", list(Q8_0_BLOCKS), ids=str)
 def test_q8_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q8_0_BLOCKS[block]
-    got = bytes(kata.quantize_q8_0(np.array(values, dtype=np.float32)))
-    want = _q8_0_bytes(d, codes)
-    assert got == want, f"Q8_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
+    _assert_block_bytes(kata.quantize_q8_0, "Q8_0", block, values, _q8_0_bytes(d, codes))
 
 
 @pytest.mark.parametrize("block", list(Q4_0_BLOCKS), ids=str)
 def test_q4_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q4_0_BLOCKS[block]
-    got = bytes(kata.quantize_q4_0(np.array(values, dtype=np.float32)))
-    want = _q4_0_bytes(d, codes)
-    assert got == want, f"Q4_0 of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
+    _assert_block_bytes(kata.quantize_q4_0, "Q4_0", block, values, _q4_0_bytes(d, codes))
 
 
 def _round_away(v: np.ndarray) -> np.ndarray:
