@@ -6,7 +6,16 @@ Table 1: quantize and dequantize throughput in GB/s of float32 data (4M
 values, 16 MiB) for symmetric per-tensor int8, grouped int4 (G = 32), Q8_0
 and Q4_0, against a plain float32 copy as the ceiling.
 
-Table 2: the teacher (the shipped weights if reference/weights/teacher.npz
+Table 2: the throughput of Q8_0, Q4_0 and grouped int4 (G = 32) beside
+gguf.quants.quantize's Q8_0 and Q4_0 (llama.cpp's own NumPy reference, the
+optional `gguf` package of the dev extra) on the same data: the 4M values of
+table 1, and the teacher's linear weights. The two are timed in turns, call
+by call, so that a busy machine slows both alike; the ratio (gguf's time over
+yours, > 1 when yours is faster) is the median, with its quartiles, over
+MIN_PAIRS pairs or --repeats, whichever is more. One line says so when gguf is
+not installed.
+
+Table 3: the teacher (the shipped weights if reference/weights/teacher.npz
 loads, else a random model of the same shape) with its linear weights
 quantized at 8, 6, 4 and 3 bits in groups of 32, and in llama.cpp's Q8_0 and
 Q4_0: bytes of all weights (scales included; norms and embedding in
@@ -17,6 +26,7 @@ next-token distributions over 256 tokens of held-out text.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -34,6 +44,7 @@ from reference.sampling import probs_from_logits  # noqa: E402
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
+MIN_PAIRS = 15  # interleaved pairs behind a ratio at the least: a ratio of two noisy times needs more than a time
 
 
 def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
@@ -72,6 +83,87 @@ def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
             )
         )
     return rows
+
+
+def interleaved_times(mine, theirs, pairs: int) -> tuple[list[float], list[float]]:
+    """Seconds of `pairs` calls each of mine and theirs, called in turns (which
+    goes first alternates) after one untimed call of each."""
+    mine(), theirs()
+    t_mine, t_theirs = [], []
+    for i in range(pairs):
+        first, second = (mine, theirs) if i % 2 == 0 else (theirs, mine)
+        a, b = median_seconds(first, 1, warmup=False)[0], median_seconds(second, 1, warmup=False)[0]
+        t_mine.append(a if i % 2 == 0 else b)
+        t_theirs.append(b if i % 2 == 0 else a)
+    return t_mine, t_theirs
+
+
+def linear_values(model: Model) -> np.ndarray:
+    """Every linear weight of model with its input axis last (as its Q8_0/Q4_0
+    blocks run), flattened and concatenated: float32 (N,)."""
+    rows = [np.swapaxes(w, -1, -2).ravel() for name, w in model.weights.items() if name.split(".")[-1] in LINEAR]
+    return np.concatenate(rows).astype(np.float32)
+
+
+def gguf_rows(qz, model: Model, repeats: int) -> list[tuple] | None:
+    """Per data set and format: (data, format, your GB/s, gguf's GB/s, median
+    ratio, its quartiles (low, high), whether the bytes equal gguf's or None),
+    timed as interleaved pairs; None when gguf is not installed."""
+    try:
+        from gguf import GGMLQuantizationType, quants
+    except ImportError:
+        return None
+    pairs = max(repeats, MIN_PAIRS)
+    x = np.random.default_rng(0).standard_normal(N_VALUES).astype(np.float32)  # table 1's data
+    teacher = linear_values(model)
+    rows = []
+    for data, values in (
+        (f"random normal, {x.size / 2**20:.0f}M", x),
+        (f"teacher linear, {teacher.size / 1e6:.1f}M", teacher),
+    ):
+        grouped = values.reshape(-1, GROUP)  # the same groups of 32 consecutive values as the blocks
+        cases = (
+            ("Q8_0", lambda: qz.quantize_q8_0(values), GGMLQuantizationType.Q8_0, True),
+            ("Q4_0", lambda: qz.quantize_q4_0(values), GGMLQuantizationType.Q4_0, True),
+            (
+                f"grouped int4, G={GROUP} vs Q4_0",
+                lambda: qz.quantize_grouped(grouped, 4, GROUP),
+                GGMLQuantizationType.Q4_0,
+                False,
+            ),
+        )
+        for name, mine, kind, same_format in cases:
+
+            def theirs():
+                return quants.quantize(values, kind)
+
+            t_mine, t_theirs = interleaved_times(mine, theirs, pairs)
+            ratios = [b / a for a, b in zip(t_mine, t_theirs)]
+            low, _, high = statistics.quantiles(ratios, n=4)
+            same = bytes(mine()) == np.asarray(theirs()).tobytes() if same_format else None
+            speeds = (values.nbytes / 1e9 / statistics.median(t) for t in (t_mine, t_theirs))
+            rows.append((data, name, *speeds, statistics.median(ratios), (low, high), same))
+    return rows
+
+
+def print_gguf_rows(qz, model: Model, repeats: int) -> None:
+    """Table 2: yours beside gguf.quants.quantize, or one line saying why not."""
+    print()
+    rows = gguf_rows(qz, model, repeats)
+    if rows is None:
+        print("gguf is not installed (pip install -e '.[dev]'): no comparison with llama.cpp's own NumPy reference")
+        return
+    print("Against gguf.quants.quantize (llama.cpp's own NumPy reference) on the same data, GB/s of float32 data;")
+    print(
+        f"ratio = gguf's time / yours (> 1: yours is faster), median and quartiles of {max(repeats, MIN_PAIRS)} "
+        "interleaved pairs"
+    )
+    print(f"{'data':<22} {'format':<30} {'yours':>7} {'gguf':>7} {'ratio':>6} {'quartiles':>11} {'bytes = gguf':>13}")
+    for data, name, mine, theirs, ratio, (low, high), same in rows:
+        same = "-" if same is None else "yes" if same else "NO"
+        print(
+            f"{data:<22} {name:<30} {mine:>7.2f} {theirs:>7.2f} {ratio:>6.2f} {f'{low:.2f}-{high:.2f}':>11} {same:>13}"
+        )
 
 
 def llama_model(qz, model: Model, kind: str) -> tuple[Model, int]:
@@ -121,6 +213,7 @@ def main() -> None:
         print(f"{name:<28} {qs:>9.2f} {ds:>11.2f}")
 
     model, shipped = shipped_or_random("teacher")
+    print_gguf_rows(qz, model, args.repeats)
     source = "shipped teacher weights" if shipped else "a random model of the teacher's shape (no shipped weights)"
     text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
     ids = [i for i in tokenizer.encode("".join(c for c in text if c in tokenizer.VOCAB))]

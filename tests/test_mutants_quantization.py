@@ -19,8 +19,8 @@ MUTANTS = [
     Mutant(
         name="q8_0_rounds_half_to_even",
         task="llama_cpp",
-        old="codes = np.sign(v) * (whole + (a - whole >= 0.5))",
-        new="codes = np.round(v)",
+        old="a += np.nextafter(np.float32(0.5), np.float32(0))",
+        new="np.round(a, out=a)",
     ),
     Mutant(
         name="affine_codes_not_clamped",
@@ -31,8 +31,8 @@ MUTANTS = [
     Mutant(
         name="q4_0_codes_not_clamped_to_15",
         task="llama_cpp",
-        old="codes = np.minimum(15, np.floor(blocks * _inverse(d) + np.float32(8.5))).astype(np.uint8)",
-        new="codes = np.floor(blocks * _inverse(d) + np.float32(8.5)).astype(np.uint8)",
+        old='codes = np.clip(v, -np.inf, 15, out=np.empty(v.shape, np.uint8), casting="unsafe")',
+        new="codes = v.astype(np.uint8)",
     ),
     Mutant(
         name="zero_point_not_rounded",
@@ -49,8 +49,8 @@ MUTANTS = [
     Mutant(
         name="q4_0_zero_block_divides_by_zero",
         task="llama_cpp",
-        old="np.floor(blocks * _inverse(d) + np.float32(8.5))",
-        new="np.floor(blocks * (np.float32(1) / d) + np.float32(8.5))",
+        old="np.multiply(blocks, _inverse(d), out=v)",
+        new="np.multiply(blocks, np.float32(1) / d, out=v)",
     ),
     Mutant(
         name="symmetric_per_tensor_where_an_axis_was_asked",
@@ -73,8 +73,8 @@ MUTANTS = [
     Mutant(
         name="grouped_one_scale_for_the_whole_tensor",
         task="grouped",
-        old="amax = np.max(np.abs(groups), axis=-1)  #",
-        new="amax = np.max(np.abs(groups), axis=-1) * 0 + np.max(np.abs(groups))  #",
+        old="amax = _group_max(q)  #",
+        new="amax = _group_max(q) * 0 + np.max(q)  #",
     ),
     Mutant(
         name="q4_0_uses_max_abs_instead_of_the_signed_extreme",
@@ -85,8 +85,8 @@ MUTANTS = [
     Mutant(
         name="q4_0_interleaves_nibbles",
         task="llama_cpp",
-        old="packed = codes[:, : BLOCK // 2] | (codes[:, BLOCK // 2 :] << 4)",
-        new="packed = codes[:, 0::2] | (codes[:, 1::2] << 4)",
+        old="np.bitwise_or(words[:, k], words[:, k + 2] << 4, out=packed[:, k])",
+        new="packed[:, k] = (codes[:, 0::2] | (codes[:, 1::2] << 4)).view(np.uint64)[:, k]",
     ),
     Mutant(
         name="pack_int4_swaps_nibbles",
@@ -121,9 +121,8 @@ MUTANTS = [
     Mutant(
         name="grouped_loops_over_groups_in_python",
         task="speed",
-        old="    q = groups * inv[..., None]\n",
+        old="    np.multiply(groups, inv[..., None], out=q)\n",
         new=(
-            "    q = np.empty(groups.shape, dtype=x.dtype)\n"
             "    for i, g in enumerate(groups.reshape(-1, group_size)):\n"
             "        s = np.max(np.abs(g)) / qmax\n"
             "        q.reshape(-1, group_size)[i] = g / s if s > 0 else 0\n"
