@@ -25,7 +25,6 @@ next-token distributions over 256 tokens of held-out text.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import add_repeats_option, add_target_option, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import bench_parser, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
 
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
@@ -201,10 +200,7 @@ def compare(float_model: Model, model: Model, tokens: np.ndarray) -> tuple[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_target_option(parser, "quantization")
-    add_repeats_option(parser, 5, "timed runs per cell; the median is reported")
-    args = parser.parse_args()
+    args = bench_parser(__doc__, "quantization", 5, "timed runs per cell; the median is reported").parse_args()
     qz = load_kata(args.target, "quantization")
 
     print(f"Throughput over {N_VALUES:,} float32 values ({N_VALUES * 4 / 2**20:.0f} MiB), GB/s of float32 data")
