@@ -57,13 +57,23 @@ Every matmul adds its multiply-accumulates to the `Work` counters active on
 this model (see `Model.count_work`), so speed checks can count work exactly.
 Each piece first makes one call to a check at the bottom of the file, which
 raises a ValueError that says what is wrong with its input.
+
+A decode step (T = 1) is a few hundred small NumPy operations, so their fixed
+cost, more than the matmuls, sets its time. Hence: the rotary tables of every
+position are computed once per shape (`rope_cache`); the MoE block runs only
+the K experts of a lone token; attention skips the causal mask when no key is
+later than a query; the checks cost O(1) or O(T), never a pass over the
+weights. None of it changes a bit of the results, and nothing derived from the
+weights is kept, so a weight replaced or edited after construction is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -155,16 +165,20 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
+# rms_norm and softmax reduce with array methods (x.sum, x.max): the same
+# reductions as np.mean, np.sum and np.max, without their Python wrappers.
+
+
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x (T, D) scaled to unit root-mean-square per row, times weight (D,)."""
-    ms = np.mean(x * x, axis=-1, keepdims=True)
+    ms = (x * x).sum(axis=-1, keepdims=True) / x.shape[-1]  # (T, 1) mean square, as np.mean computes it
     return (x / np.sqrt(ms + eps)) * weight
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    z = x - np.max(x, axis=axis, keepdims=True)
+    z = x - x.max(axis=axis, keepdims=True)
     e = np.exp(z)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -175,18 +189,38 @@ def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate x (heads, T, Dh) by position, pairing dimension i with i + Dh/2."""
+    """Rotate x (heads, T, Dh) by position, pairing dimension i with i + Dh/2.
+    The definition; the model runs `rotate_halves`, the same bits in fewer operations."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+@functools.lru_cache(maxsize=16)
+def rope_cache(max_seq_len: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """rope_tables for every position 0 .. max_seq_len - 1, laid out for
+    `rotate_halves`: cos2 (max_seq_len, 2, Dh // 2) holds (cos, cos) and sin2
+    holds (-sin, sin). Computed once per shape and shared, so read-only."""
+    cos, sin = rope_tables(np.arange(max_seq_len), head_dim, theta)  # (max_seq_len, Dh // 2)
+    cos2, sin2 = np.stack([cos, cos], axis=1), np.stack([-sin, sin], axis=1)
+    cos2.flags.writeable = sin2.flags.writeable = False
+    return cos2, sin2
+
+
+def rotate_halves(x: np.ndarray, cos2: np.ndarray, sin2: np.ndarray) -> np.ndarray:
+    """apply_rope(x, cos, sin) in three operations, bit for bit, given rope_cache's
+    tables at x's positions, cos2 and sin2 (T, 2, Dh // 2):
+    (x1, x2) * (cos, cos) + (x2, x1) * (-sin, sin)."""
+    halves = x.reshape(*x.shape[:-1], 2, x.shape[-1] // 2)  # (heads, T, 2, Dh/2): x1, x2
+    return (halves * cos2 + halves[..., ::-1, :] * sin2).reshape(x.shape)
 
 
 def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """indices (T, K) of the k most probable experts, best first (ties: lower index),
     and their probabilities renormalized to sum to 1 (T, K)."""
     idx = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
-    w = np.take_along_axis(probs, idx, axis=-1)
-    return idx, w / np.sum(w, axis=-1, keepdims=True)
+    w = probs[np.arange(probs.shape[0])[:, None], idx]  # (T, K), as np.take_along_axis, without its wrapper
+    return idx, w / w.sum(axis=-1, keepdims=True)
 
 
 class Model:
@@ -285,7 +319,7 @@ class Model:
         """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index."""
         out = a @ b
         if self._counters:
-            macs = int(np.prod(a.shape)) * b.shape[-1]
+            macs = a.size * b.shape[-1]
             for work in self._counters:
                 work.add(piece, macs)
         return out
@@ -312,16 +346,17 @@ class Model:
         """
         c = self.config
         layer, x, pos = _checked_qkv_inputs(c, layer, x, positions)
-        T = x.shape[0]
+        T, Dh = x.shape[0], c.head_dim
         w, p = self.weights, f"layers.{layer}."
         h = rms_norm(x, w[p + "attn_norm"], c.norm_eps)
-        q = self._mm("qkv", h, w[p + "wq"]).reshape(T, c.n_heads, c.head_dim).transpose(1, 0, 2)
-        k = self._mm("qkv", h, w[p + "wk"]).reshape(T, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)
-        v = self._mm("qkv", h, w[p + "wv"]).reshape(T, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)
-        cos, sin = rope_tables(pos, c.head_dim, c.rope_theta)
+        q = self._mm("qkv", h, w[p + "wq"]).reshape(T, c.n_heads, Dh).transpose(1, 0, 2)
+        k = self._mm("qkv", h, w[p + "wk"]).reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
+        v = self._mm("qkv", h, w[p + "wv"]).reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
+        cos2, sin2 = rope_cache(c.max_seq_len, Dh, c.rope_theta)
+        cos2, sin2 = cos2[pos], sin2[pos]  # (T, 2, Dh // 2): rope_tables(pos, ...), looked up
         for work in self._counters:
             work.positions[layer] = work.positions.get(layer, 0) + T
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        return rotate_halves(q, cos2, sin2), rotate_halves(k, cos2, sin2), v
 
     def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
         """Attention of queries q (H, Tq, Dh) over keys k and values v
@@ -331,17 +366,18 @@ class Model:
         positions <= p. Query head h reads key/value head h // (H // Hkv).
         """
         c = self.config
-        layer, q, k, v, qpos, kpos = _checked_attend_inputs(c, layer, q, k, v, q_positions, k_positions)
+        layer, q, k, v, qpos, kpos, future = _checked_attend_inputs(c, layer, q, k, v, q_positions, k_positions)
         H, Hkv, Dh = c.n_heads, c.n_kv_heads, c.head_dim
         Tq, Tk = q.shape[1], k.shape[1]
         group = H // Hkv
         qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
-        scores = (qg @ k.transpose(0, 2, 1)).reshape(H, Tq, Tk) / np.float32(np.sqrt(Dh))
+        scores = (qg @ k.transpose(0, 2, 1)) / np.float32(math.sqrt(Dh))  # (Hkv, group*Tq, Tk)
         self._count("attention", H * Tq * Tk * Dh)
-        masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
-        scores = np.where(masked[None], np.float32(-np.inf), scores)
-        probs = softmax(scores, axis=-1).astype(np.float32)
-        out = probs.reshape(Hkv, group * Tq, Tk) @ v  # (Hkv, group*Tq, Dh)
+        if future:  # some key is later than some query (never so in a decode step): mask it
+            masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
+            scores = np.where(masked, np.float32(-np.inf), scores.reshape(H, Tq, Tk)).reshape(scores.shape)
+        probs = softmax(scores, axis=-1).astype(np.float32, copy=False)
+        out = probs @ v  # (Hkv, group*Tq, Dh)
         self._count("attention", H * Tq * Tk * Dh)
         out = out.reshape(H, Tq, Dh).transpose(1, 0, 2).reshape(Tq, H * Dh)
         return self._mm("wo", out, self.weights[f"layers.{layer}.wo"])
@@ -353,21 +389,28 @@ class Model:
         layer, x = _checked_layer_input(c, layer, x)
         w, p = self.weights, f"layers.{layer}."
         h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+        w_gate, w_up, w_down = w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
         if not c.is_moe:
-            hidden = silu(self._mm("mlp", h, w[p + "w_gate"])) * self._mm("mlp", h, w[p + "w_up"])
-            return self._mm("mlp", hidden, w[p + "w_down"])
+            return self._swiglu("mlp", h, w_gate, w_up, w_down)
         probs = softmax(self._mm("router", h, w[p + "router"]), axis=-1)  # (T, E)
         idx, gates = top_k_route(probs, c.top_k)  # (T, K), (T, K)
         out = np.zeros_like(h)
+        if h.shape[0] == 1:  # one token (a decode step): run its K experts, nothing to gather
+            for e, g in sorted(zip(idx[0].tolist(), gates[0].tolist())):  # in expert order, as below
+                out += g * self._swiglu("experts", h, w_gate[e], w_up[e], w_down[e])
+            return out
         for e in range(c.n_experts):
             rows, slot = np.nonzero(idx == e)
             if rows.size == 0:
                 continue
-            he = h[rows]
-            hidden = silu(self._mm("experts", he, w[p + "w_gate"][e])) * self._mm("experts", he, w[p + "w_up"][e])
-            ye = self._mm("experts", hidden, w[p + "w_down"][e])
+            ye = self._swiglu("experts", h[rows], w_gate[e], w_up[e], w_down[e])
             np.add.at(out, rows, gates[rows, slot][:, None] * ye)
         return out
+
+    def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down) -> np.ndarray:
+        """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and w_up
+        (D, F), w_down (F, D): one SwiGLU, its macs counted as `piece`."""
+        return self._mm(piece, silu(self._mm(piece, h, w_gate)) * self._mm(piece, h, w_up), w_down)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""
@@ -394,6 +437,9 @@ class Model:
 # input fails with a ValueError that says what is wrong before a piece counts
 # any work. The piece checks hand their inputs back as arrays (the layer as an
 # int) and change nothing else, so the math computes on exactly what it was given.
+# They cost O(1) or O(T) operations, never a pass over the weights: a decode
+# step runs them on every piece of every layer. The weights are checked once,
+# when the Model is made.
 
 
 def _check_config(config: Config) -> None:
@@ -442,12 +488,12 @@ def _checked_tokens(config: Config, tokens) -> np.ndarray:
         raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError("tokens must not be empty")
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype.kind not in "iu":  # signed or unsigned integers; bools are kind "b"
         raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
     V = config.vocab_size
-    bad = np.flatnonzero((arr < 0) | (arr >= V))
-    if bad.size:
-        i = int(bad[0])
+    lo, hi = _span(arr)
+    if lo < 0 or hi >= V:
+        i = int(np.flatnonzero((arr < 0) | (arr >= V))[0])
         raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
     if arr.size > config.max_seq_len:
         raise ValueError(f"sequence of {arr.size} tokens is longer than max_seq_len={config.max_seq_len}")
@@ -468,14 +514,26 @@ def _checked_stream(config: Config, x) -> np.ndarray:
     return x
 
 
-def _checked_positions(config: Config, positions, T: int, what: str) -> np.ndarray:
-    """positions as an integer array (T,) in [0, max_seq_len)."""
+def _span(arr: np.ndarray) -> tuple[int, int]:
+    """The lowest and highest value of a non-empty integer array; one element
+    (a decode step's position or token) without a reduction."""
+    if arr.size == 1:
+        return (arr.item(),) * 2
+    return int(arr.min()), int(arr.max())
+
+
+def _checked_positions(config: Config, positions, T: int, what: str) -> tuple[np.ndarray, int, int]:
+    """positions as an integer array (T,) in [0, max_seq_len), and its lowest
+    and highest value (max_seq_len and -1 when T = 0)."""
     pos = np.asarray(positions)
-    if pos.shape != (T,) or not np.issubdtype(pos.dtype, np.integer):
+    if pos.shape != (T,) or pos.dtype.kind not in "iu":
         raise ValueError(f"{what} must be {T} integers (one per token), got shape {pos.shape} dtype {pos.dtype}")
-    if T and (pos.min() < 0 or pos.max() >= config.max_seq_len):
-        raise ValueError(f"{what} must lie in [0, max_seq_len={config.max_seq_len}), got {pos.min()}..{pos.max()}")
-    return pos
+    if not T:
+        return pos, config.max_seq_len, -1
+    lo, hi = _span(pos)
+    if lo < 0 or hi >= config.max_seq_len:
+        raise ValueError(f"{what} must lie in [0, max_seq_len={config.max_seq_len}), got {lo}..{hi}")
+    return pos, lo, hi
 
 
 def _checked_layer_input(config: Config, layer, x) -> tuple[int, np.ndarray]:
@@ -486,12 +544,14 @@ def _checked_layer_input(config: Config, layer, x) -> tuple[int, np.ndarray]:
 def _checked_qkv_inputs(config: Config, layer, x, positions) -> tuple[int, np.ndarray, np.ndarray]:
     """The inputs of `Model.qkv`: layer as an int, x (T, D) and positions (T,) as arrays."""
     layer, x = _checked_layer_input(config, layer, x)
-    return layer, x, _checked_positions(config, positions, x.shape[0], "positions")
+    return layer, x, _checked_positions(config, positions, x.shape[0], "positions")[0]
 
 
 def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positions) -> tuple:
     """The inputs of `Model.attend`: layer as an int; q (H, Tq, Dh), k and v
-    (Hkv, Tk, Dh), q_positions (Tq,) and k_positions (Tk,) as arrays."""
+    (Hkv, Tk, Dh), q_positions (Tq,) and k_positions (Tk,) as arrays. Then
+    whether some key is later than some query, which the position ranges the
+    check finds tell for free: if none is, the causal mask hides nothing."""
     layer = _checked_layer(config, layer)
     H, Hkv, Dh = config.n_heads, config.n_kv_heads, config.head_dim
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
@@ -502,12 +562,12 @@ def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positi
     if v.shape != k.shape:
         raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
     Tq, Tk = q.shape[1], k.shape[1]
-    qpos = _checked_positions(config, q_positions, Tq, "q_positions")
-    kpos = _checked_positions(config, k_positions, Tk, "k_positions")
+    qpos, q_lo, _ = _checked_positions(config, q_positions, Tq, "q_positions")
+    kpos, k_lo, k_hi = _checked_positions(config, k_positions, Tk, "k_positions")
     # A query before every key would have all its scores masked: a softmax of NaNs.
-    if Tq and Tk and kpos.min() > qpos.min():
-        raise ValueError(f"the query at position {qpos.min()} sees no key (the earliest key is at {kpos.min()})")
-    return layer, q, k, v, qpos, kpos
+    if Tq and Tk and k_lo > q_lo:
+        raise ValueError(f"the query at position {q_lo} sees no key (the earliest key is at {k_lo})")
+    return layer, q, k, v, qpos, kpos, k_hi > q_lo
 
 
 def _checked_weights(config: Config, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ different ways.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.model import Config, Model
+from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
 
 # float32 model against float64 code, on logits and activations of order 1.
 INDEPENDENT_ATOL = 1e-4
@@ -25,6 +26,9 @@ CACHED_ATOL = 1e-4
 CAUSAL_ATOL = 1e-5
 # Attention scores at shifted positions: float32 cos/sin tables differ slightly.
 ROPE_ATOL = 1e-4
+# One token through the MoE block alone against its row of a batch: the same
+# experts and gates, but each expert's matmul has one row instead of several.
+ONE_ROW_ATOL = 1e-6
 
 DENSE = Config(vocab_size=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24, max_seq_len=16)
 GQA = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=16)
@@ -226,6 +230,31 @@ def test_shifting_all_positions_by_a_constant_leaves_attention_scores_unchanged(
     np.testing.assert_allclose(attention_scores(q_shifted, k_shifted), attention_scores(q, k), rtol=0, atol=ROPE_ATOL)
 
 
+@pytest.mark.parametrize("head_dim, theta, max_seq_len", [(2, 10000.0, 16), (8, 500.0, 64), (32, 10000.0, 256)])
+def test_the_cached_rotary_tables_are_rope_tables_bit_for_bit_at_any_positions(head_dim, theta, max_seq_len):
+    cos2, sin2 = rope_cache(max_seq_len, head_dim, theta)
+    rng = np.random.default_rng(head_dim)
+    for positions in (np.arange(max_seq_len), np.array([max_seq_len - 1]), rng.integers(0, max_seq_len, 7)):
+        cos, sin = rope_tables(positions, head_dim, theta)
+        assert np.array_equal(cos2[positions], np.stack([cos, cos], axis=1))
+        assert np.array_equal(sin2[positions], np.stack([-sin, sin], axis=1))
+
+
+def test_the_cached_rotary_tables_are_read_only():
+    cos2, sin2 = rope_cache(16, 8, 10000.0)
+    assert not cos2.flags.writeable and not sin2.flags.writeable
+
+
+@given(st.integers(1, 4), st.integers(0, 9), st.sampled_from([2, 8, 32]), st.integers(0, 2**16))
+def test_rotating_halves_with_the_cached_tables_is_apply_rope_bit_for_bit(heads, T, head_dim, seed):
+    rng = np.random.default_rng(seed)
+    x = (10 * rng.standard_normal((T, heads, head_dim))).astype(np.float32).transpose(1, 0, 2)  # as qkv makes it
+    positions = rng.integers(0, 64, T)
+    cos2, sin2 = rope_cache(64, head_dim, 10000.0)
+    expected = apply_rope(x, *rope_tables(positions, head_dim, 10000.0))
+    assert np.array_equal(rotate_halves(x, cos2[positions], sin2[positions]), expected)
+
+
 def test_with_as_many_kv_heads_as_heads_attention_is_plain_multi_head_attention():
     config = Config(vocab_size=16, d_model=16, n_layers=1, n_heads=4, n_kv_heads=4, d_ff=8, max_seq_len=16)
     model = Model.random(config, seed=7)
@@ -260,6 +289,48 @@ def test_moe_routing_to_every_expert_equals_the_full_softmax_mixture_of_experts(
             )
         )
     np.testing.assert_allclose(model.mlp(0, x), np.array(expected), atol=INDEPENDENT_ATOL)
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_moe_block_on_one_token_equals_its_row_of_a_batch(top_k):
+    config = dataclasses.replace(MOE, top_k=top_k)
+    model = Model.random(config, seed=19)
+    x = random_stream(config, 12, seed=20)
+    batch = model.mlp(1, x)
+    rows = np.concatenate([model.mlp(1, x[t : t + 1]) for t in range(12)])
+    np.testing.assert_allclose(rows, batch, rtol=0, atol=ONE_ROW_ATOL)
+
+
+def test_moe_block_on_one_token_counts_the_work_of_its_k_experts():
+    model = Model.random(MOE, seed=23)
+    with model.count_work() as work:
+        model.mlp(0, random_stream(MOE, 1, seed=24))
+    D, F, E, K = MOE.d_model, MOE.d_ff, MOE.n_experts, MOE.top_k
+    assert dict(work.by_piece) == {"router": D * E, "experts": K * 3 * D * F}
+
+
+@pytest.mark.parametrize("T", [1, 5], ids=["one-token", "five-tokens"])
+@pytest.mark.parametrize("name", ["layers.0.wv", "layers.1.w_up", "out"])
+def test_a_weight_replaced_after_construction_is_the_weight_used(name, T):
+    model = Model.random(MOE, seed=25)
+    tokens = random_tokens(MOE, T, seed=26)
+    before = model.forward(tokens)
+    model.weights[name] = 2 * model.weights[name]  # as quantize_model does to a copy
+    expected = Model(MOE, model.weights).forward(tokens)
+    assert not np.allclose(before, expected)
+    assert np.array_equal(model.forward(tokens), expected)
+
+
+@pytest.mark.parametrize("T", [1, 5], ids=["one-token", "five-tokens"])
+@pytest.mark.parametrize("name", ["layers.0.wo", "layers.1.w_gate", "layers.0.mlp_norm"])
+def test_a_weight_edited_in_place_after_construction_is_the_weight_used(name, T):
+    model = Model.random(MOE, seed=27)
+    tokens = random_tokens(MOE, T, seed=28)
+    before = model.forward(tokens)
+    model.weights[name] *= 2
+    expected = Model(MOE, model.weights).forward(tokens)
+    assert not np.allclose(before, expected)
+    assert np.array_equal(model.forward(tokens), expected)
 
 
 # --------------------------------------------------------------- save / load
