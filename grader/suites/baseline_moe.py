@@ -7,11 +7,14 @@ import numpy as np
 
 def vectorized_layer(x, w_router, w_gate, w_up, w_down, k):
     """The suite's own vectorized layer, losses included, written the way the
-    reference model's MoE block is: each expert runs once on its gathered
-    tokens, and np.add.at scatters the results back."""
+    reference model's MoE block is for more than one token: each expert runs
+    once on its gathered tokens, and np.add.at scatters the results back. The
+    losses reuse the routing's softmax; nothing reads the weights but the matmuls."""
     logits = x @ w_router
-    z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    probs = z / z.sum(axis=-1, keepdims=True)
+    top = logits.max(axis=-1, keepdims=True)  # (T, 1)
+    z = np.exp(logits - top)
+    total = z.sum(axis=-1, keepdims=True)  # (T, 1)
+    probs = z / total
     idx = np.argsort(-probs, axis=-1)[:, :k]
     gates = np.take_along_axis(probs, idx, axis=-1)
     gates /= gates.sum(axis=-1, keepdims=True)
@@ -23,7 +26,7 @@ def vectorized_layer(x, w_router, w_gate, w_up, w_down, k):
         np.add.at(y, rows, gates[rows, slot][:, None] * (((a / (1 + np.exp(-a))) * (h @ w_up[e])) @ w_down[e]))
     E = w_router.shape[1]
     lb = E * np.sum(np.bincount(idx.ravel(), minlength=E) / idx.size * probs.mean(axis=0))
-    lse = logits.max(axis=-1) + np.log(z.sum(axis=-1))
+    lse = (top + np.log(total))[:, 0]  # (T,) logsumexp of the router logits
     return y, (lb, np.mean(lse**2))
 
 

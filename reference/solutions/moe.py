@@ -64,7 +64,11 @@ def top_k_gating(probs: np.ndarray, k: int, normalize: bool = True) -> tuple[np.
     Raises ValueError if probs is not a (T, E) array of distributions or k is out of range.
     """
     probs = _distributions(probs)
-    k = _top_k(k, probs.shape[1])
+    return _gating(probs, _top_k(k, probs.shape[1]), normalize)
+
+
+def _gating(probs: np.ndarray, k: int, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """top_k_gating on probs already checked (or made by _softmax)."""
     order = np.argsort(-probs, axis=-1, kind="stable")
     indices = order[:, :k]  # (T, K)
     weights = np.take_along_axis(probs, indices, axis=-1)  # (T, K)
@@ -145,9 +149,9 @@ def moe_forward(
     E = w_router.shape[1]
     w_gate, w_up, w_down = _experts(w_gate, w_up, w_down, E, D)
     k = _top_k(k, E)
-    logits = x @ w_router  # (T, E)
-    probs = _softmax(logits)
-    indices, weights = top_k_gating(probs, k, normalize)  # (T, K), (T, K)
+    logits = _router_logits(x, w_router)  # (T, E)
+    probs = _softmax(logits)  # distributions by construction: no need to check them again
+    indices, weights = _gating(probs, k, normalize)  # (T, K), (T, K)
     if capacity_factor is None:
         keep = np.ones(indices.shape, dtype=bool)
     else:
@@ -166,9 +170,11 @@ def moe_forward(
         h = x[rows]  # (n_e, D): one gathered matmul per weight
         hidden = _silu(h @ w_gate[e]) * (h @ w_up[e])  # (n_e, F)
         y[rows] += gates[bounds[e] : bounds[e + 1], None] * (hidden @ w_down[e])
-    aux = MoEAux(
-        load_balancing_loss=load_balancing_loss(probs, indices),
-        z_loss=router_z_loss(logits),
+    if not np.all(np.isfinite(y)):  # a NaN or inf weight reached the output: say which array holds it
+        _experts_finite(w_gate, w_up, w_down)
+    aux = MoEAux(  # the losses of the routing computed above, its inputs already checked
+        load_balancing_loss=_balance_loss(probs, indices),
+        z_loss=_z_loss(logits),
         tokens_per_expert=counts.astype(np.int64),
         dropped=int(keep.size - np.count_nonzero(keep)),
     )
@@ -193,6 +199,12 @@ def load_balancing_loss(probs: np.ndarray, indices: np.ndarray) -> float:
     indices = _indices(indices, E)
     if indices.shape[0] != T:
         raise ValueError(f"indices must have one row per token of probs ({T}), got {indices.shape[0]}")
+    return _balance_loss(probs, indices)
+
+
+def _balance_loss(probs: np.ndarray, indices: np.ndarray) -> float:
+    """load_balancing_loss on probs (T, E) and indices (T, K) already checked."""
+    E = probs.shape[1]
     f = np.bincount(indices.reshape(-1), minlength=E) / indices.size  # (E,)
     P = np.mean(probs, axis=0, dtype=np.float64)  # (E,)
     return float(E * np.dot(f, P))
@@ -210,6 +222,11 @@ def router_z_loss(router_logits: np.ndarray) -> float:
         raise ValueError(f"router_logits must have shape (T, E) with T, E >= 1, got {logits.shape}")
     if not np.issubdtype(logits.dtype, np.floating) or not np.all(np.isfinite(logits)):
         raise ValueError("router_logits must be finite floats")
+    return _z_loss(logits)
+
+
+def _z_loss(logits: np.ndarray) -> float:
+    """router_z_loss on finite float logits (T, E) already checked."""
     logits = logits.astype(np.float64)
     top = np.max(logits, axis=-1)
     lse = top + np.log(np.sum(np.exp(logits - top[:, None]), axis=-1))  # (T,)
@@ -225,10 +242,15 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return z / np.sum(z, axis=-1, keepdims=True)
 
 
-def _floats(a, name: str) -> np.ndarray:
+def _float_array(a, name: str) -> np.ndarray:
     a = np.asarray(a)
     if not np.issubdtype(a.dtype, np.floating):
         raise ValueError(f"{name} must hold floats, got dtype {a.dtype}")
+    return a
+
+
+def _floats(a, name: str) -> np.ndarray:
+    a = _float_array(a, name)
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} holds NaN or inf")
     return a
@@ -248,8 +270,19 @@ def _router(w_router, D: int) -> np.ndarray:
     return w
 
 
+def _router_logits(x: np.ndarray, w_router: np.ndarray) -> np.ndarray:
+    """x @ w_router (T, E), or a ValueError when it overflows to inf (x and w_router are finite)."""
+    logits = x @ w_router
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("the router logits x @ w_router overflow to inf; scale x or w_router down")
+    return logits
+
+
 def _experts(w_gate, w_up, w_down, E: int, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    w_gate, w_up, w_down = _floats(w_gate, "w_gate"), _floats(w_up, "w_up"), _floats(w_down, "w_down")
+    """The expert weights as float arrays of matching shapes. Their values are
+    not scanned here: that would read every expert on every call, the whole
+    cost of a call with few tokens. moe_forward checks its output instead."""
+    w_gate, w_up, w_down = _float_array(w_gate, "w_gate"), _float_array(w_up, "w_up"), _float_array(w_down, "w_down")
     if w_gate.ndim != 3 or w_gate.shape[:2] != (E, D):
         raise ValueError(f"w_gate must have shape (E={E}, D={D}, F), got {w_gate.shape}")
     F = w_gate.shape[2]
@@ -258,6 +291,12 @@ def _experts(w_gate, w_up, w_down, E: int, D: int) -> tuple[np.ndarray, np.ndarr
     if w_down.shape != (E, F, D):
         raise ValueError(f"w_down must have shape (E={E}, F={F}, D={D}), got {w_down.shape}")
     return w_gate, w_up, w_down
+
+
+def _experts_finite(w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> None:
+    """A ValueError naming the first expert weight array that holds NaN or inf."""
+    for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
+        _floats(w, name)
 
 
 def _count(n, name: str, low: int) -> int:
