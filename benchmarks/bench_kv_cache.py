@@ -6,8 +6,11 @@ For sequences of 64, 128 and 256 tokens (an 8-token prompt plus the rest
 generated greedily) it reports tokens generated per second by
 `generate_naive` (re-runs the whole sequence for every token) and by the
 kata's cached `generate`, the speed-up, and the exact work of one run of each:
-token positions pushed through each layer and multiply-accumulates. Then the
-memory the cache pays: bytes per cached token.
+token positions pushed through each layer and multiply-accumulates. Naive and
+cached runs take turns, so a machine busy for a while slows both alike; the
+speed-up is the median of the per-turn ratios. Then one cached decode step
+(the kata's forward_cached on one new token) in microseconds, and the memory
+the cache pays: bytes per cached token.
 
 Uses the shipped teacher model when reference/weights/teacher.npz exists,
 otherwise a random model of the teacher's size.
@@ -16,6 +19,7 @@ otherwise a random model of the teacher's size.
 from __future__ import annotations
 
 import platform
+import statistics
 import sys
 from pathlib import Path
 
@@ -34,16 +38,41 @@ PROMPT = "def main"
 LENGTHS = (64, 128, 256)
 
 
-def run(model: Model, generate, prompt: list[int], n_new: int, repeats: int) -> tuple[float, int, int, list[int]]:
-    """Median seconds over repeats, positions per layer and macs of one run, and its tokens."""
+def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int, int, list[int]]:
+    """Positions per layer and macs of one run (also the warm-up), and its tokens."""
     with model.count_work() as work:
-        tokens = generate(model, prompt, n_new)  # the warm-up, counted once
-    seconds, _ = median_seconds(lambda: generate(model, prompt, n_new), repeats, warmup=False)
-    return seconds, work.positions[0], work.macs, tokens
+        tokens = generate(model, prompt, n_new)
+    return work.positions[0], work.macs, tokens
+
+
+def taking_turns(runs: list, repeats: int) -> list[list[float]]:
+    """Seconds of `repeats` calls of each function in runs, the runs taking turns
+    (which goes first alternates), so that a busy spell slows them alike."""
+    times: list[list[float]] = [[] for _ in runs]
+    for i in range(repeats):
+        order = range(len(runs)) if i % 2 == 0 else reversed(range(len(runs)))
+        for j in order:
+            times[j].append(median_seconds(runs[j], 1, warmup=False)[0])
+    return times
+
+
+def decode_step_seconds(kv, model: Model, prompt: list[int], n_steps: int, repeats: int) -> tuple[float, int]:
+    """Median seconds of one cached decode step (kv.forward_cached on one new
+    token) over `repeats` greedy runs of n_steps steps after an untimed prefill
+    of the prompt, and how many steps that median is over."""
+    steps = []
+    for _ in range(repeats):
+        cache = kv.KVCache.for_model(model)
+        logits = kv.forward_cached(model, prompt, cache)
+        for _ in range(n_steps):
+            token = [int(np.argmax(logits[-1]))]
+            seconds, logits = median_seconds(lambda: kv.forward_cached(model, token, cache), 1, warmup=False)
+            steps.append(seconds)
+    return statistics.median(steps), len(steps)
 
 
 def main() -> None:
-    args = bench_parser(__doc__, "kv_cache", 3, "timed runs of cached generation; the median is reported").parse_args()
+    args = bench_parser(__doc__, "kv_cache", 3, "timed runs of naive and cached generation, in turns").parse_args()
 
     kv = load_kata(args.target, "kv_cache")
     model, shipped = shipped_or_random("teacher")
@@ -57,7 +86,7 @@ def main() -> None:
     )
     print(
         f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(args.target)}; "
-        f"greedy, {len(prompt)}-token prompt; naive timed once, cached median of {args.repeats}"
+        f"greedy, {len(prompt)}-token prompt; naive and cached take turns, median of {args.repeats} runs each"
     )
     print()
     header = (
@@ -67,15 +96,26 @@ def main() -> None:
     print(header)
     for length in LENGTHS:
         n_new = length - len(prompt)
-        t_naive, pos_naive, macs_naive, out_naive = run(model, generate_naive, prompt, n_new, 1)
-        t_cached, pos_cached, macs_cached, out_cached = run(model, kv.generate, prompt, n_new, args.repeats)
+        pos_naive, macs_naive, out_naive = counted(model, generate_naive, prompt, n_new)
+        pos_cached, macs_cached, out_cached = counted(model, kv.generate, prompt, n_new)
+        naive, cached = taking_turns(
+            [lambda: generate_naive(model, prompt, n_new), lambda: kv.generate(model, prompt, n_new)], args.repeats
+        )
+        t_naive, t_cached = statistics.median(naive), statistics.median(cached)
+        speedup = statistics.median(a / b for a, b in zip(naive, cached))
         print(
-            f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {t_naive / t_cached:>7.1f}x  "
+            f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {speedup:>7.1f}x  "
             f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
             f"{'yes' if out_naive == out_cached else 'NO':>4}"
         )
-    per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * np.dtype(np.float32).itemsize
+    n_steps = c.max_seq_len - len(prompt)
+    step, n_timed = decode_step_seconds(kv, model, prompt, n_steps, args.repeats)
     print()
+    print(
+        f"cached decode step (forward_cached on 1 token): {step * 1e6:.0f} us per token, the median of {n_timed:,} "
+        f"steps ({args.repeats} greedy runs of {n_steps} tokens after the prompt)"
+    )
+    per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * np.dtype(np.float32).itemsize
     print(
         f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "
         f"= {per_token:,} B; a full {c.max_seq_len}-token cache holds {per_token * c.max_seq_len / 1024:.0f} KiB"

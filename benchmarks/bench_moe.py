@@ -14,10 +14,15 @@ exists, else a random model of the same shape, and says which.
 2. The share of assignments dropped at capacity factors 1.0, 1.25 and 2.0,
    per layer, on the teacher's own activations for validation text, one
    sequence of max_seq_len tokens per batch.
+3. One token, as in a decode step: the reference model's MoE block
+   (Model.mlp of layer 0: RMSNorm, router, its K experts) against the block of
+   a dense model with the same active parameters (Model.mlp, width K*F), and
+   the ratio of their times.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import statistics
 import sys
@@ -37,6 +42,7 @@ from reference.model import Model, rms_norm, silu  # noqa: E402
 TOKENS = (256, 1024, 4096)
 FACTORS = (1.0, 1.25, 2.0)
 SEQUENCES = 8  # validation sequences whose activations feed the capacity table
+ONE_TOKEN_CALLS = 200  # Model.mlp calls per timed run of the one-token comparison
 
 
 def best_seconds(runs: list, repeats: int) -> list[float]:
@@ -51,6 +57,22 @@ def best_seconds(runs: list, repeats: int) -> list[float]:
             run()
             best[i] = min(best[i], time.perf_counter() - start)
     return best
+
+
+def one_token_blocks(model: Model, x: np.ndarray, repeats: int, seed: int) -> tuple[float, float]:
+    """Fastest seconds per call of model.mlp(0, x) on one token x (1, D) and of
+    the same call on a dense model of the same shape whose MLP is K*F wide
+    (random weights: its time does not depend on their values)."""
+    c = model.config
+    dense = Model.random(dataclasses.replace(c, n_experts=0, top_k=0, d_ff=c.top_k * c.d_ff), seed=seed)
+    moe_s, dense_s = best_seconds(
+        [
+            lambda: [model.mlp(0, x) for _ in range(ONE_TOKEN_CALLS)],
+            lambda: [dense.mlp(0, x) for _ in range(ONE_TOKEN_CALLS)],
+        ],
+        repeats,
+    )
+    return moe_s / ONE_TOKEN_CALLS, dense_s / ONE_TOKEN_CALLS
 
 
 def dense_swiglu(h: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
@@ -146,6 +168,14 @@ def main() -> None:
             dropped = sum(moe_forward(h, *weights, K, capacity_factor=f)[1].dropped for h in acts[layer])
             shares.append(dropped / (n_seq * c.max_seq_len * K))
         print(f"{layer:>5}  {lb:>12.3f}  " + "  ".join(f"{s:>8.1%}" for s in shares))
+    print()
+    print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
+    moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)
+    head = f"{'block (Model.mlp, layer 0)':<38}  {'us':>7}  {'vs dense':>8}"
+    print(head)
+    print("-" * len(head))
+    print(f"{f'MoE, {E} experts top-{K} (F={F} each)':<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
+    print(f"{f'dense, same active params (F={K * F})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
 
 
 if __name__ == "__main__":
