@@ -15,7 +15,7 @@ pass straight after and the kata shows up in `kata list` and `kata grade`:
     README.md                     a row in the table of katas
     benchmarks/bench_NAME.py      a script that times `double` on a --target
 
-Mutants and an alternative implementation (tests/test_mutants_NAME.py,
+Mutants and an alternative implementation (tests/mutants/NAME.toml,
 tests/fixtures/alt/NAME.py) are left to the author: they only make sense
 once the kata's real functions exist.
 

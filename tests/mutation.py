@@ -1,21 +1,17 @@
 """Mutants: small, one-bug edits of a reference solution, and grading them.
 
-Each kata's tests/test_mutants_<kata>.py lists its mutants and binds the
-standard tests made here at its top level, where pytest collects them:
-
-    test_grader_does_not_pass_the_mutant = mutant_test(KATA, MUTANTS)
-    test_a_differently_written_correct_implementation_gets_full_marks = alternative_test(KATA)
+Each kata's mutants are data, in tests/mutants/<kata>.toml (its header says
+how a mutant is written); tests/test_mutants.py grades every one of them, and
+the alternative implementation tests/fixtures/alt/<kata>.py, with the
+helpers here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
-import pytest
-
-from grader.registry import find_kata
+from grader.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
 from grader.runner import Limits, TaskResult, grade_kata
 from grader.target import SOLUTIONS_DIR
 
@@ -24,6 +20,8 @@ MUTANT_LIMITS = Limits(test_seconds=120, kata_seconds=300)
 
 # tests/fixtures/alt/<kata>.py: a correct implementation of each kata, written differently from the reference.
 ALTERNATIVES = Path(__file__).parent / "fixtures" / "alt"
+# tests/mutants/<kata>.toml: each kata's mutants, [[mutant]] of the reference, [[alternative]] of the alternative.
+MUTANTS = Path(__file__).parent / "mutants"
 
 
 @dataclass(frozen=True)
@@ -59,28 +57,27 @@ def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTI
     )
 
 
-def mutant_test(kata: str, mutants: Sequence[Mutant], *, of_alternative: bool = False) -> Callable:
-    """A test, one case per mutant, that the grader does not pass the task each
-    mutant breaks. The mutants edit the reference solution, or with
-    of_alternative the alternative implementation tests/fixtures/alt/<kata>.py
-    (for mistakes the reference cannot make). Bind it at a test module's top level."""
-    base = ALTERNATIVES if of_alternative else SOLUTIONS_DIR
+def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
+    """kata's mutants from tests/mutants/<kata>.toml: (those of the reference
+    solution, those of the alternative implementation); none for a kata
+    without the file (one `kata new` just made)."""
+    path = MUTANTS / f"{kata}.toml"
+    if not path.is_file():
+        return [], []
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    unknown = set(data) - {"mutant", "alternative"}
+    if unknown:
+        raise AssertionError(f"tests/mutants/{kata}.toml: unknown tables {sorted(unknown)}")
 
-    @pytest.mark.parametrize("mutant", list(mutants), ids=lambda m: m.name)
-    def test(mutant: Mutant, tmp_path: Path) -> None:
-        assert_caught(kata, mutant, tmp_path, base)
+    def mutant(entry: dict) -> Mutant:
+        expect = tuple(entry.pop("expect", ("fail",)))
+        try:
+            return Mutant(**entry, expect=expect)
+        except TypeError as exc:
+            raise AssertionError(f"tests/mutants/{kata}.toml: a mutant {entry.get('name')!r}: {exc}") from None
 
-    return test
-
-
-def alternative_test(kata: str) -> Callable:
-    """A test that the alternative implementation of kata gets full marks on
-    every task but speed (assert_alternative_passes). Bind it at a test module's top level."""
-
-    def test(tmp_path: Path) -> None:
-        assert_alternative_passes(kata, tmp_path)
-
-    return test
+    return [mutant(e) for e in data.get("mutant", [])], [mutant(e) for e in data.get("alternative", [])]
 
 
 def assert_alternative_passes(kata: str, tmp_path: Path) -> None:
