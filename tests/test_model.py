@@ -309,25 +309,25 @@ def test_moe_block_on_one_token_counts_the_work_of_its_k_experts():
     assert dict(work.by_piece) == {"router": D * E, "experts": K * 3 * D * F}
 
 
+def _double(model: Model, name: str, in_place: bool) -> None:
+    if in_place:
+        model.weights[name] *= 2
+    else:
+        model.weights[name] = 2 * model.weights[name]  # as quantize_model does to a copy
+
+
 @pytest.mark.parametrize("T", [1, 5], ids=["one-token", "five-tokens"])
-@pytest.mark.parametrize("name", ["layers.0.wv", "layers.1.w_up", "out"])
-def test_a_weight_replaced_after_construction_is_the_weight_used(name, T):
+@pytest.mark.parametrize(
+    "name, in_place",
+    [(n, False) for n in ("layers.0.wv", "layers.1.w_up", "out")]
+    + [(n, True) for n in ("layers.0.wo", "layers.1.w_gate", "layers.0.mlp_norm")],
+    ids=lambda v: v if isinstance(v, str) else ("edited in place" if v else "replaced"),
+)
+def test_a_weight_replaced_or_edited_in_place_after_construction_is_the_weight_used(name, in_place, T):
     model = Model.random(MOE, seed=25)
     tokens = random_tokens(MOE, T, seed=26)
     before = model.forward(tokens)
-    model.weights[name] = 2 * model.weights[name]  # as quantize_model does to a copy
-    expected = Model(MOE, model.weights).forward(tokens)
-    assert not np.allclose(before, expected)
-    assert np.array_equal(model.forward(tokens), expected)
-
-
-@pytest.mark.parametrize("T", [1, 5], ids=["one-token", "five-tokens"])
-@pytest.mark.parametrize("name", ["layers.0.wo", "layers.1.w_gate", "layers.0.mlp_norm"])
-def test_a_weight_edited_in_place_after_construction_is_the_weight_used(name, T):
-    model = Model.random(MOE, seed=27)
-    tokens = random_tokens(MOE, T, seed=28)
-    before = model.forward(tokens)
-    model.weights[name] *= 2
+    _double(model, name, in_place)
     expected = Model(MOE, model.weights).forward(tokens)
     assert not np.allclose(before, expected)
     assert np.array_equal(model.forward(tokens), expected)
