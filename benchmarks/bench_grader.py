@@ -5,7 +5,10 @@ Reports the wall time of `kata grade --target reference` for every kata
 pytest (`kata test`'s way: one process, no table, no per-check limits).
 Both go through the judge and jail: every learner call is a round trip to
 the jail process, so the overhead ratio is the runner's (a judge process
-per kata, the event pipe), not the jail's.
+per kata, the event pipe), not the jail's. Last, one task graded again and
+again in one process, as `kata watch`, `kata grade-all` and the project's
+tests do: the first grading starts the judge server, every later judge is
+forked from it warm.
 
     python benchmarks/bench_grader.py [--repeats 3] [--jobs 2]
 """
@@ -23,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.registry import load_registry  # noqa: E402
+from grader.registry import find_kata, load_registry  # noqa: E402
+from grader.runner import grade_kata  # noqa: E402
 
 
 def wall(cmd: list[str], repeats: int) -> float:
@@ -58,6 +62,16 @@ def main() -> None:
     for label, graded, raw in rows:
         g, p = wall(graded, args.repeats), wall(raw, args.repeats)
         print(f"{label:<34}{g:>14.2f}{p:>16.2f}{g / p:>9.2f}x")
+
+    kata, task, times = find_kata("moe"), "router", []
+    for _ in range(args.repeats + 1):
+        t0 = time.perf_counter()
+        graded = grade_kata(kata, "reference", tasks=[task])
+        times.append(time.perf_counter() - t0)
+        assert graded.tasks[0].status.value == "pass", graded.tasks[0].message
+    print(f"\nmoe:{task} graded {len(times)} times in one process:")
+    print(f"  the first (it starts the judge server)       {times[0]:.2f} s")
+    print(f"  each later one (a judge forked from it warm)  {statistics.median(times[1:]):.2f} s (median)")
 
 
 if __name__ == "__main__":

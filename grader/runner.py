@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import ONE_BLAS_THREAD
+from grader import ONE_BLAS_THREAD, judge_server
 from grader import target as _target
 from grader.outcome import Event, EventKind, Status
 from grader.registry import Kata, Task
@@ -113,6 +115,122 @@ def stop_everything() -> None:
             pass
 
 
+def _judge_env() -> dict[str, str]:
+    """The environment a judge runs in: the caller's, one BLAS thread, no plugins, the checkout on sys.path."""
+    return dict(
+        os.environ,
+        PYTHONHASHSEED="0",
+        **ONE_BLAS_THREAD,
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+    )
+
+
+class _ServedJudge:
+    """A judge the judge server forked: what _Run uses of a Popen (pid, wait, returncode)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self.ended = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self.ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"judge {self.pid}", timeout)
+        return self.returncode
+
+
+class _JudgeServer:
+    """This process's judge server (grader.judge_server): started once, it forks every judge."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-m", "grader.judge_server", str(theirs.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            env=_judge_env(),
+            cwd="/",  # holds no folder of anyone's; each judge moves to its own
+            start_new_session=True,
+        )
+        theirs.close()
+        self.requests = threading.Lock()  # one request at a time: its answer is the next pid or error
+        self.state = threading.Lock()  # guards judges, ended and alive, shared with the reading thread
+        self.answers: queue.Queue = queue.Queue()
+        self.judges: dict[int, _ServedJudge] = {}
+        self.ended: dict[int, int] = {}  # judges that ended before their _ServedJudge was made
+        self.alive = True
+        threading.Thread(target=self._read, name="judge-server", daemon=True).start()
+
+    def spawn(self, argv: list[str], env: dict, cwd: str, log_fd: int, results_fd: int) -> _ServedJudge | None:
+        """A judge running argv, or None if the server is gone (the caller starts one itself)."""
+        with self.requests:
+            if not self.alive:
+                return None
+            try:
+                request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
+                socket.send_fds(self.sock, [request], [log_fd, results_fd])
+            except OSError:
+                return None
+            answer = self.answers.get()
+            if "pid" not in answer:
+                return None
+            with self.state:
+                judge = self.judges[answer["pid"]] = _ServedJudge(answer["pid"])
+                if judge.pid in self.ended:
+                    self._end(judge, self.ended.pop(judge.pid))
+            return judge
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.sock.recv(1 << 16)
+            except OSError:
+                message = b""
+            if not message:  # the server died, and its judges with it (their parent-death signal)
+                self.answers.put({"error": "the judge server is gone"})
+                with self.state:
+                    self.alive = False
+                    for judge in list(self.judges.values()):
+                        self._end(judge, -signal.SIGKILL)
+                return
+            answer = json.loads(message)
+            if "exited" not in answer:
+                self.answers.put(answer)
+                continue
+            with self.state:
+                judge = self.judges.get(answer["exited"])
+                if judge is None:
+                    self.ended[answer["exited"]] = answer["code"]
+                else:
+                    self._end(judge, answer["code"])
+
+    def _end(self, judge: _ServedJudge, code: int) -> None:
+        """Judge ended with code (under self.state)."""
+        self.judges.pop(judge.pid, None)
+        judge.returncode = code
+        judge.ended.set()
+
+
+_SERVER: _JudgeServer | None = None
+_SERVER_LOCK = threading.Lock()
+
+
+def _server() -> _JudgeServer | None:
+    """This process's judge server, started on first use; None if it cannot start."""
+    global _SERVER
+    with _SERVER_LOCK:
+        if _SERVER is None or not _SERVER.alive:
+            try:
+                _SERVER = _JudgeServer()
+            except OSError:
+                return None
+        return _SERVER
+
+
 class _Run:
     """One judge process grading part of a kata."""
 
@@ -122,11 +240,7 @@ class _Run:
         self.log = tempfile.TemporaryFile()
         self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
         tasks = {name: t.name for t in kata.tasks for name in t.tests}
-        cmd = [
-            sys.executable,
-            "-s",
-            "-m",
-            "grader.worker",
+        argv = [
             "--kata",
             kata.name,
             "--suite",
@@ -134,7 +248,7 @@ class _Run:
             "--target",
             str(_target.resolve(target)) if target not in ("katas", "reference") else target,
             "--fd",
-            str(write_fd),
+            judge_server.RESULTS_FD,
             "--seed",
             str(seed),
             "--tasks",
@@ -149,24 +263,22 @@ class _Run:
             str(int(limits.kata_seconds) + 60),
         ]
         if only:
-            cmd += ["--only", *only]
-        env = dict(
-            os.environ,
-            PYTHONHASHSEED="0",
-            **ONE_BLAS_THREAD,
-            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-            PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
-        )
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            env=env,
-            cwd=self.cwd.name,
-            start_new_session=True,
-        )
+            argv += ["--only", *only]
+        env = _judge_env()
+        server = _server()
+        self.proc = server.spawn(argv, env, self.cwd.name, self.log.fileno(), write_fd) if server else None
+        if self.proc is None:  # no server could start: a judge of its own, started from scratch
+            argv = [str(write_fd) if a == judge_server.RESULTS_FD else a for a in argv]
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "grader.worker", *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                env=env,
+                cwd=self.cwd.name,
+                start_new_session=True,
+            )
         with _LIVE_LOCK:
             _LIVE.add(self.proc)
         os.close(write_fd)

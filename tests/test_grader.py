@@ -5,13 +5,15 @@ reported with the right status, and the other katas are still graded."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
 
-from grader import report
+from grader import report, runner
 from grader.cli import main
 from grader.outcome import Event, EventKind
 from grader.registry import load_registry
@@ -336,12 +338,58 @@ def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(
     )
 
 
+def _judge_servers_of(pid: int) -> list[int]:
+    """The judge servers process pid started."""
+    found = []
+    for child in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{child}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"grader.judge_server" in cmd:
+            found.append(int(child))
+    return found
+
+
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
-def test_killing_kata_leaves_no_judge_or_jail_behind(tmp_path, sig):
+def test_killing_kata_leaves_no_judge_jail_or_judge_server_behind(tmp_path, sig):
     proc, scratch = hanging_grade(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers = _judge_servers_of(proc.pid)
+    assert len(servers) == 1, f"kata started {len(servers)} judge servers, not one"
     proc.send_signal(getattr(signal, sig))
     proc.wait(timeout=30)
     assert not wait_for_processes(scratch, present=False, seconds=5), f"a judge or a jail outlived kata killed by {sig}"
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{servers[0]}") and _state(servers[0]) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{servers[0]}") or _state(servers[0]) == "Z", (
+        f"the judge server outlived kata killed by {sig}"
+    )
+
+
+def _state(pid: int) -> str:
+    """The one-letter state of process pid ('Z' for a zombie), or '' once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def test_one_judge_server_forks_every_judge_and_a_new_one_replaces_it_if_it_dies(toy):
+    def grades_correctly() -> bool:
+        return {t.status.value for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks} == {"pass"}
+
+    assert grades_correctly()
+    server = runner._server().proc
+    assert grades_correctly() and runner._server().proc is server, "a second grading started another judge server"
+    server.kill()
+    server.wait(timeout=10)
+    assert grades_correctly(), "grading failed after its judge server died"
+    assert runner._server().proc.pid != server.pid
 
 
 def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_path):
