@@ -387,7 +387,143 @@ def test_cmd(kata, pytest_args, target):
     sys.exit(subprocess.call(cmd, cwd=str(_target.ROOT)))
 
 
-@main.command("play")
+class _PlayGroup(click.Group):
+    """`kata play DEMO ...` runs a demo; without a demo's name, `kata play [PROMPT]` is `kata play write`."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = ["write", *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group("play", cls=_PlayGroup)
+def play():
+    """Watch a trick work on the shipped teacher: on your own code once its
+    task passes (`kata grade`), on the model's own code before that.
+
+    \b
+    kata play [PROMPT]           the teacher (or --model draft) continues your text
+    kata play cache [PROMPT]     the same sentence written twice: re-reading everything, then with a KV cache
+    kata play moe [PROMPT]       which experts the router sends each character to, and each expert's load
+    """
+
+
+def _play_source(kata: str, tasks: tuple[str, ...], target: str):
+    from grader import play as demos
+
+    try:
+        return demos.kata_source(kata, tasks, target)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _shipped_teacher():
+    from reference.model import Model
+
+    try:
+        return Model.pretrained("teacher")
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+_PLAY_TARGET = click.option(
+    "--target",
+    default="katas",
+    show_default=True,
+    help="Whose code: 'katas' (yours, once its task passes), 'reference' or a directory of kata modules.",
+)
+
+
+@play.command("cache")
+@click.argument("prompt", default="R")
+@click.option(
+    "--tokens", "-n", default=9, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
+)
+@_PLAY_TARGET
+def play_cache(prompt, tokens, target):
+    """Write the same sentence twice: re-reading the whole text for every
+    character, then remembering it with a KV cache; count the work of each."""
+    from grader import play as demos
+    from reference.tokenizer import decode, encode
+
+    model = _shipped_teacher()
+    try:
+        ids = encode(prompt)
+        if not ids or len(ids) + tokens > model.config.max_seq_len:
+            raise ValueError(
+                f"the prompt needs 1 to {model.config.max_seq_len - tokens} characters for {tokens} new ones"
+            )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    source = _play_source("kv_cache", ("cache", "forward"), target)
+    click.echo(f"The teacher writes {tokens} characters after {prompt!r}, twice; code: {source.says}.\n")
+    ways = (
+        ("1. re-reading everything: the whole text through every layer, for every character", None),
+        ("2. remembering: each character through each layer once (a KV cache)", source),
+    )
+    last = []
+    for title, way in ways:
+        click.echo(title)
+        click.echo(prompt, nl=False)
+        steps = demos.naive_steps(model, ids, tokens) if way is None else demos.cached_steps(model, ids, tokens, way)
+        try:
+            done = []
+            for step in steps:
+                done.append(step)
+                click.echo(decode([step.token]), nl=False)
+        except Exception as exc:  # the learner's code: say what it raised, in one line
+            raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+        click.echo(f"\n   {done[-1].positions:,} token passes per layer, {done[-1].macs:,} multiply-accumulates\n")
+        last.append(done)
+    naive, cached = last
+    same = [s.token for s in naive] == [s.token for s in cached]
+    ratio = demos.work_ratio(naive[-1], cached[-1])
+    macs = cached[-1].macs / naive[-1].macs
+    verdict = "same sentence" if same else "a DIFFERENT sentence (the cache changed what the model writes)"
+    click.echo(f"{verdict}, {ratio} of the work ({macs:.2f}x the multiply-accumulates)")
+
+
+_EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")
+
+
+@play.command("moe")
+@click.argument("prompt", default="Return the number of items in the queue.")
+@click.option("--layer", default=0, show_default=True, type=click.IntRange(min=0), help="Whose router: layer 0, 1, ...")
+@_PLAY_TARGET
+def play_moe(prompt, layer, target):
+    """Colour each character of PROMPT by the experts one layer's router
+    sends it to, and set each expert's load against an even split."""
+    from grader import play as demos
+    from reference.tokenizer import encode
+
+    model = _shipped_teacher()
+    source = _play_source("moe", ("router", "top_k"), target)
+    try:
+        ids = encode(prompt)
+        if not 1 <= len(ids) <= model.config.max_seq_len:
+            raise ValueError(f"the prompt needs 1 to {model.config.max_seq_len} characters")
+        routed = demos.routing(model, ids, layer, source)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+    c = model.config
+    click.echo(f"Layer {layer} routes each character to {c.top_k} of {c.n_experts} experts; code: {source.says}.\n")
+    shown = "".join(ch if ch.isprintable() else " " for ch in prompt)
+    painted = "".join(
+        click.style(ch, fg=_EXPERT_COLOURS[e % len(_EXPERT_COLOURS)]) for ch, e in zip(shown, routed.experts[:, 0])
+    )
+    click.echo(f"{'text':<8}{painted}", color=_colour())
+    for rank in range(c.top_k):
+        label = ("first", "second", "third", "fourth")[rank] if rank < 4 else f"#{rank + 1}"
+        click.echo(f"{label:<8}{''.join(str(e) if e < 10 else '+' for e in routed.experts[:, rank])}")
+    click.echo(f"\nload per expert (an even split is {routed.even:g} each):")
+    for e, n in enumerate(routed.load):
+        bar = click.style("#" * int(n), fg=_EXPERT_COLOURS[e % len(_EXPERT_COLOURS)])
+        click.echo(f"  expert {e}: {int(n):>3} ({n / routed.even:.2f}x)  {bar}", color=_colour())
+
+
+@play.command("write")
 @click.argument("prompt", default="def ")
 @click.option(
     "--model",
@@ -414,8 +550,8 @@ def test_cmd(kata, pytest_args, target):
     is_flag=True,
     help="Generate the naive way, re-reading the whole text for every character, to feel the difference.",
 )
-def play_cmd(prompt, model_name, tokens, temperature, seed, no_cache):
-    """Let a shipped model continue PROMPT, and say how fast it wrote."""
+def play_write(prompt, model_name, tokens, temperature, seed, no_cache):
+    """Let a shipped model continue PROMPT, and say how fast it wrote (`kata play PROMPT` does this too)."""
     import numpy as np
 
     from reference.lm import CachedLM

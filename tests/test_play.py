@@ -1,0 +1,154 @@
+"""`kata play`'s demos: each renders to a plain console (CliRunner: no
+terminal, no colour) with figures this file computes on its own, and runs
+the learner's code, swapped here for fixture modules that are easy to tell
+from the reference: a cache that re-reads everything, a router that picks
+the least likely experts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from reference.lm import shipped_model
+from reference.model import rms_norm, softmax, top_k_route
+from reference.sampling import generate_naive
+from reference.tokenizer import decode, encode
+
+TEACHER = shipped_model("teacher")
+pytestmark = pytest.mark.skipif(TEACHER is None, reason="the shipped teacher's weights are missing")
+
+# A kv_cache whose "cache" keeps the tokens and re-reads all of them every call.
+REREADING_CACHE = """
+class KVCache:
+    def __init__(self):
+        self.tokens = []
+
+    @classmethod
+    def for_model(cls, model):
+        return cls()
+
+
+def forward_cached(model, tokens, cache):
+    cache.tokens += [int(t) for t in tokens]
+    return model.forward(cache.tokens)[-len(tokens):]
+"""
+
+# A moe whose router ranks the experts from the least likely up.
+BACKWARD_ROUTER = """
+import numpy as np
+
+
+def router_probs(x, w_router):
+    z = x @ w_router
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def top_k_gating(probs, k, normalize=True):
+    idx = np.argsort(probs, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(probs, idx, axis=-1)
+    return idx, w / w.sum(axis=-1, keepdims=True)
+"""
+
+
+@pytest.fixture()
+def cli(tmp_path, monkeypatch):
+    """A CliRunner whose grade state and work directory are tmp_path's own."""
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path / "katas"))
+    (tmp_path / "katas").mkdir()
+    return CliRunner()
+
+
+def _passes(tmp_path, kata: str, tasks: list[str]) -> None:
+    """Record a last grade in which kata's tasks pass."""
+    (tmp_path / "state").mkdir(exist_ok=True)
+    (tmp_path / "state" / "last_grade.json").write_text(json.dumps({kata: {t: "pass" for t in tasks}}))
+
+
+def _passes_per_layer(output: str) -> list[int]:
+    return [int(n.replace(",", "")) for n in re.findall(r"([\d,]+) token passes per layer", output)]
+
+
+def _expected_experts(text: str, layer: int, rank) -> np.ndarray:
+    """(T, K) experts of the teacher's router at layer, from the model's own pieces, best first (or as rank says)."""
+    m, ids = TEACHER, encode(text)
+    x, pos = m.embed(ids), np.arange(len(ids))
+    for i in range(layer + 1):
+        q, k, v = m.qkv(i, x, pos)
+        x = x + m.attend(i, q, k, v, pos, pos)
+        if i < layer:
+            x = x + m.mlp(i, x)
+    h = rms_norm(x, m.weights[f"layers.{layer}.mlp_norm"], m.config.norm_eps)
+    return rank(softmax(h.astype(np.float64) @ m.weights[f"layers.{layer}.router"]), m.config.top_k)
+
+
+def _shown_experts(output: str) -> list[str]:
+    return [line.split()[1] for line in output.splitlines() if line.startswith(("first ", "second "))]
+
+
+def test_play_lists_its_demos_in_its_help():
+    out = CliRunner().invoke(main, ["play", "--help"]).output
+    assert "kata play cache" in out and "kata play moe" in out and "kata play [PROMPT]" in out
+
+
+def test_play_cache_writes_the_teachers_sentence_twice_with_a_fifth_of_the_work(cli):
+    result = cli.invoke(main, ["play", "cache", "R", "-n", "9"])
+    assert result.exit_code == 0, result.output
+    text = "R" + decode(generate_naive(TEACHER, encode("R"), 9))
+    assert result.output.count(text) == 2, result.output
+    # Naive: 9 forwards over 1, 2, ..., 9 tokens; cached: the prompt, then one token a step.
+    assert _passes_per_layer(result.output) == [sum(range(1, 10)), 9]
+    assert "same sentence, 1/5 of the work" in result.output
+    assert "\x1b[" not in result.output
+
+
+def test_play_cache_runs_the_learners_cache_only_once_its_tasks_pass(cli, tmp_path):
+    (tmp_path / "katas" / "kv_cache.py").write_text(REREADING_CACHE)
+    before = cli.invoke(main, ["play", "cache", "R", "-n", "5"])
+    assert "the model's own, since your kv_cache tasks" in before.output, before.output
+    assert _passes_per_layer(before.output) == [15, 5]
+    _passes(tmp_path, "kv_cache", ["cache", "forward"])
+    after = cli.invoke(main, ["play", "cache", "R", "-n", "5"])
+    assert after.exit_code == 0, after.output
+    assert f"yours, {tmp_path / 'katas' / 'kv_cache.py'}" in after.output
+    # The learner's cache re-reads 1 + 1, 2 + 1, ... tokens: as much work as no cache at all.
+    assert _passes_per_layer(after.output) == [15, 15]
+    assert "same sentence, 1 of the work" in after.output
+
+
+def test_play_moe_shows_the_experts_the_teachers_router_chooses(cli):
+    text = "Return the queue."
+    result = cli.invoke(main, ["play", "moe", text, "--layer", "1"])
+    assert result.exit_code == 0, result.output
+    experts, _ = _expected_experts(text, 1, top_k_route)
+    assert _shown_experts(result.output) == ["".join(map(str, experts[:, r])) for r in range(2)]
+    load = np.bincount(experts.ravel(), minlength=TEACHER.config.n_experts)
+    even = experts.size / TEACHER.config.n_experts
+    for e, n in enumerate(load):
+        assert f"expert {e}: {n:>3} ({n / even:.2f}x)" in result.output
+    assert "\x1b[" not in result.output
+
+
+def test_play_moe_runs_the_learners_router(cli, tmp_path):
+    (tmp_path / "katas" / "moe.py").write_text(BACKWARD_ROUTER)
+    _passes(tmp_path, "moe", ["router", "top_k"])
+    text = "def queue"
+    result = cli.invoke(main, ["play", "moe", text])
+    assert result.exit_code == 0, result.output
+    backward = _expected_experts(text, 0, lambda p, k: np.argsort(p, axis=-1, kind="stable")[:, :k])
+    assert _shown_experts(result.output) == ["".join(map(str, backward[:, r])) for r in range(2)]
+
+
+def test_play_names_what_was_wrong(cli, tmp_path):
+    assert "prompt needs" in cli.invoke(main, ["play", "cache", "x" * 300]).output
+    assert "layer must be in [0, 4)" in cli.invoke(main, ["play", "moe", "--layer", "7"]).output
+    (tmp_path / "katas" / "kv_cache.py").write_text("def forward_cached(*a):\n    raise NotImplementedError\n")
+    _passes(tmp_path, "kv_cache", ["cache", "forward"])
+    broken = cli.invoke(main, ["play", "cache"])
+    assert broken.exit_code == 1 and "raised AttributeError" in broken.output, broken.output
