@@ -405,6 +405,8 @@ def play():
     kata play [PROMPT]           the teacher (or --model draft) continues your text
     kata play cache [PROMPT]     the same sentence written twice: re-reading everything, then with a KV cache
     kata play moe [PROMPT]       which experts the router sends each character to, and each expert's load
+    kata play speculate [PROMPT] the draft guesses, the teacher checks them all in one call
+    kata play quantize           one weight snapping to the nearest allowed level as the bits go down
     """
 
 
@@ -481,6 +483,111 @@ def play_cache(prompt, tokens, target):
     macs = cached[-1].macs / naive[-1].macs
     verdict = "same sentence" if same else "a DIFFERENT sentence (the cache changed what the model writes)"
     click.echo(f"{verdict}, {ratio} of the work ({macs:.2f}x the multiply-accumulates)")
+
+
+@play.command("speculate")
+@click.argument("prompt", default="Return the ")
+@click.option(
+    "--tokens", "-n", default=40, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
+)
+@click.option("--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round.")
+@_PLAY_TARGET
+def play_speculate(prompt, tokens, k, target):
+    """The distilled draft guesses K characters a round, the teacher checks
+    them all in one call and keeps what it would have written itself."""
+    from grader import play as demos
+    from reference.lm import CachedLM, generate
+    from reference.model import Model
+    from reference.tokenizer import decode, encode
+
+    teacher = _shipped_teacher()
+    draft = Model.pretrained("draft")
+    source = _play_source("speculative", ("greedy",), target)
+    try:
+        ids = encode(prompt)
+        if not ids or len(ids) + tokens > teacher.config.max_seq_len:
+            raise ValueError(f"the prompt needs 1 to {teacher.config.max_seq_len - tokens} characters")
+        rounds = []
+        click.echo(
+            f"The draft guesses {k} characters a round, the teacher checks them in one call; code: {source.says}.\n"
+        )
+        click.echo(f"{'round':>5}  {'guessed':<{k + 2}}  kept  teacher wrote")
+        for r in demos.speculative_rounds(teacher, draft, ids, tokens, k, source):
+            rounds.append(r)
+            fix = decode(r.emitted[-1:])
+            why = f" (not {decode(r.drafted[r.accepted : r.accepted + 1])!r})" if r.accepted < len(r.drafted) else ""
+            click.echo(f"{len(rounds):>5}  {decode(r.drafted)!r:<{k + 2}}  {r.accepted:>4}  {fix!r}{why}")
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+    written = [t for r in rounds for t in r.emitted][:tokens]
+    kept = "".join(
+        click.style(decode(r.emitted[:-1]), fg="green") + click.style(decode(r.emitted[-1:]), fg="yellow")
+        for r in rounds
+    )
+    click.echo(f"\n{prompt}{kept}", color=_colour())
+    own = generate(CachedLM(teacher), ids, tokens)
+    click.echo(
+        f"\n{len(rounds)} teacher calls for {len(written)} characters: {len(written) / len(rounds):.2f} per call "
+        f"(plain decoding: 1); {sum(r.accepted for r in rounds)} of {sum(len(r.drafted) for r in rounds)} guesses kept"
+    )
+    same = "yes" if written == own else "NO: the rounds changed what the teacher writes"
+    click.echo(f"the same text as the teacher's own greedy decoding: {same}")
+
+
+@play.command("quantize")
+@click.option(
+    "--weight", "name", default="layers.0.wq", show_default=True, help="Which of the teacher's weight matrices."
+)
+@click.option(
+    "--index",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Which weight of it, counted along its input axis (where its groups of 32 run).",
+)
+@click.option("--prompt", default="Return the ", show_default=True, help="What the quantized teacher continues.")
+@_PLAY_TARGET
+def play_quantize(name, index, prompt, target):
+    """Step one of the teacher's weights down from 8 bits to 2 and watch it
+    snap to the nearest allowed level: the error, the teacher's bytes, and
+    what the quantized teacher writes, per group of 32 and per tensor."""
+    from grader import play as demos
+    from reference.tokenizer import encode
+
+    model = _shipped_teacher()
+    source = _play_source("quantization", ("symmetric", "grouped", "model"), target)
+    try:
+        rows = demos.snaps(model, name, index, (8, 6, 4, 3, 2), encode(prompt), 24, source)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+    first = rows[0]
+    span = float(first.levels[-1])
+    click.echo(
+        f"Weight {index} of {name} is {first.value:+.5f}; its group of 32 spans +-{span:.5f}; code: {source.says}.\n"
+    )
+    width = 57
+    col = lambda v: int(round((v + span) / (2 * span) * (width - 1))) if span > 0 else width // 2  # noqa: E731
+    for r in rows:
+        line = ["-"] * width
+        for level in r.levels:
+            line[col(level)] = "|"
+        line[col(r.snapped)] = "O"
+        mark = [" "] * width
+        mark[col(r.value)] = "v"
+        click.echo(f"{'':>8}{''.join(mark)}")
+        click.echo(f"{r.bits:>2} bits {''.join(line)}  {len(r.levels)} levels")
+    click.echo(
+        f"\n{'bits':>4}  {'grouped':>9}  {'error':>9}  {'per tensor':>10}  {'error':>9}  {'teacher bytes':>13}  writes"
+    )
+    for r in rows:
+        click.echo(
+            f"{r.bits:>4}  {r.snapped:>+9.5f}  {r.snapped - r.value:>+9.5f}  {r.per_tensor:>+10.5f}  "
+            f"{r.per_tensor - r.value:>+9.5f}  {r.model_bytes:>13,}  {prompt + r.text!r}"
+        )
 
 
 _EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")

@@ -24,6 +24,7 @@ from grader.registry import find_kata
 from reference.lm import CachedLM
 from reference.model import Model, rms_norm, softmax, top_k_route
 from reference.sampling import sample_token
+from reference.tokenizer import decode
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,135 @@ def routing(model: Model, tokens: list[int], layer: int, source: Source) -> Rout
     experts, gates = np.asarray(experts, dtype=np.int64), np.asarray(gates, dtype=np.float64)
     load = np.bincount(experts.ravel(), minlength=c.n_experts)
     return Routing(layer, experts, gates, load, experts.size / c.n_experts)
+
+
+# ------------------------------------------------------------------ speculate
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of greedy speculative decoding."""
+
+    drafted: list[int]  # the draft's k guesses
+    emitted: list[int]  # what the round wrote: the accepted guesses, then the teacher's own token
+
+    @property
+    def accepted(self) -> int:
+        return len(self.emitted) - 1
+
+
+def speculative_rounds(target: Model, draft: Model, prompt: list[int], n_new: int, k: int, source: Source):
+    """Greedy speculative decoding, one round at a time: the draft guesses up
+    to k tokens (one call each), the teacher scores them all in one call, and
+    source's greedy_accept (or the rule itself: the longest prefix of guesses
+    equal to the teacher's argmax, then the teacher's argmax) keeps what the
+    teacher would have written. Yields each Round."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int (draft tokens per round), got {k!r}")
+    teacher, guesser = CachedLM(target), CachedLM(draft)
+    seq, done = list(prompt), 0
+    while done < n_new:
+        k_round = min(k, n_new - done - 1)
+        drafted: list[int] = []
+        for _ in range(k_round):
+            drafted.append(sample_token(guesser.logits(seq + drafted)[-1], 0.0))
+        scores = teacher.logits(seq + drafted)[len(seq) - 1 :]  # (k_round + 1, V)
+        if source.module is None:
+            best = np.argmax(scores, axis=-1)
+            keep = next((i for i, x in enumerate(drafted) if x != best[i]), k_round)
+            emitted = drafted[:keep] + [int(best[keep])]
+        else:
+            emitted = [int(t) for t in source.module.greedy_accept(drafted, scores)]
+        if not 1 <= len(emitted) <= k_round + 1:
+            raise ValueError(f"greedy_accept returned {len(emitted)} tokens for {k_round} guesses")
+        seq += emitted
+        done += len(emitted)
+        yield Round(drafted, emitted)
+
+
+# ------------------------------------------------------------------ quantize
+
+
+@dataclass(frozen=True)
+class Snap:
+    """One weight of the teacher quantized at one width: the grid and where it lands."""
+
+    bits: int
+    value: float  # the weight
+    step: float  # the grid's spacing in its group: max |group| / qmax
+    levels: np.ndarray  # every value the width allows in its group (2 qmax + 1 of them)
+    snapped: float  # what the weight comes back as, grouped
+    per_tensor: float  # what it comes back as with one scale for the whole weight matrix
+    model_bytes: int  # the teacher: linear weights at this width with an fp16 scale per group, the rest float32
+    text: str  # what the teacher, quantized grouped at this width, writes after the prompt
+
+
+GROUP = 32  # weights per scale, as llama.cpp's Q4_0 and Q8_0
+LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # what quantize_model quantizes
+
+
+def _grouped(x: np.ndarray, bits: int) -> np.ndarray:
+    """x (..., L) through grouped quantization and back, by the rule: a scale
+    max |group| / qmax per GROUP values, codes round(x / scale) half to even."""
+    qmax = 2 ** (bits - 1) - 1
+    g = x.reshape(*x.shape[:-1], -1, GROUP).astype(np.float64)
+    scale = np.abs(g).max(axis=-1, keepdims=True) / qmax
+    safe = np.where(scale > 0, scale, 1.0)
+    return (np.round(g / safe) * scale).reshape(x.shape).astype(np.float32)
+
+
+def _quantized_model(model: Model, bits: int, source: Source) -> Model:
+    if source.module is not None:
+        return source.module.quantize_model(model, bits, GROUP)
+    out = model.copy()
+    for name, w in out.weights.items():
+        if name.split(".")[-1] in LINEAR:
+            out.weights[name] = np.swapaxes(_grouped(np.swapaxes(w, -1, -2), bits), -1, -2).copy()
+    return out
+
+
+def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text: int, source: Source) -> list[Snap]:
+    """Weight `index` (flat, along the input axis) of weight `name` at each
+    width, grouped (source's quantize_grouped and dequantize_grouped, or the
+    rule itself) and per tensor (quantize_symmetric, or the rule); and what
+    the teacher quantized at that width (quantize_model, or the rule) writes."""
+    from reference.lm import generate
+
+    if name not in model.weights or name.split(".")[-1] not in LINEAR:
+        raise ValueError(f"the teacher has no quantized weight {name!r}; try layers.0.wq or out")
+    rows = np.swapaxes(model.weights[name], -1, -2)  # (..., out, in): groups run along the input axis
+    flat = rows.reshape(-1)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < flat.size:
+        raise ValueError(f"index must be in [0, {flat.size}), got {index!r}")
+    start = index - index % GROUP
+    group = flat[start : start + GROUP].astype(np.float32)
+    linear = sum(w.size for n, w in model.weights.items() if n.split(".")[-1] in LINEAR)
+    out = []
+    for bits in widths:
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
+            raise ValueError(f"bits must be an int in [2, 8], got {bits!r}")
+        qmax = 2 ** (bits - 1) - 1
+        step = float(np.max(np.abs(group))) / qmax
+        tensor_step = float(np.max(np.abs(rows))) / qmax
+        if source.module is None:
+            back = _grouped(group[None, :], bits).reshape(-1)
+            whole = float(np.round(flat[index] / tensor_step) * tensor_step)
+        else:
+            q, scales = source.module.quantize_grouped(group[None, :], bits, GROUP)
+            back = np.asarray(source.module.dequantize_grouped(q, scales, GROUP), dtype=np.float64).reshape(-1)
+            q, scale = source.module.quantize_symmetric(rows, bits)
+            whole = float(np.asarray(source.module.dequantize_symmetric(q, scale)).reshape(-1)[index])
+        text = generate(CachedLM(_quantized_model(model, bits, source)), prompt, n_text)
+        out.append(
+            Snap(
+                bits=bits,
+                value=float(flat[index]),
+                step=step,
+                levels=np.arange(-qmax, qmax + 1) * step,
+                snapped=float(back[index % GROUP]),
+                per_tensor=whole,
+                model_bytes=linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4,
+                text=decode(text),
+            )
+        )
+    return out

@@ -20,6 +20,7 @@ from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
 
 TEACHER = shipped_model("teacher")
+LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # the weights quantize_model quantizes
 pytestmark = pytest.mark.skipif(TEACHER is None, reason="the shipped teacher's weights are missing")
 
 # A kv_cache whose "cache" keeps the tokens and re-reads all of them every call.
@@ -152,3 +153,117 @@ def test_play_names_what_was_wrong(cli, tmp_path):
     _passes(tmp_path, "kv_cache", ["cache", "forward"])
     broken = cli.invoke(main, ["play", "cache"])
     assert broken.exit_code == 1 and "raised AttributeError" in broken.output, broken.output
+
+
+# A speculative kata whose greedy_accept never keeps a guess: the teacher writes every character itself.
+KEEPS_NOTHING = """
+import numpy as np
+
+
+def greedy_accept(draft_tokens, target_logits):
+    return [int(np.argmax(np.asarray(target_logits)[0]))]
+"""
+
+# A quantization kata that rounds every code toward zero.
+TRUNCATES = """
+import numpy as np
+
+
+def quantize_grouped(x, bits, group_size):
+    qmax = 2 ** (bits - 1) - 1
+    g = np.asarray(x, dtype=np.float64).reshape(*np.shape(x)[:-1], -1, group_size)
+    scales = np.abs(g).max(axis=-1) / qmax
+    return np.trunc(g / scales[..., None]).reshape(np.shape(x)).astype(np.int8), scales
+
+
+def dequantize_grouped(q, scales, group_size):
+    q = np.asarray(q, dtype=np.float64)
+    return (q.reshape(*q.shape[:-1], -1, group_size) * np.asarray(scales)[..., None]).reshape(q.shape)
+
+
+def quantize_symmetric(x, bits, axis=None):
+    scale = np.abs(x).max() / (2 ** (bits - 1) - 1)
+    return np.trunc(x / scale).astype(np.int8), scale
+
+
+def dequantize_symmetric(q, scale):
+    return q * scale
+
+
+def quantize_model(model, bits, group_size=32):
+    return model
+"""
+
+
+def _rounds(output: str) -> list[tuple[int, int]]:
+    """(round, kept) of every row of the speculate table."""
+    return [(int(m[1]), int(m[2])) for m in re.finditer(r"^\s*(\d+)  '.*?'\s+(\d+)  ", output, re.M)]
+
+
+def test_play_speculate_keeps_what_the_teacher_would_write_and_says_how_many_calls(cli):
+    draft = shipped_model("draft")
+    prompt, n, k = encode("Return the "), 24, 4
+    own = generate_naive(TEACHER, prompt, n)
+    result = cli.invoke(main, ["play", "speculate", "Return the ", "-n", str(n), "--k", str(k)])
+    assert result.exit_code == 0, result.output
+    # Each round keeps the draft's guesses up to the first that differs from the teacher's own text.
+    seq, done, want = list(prompt), 0, []
+    while done < n:
+        k_round = min(k, n - done - 1)
+        guesses = generate_naive(draft, seq, k_round) if k_round else []
+        kept = next((i for i, (g, t) in enumerate(zip(guesses, own[done:])) if g != t), k_round)
+        want.append(kept)
+        seq += own[done : done + kept + 1]
+        done += kept + 1
+    assert [kept for _, kept in _rounds(result.output)] == want
+    assert f"{len(want)} teacher calls for {n} characters" in result.output
+    assert "the same text as the teacher's own greedy decoding: yes" in result.output
+    assert "Return the " + decode(own) in result.output
+
+
+def test_play_speculate_runs_the_learners_greedy_accept(cli, tmp_path):
+    (tmp_path / "katas" / "speculative.py").write_text(KEEPS_NOTHING)
+    _passes(tmp_path, "speculative", ["greedy"])
+    result = cli.invoke(main, ["play", "speculate", "-n", "10"])
+    assert result.exit_code == 0, result.output
+    assert {kept for _, kept in _rounds(result.output)} == {0}
+    assert "10 teacher calls for 10 characters" in result.output
+
+
+def _quantize_rows(output: str) -> dict[int, list[float]]:
+    """bits -> (grouped, error, per tensor, error) of the quantize table."""
+    rows = re.findall(r"^\s*(\d)\s+([+-][\d.]+)\s+([+-][\d.]+)\s+([+-][\d.]+)\s+([+-][\d.]+)\s+([\d,]+)", output, re.M)
+    return {int(r[0]): [float(v) for v in r[1:5]] + [int(r[5].replace(",", ""))] for r in rows}
+
+
+def test_play_quantize_snaps_the_weight_to_its_nearest_level_at_every_width(cli):
+    name, index = "layers.1.w_up", 77
+    result = cli.invoke(main, ["play", "quantize", "--weight", name, "--index", str(index)])
+    assert result.exit_code == 0, result.output
+    rows = np.swapaxes(TEACHER.weights[name], -1, -2).astype(np.float64)
+    flat = rows.reshape(-1)
+    group = flat[index - index % 32 : index - index % 32 + 32]
+    linear = sum(
+        w.size
+        for n, w in TEACHER.weights.items()
+        if n.split(".")[-1] in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
+    )
+    shown = _quantize_rows(result.output)
+    assert sorted(shown) == [2, 3, 4, 6, 8]
+    for bits, (grouped, _, per_tensor, _, size) in shown.items():
+        qmax = 2 ** (bits - 1) - 1
+        step, tensor_step = np.abs(group).max() / qmax, np.abs(rows).max() / qmax
+        assert grouped == pytest.approx(np.round(flat[index] / step) * step, abs=1e-5)
+        assert per_tensor == pytest.approx(np.round(flat[index] / tensor_step) * tensor_step, abs=1e-5)
+        assert size == linear * bits // 8 + linear // 32 * 2 + (TEACHER.config.n_params() - linear) * 4
+        assert f"{2 * qmax + 1} levels" in result.output
+
+
+def test_play_quantize_runs_the_learners_quantizers(cli, tmp_path):
+    (tmp_path / "katas" / "quantization.py").write_text(TRUNCATES)
+    _passes(tmp_path, "quantization", ["symmetric", "grouped", "model"])
+    result = cli.invoke(main, ["play", "quantize", "--index", "5"])
+    assert result.exit_code == 0, result.output
+    w = np.swapaxes(TEACHER.weights["layers.0.wq"], -1, -2).reshape(-1).astype(np.float64)
+    step = np.abs(w[:32]).max() / 7
+    assert _quantize_rows(result.output)[4][0] == pytest.approx(np.trunc(w[5] / step) * step, abs=1e-5)
