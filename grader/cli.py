@@ -407,6 +407,7 @@ def play():
     kata play moe [PROMPT]       which experts the router sends each character to, and each expert's load
     kata play speculate [PROMPT] the draft guesses, the teacher checks them all in one call
     kata play quantize           one weight snapping to the nearest allowed level as the bits go down
+    kata play distill [TEXT]     what the teacher thinks comes next, beside its students
     """
 
 
@@ -588,6 +589,46 @@ def play_quantize(name, index, prompt, target):
             f"{r.bits:>4}  {r.snapped:>+9.5f}  {r.snapped - r.value:>+9.5f}  {r.per_tensor:>+10.5f}  "
             f"{r.per_tensor - r.value:>+9.5f}  {r.model_bytes:>13,}  {prompt + r.text!r}"
         )
+
+
+@play.command("distill")
+@click.argument("text", default="Return the number of items in the queue.")
+@click.option(
+    "--at", "at", default="7,11,14", show_default=True, help="Positions of TEXT to show (the characters after them)."
+)
+@_PLAY_TARGET
+def play_distill(text, at, target):
+    """What the teacher thinks comes next in TEXT, beside its distilled draft
+    and two bigram students your distill_bigram trains on the teacher's soft
+    targets and on hard labels alone; how far each student is (KL)."""
+    from grader import play as demos
+    from reference.model import Model
+    from reference.tokenizer import decode, encode
+
+    teacher, draft = _shipped_teacher(), Model.pretrained("draft")
+    source = _play_source("distillation", ("distill",), target)
+    try:
+        where = [int(i) for i in at.split(",")]
+        ids = encode(text)
+        train = encode(demos.training_text(teacher.config.max_seq_len))
+        positions, mean_kl = demos.distill_positions(teacher, draft, train, ids, where, source)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+    click.echo(f"What comes next, by the teacher and its students; bigram students by: {source.says}.")
+    for pos in positions:
+        click.echo(f"\n...{pos.context[-24:]!r} -> next came {pos.next_char!r}")
+        for name, probs in pos.probs.items():
+            cells = "  ".join(
+                f"{decode([t])!r} {probs[t]:>4.0%} {'#' * int(round(probs[t] * 20)):<20}" for t in pos.top
+            )
+            kl = f"  KL {pos.kl[name]:.2f}" if name in pos.kl else ""
+            click.echo(f"  {name:<13} {cells}{kl}")
+    means = ", ".join(f"{name} {kl:.2f}" for name, kl in mean_kl.items())
+    click.echo(f"\nmean KL(teacher || student) over the text, in nats: {means}")
+    if source.module is None:
+        click.echo("(the bigram students join once your distillation task distill passes)")
 
 
 _EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")

@@ -276,3 +276,71 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
             )
         )
     return out
+
+
+# ------------------------------------------------------------------ distill
+
+
+@dataclass(frozen=True)
+class Position:
+    """The next-character distributions of the models at one position of a text."""
+
+    context: str  # the text up to the position
+    next_char: str  # the character that came next
+    probs: dict[str, np.ndarray]  # model name -> (V,) probabilities of the next character
+    kl: dict[str, float]  # student name -> KL(teacher || student) here, in nats
+    top: list[int]  # the teacher's three likeliest next characters, likeliest first
+
+
+def training_text(n: int) -> str:
+    """n characters of the corpus the shipped models were trained on (reference/data/train.txt)."""
+    from reference.model import WEIGHTS_DIR
+
+    path = WEIGHTS_DIR.parent / "data" / "train.txt"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"the training text is missing ({path}): {exc}") from None
+    return text[:n]
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    z = x - np.max(x, axis=-1, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+
+
+def distill_positions(teacher: Model, draft: Model, train: list[int], text: list[int], at: list[int], source: Source):
+    """The teacher's, the distilled draft's and (with source's distill_bigram)
+    two bigram students' next-character distributions at positions `at` of
+    text: one bigram distilled on the teacher's soft targets (T = 2, alpha =
+    0.9), one on hard labels alone (alpha = 0), both trained on the teacher's
+    logits over `train` with the same steps. Returns (positions, mean KL of
+    each student over text)."""
+    if not at or any(not 1 <= i < len(text) for i in at):
+        raise ValueError(f"positions must lie in [1, {len(text)}), got {at}")
+    logits = {"teacher": teacher.forward(text).astype(np.float64), "draft": draft.forward(text).astype(np.float64)}
+    if source.module is not None:
+        ids = np.asarray(train)
+        soft_targets = teacher.forward(ids).astype(np.float64)[:-1]
+        prev, nxt = ids[:-1], ids[1:]
+        rng = np.random.default_rng(0)
+        for name, alpha in (("bigram, soft", 0.9), ("bigram, hard", 0.0)):
+            table = source.module.distill_bigram(
+                soft_targets, prev, nxt, temperature=2.0, alpha=alpha, steps=150, lr=20.0, rng=rng
+            )
+            logits[name] = np.asarray(table, dtype=np.float64)[np.asarray(text)]  # each position's row: its token's
+    # Row j of every model's logits predicts text[j + 1]: the character after position i reads row i - 1.
+    logp = {name: _log_softmax(lg) for name, lg in logits.items()}
+    p = np.exp(logp["teacher"])
+    kl_all = {name: np.sum(p * (logp["teacher"] - lp), axis=-1) for name, lp in logp.items() if name != "teacher"}
+    out = [
+        Position(
+            context=decode(text[:i]),
+            next_char=decode(text[i : i + 1]),
+            probs={name: np.exp(lp[i - 1]) for name, lp in logp.items()},
+            kl={name: float(kl[i - 1]) for name, kl in kl_all.items()},
+            top=[int(t) for t in np.argsort(-p[i - 1], kind="stable")[:3]],
+        )
+        for i in at
+    ]
+    return out, {name: float(np.mean(kl[:-1])) for name, kl in kl_all.items()}

@@ -267,3 +267,50 @@ def test_play_quantize_runs_the_learners_quantizers(cli, tmp_path):
     w = np.swapaxes(TEACHER.weights["layers.0.wq"], -1, -2).reshape(-1).astype(np.float64)
     step = np.abs(w[:32]).max() / 7
     assert _quantize_rows(result.output)[4][0] == pytest.approx(np.trunc(w[5] / step) * step, abs=1e-5)
+
+
+# A distillation kata whose students never learn: a table of zeros, so every next character gets 1/V.
+UNIFORM_STUDENT = """
+import numpy as np
+
+
+def distill_bigram(teacher_logits, prev_tokens, labels, *, temperature, alpha, steps, lr, rng):
+    V = np.shape(teacher_logits)[1]
+    return np.zeros((V, V))
+"""
+
+
+def _shown_probs(output: str, name: str) -> list[list[int]]:
+    """Per position shown, the percentages on `name`'s row."""
+    return [
+        [int(p) for p in re.findall(r"'.{1,2}'\s+(\d+)%", line)]
+        for line in output.splitlines()
+        if line.startswith(f"  {name} ")
+    ]
+
+
+def test_play_distill_sets_the_teachers_next_character_beside_its_draft(cli):
+    text, at = "Return the number.", [7, 11]
+    result = cli.invoke(main, ["play", "distill", text, "--at", "7,11"])
+    assert result.exit_code == 0, result.output
+    ids = encode(text)
+    teacher, draft = (
+        softmax(TEACHER.forward(ids).astype(np.float64)),
+        softmax(shipped_model("draft").forward(ids).astype(np.float64)),
+    )
+    for shown_t, shown_d, i in zip(_shown_probs(result.output, "teacher"), _shown_probs(result.output, "draft"), at):
+        top = np.argsort(-teacher[i - 1], kind="stable")[:3]
+        assert shown_t == [round(100 * teacher[i - 1][t]) for t in top]
+        assert shown_d == [round(100 * draft[i - 1][t]) for t in top]
+    kl = np.sum(teacher * (np.log(teacher) - np.log(draft)), axis=-1)
+    assert f"draft {np.mean(kl[:-1]):.2f}" in result.output
+    assert "the bigram students join once" in result.output
+
+
+def test_play_distill_trains_the_students_with_the_learners_distill_bigram(cli, tmp_path):
+    (tmp_path / "katas" / "distillation.py").write_text(UNIFORM_STUDENT)
+    _passes(tmp_path, "distillation", ["distill"])
+    result = cli.invoke(main, ["play", "distill", "Return the number.", "--at", "7"])
+    assert result.exit_code == 0, result.output
+    assert _shown_probs(result.output, "bigram, soft") == [[1, 1, 1]]  # 1/96 each
+    assert _shown_probs(result.output, "bigram, hard") == [[1, 1, 1]]
