@@ -408,6 +408,7 @@ def play():
     kata play speculate [PROMPT] the draft guesses, the teacher checks them all in one call
     kata play quantize           one weight snapping to the nearest allowed level as the bits go down
     kata play distill [TEXT]     what the teacher thinks comes next, beside its students
+    kata play stack [PROMPT]     the deployed model: one bargain at a time, each measured
     """
 
 
@@ -629,6 +630,55 @@ def play_distill(text, at, target):
     click.echo(f"\nmean KL(teacher || student) over the text, in nats: {means}")
     if source.module is None:
         click.echo("(the bigram students join once your distillation task distill passes)")
+
+
+@play.command("stack")
+@click.argument("prompt", default="Return the ")
+@click.option(
+    "--tokens", "-n", default=48, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
+)
+@click.option("--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round.")
+@_PLAY_TARGET
+def play_stack(prompt, tokens, k, target):
+    """The deployed model the katas end on: the MoE teacher, its weights in
+    8 bits, served with a KV cache and speculative decoding from the distilled
+    draft. One bargain at a time, each measured in this run."""
+    from grader import play as demos
+    from reference.model import Model
+    from reference.tokenizer import decode, encode
+
+    teacher, draft = _shipped_teacher(), Model.pretrained("draft")
+    sources = {
+        "kv_cache": _play_source("kv_cache", ("cache", "forward"), target),
+        "quantization": _play_source("quantization", ("grouped", "model"), target),
+        "speculative": _play_source("speculative", ("greedy",), target),
+    }
+    try:
+        ids = encode(prompt)
+        if not ids or len(ids) + tokens > teacher.config.max_seq_len:
+            raise ValueError(f"the prompt needs 1 to {teacher.config.max_seq_len - tokens} characters")
+        rows = demos.stack(teacher, draft, ids, tokens, k, sources)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"the kata code raised {type(exc).__name__}: {exc}") from None
+    for kata, source in sources.items():
+        click.echo(f"{kata}: {source.says}")
+    click.echo(f"\n{tokens} characters after {prompt!r}, greedy\n")
+    click.echo(f"{'':<32}{'chars/s':>8}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
+    for row in rows:
+        same = "same" if row.tokens == rows[0].tokens else "differs"
+        click.echo(
+            f"{row.name:<32}{len(row.tokens) / row.seconds:>8.0f}{row.weight_bytes:>12,}{row.cache_bytes:>10,}"
+            f"{row.macs_per_token:>12,.0f}  {same}"
+        )
+    kept = "yes" if rows[-1].tokens == rows[-2].tokens else "NO"
+    click.echo(f"\nspeculative decoding wrote exactly what the int8 teacher writes on its own: {kept}")
+    click.echo(f"{prompt}{decode(rows[-1].tokens)}")
+    click.echo(
+        "\n(weights: bytes the model reads, 8.5 bits per linear weight once quantized, an fp16 scale per 32; here the "
+        "quantized weights are kept dequantized in float32, so they buy no speed, only size)"
+    )
 
 
 _EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")

@@ -9,6 +9,7 @@ the figures are what the code did.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -344,3 +345,83 @@ def distill_positions(teacher: Model, draft: Model, train: list[int], text: list
         for i in at
     ]
     return out, {name: float(np.mean(kl[:-1])) for name, kl in kl_all.items()}
+
+
+# ------------------------------------------------------------------ stack
+
+
+@dataclass(frozen=True)
+class Bargain:
+    """One row of the stack: a way of serving the teacher, measured."""
+
+    name: str
+    seconds: float  # wall clock for the whole generation
+    tokens: list[int]  # what it wrote
+    weight_bytes: int  # the weights it reads: float32, or 8.5 bits per linear weight once quantized (+ the draft)
+    cache_bytes: int  # keys and values held at the end (both models' for speculative decoding)
+    macs_per_token: float  # multiply-accumulates per new token, every model counted
+
+
+def _cache_bytes(model: Model, length: int) -> int:
+    c = model.config
+    return 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * length  # keys and values, float32
+
+
+def _weight_bytes(model: Model, bits: int | None) -> int:
+    if bits is None:
+        return model.config.n_params() * 4
+    linear = sum(w.size for n, w in model.weights.items() if n.split(".")[-1] in LINEAR)
+    return linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4
+
+
+def stack(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
+    """The bargains one at a time, each measured in this run: re-reading
+    everything; + a KV cache (sources['kv_cache']); + 8-bit grouped weights
+    (sources['quantization']); + speculative decoding from the draft, k
+    guesses a round (sources['speculative']). Every row decodes greedily."""
+    import time
+
+    rows = []
+
+    def measure(name: str, models: list[Model], run, weight_bytes: int, cache_bytes: int) -> None:
+        with contextlib.ExitStack() as counting:
+            works = [counting.enter_context(m.count_work()) for m in models]
+            start = time.perf_counter()
+            tokens = run()
+            seconds = time.perf_counter() - start
+        macs = sum(w.macs for w in works) / len(tokens)
+        rows.append(Bargain(name, seconds, tokens, weight_bytes, cache_bytes, macs))
+
+    length = len(prompt) + n_new
+    measure(
+        "re-read everything",
+        [teacher],
+        lambda: [s.token for s in naive_steps(teacher, prompt, n_new)],
+        _weight_bytes(teacher, None),
+        0,
+    )
+    measure(
+        "+ KV cache",
+        [teacher],
+        lambda: [s.token for s in cached_steps(teacher, prompt, n_new, sources["kv_cache"])],
+        _weight_bytes(teacher, None),
+        _cache_bytes(teacher, length),
+    )
+    int8 = _quantized_model(teacher, 8, sources["quantization"])
+    measure(
+        "+ int8 weights (grouped, G=32)",
+        [int8],
+        lambda: [s.token for s in cached_steps(int8, prompt, n_new, sources["kv_cache"])],
+        _weight_bytes(int8, 8),
+        _cache_bytes(int8, length),
+    )
+    measure(
+        f"+ speculative (draft, k={k})",
+        [int8, draft],
+        lambda: [
+            t for r in speculative_rounds(int8, draft, prompt, n_new, k, sources["speculative"]) for t in r.emitted
+        ],
+        _weight_bytes(int8, 8) + _weight_bytes(draft, None),
+        _cache_bytes(int8, length) + _cache_bytes(draft, length),
+    )
+    return rows

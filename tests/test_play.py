@@ -314,3 +314,41 @@ def test_play_distill_trains_the_students_with_the_learners_distill_bigram(cli, 
     assert result.exit_code == 0, result.output
     assert _shown_probs(result.output, "bigram, soft") == [[1, 1, 1]]  # 1/96 each
     assert _shown_probs(result.output, "bigram, hard") == [[1, 1, 1]]
+
+
+STACK = ("re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)", "+ speculative (draft, k=4)")
+
+
+def _stack_rows(output: str) -> dict[str, list[str]]:
+    """Row name -> (weights, cache, MACs/char, text as float32) of the stack table (its name is 32 wide)."""
+    return {line[:32].strip(): line[32:].split()[1:] for line in output.splitlines() if line[:32].strip() in STACK}
+
+
+def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
+    n, prompt = 16, encode("Return the ")
+    result = cli.invoke(main, ["play", "stack", "-n", str(n)])
+    assert result.exit_code == 0, result.output
+    rows = _stack_rows(result.output)
+    assert list(rows) == [
+        "re-read everything",
+        "+ KV cache",
+        "+ int8 weights (grouped, G=32)",
+        "+ speculative (draft, k=4)",
+    ]
+    c, params = TEACHER.config, TEACHER.config.n_params()
+    linear = sum(w.size for n_, w in TEACHER.weights.items() if n_.split(".")[-1] in LINEAR)
+    int8 = linear + linear // 32 * 2 + (params - linear) * 4
+    cache = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * (len(prompt) + n)
+    with TEACHER.count_work() as work:
+        generate_naive(TEACHER, prompt, n)
+    assert rows["re-read everything"] == [f"{params * 4:,}", "0", f"{work.macs / n:,.0f}", "same"]
+    assert rows["+ KV cache"][:2] == [f"{params * 4:,}", f"{cache:,}"] and rows["+ KV cache"][3] == "same"
+    assert rows["+ int8 weights (grouped, G=32)"][:2] == [f"{int8:,}", f"{cache:,}"]
+    assert "wrote exactly what the int8 teacher writes on its own: yes" in result.output
+
+
+def test_play_stack_runs_the_learners_quantize_model(cli, tmp_path):
+    (tmp_path / "katas" / "quantization.py").write_text(TRUNCATES)  # its quantize_model hands the model back
+    _passes(tmp_path, "quantization", ["grouped", "model"])
+    rows = _stack_rows(cli.invoke(main, ["play", "stack", "-n", "16"]).output)
+    assert rows["+ int8 weights (grouped, G=32)"][3] == "same"
