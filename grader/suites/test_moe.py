@@ -203,12 +203,31 @@ def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale):
     assert d <= PROB_TOL, f"router_probs differs from the softmax over experts of x @ w_router by {d:.3g}"
 
 
+# Router logits (rows of x against an identity router) far past exp's range in float32 (88) and float64 (709).
+HUGE_LOGITS = [[1000.0, 999.0, -1000.0], [-1000.0, -1000.0, -1000.0], [88.75, 0.0, 90.0], [-800.0, 300.0, 299.5]]
+# A float32 logit of 1000 is only known to 6e-5 (one step of float32 there); a log-softmax (logits minus
+# their logsumexp, rounded there) passes that on to the probabilities.
+HUGE_PROB_TOL = 1e-3
+
+
+def test_router_probs_are_the_softmax_even_for_logits_of_a_thousand(kata):
+    x = np.array(HUGE_LOGITS, dtype=np.float32)
+    got = np.asarray(kata.router_probs(x, np.eye(3, dtype=np.float32)))
+    assert got.shape == x.shape, f"router_probs returned shape {got.shape}, expected (T, E) = {x.shape}"
+    assert np.all(np.isfinite(got)), (
+        f"router_probs returned NaN or inf for router logits {HUGE_LOGITS}: subtract each row's maximum before exp"
+    )
+    d = float(np.max(np.abs(got - _softmax64(x.astype(np.float64)))))
+    assert d <= HUGE_PROB_TOL, f"for router logits up to +-1000 router_probs differs from their softmax by {d:.3g}"
+
+
 def test_router_probs_rejects_mismatched_shapes(kata):
     x, w_router, *_ = _layer(1, 4, 6, 3, 2)
     for bad_x, bad_w, what in [
         (x, w_router[:5], "w_router with 5 rows for x of width 6"),
         (x[0], w_router, "a 1-D x"),
         (x, w_router[:, :, None], "a 3-D w_router"),
+        (x[:0], w_router, "an x of zero tokens (T must be >= 1)"),
     ]:
         assert _rejects(lambda: kata.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
 
@@ -303,6 +322,14 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
 @given(T=st.integers(0, 5000), E=st.integers(1, 64), k=st.integers(1, 64), factor=st.sampled_from(FACTORS))
 @example(T=0, E=4, k=1, factor=1.0)
 @example(T=7, E=8, k=1, factor=0.25)
+# shares exactly whole (3, 3, 7, 27, 27) that float rounding pushes just above it, so that the ceiling is one
+# too many, when a quotient by E (of T, k, the factor, factor * T or factor * k) is rounded before the rest
+# multiplies it
+@example(T=4, E=5, k=3, factor=1.25)
+@example(T=3, E=5, k=5, factor=1.0)
+@example(T=7, E=25, k=25, factor=1.0)
+@example(T=13, E=13, k=9, factor=3.0)
+@example(T=14, E=14, k=9, factor=3.0)
 def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(kata, T, E, k, factor):
     k = 1 + (k - 1) % E
     got = kata.expert_capacity(T, E, k, factor)
@@ -318,6 +345,23 @@ def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
         ((10, 4, 2, -1.0), "capacity_factor=-1.0"),
         ((10, 4, 5, 1.0), "k=5 with 4 experts"),
         ((10, 4, 0, 1.0), "k=0"),
+    ]:
+        assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
+
+
+def test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite(kata):
+    for factor in (0.0, math.inf, math.nan):
+        assert _rejects(lambda: kata.expert_capacity(10, 4, 2, factor)), (
+            f"expert_capacity accepted capacity_factor={factor}; it must be a positive finite number: raise ValueError"
+        )
+
+
+def test_expert_capacity_rejects_a_bad_count(kata):
+    for args, what in [
+        ((-1, 4, 2, 1.0), "n_tokens=-1"),
+        ((2.5, 4, 2, 1.0), "n_tokens=2.5"),
+        ((10, 0, 1, 1.0), "n_experts=0"),
+        ((10, 4.0, 2, 1.0), "n_experts=4.0"),
     ]:
         assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
 
@@ -351,6 +395,27 @@ def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(kata, ca
         f"dispatch({indices.tolist()}, {E}, {capacity}) kept {got_keep.astype(int).tolist()}, expected {keep} "
         f"(kept iff position < capacity)"
     )
+
+
+def test_dispatch_returns_bool_keep_and_integer_positions(kata):
+    indices, E, capacity, _, _ = CRAFTED[0]
+    keep, position = kata.dispatch(np.array(indices, dtype=np.int64), E, capacity)
+    keep, position = np.asarray(keep), np.asarray(position)
+    assert keep.dtype == bool, f"keep must be a bool array, got dtype {keep.dtype}"
+    assert np.issubdtype(position.dtype, np.integer), f"position must hold ints, got dtype {position.dtype}"
+
+
+def test_dispatch_rejects_bad_indices_or_a_negative_capacity(kata):
+    indices = np.array([[0, 1], [2, 0], [1, 2]], dtype=np.int64)
+    for args, what in [
+        ((np.array([[0, 1], [2, 2], [1, 0]]), 3, 2), "token 1 choosing expert 2 twice"),
+        ((indices, 3, -1), "capacity=-1"),
+        ((indices - 1, 3, 2), "expert -1"),
+        ((indices + 1, 3, 2), "expert 3 of 3"),
+        ((indices.astype(np.float64), 3, 2), "float indices"),
+        ((indices[:, 0], 3, 2), "1-D indices"),
+    ]:
+        assert _rejects(lambda: kata.dispatch(*args)), f"dispatch accepted {what}; raise ValueError"
 
 
 @st.composite
@@ -488,6 +553,7 @@ def test_tokens_per_expert_never_exceed_capacity(kata, factor):
     keep, idx, aux = _crowded_layer(kata, factor)
     tpe, cap = np.asarray(aux.tokens_per_expert), _capacity(T, E, k, factor)
     assert tpe.shape == (E,), f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)}"
+    assert np.issubdtype(tpe.dtype, np.integer), f"tokens_per_expert must hold ints, got dtype {tpe.dtype}"
     assert tpe.max() <= cap, f"an expert processed {tpe.max()} assignments, over its capacity {cap}"
     want = np.bincount(idx[keep], minlength=E)
     assert np.array_equal(tpe, want), (
@@ -519,6 +585,25 @@ def test_a_fully_dropped_token_outputs_zero(kata):
     want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, 0.5)
     d = float(np.max(np.abs(y[0] - want[0])))
     assert d <= OUT_ATOL, f"token 0 kept both experts and their gate weights, but its output is off by {d:.3g}"
+
+
+def test_experts_that_get_no_token_count_zero(kata):
+    # Router = identity, so every token ranks expert 0, then 1, then 2, then 3: with k = 2, experts 2 and 3 get nothing.
+    E, T, F = 4, 5, 6
+    _, _, w_gate, w_up, w_down = _layer(24, T, E, E, F)
+    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[
+        :, None
+    ] * np.array([0, 0, 1, 1], dtype=np.float32)
+    w_router = np.eye(E, dtype=np.float32)
+    y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    tpe = np.asarray(aux.tokens_per_expert)
+    assert tpe.shape == (E,), (
+        f"tokens_per_expert has shape {tpe.shape}, expected (E,) = {(E,)} even when experts get no token"
+    )
+    assert np.array_equal(tpe, [T, T, 0, 0]), f"tokens_per_expert is {tpe.tolist()}, expected {[T, T, 0, 0]}"
+    want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2)
+    d = float(np.max(np.abs(np.asarray(y, dtype=np.float64) - want)))
+    assert d <= OUT_ATOL, f"with experts 2 and 3 idle the output differs from the float64 per-token loop by {d:.3g}"
 
 
 def test_moe_forward_reports_the_losses_of_its_routing(kata):
@@ -564,10 +649,14 @@ def test_expert_work_is_k_over_e_of_running_every_expert(kata):
 
 def test_moe_forward_rejects_bad_input(kata):
     x, w_router, w_gate, w_up, w_down = _layer(20, 6, 8, 4, 5)
+    _, _, *five = _layer(20, 6, 8, 5, 5)  # expert weights for 5 experts
     cases = [
         (dict(k=0), "k=0"),
         (dict(k=5), "k=5 with 4 experts"),
         (dict(k=2, capacity_factor=-1.0), "capacity_factor=-1.0"),
+        (dict(k=2, capacity_factor=0.0), "capacity_factor=0.0 (None, not 0, means no limit)"),
+        (dict(k=2, w_gate=five[0], w_up=five[1], w_down=five[2]), "expert weights for 5 experts with a router for 4"),
+        (dict(k=2, w_gate=w_gate[:3], w_up=w_up[:3], w_down=w_down[:3]), "expert weights for 3 experts, router for 4"),
         (dict(k=2, w_up=w_up[:, :, :4]), "w_up narrower than w_gate"),
         (dict(k=2, w_down=w_down[:3]), "w_down with 3 experts for a router with 4"),
         (dict(k=2, w_router=w_router[:7]), "w_router with 7 rows for x of width 8"),
@@ -631,6 +720,16 @@ def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
     assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
         f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = "
         f"{want:.6g}"
+    )
+
+
+def test_z_loss_matches_its_float64_formula_even_for_logits_of_a_thousand(kata):
+    logits = np.array(HUGE_LOGITS, dtype=np.float32)
+    got = float(kata.router_z_loss(logits))
+    want = _z64(logits)
+    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
+        f"router_z_loss is {got:.6g} for logits {HUGE_LOGITS}, expected mean(logsumexp^2) = {want:.6g}: "
+        f"take each row's maximum out before exp"
     )
 
 
