@@ -258,6 +258,11 @@ def grade_cmd(
     sys.exit(0 if result.passed else 1)
 
 
+def _live_terminal() -> bool:
+    """Whether a demo may redraw its line as it goes: standard output is a terminal."""
+    return sys.stdout.isatty()
+
+
 def _colour() -> bool | None:
     """Colour on a terminal (click's default), never under NO_COLOR."""
     return False if os.environ.get("NO_COLOR") else None
@@ -466,18 +471,23 @@ def play_cache(prompt, tokens, target):
         ("2. remembering: each character through each layer once (a KV cache)", source),
     )
     last = []
+    live = _live_terminal()
     for title, way in ways:
         click.echo(title)
-        click.echo(prompt, nl=False)
         steps = demos.naive_steps(model, ids, tokens) if way is None else demos.cached_steps(model, ids, tokens, way)
         try:
             done = []
-            for step in steps:
+            for step in steps:  # on a terminal the line is redrawn with its meter after every character
                 done.append(step)
-                click.echo(decode([step.token]), nl=False)
+                if live:
+                    meter = f"   [{step.positions:,} token passes per layer, {step.macs:,} MACs]"
+                    click.echo(f"\r{prompt}{decode([s.token for s in done])}{meter}", nl=False)
         except Exception as exc:  # the learner's code: say what it raised, in one line
             raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
-        click.echo(f"\n   {done[-1].positions:,} token passes per layer, {done[-1].macs:,} multiply-accumulates\n")
+        end = done[-1]
+        text = f"{prompt}{decode([s.token for s in done])}"
+        click.echo(f"\r{text}\x1b[K" if live else text)
+        click.echo(f"   {end.positions:,} token passes per layer, {end.macs:,} multiply-accumulates\n")
         last.append(done)
     naive, cached = last
     same = [s.token for s in naive] == [s.token for s in cached]
@@ -518,7 +528,13 @@ def play_speculate(prompt, tokens, k, target):
             rounds.append(r)
             fix = decode(r.emitted[-1:])
             why = f" (not {decode(r.drafted[r.accepted : r.accepted + 1])!r})" if r.accepted < len(r.drafted) else ""
-            click.echo(f"{len(rounds):>5}  {decode(r.drafted)!r:<{k + 2}}  {r.accepted:>4}  {fix!r}{why}")
+            guessed = f"{decode(r.drafted)!r:<{k + 2}}"
+            if _live_terminal():  # kept guesses green, the first refused red, the ones after it grey
+                kept, refused = decode(r.drafted[: r.accepted]), decode(r.drafted[r.accepted : r.accepted + 1])
+                rest, pad = decode(r.drafted[r.accepted + 1 :]), " " * (len(guessed) - len(repr(decode(r.drafted))))
+                paint = click.style(kept, fg="green") + click.style(refused, fg="red")
+                guessed = f"'{paint}{click.style(rest, fg='bright_black')}'{pad}"
+            click.echo(f"{len(rounds):>5}  {guessed}  {r.accepted:>4}  {fix!r}{why}", color=_colour())
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # the learner's code
