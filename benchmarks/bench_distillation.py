@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
+from shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
@@ -110,6 +110,7 @@ def main() -> None:
     print()
     print(f"{'train positions':>15} | {'KL soft':>8} | {'KL hard':>8} | {'top-1 soft':>10} | {'top-1 hard':>10}")
     print(f"{'-' * 15}-+-{'-' * 8}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 10}")
+    kls = {"soft targets": [], "hard labels": []}
     for n in TRAIN_SIZES:
         teacher, prev, labels = (a[:n] for a in train)
         row = []
@@ -127,6 +128,13 @@ def main() -> None:
             row.append(scores(table, held_out))
         (kl_soft, top_soft), (kl_hard, top_hard) = row
         print(f"{n:>15} | {kl_soft:>8.3f} | {kl_hard:>8.3f} | {top_soft:>10.1%} | {top_hard:>10.1%}")
+        kls["soft targets"].append(kl_soft)
+        kls["hard labels"].append(kl_hard)
+    panel = Panel("held-out KL to the teacher", "training positions", "KL (nats)")
+    panel.lines = [(name, list(TRAIN_SIZES), values) for name, values in kls.items()]
+    panel.lines.append(("uniform table", [TRAIN_SIZES[0], TRAIN_SIZES[-1]], [uniform_kl, uniform_kl]))
+    panel.dashed = ("uniform table",)
+    plot(args.plot, "Bigram students distilled from the teacher", [panel])
     print()
     print(f"({time.perf_counter() - started:.0f} s)")
 

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import bench_parser, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 
 from grader import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
@@ -94,6 +94,7 @@ def main() -> None:
         f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}"
     )
     print(header)
+    measured = []  # (length, naive seconds, cached seconds, naive macs, cached macs)
     for length in LENGTHS:
         n_new = length - len(prompt)
         pos_naive, macs_naive, out_naive = counted(model, generate_naive, prompt, n_new)
@@ -102,12 +103,19 @@ def main() -> None:
             [lambda: generate_naive(model, prompt, n_new), lambda: kv.generate(model, prompt, n_new)], args.repeats
         )
         t_naive, t_cached = statistics.median(naive), statistics.median(cached)
+        measured.append((length, t_naive, t_cached, macs_naive, macs_cached))
         speedup = statistics.median(a / b for a, b in zip(naive, cached))
         print(
             f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {speedup:>7.1f}x  "
             f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
             f"{'yes' if out_naive == out_cached else 'NO':>4}"
         )
+    lengths, t_naive, t_cached, m_naive, m_cached = (list(col) for col in zip(*measured))
+    work = Panel("work", "tokens generated to", "multiply-accumulates", log_y=True)
+    work.lines = [("re-read everything", lengths, m_naive), ("KV cache", lengths, m_cached)]
+    time = Panel("time", "tokens generated to", "seconds", log_y=True)
+    time.lines = [("re-read everything", lengths, t_naive), ("KV cache", lengths, t_cached)]
+    plot(args.plot, f"KV cache on {which}", [work, time])
     n_steps = c.max_seq_len - len(prompt)
     step, n_timed = decode_step_seconds(kv, model, prompt, n_steps, args.repeats)
     print()

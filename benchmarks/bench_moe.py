@@ -34,13 +34,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
+from shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
 
 TOKENS = (256, 1024, 4096)
 FACTORS = (1.0, 1.25, 2.0)
+PLOT_FACTORS = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]  # the capacity factors --plot draws
 SEQUENCES = 8  # validation sequences whose activations feed the capacity table
 ONE_TOKEN_CALLS = 200  # Model.mlp calls per timed run of the one-token comparison
 
@@ -159,15 +160,23 @@ def main() -> None:
     head = f"{'layer':>5}  {'load balance':>12}  " + "  ".join(f"{'cf ' + format(f, 'g'):>8}" for f in FACTORS)
     print(head)
     print("-" * len(head))
+    dropped = Panel("tokens dropped", "capacity factor", "share of assignments dropped")
+
+    def dropped_share(layer: int, weights: tuple, factor: float) -> float:
+        n = sum(moe_forward(h, *weights, K, capacity_factor=factor)[1].dropped for h in acts[layer])
+        return n / (n_seq * c.max_seq_len * K)
+
     for layer in range(c.n_layers):
         p = f"layers.{layer}."
         weights = tuple(w[p + n] for n in ("router", "w_gate", "w_up", "w_down"))
         lb = statistics.mean(moe_forward(h, *weights, K)[1].load_balancing_loss for h in acts[layer])
-        shares = []
-        for f in FACTORS:
-            dropped = sum(moe_forward(h, *weights, K, capacity_factor=f)[1].dropped for h in acts[layer])
-            shares.append(dropped / (n_seq * c.max_seq_len * K))
+        shares = [dropped_share(layer, weights, f) for f in FACTORS]
         print(f"{layer:>5}  {lb:>12.3f}  " + "  ".join(f"{s:>8.1%}" for s in shares))
+        if args.plot:  # a finer sweep for the picture
+            dropped.lines.append(
+                (f"layer {layer}", PLOT_FACTORS, [dropped_share(layer, weights, f) for f in PLOT_FACTORS])
+            )
+    plot(args.plot, f"Expert capacity on {which}", [dropped])
     print()
     print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
     moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)

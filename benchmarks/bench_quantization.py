@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import bench_parser, load_kata, median_seconds, run_main, shipped_or_random  # noqa: E402
+from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 
 from reference import tokenizer  # noqa: E402
 from reference.model import Model  # noqa: E402
@@ -221,10 +221,12 @@ def main() -> None:
         f"{'weights':<22} {'bits/weight':>11} {'bytes':>10} {'vs fp32':>8} {'mean KL (nats)':>15} {'top-1 agree':>12}"
     )
     print(f"{'float32':<22} {32:>11.2f} {fp32:>10,} {1:>8.2f}x {0:>15.2e} {1:>12.1%}")
+    drawn = []  # (bits per weight, bytes, KL) of each grouped width
     for bits in (8, 6, 4, 3):
         quantized = qz.quantize_model(model, bits, GROUP)
         nbytes = grouped_bytes(qz, model, bits)
         kl, agree = compare(model, quantized, tokens)
+        drawn.append((qz.bits_per_weight(bits, GROUP), nbytes, kl))
         print(
             f"{f'grouped int{bits}, G={GROUP}':<22} {qz.bits_per_weight(bits, GROUP):>11.2f} {nbytes:>10,} "
             f"{fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}"
@@ -236,6 +238,13 @@ def main() -> None:
             f"{kind + ' (llama.cpp)':<22} {bpw:>11.2f} {nbytes:>10,} {fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}"
         )
     print("(bytes: linear weights at bits/weight, scales included; norms and the embedding table in float32)")
+    bpw, nbytes, kls = (list(col) for col in zip(*drawn))
+    error = Panel("what is lost", "bits per weight", "mean KL to float32 (nats)", log_y=True)
+    error.lines = [(f"grouped, G={GROUP}", bpw, kls)]
+    size = Panel("what is saved", "bits per weight", "bytes of the teacher")
+    size.lines = [(f"grouped, G={GROUP}", bpw, nbytes), ("float32", [bpw[-1], bpw[0]], [fp32, fp32])]
+    size.dashed = ("float32",)
+    plot(args.plot, f"Quantizing the {source}", [error, size])
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ configs stand in (their acceptance is near zero) and the table says so.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -37,9 +38,11 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 from shared import (  # noqa: E402
     DRAFT,
     TEACHER,
+    Panel,
     bench_parser,
     load_kata,
     median_seconds,
+    plot,
     run_main,
     shipped_or_random,
 )
@@ -171,6 +174,19 @@ def main(argv: list[str]) -> int:
         "speedup = plain cached decoding time / speculative time, same temperature;\n"
         "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c."
     )
+    panels = []
+    for temperature in ("0", "1"):
+        mine = [r for r in rows if r[1] == temperature]
+        ks = [int(r[0]) for r in mine]
+        alpha = statistics.median(float(r[3]) for r in mine)
+        panel = Panel(f"temperature {temperature}", "k, draft tokens per round", "tokens per target call")
+        panel.lines = [
+            ("measured", ks, [float(r[4]) for r in mine]),
+            (f"Leviathan at alpha {alpha:.2f}", ks, [expected_tokens_per_call(alpha, k) for k in ks]),
+        ]
+        panel.dashed = (panel.lines[1][0],)
+        panels.append(panel)
+    plot(args.plot, "Speculative decoding: tokens per call of the teacher", panels)
     return 0
 
 

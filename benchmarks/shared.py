@@ -13,6 +13,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 
 from grader import ONE_BLAS_THREAD
 
@@ -90,13 +91,65 @@ def default_target() -> str:
 
 def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = "") -> argparse.ArgumentParser:
     """The parser a benchmark of `kata` starts from: doc's first paragraph as its
-    description, --target, and --repeats (default `repeats`, `what` says what
-    is done with them) unless repeats is None."""
+    description, --target, --plot, and --repeats (default `repeats`, `what`
+    says what is done with them) unless repeats is None."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     add_target_option(parser, kata)
     if repeats is not None:
         add_repeats_option(parser, repeats, what)
+
+    def picture(text: str) -> str:
+        if not text.endswith((".png", ".svg")):
+            raise argparse.ArgumentTypeError(f"the picture must be a .png or .svg file, got {text!r}")
+        return text
+
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        type=picture,
+        help="also draw the figures to FILE (.png or .svg); needs matplotlib: pip install -e '.[plot]'",
+    )
     return parser
+
+
+@dataclass
+class Panel:
+    """One plot of a picture: lines of (label, xs, ys), drawn with markers."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: list[tuple[str, list, list]] = field(default_factory=list)
+    log_y: bool = False
+    dashed: tuple[str, ...] = ()  # labels of lines drawn dashed, without markers (a formula, not a measurement)
+
+
+def plot(path: str | None, title: str, panels: list[Panel]) -> None:
+    """Draw panels side by side into path (nothing when path is None), and say where."""
+    if path is None:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install -e '.[plot]'") from None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for label, xs, ys in panel.lines:
+            style = dict(linestyle="--") if label in panel.dashed else dict(marker="o")
+            ax.plot(xs, ys, label=label, **style)
+        ax.set(title=panel.title, xlabel=panel.xlabel, ylabel=panel.ylabel)
+        if panel.log_y:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"\n(the picture: {path})")
 
 
 def add_repeats_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:

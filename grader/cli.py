@@ -417,11 +417,12 @@ def play():
     """
 
 
-def _play_source(kata: str, tasks: tuple[str, ...], target: str):
+def _play_source(kata: str, functions: tuple[str, ...], target: str):
+    """Whose code a demo of kata runs (grader.play.kata_source), or a one-line error."""
     from grader import play as demos
 
     try:
-        return demos.kata_source(kata, tasks, target)
+        return demos.kata_source(kata, functions, target)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -464,7 +465,7 @@ def play_cache(prompt, tokens, target):
             )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    source = _play_source("kv_cache", ("cache", "forward"), target)
+    source = _play_source("kv_cache", ("KVCache", "forward_cached"), target)
     click.echo(f"The teacher writes {tokens} characters after {prompt!r}, twice; code: {source.says}.\n")
     ways = (
         ("1. re-reading everything: the whole text through every layer, for every character", None),
@@ -514,7 +515,7 @@ def play_speculate(prompt, tokens, k, target):
 
     teacher = _shipped_teacher()
     draft = Model.pretrained("draft")
-    source = _play_source("speculative", ("greedy",), target)
+    source = _play_source("speculative", ("greedy_accept",), target)
     try:
         ids = encode(prompt)
         if not ids or len(ids) + tokens > teacher.config.max_seq_len:
@@ -575,7 +576,7 @@ def play_quantize(name, index, prompt, target):
     from reference.tokenizer import encode
 
     model = _shipped_teacher()
-    source = _play_source("quantization", ("symmetric", "grouped", "model"), target)
+    source = _play_source("quantization", ("quantize_symmetric", "quantize_grouped", "quantize_model"), target)
     try:
         rows = demos.snaps(model, name, index, (8, 6, 4, 3, 2), encode(prompt), 24, source)
     except ValueError as exc:
@@ -623,7 +624,7 @@ def play_distill(text, at, target):
     from reference.tokenizer import decode, encode
 
     teacher, draft = _shipped_teacher(), Model.pretrained("draft")
-    source = _play_source("distillation", ("distill",), target)
+    source = _play_source("distillation", ("distill_bigram",), target)
     try:
         where = [int(i) for i in at.split(",")]
         ids = encode(text)
@@ -665,9 +666,9 @@ def play_stack(prompt, tokens, k, target):
 
     teacher, draft = _shipped_teacher(), Model.pretrained("draft")
     sources = {
-        "kv_cache": _play_source("kv_cache", ("cache", "forward"), target),
-        "quantization": _play_source("quantization", ("grouped", "model"), target),
-        "speculative": _play_source("speculative", ("greedy",), target),
+        "kv_cache": _play_source("kv_cache", ("KVCache", "forward_cached"), target),
+        "quantization": _play_source("quantization", ("quantize_grouped", "quantize_model"), target),
+        "speculative": _play_source("speculative", ("greedy_accept",), target),
     }
     try:
         ids = encode(prompt)
@@ -711,7 +712,7 @@ def play_moe(prompt, layer, target):
     from reference.tokenizer import encode
 
     model = _shipped_teacher()
-    source = _play_source("moe", ("router", "top_k"), target)
+    source = _play_source("moe", ("router_probs", "top_k_gating"), target)
     try:
         ids = encode(prompt)
         if not 1 <= len(ids) <= model.config.max_seq_len:

@@ -37,17 +37,18 @@ class Source:
     says: str
 
 
-def kata_source(kata: str, tasks: tuple[str, ...], target: str = "katas") -> Source:
+def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") -> Source:
     """The kata module of target to run, when it is meant to run: always for
     'reference' or a folder (the caller asked for it), and for 'katas' (the
-    learner's) once every task in `tasks` passed its last grade. Otherwise
-    Source(None, why), and the demo runs the model package's own code."""
-    names = " and ".join(tasks)
+    learner's) once every task that writes one of `functions` passed its last
+    grade. Otherwise Source(None, why), and the demo runs the model package's own code."""
+    registered = find_kata(kata)  # a ValueError naming the katas there are, for a typo
+    tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":
         last = state.read(state.LAST_GRADE).get(kata, {})
         if not all(last.get(t) == "pass" for t in tasks):
-            return Source(None, f"the model's own, since your {kata} tasks {names} do not pass yet (kata grade {kata})")
-    find_kata(kata)  # a ValueError naming the katas there are, for a typo
+            which = f"task {tasks[0]} does" if len(tasks) == 1 else f"tasks {' and '.join(tasks)} do"
+            return Source(None, f"the model's own, since your {kata} {which} not pass yet (kata grade {kata})")
     path = _target.kata_path(target, kata)
     if not path.is_file():
         raise ValueError(f"no {path.name} in {path.parent}")

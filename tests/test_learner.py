@@ -273,3 +273,16 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     )
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "not written yet" in done.stderr and "--target reference" in done.stderr
+
+
+def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(tmp_path):
+    def bench(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "grader.cli", "bench", "distillation", "--target", "reference", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    drawn = bench("--steps", "3", "--plot", "students.svg")  # relative to the caller's folder
+    assert drawn.returncode == 0, drawn.stderr
+    picture = (tmp_path / "students.svg").read_text()
+    assert picture.lstrip().startswith("<?xml") and "soft targets" in picture and "hard labels" in picture
+    refused = bench("--plot", "students.pdf")
+    assert refused.returncode == 2 and "must be a .png or .svg file" in refused.stderr
