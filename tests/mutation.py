@@ -42,19 +42,21 @@ class Mutant:
         return text.replace(self.old, self.new)
 
 
-def grade_mutant(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR) -> TaskResult:
-    """Write the mutated base/<kata>.py into tmp_path and grade its task."""
+def grade_mutant(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> TaskResult:
+    """Write the mutated base/<kata>.py into tmp_path and grade its task (with `seed`)."""
     (tmp_path / f"{kata}.py").write_text(mutant.source(kata, base), encoding="utf-8")
-    result = grade_kata(find_kata(kata), str(tmp_path), tasks=[mutant.task], limits=MUTANT_LIMITS)
+    result = grade_kata(find_kata(kata), str(tmp_path), seed=seed, tasks=[mutant.task], limits=MUTANT_LIMITS)
     return result.tasks[0]
 
 
-def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR) -> None:
-    task = grade_mutant(kata, mutant, tmp_path, base)
+def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> str:
+    """The mutant's task is graded one of mutant.expect (with `seed`); returns that status."""
+    task = grade_mutant(kata, mutant, tmp_path, base, seed)
     assert task.status in mutant.expect, (
-        f"mutant {mutant.name!r} graded {task.status!r} on task {mutant.task!r}, expected one of {mutant.expect}: "
-        f"{task.message}"
+        f"mutant {mutant.name!r} graded {task.status!r} on task {mutant.task!r} with seed {seed}, expected one of "
+        f"{mutant.expect}: {task.message}"
     )
+    return task.status.value
 
 
 def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
@@ -80,12 +82,12 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
     return [mutant(e) for e in data.get("mutant", [])], [mutant(e) for e in data.get("alternative", [])]
 
 
-def assert_alternative_passes(kata: str, tmp_path: Path) -> None:
+def assert_alternative_passes(kata: str, tmp_path: Path, seed: int = 0) -> None:
     """The differently written correct implementation tests/fixtures/alt/<kata>.py
-    passes every task but speed (the one task allowed to tell ways of writing apart)."""
+    passes every task but speed (the one task allowed to tell ways of writing apart), with `seed`."""
     (tmp_path / f"{kata}.py").write_text((ALTERNATIVES / f"{kata}.py").read_text(encoding="utf-8"), encoding="utf-8")
     registered = find_kata(kata)
     tasks = [t.name for t in registered.tasks if t.name != "speed"]
-    result = grade_kata(registered, str(tmp_path), tasks=tasks, limits=MUTANT_LIMITS)
+    result = grade_kata(registered, str(tmp_path), seed=seed, tasks=tasks, limits=MUTANT_LIMITS)
     failed = [(t.name, t.status, t.message) for t in result.tasks if t.status != "pass"]
-    assert not failed, f"the alternative implementation of {kata} lost points: {failed}"
+    assert not failed, f"the alternative implementation of {kata} lost points with seed {seed}: {failed}"

@@ -1,7 +1,11 @@
 """Every kata's suite fails each of its mutants (tests/mutants/KATA.toml: one
 mistake a learner makes, as a one-bug edit of the reference solution or of
 the alternative implementation) and gives full marks to the alternative,
-tests/fixtures/alt/KATA.py: a correct implementation written differently."""
+tests/fixtures/alt/KATA.py: a correct implementation written differently.
+
+The quick tests grade with the standard seed; the slow ones grade again with
+OTHER_SEEDS and require the same verdict, so that no verdict depends on the
+examples one seed happens to draw."""
 
 from __future__ import annotations
 
@@ -10,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from grader.registry import load_registry
+from grader.runner import grade
 from grader.target import SOLUTIONS_DIR
 
-from mutation import ALTERNATIVES, Mutant, assert_alternative_passes, assert_caught, load_mutants
+from mutation import ALTERNATIVES, MUTANT_LIMITS, Mutant, assert_alternative_passes, assert_caught, load_mutants
 
 KATAS = [k.name for k in load_registry()]
+OTHER_SEEDS = (1, 2)  # `kata grade --seed N`: other, equally deterministic draws
 CASES = [
     (kata, mutant, base)
     for kata in KATAS
@@ -23,15 +29,42 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "kata, mutant, base",
-    CASES,
-    ids=[f"{kata}:{'alternative:' if base == ALTERNATIVES else ''}{m.name}" for kata, m, base in CASES],
-)
+CASE_IDS = [f"{kata}:{'alternative:' if base == ALTERNATIVES else ''}{m.name}" for kata, m, base in CASES]
+WITH_ALTERNATIVE = [k for k in KATAS if (ALTERNATIVES / f"{k}.py").is_file()]
+
+
+@pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
 def test_the_grader_does_not_pass_the_mutant(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
     assert_caught(kata, mutant, tmp_path, base)
 
 
-@pytest.mark.parametrize("kata", [k for k in KATAS if (ALTERNATIVES / f"{k}.py").is_file()])
+@pytest.mark.parametrize("kata", WITH_ALTERNATIVE)
 def test_a_differently_written_correct_implementation_gets_full_marks(kata: str, tmp_path: Path):
     assert_alternative_passes(kata, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
+def test_the_mutant_gets_the_same_grade_under_every_seed(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
+    grades = {}
+    for seed in (0, *OTHER_SEEDS):
+        (tmp_path / str(seed)).mkdir()
+        grades[seed] = assert_caught(kata, mutant, tmp_path / str(seed), base, seed)
+    assert len(set(grades.values())) == 1, f"mutant {mutant.name!r} graded differently by seed: {grades}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", OTHER_SEEDS)
+def test_the_reference_gets_full_marks_under_other_seeds(seed: int):
+    graded = grade(list(load_registry()), "reference", seed=seed, jobs=2, limits=MUTANT_LIMITS)
+    lost = [
+        (k.name, t.name, t.status.value, t.message) for k in graded.katas for t in k.tasks if t.status.value != "pass"
+    ]
+    assert not lost, f"the reference lost points with seed {seed}: {lost}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", OTHER_SEEDS)
+@pytest.mark.parametrize("kata", WITH_ALTERNATIVE)
+def test_the_alternative_gets_full_marks_under_other_seeds(kata: str, seed: int, tmp_path: Path):
+    assert_alternative_passes(kata, tmp_path, seed)
