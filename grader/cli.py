@@ -599,14 +599,16 @@ def play_quantize(name, index, prompt, target):
         mark[col(r.value)] = "v"
         click.echo(f"{'':>8}{''.join(mark)}")
         click.echo(f"{r.bits:>2} bits {''.join(line)}  {len(r.levels)} levels")
-    click.echo(
-        f"\n{'bits':>4}  {'grouped':>9}  {'error':>9}  {'per tensor':>10}  {'error':>9}  {'teacher bytes':>13}  writes"
-    )
+    click.echo(f"\n{'bits':>4}  {'grouped':>9}  {'error':>9}  {'per tensor':>10}  {'error':>9}  {'teacher bytes':>13}")
     for r in rows:
         click.echo(
             f"{r.bits:>4}  {r.snapped:>+9.5f}  {r.snapped - r.value:>+9.5f}  {r.per_tensor:>+10.5f}  "
-            f"{r.per_tensor - r.value:>+9.5f}  {r.model_bytes:>13,}  {prompt + r.text!r}"
+            f"{r.per_tensor - r.value:>+9.5f}  {r.model_bytes:>13,}"
         )
+    width = len(prompt) + len(rows[0].text) + 2
+    click.echo(f"\nwhat the quantized teacher writes\n{'bits':>4}  {'grouped':<{width}}  per tensor")
+    for r in rows:
+        click.echo(f"{r.bits:>4}  {prompt + r.text!r:<{width}}  {prompt + r.text_per_tensor!r}")
 
 
 @play.command("distill")

@@ -207,6 +207,7 @@ class Snap:
     per_tensor: float  # what it comes back as with one scale for the whole weight matrix
     model_bytes: int  # the teacher: linear weights at this width with an fp16 scale per group, the rest float32
     text: str  # what the teacher, quantized grouped at this width, writes after the prompt
+    text_per_tensor: str  # ... and quantized with one scale per weight matrix
 
 
 GROUP = 32  # weights per scale, as llama.cpp's Q4_0 and Q8_0
@@ -233,11 +234,33 @@ def _quantized_model(model: Model, bits: int, source: Source) -> Model:
     return out
 
 
+def _per_tensor_model(model: Model, bits: int, source: Source) -> Model:
+    """The teacher with every linear weight quantized with one scale for the whole
+    matrix (each expert's its own): source's quantize_symmetric, or the rule."""
+    qmax = 2 ** (bits - 1) - 1
+    out = model.copy()
+    for name, w in out.weights.items():
+        if name.split(".")[-1] not in LINEAR:
+            continue
+        mats = w.reshape(-1, *w.shape[-2:])  # (experts or 1, in, out)
+        back = []
+        for m in mats:
+            if source.module is None:
+                step = float(np.max(np.abs(m))) / qmax
+                back.append(np.round(m / step) * step if step > 0 else np.zeros_like(m))
+            else:
+                q, scale = source.module.quantize_symmetric(m, bits)
+                back.append(np.asarray(source.module.dequantize_symmetric(q, scale)))
+        out.weights[name] = np.stack(back).reshape(w.shape).astype(np.float32)
+    return out
+
+
 def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text: int, source: Source) -> list[Snap]:
     """Weight `index` (flat, along the input axis) of weight `name` at each
     width, grouped (source's quantize_grouped and dequantize_grouped, or the
     rule itself) and per tensor (quantize_symmetric, or the rule); and what
-    the teacher quantized at that width (quantize_model, or the rule) writes."""
+    the teacher quantized at that width writes, grouped (quantize_model, or
+    the rule) and per tensor."""
     from reference.lm import generate
 
     if name not in model.weights or name.split(".")[-1] not in LINEAR:
@@ -265,6 +288,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
             q, scale = source.module.quantize_symmetric(rows, bits)
             whole = float(np.asarray(source.module.dequantize_symmetric(q, scale)).reshape(-1)[index])
         text = generate(CachedLM(_quantized_model(model, bits, source)), prompt, n_text)
+        text_per_tensor = generate(CachedLM(_per_tensor_model(model, bits, source)), prompt, n_text)
         out.append(
             Snap(
                 bits=bits,
@@ -275,6 +299,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
                 per_tensor=whole,
                 model_bytes=linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4,
                 text=decode(text),
+                text_per_tensor=decode(text_per_tensor),
             )
         )
     return out
