@@ -524,7 +524,7 @@ def play_speculate(prompt, tokens, k, target):
         click.echo(
             f"The draft guesses {k} characters a round, the teacher checks them in one call; code: {source.says}.\n"
         )
-        click.echo(f"{'round':>5}  {'guessed':<{k + 2}}  kept  teacher wrote")
+        click.echo(f"{'round':>5}  {'guessed':<{k + 2}}  kept  {'teacher wrote':<16}  so far")
         for r in demos.speculative_rounds(teacher, draft, ids, tokens, k, source):
             rounds.append(r)
             fix = decode(r.emitted[-1:])
@@ -535,7 +535,10 @@ def play_speculate(prompt, tokens, k, target):
                 rest, pad = decode(r.drafted[r.accepted + 1 :]), " " * (len(guessed) - len(repr(decode(r.drafted))))
                 paint = click.style(kept, fg="green") + click.style(refused, fg="red")
                 guessed = f"'{paint}{click.style(rest, fg='bright_black')}'{pad}"
-            click.echo(f"{len(rounds):>5}  {guessed}  {r.accepted:>4}  {fix!r}{why}", color=_colour())
+            so_far = sum(len(x.emitted) for x in rounds)
+            counts = f"{so_far} chars in {len(rounds)} teacher calls, {so_far / len(rounds):.2f} a call"
+            wrote = f"{fix!r}{why}"
+            click.echo(f"{len(rounds):>5}  {guessed}  {r.accepted:>4}  {wrote:<16}  {counts}", color=_colour())
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # the learner's code
