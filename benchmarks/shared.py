@@ -54,18 +54,12 @@ def load_kata(target: str, kata: str):
     """The module of `kata` from a --target ('katas', 'reference' or a
     directory), imported into this process. A benchmark only reports; unlike
     grading, it runs the code it times in its own process."""
-    import importlib.util
+    from grader.local import import_kata
 
-    from grader import target as _target
-
-    path = _target.kata_path(target, kata)
-    if not path.is_file():
-        raise SystemExit(f"no module {path.name} in {path.parent}")
-    spec = importlib.util.spec_from_file_location(f"_bench_{kata}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
+    try:
+        return import_kata(target, kata)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def median_seconds(fn, repeats: int, warmup: bool = True):

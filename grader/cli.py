@@ -436,6 +436,46 @@ def _shipped_teacher():
         raise click.ClickException(str(exc)) from None
 
 
+def _play_tokens(default: int):
+    """--tokens/-n: how many characters a demo writes."""
+    return click.option(
+        "--tokens",
+        "-n",
+        default=default,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="How many characters to write.",
+    )
+
+
+_PLAY_K = click.option(
+    "--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round."
+)
+
+
+def _drafting(tokens: int):
+    """PROMPT, --tokens, --k and --target: what the demos with a draft take."""
+
+    def options(fn):
+        return click.argument("prompt", default="Return the ")(_play_tokens(tokens)(_PLAY_K(_PLAY_TARGET(fn))))
+
+    return options
+
+
+def _prompt_ids(prompt: str, tokens: int, model) -> list[int]:
+    """The prompt's token ids, or a one-line error when it and `tokens` more do not fit the model."""
+    from reference.tokenizer import encode
+
+    try:
+        ids = encode(prompt)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not ids or len(ids) + tokens > model.config.max_seq_len:
+        room = model.config.max_seq_len - tokens
+        raise click.ClickException(f"the prompt needs 1 to {room} characters for {tokens} new ones")
+    return ids
+
+
 _PLAY_TARGET = click.option(
     "--target",
     default="katas",
@@ -446,25 +486,16 @@ _PLAY_TARGET = click.option(
 
 @play.command("cache")
 @click.argument("prompt", default="R")
-@click.option(
-    "--tokens", "-n", default=9, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
-)
+@_play_tokens(9)
 @_PLAY_TARGET
 def play_cache(prompt, tokens, target):
     """Write the same sentence twice: re-reading the whole text for every
     character, then remembering it with a KV cache; count the work of each."""
     from grader import play as demos
-    from reference.tokenizer import decode, encode
+    from reference.tokenizer import decode
 
     model = _shipped_teacher()
-    try:
-        ids = encode(prompt)
-        if not ids or len(ids) + tokens > model.config.max_seq_len:
-            raise ValueError(
-                f"the prompt needs 1 to {model.config.max_seq_len - tokens} characters for {tokens} new ones"
-            )
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    ids = _prompt_ids(prompt, tokens, model)
     source = _play_source("kv_cache", ("KVCache", "forward_cached"), target)
     click.echo(f"The teacher writes {tokens} characters after {prompt!r}, twice; code: {source.says}.\n")
     ways = (
@@ -499,27 +530,20 @@ def play_cache(prompt, tokens, target):
 
 
 @play.command("speculate")
-@click.argument("prompt", default="Return the ")
-@click.option(
-    "--tokens", "-n", default=40, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
-)
-@click.option("--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round.")
-@_PLAY_TARGET
+@_drafting(40)
 def play_speculate(prompt, tokens, k, target):
     """The distilled draft guesses K characters a round, the teacher checks
     them all in one call and keeps what it would have written itself."""
     from grader import play as demos
     from reference.lm import CachedLM, generate
     from reference.model import Model
-    from reference.tokenizer import decode, encode
+    from reference.tokenizer import decode
 
     teacher = _shipped_teacher()
     draft = Model.pretrained("draft")
     source = _play_source("speculative", ("greedy_accept",), target)
+    ids = _prompt_ids(prompt, tokens, teacher)
     try:
-        ids = encode(prompt)
-        if not ids or len(ids) + tokens > teacher.config.max_seq_len:
-            raise ValueError(f"the prompt needs 1 to {teacher.config.max_seq_len - tokens} characters")
         rounds = []
         click.echo(
             f"The draft guesses {k} characters a round, the teacher checks them in one call; code: {source.says}.\n"
@@ -655,19 +679,14 @@ def play_distill(text, at, target):
 
 
 @play.command("stack")
-@click.argument("prompt", default="Return the ")
-@click.option(
-    "--tokens", "-n", default=48, show_default=True, type=click.IntRange(min=1), help="How many characters to write."
-)
-@click.option("--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round.")
-@_PLAY_TARGET
+@_drafting(48)
 def play_stack(prompt, tokens, k, target):
     """The deployed model the katas end on: the MoE teacher, its weights in
     8 bits, served with a KV cache and speculative decoding from the distilled
     draft. One bargain at a time, each measured in this run."""
     from grader import play as demos
     from reference.model import Model
-    from reference.tokenizer import decode, encode
+    from reference.tokenizer import decode
 
     teacher, draft = _shipped_teacher(), Model.pretrained("draft")
     sources = {
@@ -675,10 +694,8 @@ def play_stack(prompt, tokens, k, target):
         "quantization": _play_source("quantization", ("quantize_grouped", "quantize_model"), target),
         "speculative": _play_source("speculative", ("greedy_accept",), target),
     }
+    ids = _prompt_ids(prompt, tokens, teacher)
     try:
-        ids = encode(prompt)
-        if not ids or len(ids) + tokens > teacher.config.max_seq_len:
-            raise ValueError(f"the prompt needs 1 to {teacher.config.max_seq_len - tokens} characters")
         rows = demos.stack(teacher, draft, ids, tokens, k, sources)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -10,8 +10,6 @@ the figures are what the code did.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from types import ModuleType
@@ -21,6 +19,7 @@ import numpy as np
 
 from grader import state
 from grader import target as _target
+from grader.local import import_kata
 from grader.registry import find_kata
 from reference.lm import CachedLM
 from reference.model import Model, rms_norm, softmax, top_k_route
@@ -49,13 +48,8 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") ->
         if not all(last.get(t) == "pass" for t in tasks):
             which = f"task {tasks[0]} does" if len(tasks) == 1 else f"tasks {' and '.join(tasks)} do"
             return Source(None, f"the model's own, since your {kata} {which} not pass yet (kata grade {kata})")
+    module = import_kata(target, kata)
     path = _target.kata_path(target, kata)
-    if not path.is_file():
-        raise ValueError(f"no {path.name} in {path.parent}")
-    spec = importlib.util.spec_from_file_location(f"_play_{kata}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
     whose = {"katas": "yours", "reference": "the reference solution's"}.get(target, "the one in that folder")
     return Source(module, f"{whose}, {path}")
 
