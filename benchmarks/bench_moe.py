@@ -76,6 +76,26 @@ def one_token_blocks(model: Model, x: np.ndarray, repeats: int, seed: int) -> tu
     return moe_s / ONE_TOKEN_CALLS, dense_s / ONE_TOKEN_CALLS
 
 
+SWEEP_EXPERTS = (4, 8, 16, 32, 64)  # section 4: "2 of 64 experts" is its last row
+SWEEP_TOKENS = 512
+
+
+def expert_sweep(moe_forward, D: int, F: int, K: int, repeats: int, seed: int) -> list[tuple[int, int, int, float]]:
+    """(E, parameters of the layer, multiply-accumulates per token, fastest seconds for SWEEP_TOKENS tokens)
+    for each E of SWEEP_EXPERTS: random weights, the same tokens, top-K routing, no capacity limit."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((SWEEP_TOKENS, D)).astype(np.float32)
+    rows = []
+    for E in SWEEP_EXPERTS:
+        router = (rng.standard_normal((D, E)) / np.sqrt(D)).astype(np.float32)
+        gate, up = ((rng.standard_normal((E, D, F)) / np.sqrt(D)).astype(np.float32) for _ in range(2))
+        down = (rng.standard_normal((E, F, D)) / np.sqrt(F)).astype(np.float32)
+        (seconds,) = best_seconds([lambda: moe_forward(x, router, gate, up, down, K)], repeats)
+        params = router.size + gate.size + up.size + down.size
+        rows.append((E, params, D * E + K * 3 * D * F, seconds))
+    return rows
+
+
 def dense_swiglu(h: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
     return (silu(h @ w_gate) * (h @ w_up)) @ w_down
 
@@ -176,7 +196,6 @@ def main() -> None:
             dropped.lines.append(
                 (f"layer {layer}", PLOT_FACTORS, [dropped_share(layer, weights, f) for f in PLOT_FACTORS])
             )
-    plot(args.plot, f"Expert capacity on {which}", [dropped])
     print()
     print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
     moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)
@@ -185,6 +204,22 @@ def main() -> None:
     print("-" * len(head))
     print(f"{f'MoE, {E} experts top-{K} (F={F} each)':<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
     print(f"{f'dense, same active params (F={K * F})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
+    print()
+    print(f"4. more experts, the same work: top-{K} of E experts of width F={F} (D={D}), on {SWEEP_TOKENS} tokens")
+    head = f"{'E':>4}  {'parameters':>12}  {'MACs per token':>15}  {'us per token':>12}  {'params vs E=4':>13}"
+    print(head)
+    print("-" * len(head))
+    sweep = expert_sweep(moe_forward, D, F, K, args.repeats, args.seed)
+    for E_, params, macs, seconds in sweep:
+        per_token = seconds / SWEEP_TOKENS * 1e6
+        print(f"{E_:>4}  {params:>12,}  {macs:>15,}  {per_token:>12.2f}  {params / sweep[0][1]:>12.1f}x")
+    grow = Panel("what grows, and what does not", "experts E (top-2)", "relative to E = 4", log_y=True)
+    grow.lines = [
+        ("parameters", [r[0] for r in sweep], [r[1] / sweep[0][1] for r in sweep]),
+        ("MACs per token", [r[0] for r in sweep], [r[2] / sweep[0][2] for r in sweep]),
+        ("time per token", [r[0] for r in sweep], [r[3] / sweep[0][3] for r in sweep]),
+    ]
+    plot(args.plot, f"Mixture of experts ({which})", [dropped, grow])
 
 
 if __name__ == "__main__":
