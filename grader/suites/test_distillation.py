@@ -63,6 +63,19 @@ def _loss64(student, teacher, labels, temperature, alpha):
     return alpha * temperature**2 * soft + (1 - alpha) * hard
 
 
+def _grad64(student, teacher, labels, temperature, alpha):
+    """The gradient of _loss64, float64, from the closed form that
+    distillation_grad's docstring states."""
+    keep = labels != IGNORE
+    n = max(int(keep.sum()), 1)
+    soft = np.exp(_log_softmax64(student, temperature)) - np.exp(_log_softmax64(teacher, temperature))
+    hard = np.exp(_log_softmax64(student))
+    hard[np.arange(labels.size)[keep], labels[keep]] -= 1.0
+    grad = (alpha * temperature * soft + (1 - alpha) * hard) / n
+    grad[~keep] = 0.0
+    return grad
+
+
 def _finite_difference_grad(student, teacher, labels, temperature, alpha):
     """Central differences of _loss64 with respect to every student logit."""
     grad = np.zeros_like(student)
@@ -125,9 +138,17 @@ def test_softmax_ignores_a_constant_added_to_a_row(kata, x, shift, temperature):
     assert d <= PROB_ATOL, f"adding a constant to each row changed softmax by {d:.3g}"
 
 
+# Rows whose largest logits lie 1e4 apart: each row needs its own maximum subtracted, not the array's.
+ROWS_FAR_APART = np.array(
+    [[1e4, 9990.0, 0, -1e4, 5e3], [-1e4, -9999.0, -1e4, -9998.0, -1e4], [0.0, 1.0, -1.0, 2.0, 0.5], [-5e3] * 5],
+    dtype=np.float32,
+)
+
+
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
+@example(x=ROWS_FAR_APART, temperature=1.0)
 def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
@@ -143,6 +164,7 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
+@example(x=ROWS_FAR_APART, temperature=0.5)
 def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
     got = np.asarray(kata.log_softmax(x, temperature), dtype=np.float64)
     assert got.shape == x.shape, f"log_softmax returned shape {got.shape} for logits of shape {x.shape}"
@@ -153,6 +175,14 @@ def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, tempe
     ok = _close(got, want, rtol=LOGPROB_RTOL, atol=LOGPROB_ATOL)
     d = float(np.max(np.abs(got - want)))
     assert ok, f"log_softmax differs from a float64 computation by {d:.3g}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_return_float64(kata, fn, dtype):
+    x = np.array([[1.0, -2.0, 0.5], [3.0, 3.0, -1.0]], dtype=dtype)
+    got = np.asarray(getattr(kata, fn)(x, 2.0))
+    assert got.dtype == np.float64, f"{fn} of {dtype.__name__} logits returned dtype {got.dtype}, not float64"
 
 
 def test_softmax_normalizes_along_the_given_axis(kata):
@@ -236,11 +266,37 @@ def test_kl_matches_a_float64_formula(kata, batch, temperature):
     )
 
 
-@pytest.mark.parametrize("case", ["mismatched shapes", "NaN logits", "inf logits", "temperature 0"])
+@given(
+    teacher=float_arrays((3, 5), -1e4, 1e4, dtype=np.float64),
+    student=float_arrays((3, 5), -1e4, 1e4, dtype=np.float64),
+    temperature=temperatures,
+)
+@example(teacher=np.array([[1e4, 0.0]] * 3), student=np.array([[0.0, 1e4]] * 3), temperature=1.0)
+@example(teacher=np.array([[20.0, -20.0, 0.0]] * 3), student=np.array([[-20.0, 20.0, 0.0]] * 3), temperature=0.01)
+def test_kl_of_huge_logits_is_finite_and_matches_float64(kata, teacher, student, temperature):
+    got = np.asarray(kata.kl_divergence(teacher, student, temperature), dtype=np.float64)
+    assert np.all(_isfinite(got)), (
+        f"kl_divergence of logits up to ±1e4 (T={temperature:g}) returned {got}: a probability that underflowed "
+        "to 0 has log -inf; take log-probabilities from log_softmax"
+    )
+    want = _kl64(teacher, student, temperature)
+    d = float(np.max(np.abs(got - want)))
+    assert _close(got, want, rtol=KL_RTOL, atol=KL_ATOL), (
+        f"kl_divergence of huge logits differs from float64 by {d:.3g}"
+    )
+
+
+@pytest.mark.parametrize(
+    "case", ["mismatched shapes", "one student row", "one teacher row", "NaN logits", "inf logits", "temperature 0"]
+)
 def test_kl_rejects_bad_input(kata, case):
     t, s, T = np.zeros((3, 4)), np.zeros((3, 4)), 1.0
     if case == "mismatched shapes":
         s = np.zeros((3, 5))
+    elif case == "one student row":  # broadcasts against the teacher's (3, 4), but is not the same shape
+        s = np.zeros((1, 4))
+    elif case == "one teacher row":
+        t = np.zeros((1, 4))
     elif case == "NaN logits":
         s[1, 2] = np.nan
     elif case == "inf logits":
@@ -259,6 +315,8 @@ def _bad_batch(case):
     s, t, y, T, a = np.zeros((3, 4)), np.zeros((3, 4)), np.array([0, 1, 2]), 2.0, 0.5
     if case == "mismatched logits":
         t = np.zeros((3, 5))
+    elif case == "teacher logits of one row":  # broadcasts against the student's (3, 4)
+        t = np.zeros((1, 4))
     elif case == "labels of the wrong length":
         y = np.array([0, 1])
     elif case == "a label >= V":
@@ -282,6 +340,7 @@ def _bad_batch(case):
 
 BAD_BATCHES = [
     "mismatched logits",
+    "teacher logits of one row",
     "labels of the wrong length",
     "a label >= V",
     "a negative label other than ignore_index",
@@ -370,6 +429,39 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
     )
 
 
+# Values of ignore_index other than the default: negative, a label in [0, V), one above every V.
+IGNORE_INDICES = st.sampled_from([-1, 0, 1, 99])
+
+
+def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """labels with their ignored rows marked by ignore_index instead of IGNORE, and the same rows (those and any
+    other label equal to ignore_index) marked by IGNORE again, for the float64 formulas."""
+    custom = np.where(labels == IGNORE, ignore_index, labels)
+    return custom, np.where(custom == ignore_index, IGNORE, custom)
+
+
+@given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
+@example(
+    batch=(
+        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
+        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+        np.array([2, IGNORE]),
+    ),
+    temperature=2.0,
+    alpha=0.5,
+    ignore_index=-1,
+)
+def test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value(kata, batch, temperature, alpha, ignore_index):
+    student, teacher, labels = batch
+    custom, marked = _relabelled(labels, ignore_index)
+    got = float(kata.distillation_loss(student, teacher, custom, temperature, alpha, ignore_index=ignore_index))
+    want = _loss64(student, teacher, marked, temperature, alpha)
+    assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
+        f"with ignore_index={ignore_index} and labels {custom.tolist()} the loss is {got:.6g}, expected {want:.6g} "
+        "from the rows whose label is not ignore_index"
+    )
+
+
 def test_loss_of_an_all_ignored_batch_is_zero(kata):
     s = common.rng(4).standard_normal((3, 5))
     got = float(kata.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
@@ -438,6 +530,36 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
     assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
     assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
         "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone"
+    )
+
+
+@given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
+@example(
+    batch=(
+        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
+        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
+        np.array([2, IGNORE]),
+    ),
+    temperature=2.0,
+    alpha=0.5,
+    ignore_index=-1,
+)
+def test_gradient_skips_the_rows_labelled_ignore_index_whatever_its_value(
+    kata, batch, temperature, alpha, ignore_index
+):
+    student, teacher, labels = batch
+    custom, marked = _relabelled(labels, ignore_index)
+    got = np.asarray(
+        kata.distillation_grad(student, teacher, custom, temperature, alpha, ignore_index=ignore_index),
+        dtype=np.float64,
+    )
+    want = _grad64(student, teacher, marked, temperature, alpha)
+    assert got.shape == want.shape, f"distillation_grad returned shape {got.shape}, expected {want.shape}"
+    i, j = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
+    assert _close(got, want, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
+        f"with ignore_index={ignore_index} and labels {custom.tolist()}, d loss / d student[{i}, {j}] is "
+        f"{got[i, j]:.6g}, expected {want[i, j]:.6g}: the rows labelled ignore_index get zeros and the mean "
+        "runs over the others"
     )
 
 
@@ -559,6 +681,53 @@ def test_distilling_lowers_the_distillation_loss(kata, teacher_data):
     )
 
 
+def _small_distill_batch(salt: int):
+    """Teacher logits (10, 4), previous tokens that repeat, and labels with one row ignored."""
+    gen = common.rng(salt)
+    teacher = 2.0 * gen.standard_normal((10, 4))
+    prev = np.array([0, 1, 0, 2, 0, 1, 3, 0, 2, 0])
+    labels = gen.integers(0, 4, 10)
+    labels[4] = IGNORE
+    return teacher, prev, labels
+
+
+def test_distill_bigram_with_zero_steps_returns_the_initial_table(kata):
+    teacher, prev, labels = _small_distill_batch(10)
+    for seed in (0, 1):
+        got = kata.distill_bigram(
+            teacher, prev, labels, temperature=2.0, alpha=0.5, steps=0, lr=1.0, rng=np.random.default_rng(seed)
+        )
+        got = np.asarray(got, dtype=np.float64)
+        want = 0.01 * np.random.default_rng(seed).standard_normal((4, 4))
+        assert got.shape == want.shape, f"distill_bigram returned shape {got.shape}, expected (V, V) = (4, 4)"
+        assert np.allclose(got, want, rtol=1e-12, atol=0), (
+            f"with steps=0 and rng=np.random.default_rng({seed}) distill_bigram returned\n{got}\nnot the "
+            f"initial table 0.01 * rng.standard_normal((V, V)):\n{want}"
+        )
+
+
+def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_tokens_row(kata):
+    teacher, prev, labels = _small_distill_batch(11)
+    T, alpha, lr, steps = 2.0, 0.7, 0.5, 3
+    got = kata.distill_bigram(
+        teacher, prev, labels, temperature=T, alpha=alpha, steps=steps, lr=lr, rng=np.random.default_rng(3)
+    )
+    got = np.asarray(got, dtype=np.float64)
+    table = 0.01 * np.random.default_rng(3).standard_normal((4, 4))
+    for _ in range(steps):
+        grad = _grad64(table[prev], teacher, labels, T, alpha)  # (N, V)
+        step = np.zeros_like(table)
+        for i, v in enumerate(prev):  # every position adds its row into its previous token's
+            step[v] += grad[i]
+        table = table - lr * step
+    assert got.shape == table.shape, f"distill_bigram returned shape {got.shape}, expected (V, V) = (4, 4)"
+    worst = float(np.max(np.abs(got - table)))
+    assert np.allclose(got, table, rtol=1e-9, atol=1e-12), (
+        f"after {steps} steps the table is {worst:.3g} away from W -= lr * dL/dW, where dL/dW adds up each "
+        "position's gradient row into the row of its previous token (tokens 0, 1 and 2 occur more than once)"
+    )
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -602,19 +771,6 @@ def test_distill_bigram_rejects_bad_input(kata, case):
 
 
 # ------------------------------------------------------------------------ speed
-
-
-def _grad64(student, teacher, labels, temperature, alpha):
-    """The gradient of _loss64, float64, from the closed form that
-    distillation_grad's docstring states."""
-    keep = labels != IGNORE
-    n = max(int(keep.sum()), 1)
-    soft = np.exp(_log_softmax64(student, temperature)) - np.exp(_log_softmax64(teacher, temperature))
-    hard = np.exp(_log_softmax64(student))
-    hard[np.arange(labels.size)[keep], labels[keep]] -= 1.0
-    grad = (alpha * temperature * soft + (1 - alpha) * hard) / n
-    grad[~keep] = 0.0
-    return grad
 
 
 @pytest.mark.speed

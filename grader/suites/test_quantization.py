@@ -164,6 +164,37 @@ def _assert_within_half_a_step(x: np.ndarray, x_hat: np.ndarray, amax: np.ndarra
     )
 
 
+def _scale_shape(x: np.ndarray, axis) -> tuple[int, ...]:
+    """The documented shape of a per-tensor or per-channel scale: () for axis=None, else x.shape with
+    every axis but `axis` set to 1."""
+    return () if axis is None else tuple(n if a == axis % x.ndim else 1 for a, n in enumerate(x.shape))
+
+
+def _assert_scale_like(scale, x: np.ndarray, axis, what: str = "scale") -> None:
+    """scale has the documented shape for axis and x's float dtype."""
+    want = _scale_shape(x, axis)
+    assert np.shape(scale) == want, (
+        f"{what} for axis={axis} on shape {x.shape} has shape {np.shape(scale)}, expected {want} "
+        "(() for axis=None, else x.shape with every axis but `axis` set to 1)"
+    )
+    dtype = np.asarray(scale).dtype
+    assert dtype == x.dtype, f"{what} has dtype {dtype} for x of dtype {x.dtype}; it comes in x's float dtype"
+
+
+def _zero_slice_cases() -> tuple[np.ndarray, np.ndarray]:
+    """An all-zero (3, 4) tensor, and one whose rows 1 and 2 are zeros."""
+    x = np.zeros((3, 4), dtype=np.float32)
+    x[0] = [1.0, -2.0, 3.0, 0.5]
+    return np.zeros_like(x), x
+
+
+def _assert_zero_slices_get(values, x: np.ndarray, axis, what: str) -> None:
+    """values (a scale or zero point per slice) are 0 on every slice of x along axis that is all zeros."""
+    got = _broadcast(values, x.shape, what)
+    bad = np.broadcast_to(_slice_amax(x, axis) == 0, x.shape) & (got != 0)
+    assert not bad.any(), f"a slice of zeros (axis={axis}) got {what} {got[bad][0]:g}, not 0"
+
+
 # ------------------------------------------------------------------ symmetric
 
 
@@ -272,6 +303,50 @@ def test_per_channel_error_is_never_above_per_tensor_error(kata):
             f"with axis={axis} the smallest channel should come back far closer than with one scale "
             f"({err[axis][-1]:.3g} vs {err[None][-1]:.3g}): is the scale taken per channel?"
         )
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_symmetric_gives_a_slice_of_zeros_scale_zero(kata, axis):
+    for x in _zero_slice_cases():
+        _, scale = kata.quantize_symmetric(x, 4, axis=axis)
+        _assert_zero_slices_get(scale, x, axis, "scale")
+
+
+# Exact ties: the largest magnitude makes the scale a power of two (1, or 1.5 / 3 = 0.5), so x / scale lands
+# on n + 0.5 exactly however it is computed. (x, bits, codes rounded half to even.)
+SYMMETRIC_TIES = {
+    "scale 1": ([7.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 6.5], 4, [7, 0, 2, 2, 0, -2, -2, 6]),
+    "scale 0.5": ([1.5, 0.25, 0.75, -1.25], 3, [3, 0, 2, -2]),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", list(SYMMETRIC_TIES), ids=str)
+def test_symmetric_rounds_exact_halves_to_even(kata, case, dtype):
+    x, bits, want = SYMMETRIC_TIES[case]
+    q, _ = kata.quantize_symmetric(np.array(x, dtype=dtype), bits)
+    got = _codes(q, (len(x),)).tolist()
+    assert got == want, f"quantize_symmetric({x}, bits={bits}) gave codes {got}; round half to even gives {want}"
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), None), bits=8)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), 1), bits=4)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float64), -2), bits=3)
+def test_symmetric_scale_has_the_input_dtype_and_the_documented_shape(sym, xa, bits):
+    x, axis = xa
+    _, scale = sym.quantize_symmetric(x, bits, axis=axis)
+    _assert_scale_like(scale, x, axis)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_dequantize_symmetric_returns_the_scale_dtype(kata, dtype):
+    q = np.array([[3, -7, 0], [1, 5, -2]], dtype=np.int8)
+    for scale in (np.array(0.5, dtype=dtype), np.array([[0.5], [0.25]], dtype=dtype)):
+        x_hat = np.asarray(kata.dequantize_symmetric(q, scale))
+        assert x_hat.dtype == dtype, f"dequantize_symmetric returned dtype {x_hat.dtype} for a {dtype.__name__} scale"
+        want = q * scale.astype(np.float64)
+        assert np.array_equal(x_hat, want), f"dequantize_symmetric gave {x_hat.tolist()}, q * scale is {want.tolist()}"
 
 
 @pytest.mark.parametrize("bits", [1, 9, 0])
@@ -386,6 +461,53 @@ def test_affine_represents_zero_exactly(aff, xa, bits):
 def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
     x = np.sort(x)
     _assert_monotone(x, _codes(aff.quantize_affine(x, bits)[0], x.shape))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_affine_gives_a_slice_of_zeros_scale_and_zero_point_zero(kata, axis):
+    for x in _zero_slice_cases():
+        _, scale, zero_point = kata.quantize_affine(x, 4, axis=axis)
+        _assert_zero_slices_get(scale, x, axis, "scale")
+        _assert_zero_slices_get(zero_point, x, axis, "zero point")
+
+
+# Exact ties: max_pos - min_neg = 3 = qmax at 2 bits makes the scale 1, so x / scale and -min_neg / scale
+# land on n + 0.5 exactly. (x, codes, zero point, rounded half to even.)
+AFFINE_TIES = {
+    # zero point round(1) = 1; codes round(x) + 1 with 0.5 -> 0 and -0.5 -> -0.
+    "codes": ([-1.0, 2.0, 0.5, -0.5, 1.5], [0, 3, 1, 1, 3], 1),
+    # zero point round(0.5) = 0; codes round(x) with -0.5 -> -0, 2.5 -> 2, 1.5 -> 2.
+    "zero point": ([-0.5, 2.5, 1.5], [0, 2, 2], 0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", list(AFFINE_TIES), ids=str)
+def test_affine_rounds_exact_halves_to_even(kata, case, dtype):
+    x, want_codes, want_zero_point = AFFINE_TIES[case]
+    q, _, zero_point = kata.quantize_affine(np.array(x, dtype=dtype), 2)
+    got = _codes(q, (len(x),)).tolist()
+    assert np.ndim(zero_point) == 0 and int(zero_point) == want_zero_point, (
+        f"quantize_affine({x}, bits=2) gave zero point {zero_point}; round(-min_neg / scale), half to even, "
+        f"is {want_zero_point}"
+    )
+    assert got == want_codes, (
+        f"quantize_affine({x}, bits=2) gave codes {got}; round(x / scale) + zero_point, half to even, is {want_codes}"
+    )
+
+
+@given(xa=tensor_and_axis(), bits=BITS)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), None), bits=8)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), 1), bits=4)
+@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float64), -2), bits=3)
+def test_affine_scale_and_zero_point_have_the_documented_shape(aff, xa, bits):
+    x, axis = xa
+    _, scale, zero_point = aff.quantize_affine(x, bits, axis=axis)
+    _assert_scale_like(scale, x, axis)
+    want = _scale_shape(x, axis)
+    assert np.shape(zero_point) == want, (
+        f"zero_point for axis={axis} on shape {x.shape} has shape {np.shape(zero_point)}, expected {want}"
+    )
 
 
 @pytest.mark.parametrize("bits", [1, 9])
@@ -508,6 +630,37 @@ def test_grouped_all_zero_groups_dequantize_to_exact_zeros(kata):
     assert np.all(x_hat[x == 0] == 0), "groups of zeros do not come back as exact zeros"
 
 
+def test_grouped_gives_a_group_of_zeros_scale_zero(kata):
+    x = np.zeros((2, 8), dtype=np.float32)
+    x[0, :4] = [1.0, -3.0, 2.0, 0.5]
+    _, scales = kata.quantize_grouped(x, 4, 4)
+    got = np.asarray(scales, dtype=np.float64)
+    assert got.shape == (2, 2), f"scales have shape {got.shape}, expected (2, 2) (one per group of 4)"
+    zero = np.array([[False, True], [True, True]])
+    assert np.all(got[zero] == 0), f"groups of zeros got scales {got[zero].tolist()}, not 0"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_grouped_rounds_exact_halves_to_even(kata, dtype):
+    # Each group's max|x| is 7 = qmax at 4 bits: qmax / max|group| = 1, so every .5 below is an exact tie.
+    x = np.array([[7.0, 2.5, -1.5, 0.5, 3.5, -7.0, 1.0, 6.5]], dtype=dtype)
+    want = [[7, 2, -2, 0, 4, -7, 1, 6]]
+    q, _ = kata.quantize_grouped(x, 4, 4)
+    got = _codes(q, x.shape).tolist()
+    assert got == want, f"quantize_grouped({x.tolist()}, 4, 4) gave codes {got}; round half to even gives {want}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_grouped_scales_and_dequantized_values_keep_the_float_dtype(kata, dtype):
+    x = rng(22).standard_normal((3, 16)).astype(dtype)
+    q, scales = kata.quantize_grouped(x, 4, 8)
+    got = np.asarray(scales).dtype
+    assert got == dtype, f"quantize_grouped gave scales of dtype {got} for x of dtype {x.dtype}; they come in x's"
+    codes = np.array([[3, -7, 0, 1], [5, -2, 7, 0]], dtype=np.int8)
+    x_hat = np.asarray(kata.dequantize_grouped(codes, np.array([[0.5, 0.25], [2.0, 1.0]], dtype=dtype), 2))
+    assert x_hat.dtype == dtype, f"dequantize_grouped returned dtype {x_hat.dtype} for {dtype.__name__} scales"
+
+
 def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     with pytest.raises(ValueError) as info:
         kata.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
@@ -539,8 +692,10 @@ def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
         (np.int8(3), np.ones(1, np.float32)),  # a scalar: no axis to group
         (np.zeros((2, 8), np.int8), np.ones((2, 3), np.float32)),  # 8 // 4 = 2 groups a row, not 3
         (np.zeros((2, 8), np.int8), np.ones((3, 2), np.float32)),  # rows that do not match
+        (np.zeros((2, 8), np.int8), np.ones(2, np.float32)),  # one row of scales for two rows of codes
+        (np.zeros((2, 8), np.int8), np.ones((1, 2), np.float32)),  # the same, kept 2-D: it only broadcasts
     ],
-    ids=["scalar", "groups", "rows"],
+    ids=["scalar", "groups", "rows", "one row", "one row 2-d"],
 )
 def test_dequantize_grouped_rejects_scales_that_do_not_fit_the_codes(kata, q, scales):
     with pytest.raises(ValueError):
@@ -575,6 +730,22 @@ def test_pack_then_unpack_round_trips_exactly(pack, codes):
     )
     back = np.asarray(pack.unpack_int4(packed, q.size))
     assert back.tolist() == codes, f"unpack_int4(pack_int4({codes})) gave {back.tolist()}"
+
+
+ODD_CODES = st.integers(0, 20).flatmap(lambda k: st.lists(st.integers(-8, 7), min_size=2 * k + 1, max_size=2 * k + 1))
+
+
+@given(codes=ODD_CODES)
+@example(codes=[-1])
+@example(codes=[1, -1, 7])
+def test_pack_int4_pads_an_odd_count_with_one_zero_code(pack, codes):
+    padded = [c & 0xF for c in codes] + [0]
+    want = [lo | (hi << 4) for lo, hi in zip(padded[0::2], padded[1::2])]
+    got = np.asarray(pack.pack_int4(np.array(codes, dtype=np.int8))).tolist()
+    assert got == want, (
+        f"pack_int4({codes}) gave {[hex(b) for b in got]}, expected {[hex(b) for b in want]} "
+        "(the last byte's high nibble holds the zero code that pads an odd count)"
+    )
 
 
 @pytest.mark.parametrize("codes", [[8], [-9], [0, 16]])
@@ -621,6 +792,14 @@ Q8_0_BLOCKS = {
     "zeros": ([0.0] * 32, 0.0, [0] * 32),
     # max|x| = 254 from a negative value: d = 2, x / d = -127, 2.5, -1.5, 0.5, 0.25.
     "negative max": ([-254.0, 5.0, -3.0, 1.0, 0.5] + [0.0] * 27, 2.0, [-127, 3, -2, 1, 0] + [0] * 27),
+    # d = 1: roundf(±(0.5 - 2^-25)) is 0, though |x| + 0.5 rounds up to 1.0 in float32.
+    "just below a half": ([127.0, 0.5 - 2.0**-25, -(0.5 - 2.0**-25)] + [0.0] * 29, 1.0, [127, 0, 0] + [0] * 29),
+    # d = max|x| / 127 and x * (1 / d) in float32 give 84.5, so 85; in float64, x * id is 84.49999: 84.
+    "float32 d": (
+        [1.8586623668670654, 1.2366689443588257] + [0.0] * 30,
+        float(np.float32(1.8586623668670654) / np.float32(127)),
+        [127, 85] + [0] * 30,
+    ),
 }
 Q4_0_BLOCKS = {
     # m = -8 (negative): d = 1, q = min(15, floor(x + 8.5)); ties x = 0.5 -> 9, -0.5 -> 8, 7.5 -> 15.
@@ -633,6 +812,12 @@ Q4_0_BLOCKS = {
     ),
     # |8| == |-8|: the first one (8) wins, so d = -1 and -8 maps to min(15, 16) = 15.
     "first max wins": ([0.0, 8.0, -8.0] + [0.0] * 29, -1.0, [8, 0, 15] + [8] * 29),
+    # The same tie with the negative value first: it wins, d = 1, and 8 maps to min(15, 16) = 15.
+    "first max wins, negative first": ([0.0, -8.0, 8.0] + [0.0] * 29, 1.0, [8, 0, 15] + [8] * 29),
+    # m = 32: d = -4, id = -0.25. -(2 - 2^-21) * id = 0.5 - 2^-23, plus 8.5 rounds to 9.0 in float32: code 9
+    # (rounding x * id first, then adding 8, gives 8); (2 + 2^-20) * id = -(0.5 + 2^-22), plus 8.5 rounds
+    # to 8.0: code 8 (the other way, 7).
+    "just below a half": ([32.0, -(2 - 2.0**-21), 2 + 2.0**-20] + [0.0] * 29, -4.0, [0, 9, 8] + [8] * 29),
     # m = 0: d = 0 / -8 = -0.0 in IEEE arithmetic, stored as fp16 bytes 00 80; id = 0, so every q = 8.
     "zeros": ([0.0] * 32, -0.0, [8] * 32),
 }
@@ -762,6 +947,13 @@ def test_q4_0_dequantizes_to_q_minus_8_times_d(kata):
     assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, (q - 8) * d is {want[bad][0]}"
 
 
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_q8_0_and_q4_0_dequantize_to_float32(kata, fmt):
+    data = _q8_0_bytes(0.5, list(range(-16, 16))) if fmt == "q8_0" else _q4_0_bytes(0.25, list(range(16)) * 2)
+    got = np.asarray(getattr(kata, f"dequantize_{fmt}")(data, 32))
+    assert got.dtype == np.float32, f"dequantize_{fmt} returned dtype {got.dtype}; it gives float32 values"
+
+
 @pytest.mark.needs("gguf")
 def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
     """Exists only where the optional `gguf` package (llama.cpp's Python side,
@@ -840,6 +1032,21 @@ def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, sma
             )
         else:
             assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
+
+
+@pytest.mark.parametrize("group_size", [8, 16])
+def test_quantize_model_groups_each_weight_in_runs_of_group_size_along_its_input_axis(kata, small_model, group_size):
+    bits = 3
+    out = kata.quantize_model(small_model, bits, group_size)
+    for name, w in small_model.weights.items():
+        if name.split(".")[-1] not in LINEAR:
+            continue
+        got = np.asarray(out.weights[name], dtype=np.float64)
+        assert got.shape == w.shape, f"weight {name!r} came back with shape {got.shape}, not {w.shape}"
+        got, rows = np.swapaxes(got, -1, -2), np.swapaxes(w.astype(np.float64), -1, -2)  # (..., out, in)
+        _assert_within_half_a_step(
+            rows, got, _group_amax(rows, group_size), bits, f" of its group of {group_size} along the input axis"
+        )
 
 
 def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(kata, small_model):
