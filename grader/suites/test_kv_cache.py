@@ -148,6 +148,55 @@ def test_length_advances_once_every_layer_holds_the_new_tokens(kata, sizes):
         )
 
 
+# Updates in any order of layers, a layer taking several before the next: (layer, t) each.
+layer_orders = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_size=1, max_size=10)
+ORDER_EXAMPLES = ([(2, 2), (1, 2), (0, 2), (1, 1)], [(0, 1), (0, 2), (1, 3), (2, 1), (2, 2)])
+
+
+def _in_layer_order(kata, ops, after_each) -> None:
+    """Apply the updates ops to a 3-layer cache of max_len MAX_LEN, skipping
+    any a layer has no room for; after each, calls after_each(cache, what,
+    returned, written, held): the update's result, what that layer was
+    written so far and how many tokens each layer holds."""
+    rng = common.rng(25)
+    cache = kata.KVCache(3, HKV, DH, MAX_LEN)
+    written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(3)]
+    for step, (layer, t) in enumerate(ops):
+        if written[layer][0].shape[1] + t > MAX_LEN:
+            continue
+        k, v = _kv_pair(rng, t)
+        what = f"after the updates (layer, tokens) {ops[: step + 1]}"
+        got = _accepted(lambda: cache.update(layer, k, v), what)
+        written[layer] = [
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+        ]
+        after_each(cache, what, got, written[layer], [w[0].shape[1] for w in written])
+
+
+@given(ops=layer_orders)
+@example(ops=ORDER_EXAMPLES[0])
+@example(ops=ORDER_EXAMPLES[1])
+def test_update_appends_after_the_layer_own_tokens_in_any_order_of_layers(kata, ops):
+    def check(cache, what, got, written, held):
+        _check_contents(*got, *written, what)
+
+    _in_layer_order(kata, ops, check)
+
+
+@given(ops=layer_orders)
+@example(ops=ORDER_EXAMPLES[0])
+@example(ops=ORDER_EXAMPLES[1])
+def test_len_is_what_every_layer_holds_in_any_order_of_layers(kata, ops):
+    def check(cache, what, got, written, held):
+        assert int(len(cache)) == min(held), (
+            f"{what}, the layers hold {held} tokens, so len(cache) should be {min(held)}, the number every layer "
+            f"holds; it is {len(cache)}"
+        )
+
+    _in_layer_order(kata, ops, check)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
     cache = kata.KVCache(3, 2, 8, 40, dtype=dtype)
@@ -168,6 +217,23 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
                 better="lower",
                 key="bytes_per_token",
             )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64], ids=lambda d: np.dtype(d).name)
+def test_update_returns_keys_and_values_in_the_cache_dtype(kata, dtype):
+    rng = common.rng(31)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN, dtype=dtype)
+    want = np.dtype(dtype)
+    for t in (3, 2):
+        k, v = _kv_pair(rng, t)  # float32, stored as the cache's dtype
+        got_k, got_v = (np.asarray(x) for x in _accepted(lambda: cache.update(0, k, v), f"a {want.name} cache update"))
+        assert got_k.dtype == want and got_v.dtype == want, (
+            f"a KVCache made with dtype={want.name} returned keys of {got_k.dtype} and values of {got_v.dtype}: its "
+            f"buffers hold {want.name}, and update returns views of them"
+        )
+        assert array_equal(got_k[:, -t:], k.astype(want)) and array_equal(got_v[:, -t:], v.astype(want)), (
+            f"a {want.name} cache returned keys or values other than the ones written, rounded to {want.name}"
+        )
 
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
@@ -255,6 +321,9 @@ def _bad_updates():
         "2-D keys": (0, k[0], v[0]),
         "values longer than keys": (0, k, np.zeros((HKV, 3, DH), np.float32)),
         "integer keys": (0, np.ones((HKV, 2, DH), np.int64), np.ones((HKV, 2, DH), np.int64)),
+        "integer values": (0, k, np.ones((HKV, 2, DH), np.int64)),
+        "one kv head too few": (0, np.zeros((HKV - 1, 2, DH), np.float32), np.zeros((HKV - 1, 2, DH), np.float32)),
+        "values shorter than keys": (0, k, np.zeros((HKV, 1, DH), np.float32)),
     }
 
 
@@ -282,11 +351,26 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kat
 
 @pytest.mark.parametrize(
     "args",
-    [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN), (LAYERS, HKV, DH, 0)],
-    ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0"],
+    [
+        (0, HKV, DH, MAX_LEN),
+        (LAYERS, 0, DH, MAX_LEN),
+        (LAYERS, HKV, -4, MAX_LEN),
+        (LAYERS, HKV, DH, 0),
+        (LAYERS, HKV, DH, MAX_LEN + 0.5),
+    ],
+    ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0", "max_len not an int"],
 )
 def test_the_constructor_rejects_sizes_that_are_not_positive(kata, args):
     _refused(ValueError, lambda: kata.KVCache(*args), f"KVCache{args}")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_the_constructor_rejects_a_dtype_that_is_not_floating_point(kata, dtype):
+    _refused(
+        ValueError,
+        lambda: kata.KVCache(LAYERS, HKV, DH, MAX_LEN, dtype=dtype),
+        f"KVCache({LAYERS}, {HKV}, {DH}, {MAX_LEN}, dtype={np.dtype(dtype).name})",
+    )
 
 
 @given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
@@ -321,6 +405,26 @@ def test_crop_rejects_n_outside_zero_to_len(kata, n):
     _fill(cache, 3, common.rng(8))
     _refused(ValueError, lambda: cache.crop(n), f"crop({n}) of a cache holding 3 tokens")
     assert int(len(cache)) == 3, f"after a refused crop({n}), len(cache) is {len(cache)}, expected 3 as before"
+
+
+def test_crop_rejects_n_past_what_every_layer_holds(kata):
+    rng = common.rng(32)
+    cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _fill(cache, 3, rng)
+    k, v = _kv_pair(rng, 2)
+    _accepted(lambda: cache.update(0, k, v), "writing 2 more tokens to layer 0 only")  # layer 0 holds 5, layer 1 3
+    written[0] = [np.concatenate([written[0][0], k], axis=1), np.concatenate([written[0][1], v], axis=1)]
+    _refused(ValueError, lambda: cache.crop(4), "crop(4) when layer 0 holds 5 tokens but layer 1 only 3 (len 3)")
+    assert int(len(cache)) == 3, f"after a refused crop(4), len(cache) is {len(cache)}, expected 3 as before"
+    for layer in range(LAYERS):
+        k, v = _kv_pair(rng, 1)
+        got = _accepted(lambda: cache.update(layer, k, v), f"after a refused crop(4), writing 1 token to layer {layer}")
+        _check_contents(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, after a refused crop(4)",
+        )
 
 
 # -------------------------------------------------------------- forward
@@ -483,8 +587,22 @@ def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(ka
 
 @pytest.mark.parametrize(
     "prompt,n,temperature",
-    [([1, 2], -1, 0.0), ([1, 2], MAX_SEQ - 1, 0.0), ([1, 2], 3, -1.0)],
-    ids=["negative n_new", "past max_seq_len", "negative temperature"],
+    [
+        ([1, 2], -1, 0.0),
+        ([1, 2], MAX_SEQ - 1, 0.0),
+        ([1, 2], 3, -1.0),
+        ([1, 2], 3, 1.0),
+        ([1, 2], 0, -1.0),
+        ([1] * (MAX_SEQ + 1), 0, 0.0),
+    ],
+    ids=[
+        "negative n_new",
+        "past max_seq_len",
+        "negative temperature",
+        "temperature 1 without an rng",
+        "negative temperature, no new tokens",
+        "a prompt past max_seq_len, no new tokens",
+    ],
 )
 def test_generate_rejects_bad_arguments(kata, prompt, n, temperature):
     _refused(
@@ -639,6 +757,122 @@ def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
             np.concatenate([old_v, v], axis=1),
             f"sequence b, layer {layer}, continuing after its refused update",
         )
+
+
+def _paged_with(kata, num_blocks: int, held: dict, rng) -> tuple[object, dict]:
+    """A pool of num_blocks blocks of P_BLOCK holding sequences of held[seq]
+    tokens in every layer; also returns what each layer of each was written."""
+    cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, num_blocks, block_size=P_BLOCK)
+    written = {}
+    for seq, n in held.items():
+        _accepted(lambda: cache.add_sequence(seq), f"adding sequence {seq!r} to a new pool")
+        written[seq] = [_kv_pair(rng, n, P_HKV, P_DH) for _ in range(P_LAYERS)]
+        for layer in range(P_LAYERS):
+            _accepted(
+                lambda: cache.update(seq, layer, *written[seq][layer]),
+                f"writing {n} tokens to sequence {seq!r} with enough blocks free",
+            )
+    return cache, written
+
+
+def _paged_continues(kata, cache, seq, written, rng, what: str) -> None:
+    """Sequence seq takes one more token in every layer and reads back all it was written plus that token."""
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, 1, P_HKV, P_DH)
+        got = _accepted(lambda: cache.update(seq, layer, k, v), f"{what}, writing a token to sequence {seq!r}")
+        old_k, old_v = written[layer]
+        _check_contents(
+            *got,
+            np.concatenate([old_k, k], axis=1),
+            np.concatenate([old_v, v], axis=1),
+            f"{what}, sequence {seq!r}, layer {layer}",
+        )
+
+
+def test_paged_update_needing_more_blocks_than_are_free_takes_none(kata):
+    rng = common.rng(26)
+    cache, written = _paged_with(kata, 3, {"a": P_BLOCK + 1, "b": 1}, rng)  # a holds 2 blocks, b 1: none free
+    cache.free("b")  # one block free
+    cache.add_sequence("c")
+    _refused(
+        kata.CacheFullError,
+        lambda: cache.update("c", 0, *_kv_pair(rng, 2 * P_BLOCK, P_HKV, P_DH)),
+        f"an update of {2 * P_BLOCK} tokens (2 blocks) with 1 block free",
+    )
+    assert int(cache.blocks_in_use) == 2, (
+        f"after an update refused for want of a second block, blocks_in_use is {cache.blocks_in_use}, expected 2 "
+        "as before: a refused update takes no block"
+    )
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, P_BLOCK, P_HKV, P_DH)
+        got = _accepted(
+            lambda: cache.update("c", layer, k, v),
+            "after a refused update, writing one block's worth into the free one",
+        )
+        _check_contents(*got, k, v, f"sequence 'c', layer {layer}, after its refused update")
+    _paged_continues(kata, cache, "a", written["a"], rng, "after sequence 'c' was refused")
+
+
+def _bad_paged_updates():
+    rng = common.rng(27)
+    k, v = _kv_pair(rng, 2, P_HKV, P_DH)
+    return {
+        "an unknown sequence": ("z", 0, k, v),
+        "layer -1": ("a", -1, k, v),
+        "layer n_layers": ("a", P_LAYERS, k, v),
+        "integer keys": ("a", 0, np.ones((P_HKV, 2, P_DH), np.int64), np.ones((P_HKV, 2, P_DH), np.int64)),
+        "one kv head too many": ("a", 0, *_kv_pair(rng, 2, P_HKV + 1, P_DH)),
+        "wrong head width": ("a", 0, *_kv_pair(rng, 2, P_HKV, P_DH + 1)),
+        "values shorter than keys": ("a", 0, k, v[:, :1]),
+    }
+
+
+BAD_PAGED_UPDATES = _bad_paged_updates()
+
+
+@pytest.mark.parametrize("case", list(BAD_PAGED_UPDATES))
+def test_paged_bad_update_raises_value_error_and_changes_nothing(kata, case):
+    rng = common.rng(28)
+    cache, written = _paged_with(kata, P_BLOCKS, {"a": P_BLOCK}, rng)  # one full block: the next token needs another
+    seq, layer, k, v = BAD_PAGED_UPDATES[case]
+    _refused(ValueError, lambda: cache.update(seq, layer, k, v), f"a paged update with {case}")
+    assert int(cache.blocks_in_use) == 1, (
+        f"after a refused update ({case}), blocks_in_use is {cache.blocks_in_use}, expected 1 as before: check "
+        "everything before taking a block"
+    )
+    _paged_continues(kata, cache, "a", written["a"], rng, f"after a refused update ({case})")
+
+
+def test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens(kata):
+    rng = common.rng(29)
+    cache, written = _paged_with(kata, P_BLOCKS, {"a": 3}, rng)
+    _refused(ValueError, lambda: cache.add_sequence("a"), "add_sequence('a') while sequence 'a' is live")
+    assert int(cache.blocks_in_use) == 1, (
+        f"after a refused add_sequence, blocks_in_use is {cache.blocks_in_use}, expected 1 as before"
+    )
+    _paged_continues(kata, cache, "a", written["a"], rng, "after a refused add_sequence('a')")
+
+
+def test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one(kata):
+    rng = common.rng(30)
+    cache, written = _paged_with(kata, P_BLOCKS, {"a": 3, "b": 2}, rng)
+    _refused(ValueError, lambda: cache.free("z"), "free('z') of a sequence never added")
+    cache.free("a")
+    _refused(ValueError, lambda: cache.free("a"), "free('a') of a sequence already freed")
+    _refused(
+        ValueError,
+        lambda: cache.update("a", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
+        "update of sequence 'a' after free('a')",
+    )
+    assert int(cache.blocks_in_use) == 1, (
+        f"with sequence 'a' freed and 'b' holding 2 tokens, blocks_in_use is {cache.blocks_in_use}, expected 1"
+    )
+    _accepted(lambda: cache.add_sequence("a"), "add_sequence('a') after free('a')")
+    for layer in range(P_LAYERS):
+        k, v = _kv_pair(rng, 2, P_HKV, P_DH)
+        got = _accepted(lambda: cache.update("a", layer, k, v), "writing to sequence 'a' added again after its free")
+        _check_contents(*got, k, v, f"sequence 'a' added again after free('a'), layer {layer}: it starts empty")
+    _paged_continues(kata, cache, "b", written["b"], rng, "after sequence 'a' was freed and added again")
 
 
 # ---------------------------------------------------------------- speed

@@ -172,6 +172,16 @@ def kata():
     return load_kata("speculative")
 
 
+def _without_crashing(call, what: str):
+    """call()'s result; a failed check, not a crash, if it raised (a stub's NotImplementedError passes through)."""
+    try:
+        return call()
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # valid input: any error is a wrong answer
+        raise AssertionError(f"{what} raised {type(exc).__name__}: {exc}") from None
+
+
 # ------------------------------------------------------------ accept_reject
 
 
@@ -310,6 +320,43 @@ def test_no_drafts_is_plain_sampling_from_target_row_0(kata, p):
     )
 
 
+def test_a_rejection_with_a_zero_residual_is_replaced_from_the_target_row(kata):
+    p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    q = p[:1].copy()  # p == q, so max(0, p - q) sums to 0; token 2 is drafted though q(2) = 0
+    gen = common.rng(19)
+    outs = _without_crashing(
+        lambda: judge.call_many(
+            kata.accept_reject, [(np.array([2]), q, p, np.random.default_rng(gen.integers(2**63))) for _ in range(200)]
+        ),
+        "accept_reject of draft token 2 with q(2) = 0 and draft_probs equal to target_probs (a residual of zeros)",
+    )
+    outs = [[int(t) for t in out] for out in outs]
+    assert all(len(out) == 1 and p[0, out[0]] > 0 for out in outs), (
+        f"draft token 2 has q = 0, so it is rejected, and with p == q the residual max(0, p - q) is all zero, so "
+        f"the replacement comes from target_probs[0] = {p[0].tolist()}; got {sorted(set(map(tuple, outs)))}"
+    )
+    counts = tokens_at(outs, 0, 3)
+    assert counts[0] > 0 and counts[1] > 0, (
+        f"the replacement should be drawn from target_probs[0] = {p[0].tolist()}, but over 200 rounds tokens 0 and 1 "
+        f"came out {counts[:2].tolist()} times"
+    )
+
+
+def test_the_same_seed_gives_the_same_tokens(kata):
+    gen = common.rng(20)
+    drafts = sample_rows(Q_SKEWED, 40, gen)
+    seed = int(gen.integers(2**63))
+    runs = []
+    for _ in range(2):
+        learner_rng = np.random.default_rng(seed)
+        outs = judge.call_many(kata.accept_reject, [(d, Q_SKEWED, P_SKEWED, learner_rng) for d in drafts])
+        runs.append([[int(t) for t in out] for out in outs])
+    assert runs[0] == runs[1], (
+        "40 rounds run twice with generators seeded alike gave different tokens; rng must be accept_reject's only "
+        "source of randomness (no np.random.* functions, no generator of your own)"
+    )
+
+
 BAD_ROUNDS = {
     "draft_probs with K + 1 rows": (np.array([0, 1]), np.full((3, 3), 1 / 3), np.full((3, 3), 1 / 3)),
     "target_probs with only K rows": (np.array([0, 1]), np.full((2, 3), 1 / 3), np.full((2, 3), 1 / 3)),
@@ -326,6 +373,7 @@ BAD_ROUNDS = {
         np.full((3, 3), 1 / 3),
     ),
     "a draft token outside [0, V)": (np.array([0, 3]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
+    "a negative draft token": (np.array([0, -1]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
 }
 
 
@@ -359,11 +407,41 @@ def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kata, K, V,
     )
 
 
+@st.composite
+def tied_rounds(draw):
+    """(drafts (K,), target_logits (K + 1, V)) with logits in {0, 1, 2}, so rows
+    often tie at the maximum, and each draft one of its row's maxima."""
+    K, V = draw(st.integers(0, 5)), draw(st.integers(2, 6))
+    logits = draw(hnp.arrays(np.float64, (K + 1, V), elements=st.sampled_from([0.0, 1.0, 2.0])))
+    drafts = [int(draw(st.sampled_from(np.flatnonzero(row == row.max()).tolist()))) for row in logits[:K]]
+    return np.array(drafts, dtype=np.int64), logits
+
+
+@given(case=tied_rounds())
+@example(case=(np.array([0, 0]), np.zeros((3, 4))))
+@example(case=(np.array([0, 2]), np.zeros((3, 4))))
+@example(case=(np.array([2]), np.array([[1.0, 5.0, 5.0], [5.0, 5.0, 1.0]])))
+def test_greedy_breaks_ties_toward_the_lowest_id(kata, case):
+    drafts, logits = case
+    lowest = [min(j for j in range(logits.shape[1]) if row[j] == max(row)) for row in logits.tolist()]
+    m = 0
+    while m < drafts.size and drafts[m] == lowest[m]:
+        m += 1
+    expected = lowest[: m + 1]
+    got = [int(t) for t in kata.greedy_accept(drafts, logits)]
+    assert got == expected, (
+        f"drafts {drafts.tolist()} against target_logits {logits.tolist()} should give {expected}: the target's "
+        f"argmax breaks ties toward the lowest id, so only a draft equal to the lowest tied id matches; got {got}"
+    )
+
+
 BAD_GREEDY = {
     "target_logits with only K rows": (np.array([0, 1]), np.zeros((2, 3))),
     "target_logits that are 1-D": (np.array([], dtype=np.int64), np.zeros(3)),
     "NaN in target_logits": (np.array([0]), np.array([[0.0, np.nan], [1.0, 0.0]])),
     "a draft token outside [0, V)": (np.array([5]), np.zeros((2, 3))),
+    "a negative draft token": (np.array([-1]), np.zeros((2, 3))),
+    "inf in target_logits": (np.array([0]), np.array([[0.0, np.inf], [1.0, 0.0]])),
 }
 
 
@@ -524,6 +602,63 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
         )
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_k_zero_samples_from_the_target_alone_without_calling_the_draft(kata, temperature):
+    target, draft = CachedLM(tiny(13)), CachedLM(tiny(14))
+    n_new = 6
+    _, stats = kata.speculative_generate(
+        target,
+        draft,
+        PROMPT,
+        n_new,
+        k=0,
+        temperature=temperature,
+        rng=np.random.default_rng(common.rng(25).integers(2**63)),
+    )
+    assert (draft.calls, target.calls) == (0, n_new), (
+        f"with k = 0 (plain sampling from the target) at temperature {temperature}, {n_new} tokens should take "
+        f"{n_new} target calls and no draft call; the draft was called {draft.calls} times and the target "
+        f"{target.calls}"
+    )
+    assert (int(stats.draft_calls), int(stats.drafted)) == (0, 0), (
+        f"with k = 0 nothing is drafted, but stats say draft_calls = {stats.draft_calls}, drafted = {stats.drafted}"
+    )
+
+
+LARGE_LOGIT = 1000.0  # far past where exp overflows in float64 (about 709)
+
+
+def test_sampling_survives_logits_whose_exp_overflows(kata):
+    V, n_new = 6, 8
+    gen = common.rng(26)
+    successor = gen.permutation(V)  # the target's near-certain next token after each token
+    table = gen.uniform(0.0, LARGE_LOGIT / 2, (V, V))
+    table[np.arange(V), successor] = LARGE_LOGIT  # every other token is at least e^-500 less likely
+    target, draft = BigramLM(table), BigramLM(LARGE_LOGIT * (1.0 + gen.random((V, V))))  # every exp overflows
+    prompt = [int(gen.integers(V))]
+    want = []
+    for _ in range(n_new):
+        want.append(int(successor[(prompt + want)[-1]]))
+    learner_rng = np.random.default_rng(gen.integers(2**63))
+    got, _ = _without_crashing(
+        lambda: kata.speculative_generate(target, draft, prompt, n_new, k=3, temperature=1.0, rng=learner_rng),
+        f"speculative_generate with logits near {LARGE_LOGIT:g} (exp overflows; subtract each row's maximum first)",
+    )
+    got = [int(t) for t in got]
+    assert got == want, (
+        f"with logits near {LARGE_LOGIT:g} (exp overflows) at temperature 1 the target puts all but e^-500 of "
+        f"its mass on one token per position, so the output must be {want}; got {got}: is every softmax "
+        "computed stably (the row's maximum subtracted first)?"
+    )
+
+
+def test_speculative_generate_rejects_a_negative_temperature(kata):
+    with pytest.raises(ValueError):
+        kata.speculative_generate(
+            CachedLM(tiny(9)), CachedLM(tiny(10)), PROMPT, 5, k=2, temperature=-1.0, rng=np.random.default_rng(0)
+        )
+
+
 @pytest.mark.parametrize(
     "fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0), ((0, 0, 0, 0), 0.0, 0.0)]
 )
@@ -548,7 +683,7 @@ def test_speculative_generate_rejects_bad_input_with_value_error(kata, what):
 
 
 @pytest.mark.speed
-@pytest.mark.parametrize("n_new,k", [(12, 1), (20, 4), (23, 4), (9, 8)])
+@pytest.mark.parametrize("n_new,k", [(12, 1), (20, 4), (23, 4), (9, 8), (0, 4)])
 def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kata, n_new, k):
     model = tiny(11)
     target, draft = CachedLM(model), CachedLM(model)
