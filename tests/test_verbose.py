@@ -156,7 +156,7 @@ def test_a_failing_hypothesis_check_shows_the_learners_call_with_named_one_line_
     target = moe_submission(
         tmp_path,
         """\
-    if x.ndim != 2 or w_router.ndim != 2 or x.shape[1] != w_router.shape[0]:
+    if x.ndim != 2 or w_router.ndim != 2 or x.shape[1] != w_router.shape[0] or x.shape[0] == 0:
         raise ValueError("bad shapes")
     z = x.astype(np.float64) @ w_router.astype(np.float64)
     p = np.exp(z - z.max(axis=-1, keepdims=True))
