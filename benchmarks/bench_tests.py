@@ -3,15 +3,16 @@
     python benchmarks/bench_tests.py [--all]
 
 Runs `python -m pytest -m "not slow" -q` (with --all, `python -m pytest -q`)
-in this checkout, as a contributor would, and prints its wall time, the
-counts pytest reports, and how the time splits between the mutant gradings
-(tests/test_mutants.py) and everything else. The suite runs on every core
-(pytest-xdist, configured in pyproject.toml).
+in this checkout, as a contributor would, on every core (pytest-xdist, as
+pyproject.toml configures it), and prints its wall time, pytest's count, and
+where the time goes: the tests' own durations summed by file (on all the
+cores together, so they add up to more than the wall time).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -22,41 +23,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_pytest(args: list[str]) -> tuple[float, str]:
-    """(wall seconds, pytest's last line) of `python -m pytest -q` with args, from the checkout."""
-    start = time.perf_counter()
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - start
-    lines = [line for line in run.stdout.splitlines() if line.strip()]
-    summary = lines[-1] if lines else "(no output)"
-    if run.returncode != 0:
-        raise SystemExit(f"pytest exited {run.returncode}: {summary}\n{run.stdout[-3000:]}{run.stderr[-2000:]}")
-    return seconds, summary
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every test, the slow ones too (as CI runs them)")
     args = parser.parse_args()
 
-    marker = [] if args.all else ["-m", "not slow"]
+    select = [] if args.all else ["-m", "not slow"]
+    start = time.perf_counter()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--durations=0", *select], cwd=ROOT, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - start
+    lines = run.stdout.splitlines()
+    summary = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)), "(no summary)")
+    if run.returncode != 0:
+        raise SystemExit(f"pytest exited {run.returncode}: {summary}\n{run.stdout[-3000:]}{run.stderr[-2000:]}")
+    by_file: collections.Counter = collections.Counter()
+    for line in lines:
+        m = re.match(r"([\d.]+)s (?:setup|call|teardown)\s+(\S+?)::", line)
+        if m:
+            by_file[m.group(2)] += float(m.group(1))
     which = "python -m pytest" + ("" if args.all else ' -m "not slow"')
-    print(f"{which}: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    total, summary = run_pytest(marker)
-    mutants, mutant_summary = run_pytest([*marker, "tests/test_mutants.py"])
-    rest, rest_summary = run_pytest([*marker, "--ignore=tests/test_mutants.py"])
-    print(f"{'part':<32} {'wall s':>7}  pytest says")
-    print(f"{'everything':<32} {total:>7.1f}  {summary}")
-    print(f"{'the mutants (test_mutants.py)':<32} {mutants:>7.1f}  {mutant_summary}")
-    print(f"{'the rest':<32} {rest:>7.1f}  {rest_summary}")
-    n = re.search(r"(\d+) passed", mutant_summary)
-    if n:
-        print(f"{int(n.group(1))} mutant and alternative gradings: {mutants / int(n.group(1)):.2f} s each, all cores")
+    print(f"{which}: {wall:.0f} s on {os.cpu_count()} cores (Python {sys.version.split()[0]}); {summary.strip('= ')}")
+    print(f"\n{'file':<36}{'test seconds':>13}")
+    for name, seconds in by_file.most_common():
+        print(f"{name:<36}{seconds:>13.1f}")
 
 
 if __name__ == "__main__":

@@ -49,14 +49,13 @@ def grade_mutant(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIO
     return result.tasks[0]
 
 
-def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> str:
-    """The mutant's task is graded one of mutant.expect (with `seed`); returns that status."""
+def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> None:
+    """The mutant's task is graded one of mutant.expect (with `seed`)."""
     task = grade_mutant(kata, mutant, tmp_path, base, seed)
     assert task.status in mutant.expect, (
         f"mutant {mutant.name!r} graded {task.status!r} on task {mutant.task!r} with seed {seed}, expected one of "
         f"{mutant.expect}: {task.message}"
     )
-    return task.status.value
 
 
 def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:

@@ -4,8 +4,9 @@ the alternative implementation) and gives full marks to the alternative,
 tests/fixtures/alt/KATA.py: a correct implementation written differently.
 
 The quick tests grade with the standard seed; the slow ones grade again with
-OTHER_SEEDS and require the same verdict, so that no verdict depends on the
-examples one seed happens to draw."""
+OTHER_SEEDS and require the same verdict (a mutant caught, the reference and
+the alternative with full marks), so that no verdict depends on the examples
+one seed happens to draw."""
 
 from __future__ import annotations
 
@@ -45,12 +46,10 @@ def test_a_differently_written_correct_implementation_gets_full_marks(kata: str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
-def test_the_mutant_gets_the_same_grade_under_every_seed(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
-    grades = {}
-    for seed in (0, *OTHER_SEEDS):
+def test_the_grader_does_not_pass_the_mutant_under_other_seeds(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
+    for seed in OTHER_SEEDS:  # with the standard seed's grade above: caught under three seeds
         (tmp_path / str(seed)).mkdir()
-        grades[seed] = assert_caught(kata, mutant, tmp_path / str(seed), base, seed)
-    assert len(set(grades.values())) == 1, f"mutant {mutant.name!r} graded differently by seed: {grades}"
+        assert_caught(kata, mutant, tmp_path / str(seed), base, seed)
 
 
 @pytest.mark.slow
