@@ -433,15 +433,8 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
 IGNORE_INDICES = st.sampled_from([-1, 0, 1, 99])
 
 
-def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.ndarray]:
-    """labels with their ignored rows marked by ignore_index instead of IGNORE, and the same rows (those and any
-    other label equal to ignore_index) marked by IGNORE again, for the float64 formulas."""
-    custom = np.where(labels == IGNORE, ignore_index, labels)
-    return custom, np.where(custom == ignore_index, IGNORE, custom)
-
-
-@given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
-@example(
+# A batch with one ignored row, for the checks that mark it with ignore_index=-1 instead of IGNORE (_relabelled).
+IGNORED_BY_MINUS_ONE = dict(
     batch=(
         np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
         np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
@@ -451,6 +444,17 @@ def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.n
     alpha=0.5,
     ignore_index=-1,
 )
+
+
+def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """labels with their ignored rows marked by ignore_index instead of IGNORE, and the same rows (those and any
+    other label equal to ignore_index) marked by IGNORE again, for the float64 formulas."""
+    custom = np.where(labels == IGNORE, ignore_index, labels)
+    return custom, np.where(custom == ignore_index, IGNORE, custom)
+
+
+@given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
+@example(**IGNORED_BY_MINUS_ONE)
 def test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value(kata, batch, temperature, alpha, ignore_index):
     student, teacher, labels = batch
     custom, marked = _relabelled(labels, ignore_index)
@@ -534,16 +538,7 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
 
 
 @given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
-@example(
-    batch=(
-        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
-        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-        np.array([2, IGNORE]),
-    ),
-    temperature=2.0,
-    alpha=0.5,
-    ignore_index=-1,
-)
+@example(**IGNORED_BY_MINUS_ONE)
 def test_gradient_skips_the_rows_labelled_ignore_index_whatever_its_value(
     kata, batch, temperature, alpha, ignore_index
 ):

@@ -59,6 +59,19 @@ def _kv_pair(rng: np.random.Generator, t: int, hkv: int = HKV, dh: int = DH) -> 
     return (rng.standard_normal((hkv, t, dh)).astype(np.float32), rng.standard_normal((hkv, t, dh)).astype(np.float32))
 
 
+def _every_layer_takes_more(cache, written, rng: np.random.Generator, t: int, when: str) -> None:
+    """Every layer of cache accepts t more tokens, returning what written[layer] (keys, values) holds, then them."""
+    for layer in range(len(written)):
+        k, v = _kv_pair(rng, t)
+        got = _accepted(lambda: cache.update(layer, k, v), f"{when}, writing {t} token(s) to layer {layer}")
+        _check_contents(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, {when}",
+        )
+
+
 def _check_contents(got_k, got_v, want_k, want_v, what: str) -> None:
     got_k, got_v = np.asarray(got_k), np.asarray(got_v)
     assert got_k.shape == want_k.shape, (
@@ -338,15 +351,7 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kat
     layer, k, v = BAD_UPDATES[case]
     _refused(ValueError, lambda: cache.update(layer, k, v), f"update with {case}")
     assert int(len(cache)) == 3, f"after a refused update ({case}), len(cache) is {len(cache)}, expected 3 as before"
-    for layer in range(LAYERS):
-        k, v = _kv_pair(rng, 2)
-        got = _accepted(lambda: cache.update(layer, k, v), f"after a refused update ({case}), update of layer {layer}")
-        _check_contents(
-            *got,
-            np.concatenate([written[layer][0], k], axis=1),
-            np.concatenate([written[layer][1], v], axis=1),
-            f"layer {layer}, after a refused update ({case})",
-        )
+    _every_layer_takes_more(cache, written, rng, 2, f"after a refused update ({case})")
 
 
 @pytest.mark.parametrize(
@@ -416,15 +421,7 @@ def test_crop_rejects_n_past_what_every_layer_holds(kata):
     written[0] = [np.concatenate([written[0][0], k], axis=1), np.concatenate([written[0][1], v], axis=1)]
     _refused(ValueError, lambda: cache.crop(4), "crop(4) when layer 0 holds 5 tokens but layer 1 only 3 (len 3)")
     assert int(len(cache)) == 3, f"after a refused crop(4), len(cache) is {len(cache)}, expected 3 as before"
-    for layer in range(LAYERS):
-        k, v = _kv_pair(rng, 1)
-        got = _accepted(lambda: cache.update(layer, k, v), f"after a refused crop(4), writing 1 token to layer {layer}")
-        _check_contents(
-            *got,
-            np.concatenate([written[layer][0], k], axis=1),
-            np.concatenate([written[layer][1], v], axis=1),
-            f"layer {layer}, after a refused crop(4)",
-        )
+    _every_layer_takes_more(cache, written, rng, 1, "after a refused crop(4)")
 
 
 # -------------------------------------------------------------- forward

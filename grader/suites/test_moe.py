@@ -568,15 +568,20 @@ def test_dropped_counts_the_assignments_past_capacity(kata, factor):
     assert int(aux.dropped) == want, f"aux.dropped is {int(aux.dropped)}, expected {want} assignments past capacity"
 
 
+def _ranked_tokens(T: int, nudged: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """T tokens (T, 4) that an identity router (returned too) ranks expert 0, then 1, 2, 3; token t
+    adds 0.1 t to the logits of the experts `nudged` marks, so no two tokens tie."""
+    ranks = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1))
+    x = ranks + 0.1 * np.arange(T, dtype=np.float32)[:, None] * np.array(nudged, dtype=np.float32)
+    return x, np.eye(4, dtype=np.float32)
+
+
 def test_a_fully_dropped_token_outputs_zero(kata):
     # Router = identity, so every token ranks expert 0, then 1, then 2, then 3;
     # capacity max(1, ceil(0.5 * 4 * 2 / 4)) = 1: token 0 takes both places, tokens 1-3 get none.
     E, T, F = 4, 4, 6
     _, _, w_gate, w_up, w_down = _layer(17, T, E, E, F)
-    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[
-        :, None
-    ] * np.array([1, 0, 0, 0], dtype=np.float32)
-    w_router = np.eye(E, dtype=np.float32)
+    x, w_router = _ranked_tokens(T, nudged=[1, 0, 0, 0])
     y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=0.5)
     y = np.asarray(y, dtype=np.float64)
     assert np.all(np.abs(y[1:]) <= ZERO_TOL), (
@@ -591,10 +596,7 @@ def test_experts_that_get_no_token_count_zero(kata):
     # Router = identity, so every token ranks expert 0, then 1, then 2, then 3: with k = 2, experts 2 and 3 get nothing.
     E, T, F = 4, 5, 6
     _, _, w_gate, w_up, w_down = _layer(24, T, E, E, F)
-    x = np.tile(np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32), (T, 1)) + 0.1 * np.arange(T, dtype=np.float32)[
-        :, None
-    ] * np.array([0, 0, 1, 1], dtype=np.float32)
-    w_router = np.eye(E, dtype=np.float32)
+    x, w_router = _ranked_tokens(T, nudged=[0, 0, 1, 1])
     y, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
     tpe = np.asarray(aux.tokens_per_expert)
     assert tpe.shape == (E,), (
@@ -710,27 +712,24 @@ def test_load_balancing_loss_matches_its_float64_formula(kata, routing):
     )
 
 
+def _assert_z_loss(kata, logits: np.ndarray, advice: str = "") -> None:
+    """router_z_loss(logits) is the mean of each row's logsumexp squared, within LOSS_RTOL."""
+    got, want = float(kata.router_z_loss(logits)), _z64(logits)
+    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
+        f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = "
+        f"{want:.6g}{advice}"
+    )
+
+
 @given(T=st.integers(1, 20), E=st.integers(1, 10), scale=st.sampled_from([0.1, 1.0, 10.0]), seed=st.integers(0, 2**16))
 @example(T=2, E=3, scale=100.0, seed=0)
 @example(T=3, E=4, scale=0.0, seed=1)
 def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
-    logits = (scale * rng(seed).standard_normal((T, E))).astype(np.float32)
-    got = float(kata.router_z_loss(logits))
-    want = _z64(logits)
-    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
-        f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = "
-        f"{want:.6g}"
-    )
+    _assert_z_loss(kata, (scale * rng(seed).standard_normal((T, E))).astype(np.float32))
 
 
 def test_z_loss_matches_its_float64_formula_even_for_logits_of_a_thousand(kata):
-    logits = np.array(HUGE_LOGITS, dtype=np.float32)
-    got = float(kata.router_z_loss(logits))
-    want = _z64(logits)
-    assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
-        f"router_z_loss is {got:.6g} for logits {HUGE_LOGITS}, expected mean(logsumexp^2) = {want:.6g}: "
-        f"take each row's maximum out before exp"
-    )
+    _assert_z_loss(kata, np.array(HUGE_LOGITS, dtype=np.float32), ": take each row's maximum out before exp")
 
 
 def test_z_loss_is_never_negative(kata):
