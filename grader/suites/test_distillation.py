@@ -433,13 +433,11 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
 IGNORE_INDICES = st.sampled_from([-1, 0, 1, 99])
 
 
+# Student and teacher logits of a small batch (2 rows, V = 3) that the explicit examples below label.
+TWO_ROWS = (np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]))
 # A batch with one ignored row, for the checks that mark it with ignore_index=-1 instead of IGNORE (_relabelled).
 IGNORED_BY_MINUS_ONE = dict(
-    batch=(
-        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
-        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-        np.array([2, IGNORE]),
-    ),
+    batch=(*TWO_ROWS, np.array([2, IGNORE])),
     temperature=2.0,
     alpha=0.5,
     ignore_index=-1,
@@ -484,20 +482,12 @@ def test_loss_rejects_bad_input(kata, case):
 
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
 @example(
-    batch=(
-        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
-        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-        np.array([2, 0]),
-    ),
+    batch=(*TWO_ROWS, np.array([2, 0])),
     temperature=4.0,
     alpha=1.0,
 )
 @example(
-    batch=(
-        np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]),
-        np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]),
-        np.array([2, IGNORE]),
-    ),
+    batch=(*TWO_ROWS, np.array([2, IGNORE])),
     temperature=3.0,
     alpha=0.0,
 )

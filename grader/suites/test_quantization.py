@@ -146,8 +146,10 @@ def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
-def _assert_monotone(x: np.ndarray, q: np.ndarray) -> None:
-    """The codes q of the sorted values x never go down."""
+def _assert_monotone(quantize, x: np.ndarray, bits: int) -> None:
+    """The codes quantize gives the values of x, sorted, never go down."""
+    x = np.sort(x)
+    q = _codes(quantize(x, bits)[0], x.shape)
     drops = np.flatnonzero(np.diff(q.astype(np.int64)) < 0)
     assert drops.size == 0, (
         f"{x[drops[0] + 1]:.6g} > {x[drops[0]]:.6g} got the smaller code ({q[drops[0] + 1]} < {q[drops[0]]})"
@@ -198,6 +200,14 @@ def _assert_zero_slices_get(values, x: np.ndarray, axis, what: str) -> None:
 # ------------------------------------------------------------------ symmetric
 
 
+def _symmetric_round_trip(sym, x: np.ndarray, bits: int, axis) -> np.ndarray:
+    """x through quantize_symmetric and dequantize_symmetric, as float64 of x's shape."""
+    q, scale = sym.quantize_symmetric(x, bits, axis=axis)
+    x_hat = np.asarray(sym.dequantize_symmetric(q, scale), dtype=np.float64)
+    assert x_hat.shape == x.shape, f"dequantize_symmetric returned shape {x_hat.shape}, expected {x.shape}"
+    return x_hat
+
+
 @given(xa=tensor_and_axis(), bits=BITS)
 def test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype(sym, xa, bits):
     x, axis = xa
@@ -229,17 +239,14 @@ def test_symmetric_scale_is_max_abs_over_qmax_per_slice(sym, xa, bits):
 @example(xa=(np.array([0.25, -1.0, 0.75, 0.5], dtype=np.float32), None), bits=3)
 def test_symmetric_error_is_at_most_half_a_step(sym, xa, bits):
     x, axis = xa
-    q, scale = sym.quantize_symmetric(x, bits, axis=axis)
-    x_hat = np.asarray(sym.dequantize_symmetric(q, scale), dtype=np.float64)
-    assert x_hat.shape == x.shape, f"dequantize_symmetric returned shape {x_hat.shape}, expected {x.shape}"
+    x_hat = _symmetric_round_trip(sym, x, bits, axis)
     _assert_within_half_a_step(x, x_hat, np.broadcast_to(_slice_amax(x, axis), x.shape), bits)
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
 def test_symmetric_largest_magnitude_comes_back_within_float_rounding(sym, xa, bits):
     x, axis = xa
-    q, scale = sym.quantize_symmetric(x, bits, axis=axis)
-    x_hat = np.asarray(sym.dequantize_symmetric(q, scale), dtype=np.float64)
+    x_hat = _symmetric_round_trip(sym, x, bits, axis)
     amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
     is_max = (np.abs(x) == amax) & (amax > 0)
     err = np.abs(x_hat - x)
@@ -260,8 +267,7 @@ def test_requantizing_a_dequantized_tensor_gives_the_same_codes(sym, xa, bits):
 
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_symmetric_codes_are_monotone_in_the_input(sym, x, bits):
-    x = np.sort(x)
-    _assert_monotone(x, _codes(sym.quantize_symmetric(x, bits)[0], x.shape))
+    _assert_monotone(sym.quantize_symmetric, x, bits)
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
@@ -329,10 +335,18 @@ def test_symmetric_rounds_exact_halves_to_even(kata, case, dtype):
     assert got == want, f"quantize_symmetric({x}, bits={bits}) gave codes {got}; round half to even gives {want}"
 
 
+def _scale_shape_examples(test):
+    """The explicit examples of the scale-shape checks: per tensor, along an axis, along a negative axis, float64."""
+    small = [[1.0, -2.0], [0.5, 0.0]]
+    cases = [((np.array(small, np.float32), None), 8), ((np.array(small, np.float32), 1), 4)]
+    cases.append(((np.array(small, np.float64), -2), 3))
+    for xa, bits in reversed(cases):
+        test = example(xa=xa, bits=bits)(test)
+    return test
+
+
 @given(xa=tensor_and_axis(), bits=BITS)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), None), bits=8)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), 1), bits=4)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float64), -2), bits=3)
+@_scale_shape_examples
 def test_symmetric_scale_has_the_input_dtype_and_the_documented_shape(sym, xa, bits):
     x, axis = xa
     _, scale = sym.quantize_symmetric(x, bits, axis=axis)
@@ -459,8 +473,7 @@ def test_affine_represents_zero_exactly(aff, xa, bits):
 
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
-    x = np.sort(x)
-    _assert_monotone(x, _codes(aff.quantize_affine(x, bits)[0], x.shape))
+    _assert_monotone(aff.quantize_affine, x, bits)
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
@@ -497,9 +510,7 @@ def test_affine_rounds_exact_halves_to_even(kata, case, dtype):
 
 
 @given(xa=tensor_and_axis(), bits=BITS)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), None), bits=8)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float32), 1), bits=4)
-@example(xa=(np.array([[1.0, -2.0], [0.5, 0.0]], dtype=np.float64), -2), bits=3)
+@_scale_shape_examples
 def test_affine_scale_and_zero_point_have_the_documented_shape(aff, xa, bits):
     x, axis = xa
     _, scale, zero_point = aff.quantize_affine(x, bits, axis=axis)
