@@ -208,6 +208,20 @@ GROUP = 32  # weights per scale, as llama.cpp's Q4_0 and Q8_0
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # what quantize_model quantizes
 
 
+def _linear(name: str) -> bool:
+    """Whether weight `name` is one quantize_model quantizes."""
+    return name.split(".")[-1] in LINEAR
+
+
+def _weight_bytes(model: Model, bits: int | None) -> int:
+    """The model's weights in bytes: all float32 (bits None), or its linear weights at `bits` with an fp16
+    scale per GROUP and the rest float32."""
+    if bits is None:
+        return model.config.n_params() * 4
+    linear = sum(w.size for n, w in model.weights.items() if _linear(n))
+    return linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4
+
+
 def _grouped(x: np.ndarray, bits: int) -> np.ndarray:
     """x (..., L) through grouped quantization and back, by the rule: a scale
     max |group| / qmax per GROUP values, codes round(x / scale) half to even."""
@@ -223,7 +237,7 @@ def _quantized_model(model: Model, bits: int, source: Source) -> Model:
         return source.module.quantize_model(model, bits, GROUP)
     out = model.copy()
     for name, w in out.weights.items():
-        if name.split(".")[-1] in LINEAR:
+        if _linear(name):
             out.weights[name] = np.swapaxes(_grouped(np.swapaxes(w, -1, -2), bits), -1, -2).copy()
     return out
 
@@ -234,7 +248,7 @@ def _per_tensor_model(model: Model, bits: int, source: Source) -> Model:
     qmax = 2 ** (bits - 1) - 1
     out = model.copy()
     for name, w in out.weights.items():
-        if name.split(".")[-1] not in LINEAR:
+        if not _linear(name):
             continue
         mats = w.reshape(-1, *w.shape[-2:])  # (experts or 1, in, out)
         back = []
@@ -257,7 +271,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
     the rule) and per tensor."""
     from reference.lm import generate
 
-    if name not in model.weights or name.split(".")[-1] not in LINEAR:
+    if name not in model.weights or not _linear(name):
         raise ValueError(f"the teacher has no quantized weight {name!r}; try layers.0.wq or out")
     rows = np.swapaxes(model.weights[name], -1, -2)  # (..., out, in): groups run along the input axis
     flat = rows.reshape(-1)
@@ -265,7 +279,6 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
         raise ValueError(f"index must be in [0, {flat.size}), got {index!r}")
     start = index - index % GROUP
     group = flat[start : start + GROUP].astype(np.float32)
-    linear = sum(w.size for n, w in model.weights.items() if n.split(".")[-1] in LINEAR)
     out = []
     for bits in widths:
         if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
@@ -291,7 +304,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
                 levels=np.arange(-qmax, qmax + 1) * step,
                 snapped=float(back[index % GROUP]),
                 per_tensor=whole,
-                model_bytes=linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4,
+                model_bytes=_weight_bytes(model, bits),
                 text=decode(text),
                 text_per_tensor=decode(text_per_tensor),
             )
@@ -385,13 +398,6 @@ class Bargain:
 def _cache_bytes(model: Model, length: int) -> int:
     c = model.config
     return 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * length  # keys and values, float32
-
-
-def _weight_bytes(model: Model, bits: int | None) -> int:
-    if bits is None:
-        return model.config.n_params() * 4
-    linear = sum(w.size for n, w in model.weights.items() if n.split(".")[-1] in LINEAR)
-    return linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4
 
 
 def stack(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
