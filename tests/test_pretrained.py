@@ -1,13 +1,20 @@
-"""The shipped teacher and draft (reference/weights/) and their corpus (reference/data/).
+"""The shipped teacher, draft and hard-label draft (reference/weights/) and
+their texts (reference/data/).
 
-They are built by tools/train.py; these tests check what ships: it loads, it
-has the documented shapes, it fails clearly when damaged, and the teacher has
-learned more than a bigram model of the same text.
+They are built by tools/train.py and tools/build_corpus.py; these tests check
+what ships: it loads, it has the documented shapes, it fails clearly when
+damaged, the teacher has learned more than a bigram model of the same text,
+and the out-of-domain text (code.txt) is what its extraction gives.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import platform
+import re
 import shutil
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +25,9 @@ from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
 
 DATA_DIR = WEIGHTS_DIR.parent / "data"
 TEACHER_CONFIG, DRAFT_CONFIG = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
-MAX_WEIGHT_BYTES = 8_000_000  # both .npz files together
+BUILD_CORPUS = Path(__file__).resolve().parent.parent / "tools" / "build_corpus.py"
+SHIPPED_NAMES = ("teacher", "draft", "draft_hard")  # the .npz files in reference/weights/
+MAX_WEIGHT_BYTES = 8_000_000  # the three .npz files together
 MAX_CORPUS_BYTES = 3_000_000  # train.txt and val.txt together
 VAL_SLICE = 1024  # validation characters scored (4 windows of 256)
 BIGRAM_SMOOTHING = 0.1  # added to every bigram count
@@ -36,6 +45,19 @@ def teacher() -> Model:
 @pytest.fixture(scope="module")
 def draft() -> Model:
     return Model.pretrained("draft")
+
+
+@pytest.fixture(scope="module")
+def draft_hard() -> Model:
+    return Model.load(WEIGHTS_DIR / "draft_hard.npz")
+
+
+@pytest.fixture(scope="module")
+def build_corpus():
+    spec = importlib.util.spec_from_file_location("build_corpus", BUILD_CORPUS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def val_windows() -> list[np.ndarray]:
@@ -93,8 +115,18 @@ def test_weights_load_as_float32(teacher, draft):
     assert all(w.dtype == np.float32 for m in (teacher, draft) for w in m.weights.values())
 
 
+def test_hard_label_draft_has_the_drafts_config(draft_hard):
+    assert draft_hard.config == DRAFT_CONFIG
+
+
+def test_hard_label_draft_ships_in_float16_and_loads_as_float32(draft_hard):
+    with np.load(WEIGHTS_DIR / "draft_hard.npz") as data:
+        assert all(data[k].dtype == np.float16 for k in data.files if k != "__config__")
+    assert all(w.dtype == np.float32 for w in draft_hard.weights.values())
+
+
 def test_shipped_weights_fit_in_8_mb():
-    assert sum((WEIGHTS_DIR / f"{n}.npz").stat().st_size for n in ("teacher", "draft")) <= MAX_WEIGHT_BYTES
+    assert sum((WEIGHTS_DIR / f"{n}.npz").stat().st_size for n in SHIPPED_NAMES) <= MAX_WEIGHT_BYTES
 
 
 def test_corpus_fits_in_3_mb_and_uses_only_the_vocabulary():
@@ -137,3 +169,34 @@ def test_teacher_validation_loss_is_clearly_below_a_bigram_model(teacher):
 
 def test_draft_validation_loss_is_below_a_bigram_model(draft):
     assert model_bits_per_char(draft) < bigram_bits_per_char()
+
+
+def test_hard_label_draft_validation_loss_is_below_a_bigram_model(draft_hard):
+    assert model_bits_per_char(draft_hard) < bigram_bits_per_char()
+
+
+def test_code_text_has_its_fixed_length_and_only_vocabulary_characters(build_corpus):
+    text = (DATA_DIR / "code.txt").read_text(encoding="ascii")
+    assert len(text) == build_corpus.CODE_CHARS
+    assert set(text) <= set(VOCAB)
+
+
+def test_code_text_extraction_gives_the_same_text_every_time(build_corpus):
+    root = Path(sysconfig.get_paths()["stdlib"])
+    assert build_corpus.code_text(root) == build_corpus.code_text(root)
+
+
+def test_code_text_extraction_rebuilds_the_committed_file_on_its_python_version(build_corpus):
+    built_on = re.search(r"CPython (\S+)", (DATA_DIR / "PROVENANCE.md").read_text(encoding="utf-8")).group(1)
+    if platform.python_version() != built_on:
+        pytest.skip(f"code.txt was extracted from Python {built_on}'s stdlib, this is {platform.python_version()}")
+    text, _ = build_corpus.code_text(Path(sysconfig.get_paths()["stdlib"]))
+    assert text == (DATA_DIR / "code.txt").read_text(encoding="ascii")
+
+
+def test_code_text_drops_docstrings_and_reduces_foreign_characters(build_corpus, tmp_path):
+    source = '"""Module doc."""\nimport os\n\n\ndef f(x):\n\t"""Function\n\tdoc."""\n\treturn "caf\u00e9 \u2192"  \n'
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    text, foreign = build_corpus.code_text(tmp_path, files=("m.py",), chars=40)
+    assert text == 'import os\n\n\ndef f(x):\n        return "cafe "\n'[:40]
+    assert foreign == 2  # the accented e and the arrow

@@ -3,7 +3,7 @@
 Every Python installation carries its standard library's source, so the
 corpus rebuilds anywhere with no download:
 
-    python tools/build_corpus.py            # writes reference/data/{train,val}.txt and PROVENANCE.md
+    python tools/build_corpus.py   # writes reference/data/{train,val,code}.txt and PROVENANCE.md
 
 Steps: walk the stdlib source directory (skipping test packages, idlelib,
 lib2to3 and site-packages), parse each file with `ast`, take the module,
@@ -11,6 +11,11 @@ class and function docstrings (`ast.get_docstring` dedents them), clean them
 to the tokenizer's vocabulary, drop exact duplicates, and split by document
 into train and validation with a seeded hash, so the split of a document does
 not depend on which other documents exist.
+
+code.txt is text of another kind for measuring the models out of their
+domain (benchmarks/bench_pretrained.py): the source code of a fixed list of
+standard-library modules (CODE_FILES) with their docstrings removed, reduced
+to the vocabulary the same way, cut to CODE_CHARS characters.
 """
 
 from __future__ import annotations
@@ -37,8 +42,23 @@ MAX_FOREIGN = 0.1  # a docstring with more than this share of non-vocabulary cha
 MAX_BYTES = 3_000_000  # train + val together
 LICENSE_START = "PYTHON SOFTWARE FOUNDATION LICENSE VERSION 2"  # the section of LICENSE.txt copied
 LICENSE_END = "BEOPEN.COM LICENSE AGREEMENT"  # the heading after it
-SEP = "\n\n"  # between documents
+SEP = "\n\n"  # between documents (and between the files of code.txt)
+# code.txt: modules with few comments and no characters outside the vocabulary,
+# in this order; with their docstrings removed they hold about 75,000 characters.
+CODE_FILES = (
+    "json/decoder.py",
+    "json/encoder.py",
+    "json/scanner.py",
+    "csv.py",
+    "copy.py",
+    "sched.py",
+    "bisect.py",
+    "glob.py",
+    "calendar.py",
+)
+CODE_CHARS = 256 * 256 + 1  # 256 windows of 256 predicted characters, as bench_pretrained scores them
 _VOCAB = set(VOCAB)
+_SCOPES = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # the nodes that can hold a docstring, with the module
 
 
 def stdlib_files(root: Path) -> list[Path]:
@@ -57,7 +77,7 @@ def stdlib_files(root: Path) -> list[Path]:
 def docstrings(source: str) -> list[str]:
     """Module, class and function docstrings of one source file, in source order."""
     tree = ast.parse(source)
-    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, _SCOPES)]
     nodes.sort(key=lambda n: getattr(n, "lineno", 0))
     found = []
     for node in nodes:
@@ -67,24 +87,66 @@ def docstrings(source: str) -> list[str]:
     return found
 
 
+def normalized(text: str) -> str:
+    """text with CRLF and CR turned into newlines and tabs into spaces (tab stops of 8)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(8)
+
+
+def foreign_chars(text: str) -> int:
+    """How many characters of text are outside the tokenizer's vocabulary."""
+    return sum(ch not in _VOCAB for ch in text)
+
+
+def to_vocab(text: str) -> str:
+    """Normalized text in the vocabulary: accented letters lose their accents
+    (NFKD), other characters outside it are dropped, trailing spaces are stripped."""
+    if foreign_chars(text):
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in text if ch in _VOCAB)
+    return "\n".join(line.rstrip() for line in text.split("\n"))
+
+
 def clean(doc: str) -> str | None:
     """doc reduced to the tokenizer's vocabulary, or None if too little of it is in it.
 
     Tabs become spaces, accented letters lose their accents, other characters
     outside the vocabulary are dropped, trailing spaces are stripped.
     """
-    doc = doc.replace("\r\n", "\n").replace("\r", "\n").expandtabs(8)
-    foreign = sum(ch not in _VOCAB for ch in doc)
-    if foreign > MAX_FOREIGN * len(doc):
+    doc = normalized(doc)
+    if foreign_chars(doc) > MAX_FOREIGN * len(doc):
         return None
-    if foreign:
-        doc = unicodedata.normalize("NFKD", doc)
-        doc = "".join(ch for ch in doc if ch in _VOCAB)
-    lines = [line.rstrip() for line in doc.split("\n")]
-    doc = "\n".join(lines).strip("\n")
+    doc = to_vocab(doc).strip("\n")
     while "\n\n\n" in doc:
         doc = doc.replace("\n\n\n", "\n\n")
     return doc or None
+
+
+def without_docstrings(source: str) -> str:
+    """source minus the lines of its module, class and function docstrings
+    (the text the training corpus is made of); comments and code stay."""
+    tree = ast.parse(source)
+    drop: set[int] = set()  # 0-based line numbers
+    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, _SCOPES)]:
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            drop.update(range(first.lineno - 1, first.end_lineno))
+    return "\n".join(line for i, line in enumerate(source.split("\n")) if i not in drop)
+
+
+def code_text(root: Path, files: tuple[str, ...] = CODE_FILES, chars: int = CODE_CHARS) -> tuple[str, int]:
+    """The out-of-domain text: the files under root, in order, without their
+    docstrings, reduced to the vocabulary as the docstrings are, joined by a
+    blank line and cut to its first `chars` characters; and how many characters
+    outside the vocabulary the kept part of the sources held before reduction."""
+    texts, foreign = [], 0
+    for name in files:
+        text = normalized(without_docstrings((root / name).read_text(encoding="utf-8")))
+        foreign += foreign_chars(text)
+        texts.append(to_vocab(text).strip("\n"))
+    text = (SEP.join(texts) + "\n")[:chars]
+    if len(text) < chars:
+        raise ValueError(f"{', '.join(files)} under {root} hold only {len(text):,} characters, fewer than {chars:,}")
+    return text, foreign
 
 
 def is_val(doc: str, seed: int) -> bool:
@@ -129,8 +191,8 @@ def psf_license(root: Path) -> str | None:
 
 
 def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
-    """Write train.txt, val.txt, PROVENANCE.md and PSF-LICENSE.txt into out_dir;
-    return sizes and counts."""
+    """Write train.txt, val.txt, code.txt, PROVENANCE.md and PSF-LICENSE.txt
+    into out_dir; return sizes and counts."""
     root = Path(sysconfig.get_paths()["stdlib"])
     docs, stats = collect(root)
     train = [d for d in docs if not is_val(d, seed)]
@@ -139,10 +201,13 @@ def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
     while len(train_text) + len(val_text) > MAX_BYTES:  # keep the cap by dropping the last documents
         train.pop()
         train_text = SEP.join(train) + "\n"
+    code, code_foreign = code_text(root)
     stats.update(train_docs=len(train), val_docs=len(val), train_chars=len(train_text), val_chars=len(val_text))
+    stats.update(code_chars=len(code), code_foreign=code_foreign)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train.txt").write_text(train_text, encoding="ascii", newline="\n")
     (out_dir / "val.txt").write_text(val_text, encoding="ascii", newline="\n")
+    (out_dir / "code.txt").write_text(code, encoding="ascii", newline="\n")
     (out_dir / "PROVENANCE.md").write_text(provenance(root, seed, stats), encoding="utf-8", newline="\n")
     licence = psf_license(root)
     if licence is None:
@@ -186,19 +251,41 @@ excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
 |---|---|---|
 | train.txt | {s["train_docs"]} | {s["train_chars"]:,} |
 | val.txt | {s["val_docs"]} | {s["val_chars"]:,} |
+| code.txt (below) | {len(CODE_FILES)} source files | {s["code_chars"]:,} |
+
+## Out-of-domain text: `code.txt`
+
+Text of another kind than the corpus, for measuring the models outside the
+domain they were trained on (`benchmarks/bench_pretrained.py`): Python source
+code rather than the prose of its docstrings. Extracted by the same script
+from the same installation:
+
+1. Read these files of the standard library directory, in this order:
+   {", ".join(f"`{f}`" for f in CODE_FILES)}.
+2. Remove the lines of every module, class and function docstring (found with
+   `ast`), so it holds none of the docstrings the corpus is made of; comments,
+   other string literals and code stay.
+3. Reduce to the vocabulary as step 3 above does, without dropping anything
+   whole and without merging blank lines: tabs become spaces, accents are
+   stripped, other characters are dropped, trailing spaces are removed. The
+   kept source held {s["code_foreign"]} characters outside the vocabulary.
+4. Join the files with one blank line and keep the first {CODE_CHARS:,}
+   characters.
 
 ## Licence
 
-The docstrings are part of CPython, copyright Python Software Foundation, All
-Rights Reserved, and are redistributed here under the Python Software
-Foundation License Version 2. That licence grants the right to reproduce,
+The docstrings and the code are part of CPython, copyright Python Software
+Foundation, All Rights Reserved, and are redistributed here under the Python
+Software Foundation License Version 2. That licence grants the right to reproduce,
 prepare derivative works of and distribute Python, alone or in any derivative
 version, provided the PSF License Agreement and PSF's copyright notice are
 retained, and asks a derivative work to include a brief summary of its
 changes. `PSF-LICENSE.txt` beside this file is the agreement with its
 copyright notice, copied from the `LICENSE.txt` of the installation the corpus
-was built from; the Method section above is the summary of changes.
-This corpus is under the PSF License, not under the project's own licence.
+was built from; the Method section and the steps of the code.txt section above
+are the summary of changes.
+This corpus and code.txt are under the PSF License, not under the project's
+own licence.
 """
 
 

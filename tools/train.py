@@ -8,9 +8,9 @@ Rebuilds the corpus (tools/build_corpus.py), then, from one seed:
    cross-entropy plus a small load-balancing loss on the routers);
 2. the draft, a small dense model, distilled from the teacher with the
    project's distillation loss at temperature T and weight alpha;
-3. the same draft config on hard labels alone, for as many steps (hence
-   tokens) as the distilled draft took, kept out of the package, for
-   comparison only.
+3. the same draft config on hard labels alone, from the same init and the
+   same batches for as many steps (hence tokens) as the distilled draft
+   took, shipped for comparison only (benchmarks/bench_pretrained.py).
 
 Each phase runs a fixed number of steps (TEACHER_STEPS, DRAFT_STEPS) unless
 its share of --minutes runs out first: the teacher gets TEACHER_SHARE of the
@@ -20,8 +20,21 @@ ends at its lowest learning rate; a phase that finishes its steps is
 reproducible from the seed. Every phase checkpoints into --work-dir and
 resumes from there when rerun; a finished phase is not trained again.
 
-Exports reference/weights/{teacher,draft}.npz (float16) and writes
-reference/data/TRAINING.md with what the run measured.
+Exports reference/weights/{teacher,draft,draft_hard}.npz (float16) and
+writes reference/data/TRAINING.md with what the run measured.
+
+    python tools/train.py --hard-draft-only
+
+retrains phase 3 alone: it needs no teacher and does not touch teacher.npz,
+draft.npz, the corpus or TRAINING.md. It trains on the committed corpus
+(reference/data/train.txt, the text the shipped draft saw), from the init and
+batch seeds the distilled draft used (--seed + 1, as in a full run), for all
+DRAFT_STEPS steps (the shipped draft's count) with no time cap, so the
+learning-rate schedule depends on steps alone; it exports
+reference/weights/draft_hard.npz and prints its row of TRAINING.md's tables
+(agreement measured against the shipped teacher.npz when it is there). Like
+every phase it resumes a draft_hard.pt checkpoint in --work-dir; delete that
+file to train from the start.
 
 `TorchModel` is reference.model.Model in PyTorch: the same weight names and
 layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
@@ -385,7 +398,8 @@ of {SEQ_LEN} characters, {WARMUP_STEPS} warmup steps, cosine decay to
 clipping at {GRAD_CLIP}. The teacher adds {BALANCE_COEF} x the Switch load-balancing
 loss. The draft minimises alpha T^2 KL(teacher_T || draft_T) + (1 - alpha) CE with
 T = {TEMPERATURE}, alpha = {ALPHA}. The hard-label draft is the same config, init,
-batches and step count trained on cross-entropy alone; it is not shipped.
+batches and step count trained on cross-entropy alone; it ships as
+draft_hard.npz for comparison only.
 Planned steps: teacher {TEACHER_STEPS}, drafts {DRAFT_STEPS}; a phase whose share of
 `--minutes` ran out first stopped early (compare the steps column).
 
@@ -413,34 +427,55 @@ Teacher expert usage on validation (share of routed slots per expert, one row pe
 """
 
 
+def read_corpus(name: str) -> np.ndarray:
+    return np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
+
+
+def train_hard_draft_only(args) -> None:
+    """Phase 3 alone (see the module docstring): train, export and print the hard-label draft's rows."""
+    train, val = read_corpus("train.txt"), windows(read_corpus("val.txt"))
+    hard, state = train_phase("draft_hard", DRAFT, DRAFT_STEPS, math.inf, train, val, args.seed + 1, args.work_dir)
+    hard = exported(hard, WEIGHTS_DIR / "draft_hard.npz")
+    print("evaluating on all validation windows...", flush=True)
+    teacher_path = WEIGHTS_DIR / "teacher.npz"
+    teacher = TorchModel.from_reference(Model.load(teacher_path)).eval() if teacher_path.is_file() else None
+    m = evaluate(hard, val, teacher)
+    agreement = f"{m['agreement']:.2%}" if teacher is not None else f"(no {teacher_path} to compare with)"
+    print(
+        f"| draft_hard | {state['elapsed'] / 60:.1f} | {state['step']:,} | {state['tokens']:,} | "
+        f"{state['log'][-1]['train_ce']:.3f} | {m['loss']:.3f} | {m['bpc']:.3f} |\n"
+        f"| hard labels only | {state['step']:,} | {m['bpc']:.3f} | {agreement} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
     parser.add_argument(
         "--minutes",
         type=float,
         default=33.0,
-        help=f"time cap: {TEACHER_SHARE:.0%} for the teacher, {DRAFT_SHARE:.0%} for each draft",
+        help=f"time cap: {TEACHER_SHARE * 100:.0f}%% for the teacher, {DRAFT_SHARE * 100:.0f}%% for each draft",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus split, the init and the batches")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--work-dir", type=Path, default=REPO / "build" / "train", help="checkpoints")
     parser.add_argument(
-        "--work-dir",
-        type=Path,
-        default=REPO / "build" / "train",
-        help="checkpoints and the hard-label draft (not shipped)",
+        "--hard-draft-only",
+        action="store_true",
+        help="retrain only the hard-label draft, on the committed corpus, with no teacher and no time cap",
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.work_dir.mkdir(parents=True, exist_ok=True)
+    if args.hard_draft_only:
+        train_hard_draft_only(args)
+        return
 
     corpus = build_corpus.build(seed=args.seed)
     print("corpus:", " ".join(f"{k}={v}" for k, v in corpus.items()), flush=True)
 
-    def read(name: str) -> np.ndarray:
-        return np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
-
-    train, val_tokens = read("train.txt"), read("val.txt")
+    train, val_tokens = read_corpus("train.txt"), read_corpus("val.txt")
     val = windows(val_tokens)
 
     budget = args.minutes * 60
@@ -458,7 +493,7 @@ def main() -> None:
     hard, h_state = train_phase(
         "draft_hard", DRAFT, d_state["step"], DRAFT_SHARE * budget, train, val, args.seed + 1, args.work_dir
     )
-    hard = exported(hard, args.work_dir / "draft_hard.npz")
+    hard = exported(hard, WEIGHTS_DIR / "draft_hard.npz")
 
     print("evaluating on all validation windows...", flush=True)
     results = {
