@@ -189,8 +189,15 @@ def _limit_options(fn):
 @click.option(
     "--live/--no-live", default=None, help="Print each task's row as soon as it is graded (the default on a terminal)."
 )
+@click.option(
+    "--fail-fast",
+    "-x",
+    is_flag=True,
+    help="Stop each task at its first check that does not pass: quicker feedback, the same pass or not per task "
+    "(the status shown is that first check's).",
+)
 def grade_cmd(
-    katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb, live
+    katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb, live, fail_fast
 ):
     """Grade katas (all of them by default) and print one row per task.
 
@@ -229,7 +236,16 @@ def grade_cmd(
     if live:
         click.echo(report.header_line(target, seed) + "\n", color=_colour())
         click.echo(rows.head(), color=_colour())
-    result = grade(chosen, target, seed=seed, jobs=jobs, limits=limits, tasks=only, progress=show_row if live else None)
+    result = grade(
+        chosen,
+        target,
+        seed=seed,
+        jobs=jobs,
+        limits=limits,
+        tasks=only,
+        progress=show_row if live else None,
+        fail_fast=fail_fast,
+    )
     recaps = []
     if target == "katas":
         state.use_next_hints(chosen, result)

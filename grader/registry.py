@@ -1,13 +1,22 @@
 """The kata registry: grader/katas.toml loaded into validated dataclasses.
 
 The TOML file is the one place that names each kata, its tasks, their
-points, the suite tests that belong to each task, the hints, and for
-`kata interview`: the functions each task writes, its follow-up questions
-and the ready-made interviews (presets).
+points, the hints, and for `kata interview`: the functions each task
+writes, its follow-up questions and the ready-made interviews (presets).
+
+Which suite tests grade a task is said once, on the tests themselves:
+`@pytest.mark.task("cache")` on a test function, or, for one check that
+grades several tasks case by case, a `task` parameter listing them
+literally (`@pytest.mark.parametrize("task", ["symmetric", "affine"])`).
+The registry reads both from the suite's source without importing it
+(`suite_tasks`); the judge reads them from each collected check.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import functools
 import os
 import string
 import sys
@@ -42,7 +51,6 @@ class Task:
     name: str  # short id used on the command line, e.g. "cache"
     title: str  # one line for the table and the checklist
     points: int  # what passing the task is worth
-    tests: tuple[str, ...]  # names of the suite's test functions that grade it
     hints: tuple[str, ...]  # two or three questions, each a bigger nudge than the last
     functions: tuple[
         str, ...
@@ -51,6 +59,7 @@ class Task:
     visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
     release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
     check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
+    tests: tuple[str, ...] = ()  # the suite's test functions marked with this task (read from the suite)
 
     def hint_for(self, test_name: str) -> str | None:
         """The hint attached to this check ([[kata.task.check]]), if any."""
@@ -119,10 +128,12 @@ def _task(entry: dict, where: str) -> Task:
     points = _need(entry, "points", int, where)
     if points < 1:
         raise RegistryError(f"{where}: points must be >= 1, got {points}")
-    tests = tuple(_need(entry, "tests", list, where))
+    if "tests" in entry:
+        raise RegistryError(
+            f"{where}: 'tests' is not read any more; mark each of the task's tests in the suite with "
+            f'@pytest.mark.task("{name}") instead'
+        )
     hints = tuple(_need(entry, "hints", list, where))
-    if not tests or not all(isinstance(t, str) and t.startswith("test_") for t in tests):
-        raise RegistryError(f"{where}: 'tests' must list one or more test function names (test_...)")
     if not 2 <= len(hints) <= 3 or not all(isinstance(h, str) and h.strip() for h in hints):
         raise RegistryError(f"{where}: give two or three non-empty hints, got {len(hints)}")
     functions = tuple(_need(entry, "functions", list, where)) if "functions" in entry else ()
@@ -148,9 +159,8 @@ def _task(entry: dict, where: str) -> Task:
         if not isinstance(check, dict):
             raise RegistryError(f"{at}: must be a table with 'tests' and 'hint'")
         named, hint = _need(check, "tests", list, at), _need(check, "hint", str, at)
-        strays = [t for t in named if t not in tests]
-        if not named or strays:
-            raise RegistryError(f"{at}: 'tests' must name one or more of the task's own tests, not {strays or named!r}")
+        if not named or not all(isinstance(t, str) and t.startswith("test_") for t in named):
+            raise RegistryError(f"{at}: 'tests' must name one or more of the task's tests (test_...), not {named!r}")
         if not hint.strip():
             raise RegistryError(f"{at}: the hint is empty")
         check_hints += [(t, hint.strip()) for t in named]
@@ -160,7 +170,6 @@ def _task(entry: dict, where: str) -> Task:
         name,
         _need(entry, "title", str, where),
         points,
-        tests,
         hints,
         functions,
         questions,
@@ -179,6 +188,109 @@ def _question(entry, where: str) -> Question:
     return Question(ask.strip(), answer.strip())
 
 
+def _task_mark(node: ast.AST) -> str | None:
+    """The task a `pytest.mark.task("name")` expression names; None for any other expression."""
+    if (
+        isinstance(node, ast.Call)
+        and ast.unparse(node.func) in ("pytest.mark.task", "mark.task")
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.args[0].value
+    return None
+
+
+def _task_cases(decorator: ast.AST, where: str) -> list[str]:
+    """The task names of a `pytest.mark.parametrize("task", ["a", "b"])` decorator; [] for any other."""
+    if not (
+        isinstance(decorator, ast.Call)
+        and ast.unparse(decorator.func) in ("pytest.mark.parametrize", "mark.parametrize")
+        and decorator.args
+        and isinstance(decorator.args[0], ast.Constant)
+        and decorator.args[0].value == "task"
+    ):
+        return []
+    values = decorator.args[1] if len(decorator.args) > 1 else None
+    if not (
+        isinstance(values, (ast.List, ast.Tuple))
+        and values.elts
+        and all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values.elts)
+    ):
+        raise RegistryError(f'{where}: parametrize("task", ...) must list the task names literally, as ["a", "b"]')
+    return [v.value for v in values.elts]
+
+
+@functools.lru_cache(maxsize=64)
+def _suite_marks(path: Path, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except OSError as exc:
+        raise RegistryError(f"cannot read the suite {path}: {exc.strerror or exc}") from None
+    except SyntaxError as exc:
+        raise RegistryError(f"the suite {path} does not parse: {exc}") from None
+    marks = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            own = [t for t in map(_task_mark, node.decorator_list) if t is not None]
+            cases = [t for d in node.decorator_list for t in _task_cases(d, f"{path}: {node.name}")]
+            if own and cases:
+                raise RegistryError(
+                    f"{path}: {node.name} has both a task mark and a task parameter; give it one or the other"
+                )
+            if len(own) > 1:
+                raise RegistryError(f"{path}: {node.name} is marked with {len(own)} tasks; a test grades one task")
+            marks.append((node.name, tuple(dict.fromkeys(own or cases))))
+    return tuple(marks)
+
+
+def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
+    """Every test function of the suite file -> the tasks it grades: its task
+    mark's, or those its `task` parameter lists; none for an unmarked test.
+    Read from the source, never imported."""
+    suite = Path(suite)
+    try:
+        mtime = suite.stat().st_mtime_ns
+    except OSError as exc:
+        raise RegistryError(f"cannot read the suite {suite}: {exc.strerror or exc}") from None
+    return dict(_suite_marks(suite, mtime))
+
+
+def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task, ...]:
+    """tasks, each with the suite tests marked with it; a RegistryError for a
+    test with no task, a mark naming no task, or a task with no test."""
+    marks = suite_tasks(suite)
+    names = {t.name for t in tasks}
+    unmarked = [test for test, owners in marks.items() if not owners]
+    if unmarked:
+        raise RegistryError(
+            f'{where}: {suite.name} has tests with no @pytest.mark.task("...") mark or task parameter: '
+            f"{', '.join(unmarked)}"
+        )
+    strays = sorted({o for owners in marks.values() for o in owners} - names)
+    if strays:
+        raise RegistryError(
+            f"{where}: {suite.name} marks tests with tasks the registry does not list: {', '.join(strays)} "
+            f"(its tasks: {', '.join(sorted(names))})"
+        )
+    out = []
+    for task in tasks:
+        tests = tuple(test for test, owners in marks.items() if task.name in owners)
+        if not tests:
+            raise RegistryError(
+                f'{where} task {task.name!r}: no test in {suite.name} is marked @pytest.mark.task("{task.name}")'
+            )
+        strays = [t for t, _ in task.check_hints if t not in tests]
+        if strays:
+            raise RegistryError(
+                f"{where} task {task.name!r}: a check hint's 'tests' must name one or more of the task's own tests, "
+                f"not {strays!r}"
+            )
+        out.append(dataclasses.replace(task, tests=tests))
+    return tuple(out)
+
+
 def _registry_file(path: Path | None) -> tuple[Path, dict]:
     path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     try:
@@ -190,12 +302,15 @@ def _registry_file(path: Path | None) -> tuple[Path, dict]:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
 
 
-def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
+def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:
     """Every kata in recommended order, or a RegistryError naming the problem.
 
     The registry is grader/katas.toml unless `path` or the KATA_REGISTRY
     environment variable names another (an instructor's own set of katas).
-    A kata's optional `suite` key is a path relative to the registry file."""
+    A kata's optional `suite` key is a path relative to the registry file;
+    without one, its suite is suites_dir/test_<name>.py (grader/suites/
+    unless told). Each task's tests are read from the suite's task marks
+    when the suite exists (a missing suite fails when the kata is graded)."""
     path, data = _registry_file(path)
     katas = []
     for entry in data.get("kata", []):
@@ -207,9 +322,6 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
         task_names = [t.name for t in tasks]
         if len(set(task_names)) != len(task_names):
             raise RegistryError(f"{where}: task names repeat: {task_names}")
-        tests = [x for t in tasks for x in t.tests]
-        if len(set(tests)) != len(tests):
-            raise RegistryError(f"{where}: a test is listed under two tasks")
         owners: dict[str, str] = {}
         for t in tasks:
             for f in t.functions:
@@ -219,7 +331,9 @@ def load_registry(path: Path | None = None) -> tuple[Kata, ...]:
                         "each function belongs to exactly one task"
                     )
                 owners[f] = t.name
-        suite = path.parent / entry["suite"] if "suite" in entry else SUITES_DIR / f"test_{name}.py"
+        suite = path.parent / entry["suite"] if "suite" in entry else (suites_dir or SUITES_DIR) / f"test_{name}.py"
+        if suite.is_file():
+            tasks = _with_tests(tasks, suite, where)
         recap = entry.get("recap", "")
         try:
             fields = (

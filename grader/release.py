@@ -199,7 +199,8 @@ def checklist_text(text: str, drop: dict[str, set[str]]) -> str:
 def _check(out: Path, katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> None:
     """The edition's registry loads and holds exactly the tasks it should."""
     try:
-        shipped = {k.name: {t.name for t in k.tasks} for k in load_registry(out / "grader" / "katas.toml")}
+        edition = load_registry(out / "grader" / "katas.toml", suites_dir=out / "grader" / "suites")
+        shipped = {k.name: {t.name for t in k.tasks} for k in edition}
     except RegistryError as exc:
         raise RuntimeError(f"the edition's registry does not load: {exc}") from None
     want = {k.name: {t.name for t in k.tasks} - drop.get(k.name, set()) for k in katas}

@@ -42,6 +42,7 @@ class Limits:
 class Check:
     id: str  # pytest node id
     name: str  # the test function's name
+    task: str = ""  # the task its @pytest.mark.task mark names
     outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
@@ -234,12 +235,11 @@ def _server() -> _JudgeServer | None:
 class _Run:
     """One judge process grading part of a kata."""
 
-    def __init__(self, kata: Kata, target: str, seed: int, only: list[str], limits: Limits):
-        """only: test function names to run (all when empty)."""
+    def __init__(self, kata: Kata, target: str, seed: int, only: list[str], limits: Limits, fail_fast: bool):
+        """only: the tasks whose checks run (all when empty)."""
         self.read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile()
         self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
-        tasks = {name: t.name for t in kata.tasks for name in t.tests}
         argv = [
             "--kata",
             kata.name,
@@ -251,8 +251,6 @@ class _Run:
             judge_server.RESULTS_FD,
             "--seed",
             str(seed),
-            "--tasks",
-            json.dumps(tasks),
             "--test-seconds",
             str(limits.test_seconds),
             "--memory-mb",
@@ -263,7 +261,9 @@ class _Run:
             str(int(limits.kata_seconds) + 60),
         ]
         if only:
-            argv += ["--only", *only]
+            argv += ["--tasks", *only]
+        if fail_fast:
+            argv.append("--fail-fast")
         env = _judge_env()
         server = _server()
         self.proc = server.spawn(argv, env, self.cwd.name, self.log.fileno(), write_fd) if server else None
@@ -345,13 +345,14 @@ def _run_checks(
     limits: Limits,
     only: list[str],
     on_result: Callable[[dict[str, Check]], None] | None = None,
+    fail_fast: bool = False,
 ) -> tuple[dict[str, Check], str]:
     """Run the kata's suite in a judge process until it reports every check.
     Returns the checks and a note for the kata. on_result(checks) is called
     after each check's result arrives."""
     checks: dict[str, Check] = {}
     started = time.monotonic()
-    run = _Run(kata, target, seed, only, limits)
+    run = _Run(kata, target, seed, only, limits, fail_fast)
     current, current_start, finished, note = None, None, False, ""
     try:
         while True:
@@ -386,7 +387,7 @@ def _run_checks(
             for ev in events:
                 if ev.kind is EventKind.COLLECTED:
                     for t in ev.tests:
-                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"])))
+                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"]), str(t.get("task", ""))))
                 elif ev.kind is EventKind.START and ev.id in checks:
                     current, current_start = ev.id, time.monotonic()
                 elif ev.kind is EventKind.RESULT and ev.id in checks:
@@ -454,30 +455,33 @@ def grade_kata(
     tasks: list[str] | None = None,
     limits: Limits = Limits(),
     progress: Callable[[Kata, TaskResult], None] | None = None,
+    fail_fast: bool = False,
 ) -> KataResult:
     """Grade one kata (or only the named tasks of it) in a child process.
     progress(kata, task_result) is called as each task's last check ends,
-    while the rest of the kata is still being graded."""
+    while the rest of the kata is still being graded. fail_fast: stop each
+    task at its first check that does not pass (that check's outcome is
+    the task's status, and the rest are reported with it, not run)."""
     _target.resolve(target)
     chosen = [kata.task(t) for t in tasks] if tasks else list(kata.tasks)
     started = time.monotonic()
-    only = [name for t in chosen for name in t.tests] if tasks else []
+    only = [t.name for t in chosen] if tasks else []
     told: set[str] = set()
 
     def finished_tasks(checks: dict[str, Check]) -> None:
         for task in chosen:
-            mine = [c for c in checks.values() if c.name in task.tests]
+            mine = [c for c in checks.values() if c.task == task.name]
             if task.name not in told and mine and all(c.outcome is not Status.NOT_RUN for c in mine):
                 told.add(task.name)
                 progress(kata, _task_result(task, mine, ""))
 
-    checks, note = _run_checks(kata, target, seed, limits, only, finished_tasks if progress else None)
+    checks, note = _run_checks(kata, target, seed, limits, only, finished_tasks if progress else None, fail_fast)
     for c in checks.values():
         if c.outcome is Status.NOT_RUN:
             c.outcome, c.message = Status.ERROR, c.message or "the check did not run"
     results = []
     for task in chosen:
-        mine = [c for c in checks.values() if c.name in task.tests]
+        mine = [c for c in checks.values() if c.task == task.name]
         results.append(_task_result(task, mine, note))
         if progress is not None and task.name not in told:
             progress(kata, results[-1])
@@ -500,11 +504,12 @@ def grade(
     limits: Limits = Limits(),
     tasks: dict[str, list[str]] | None = None,
     progress: Callable[[Kata, TaskResult], None] | None = None,
+    fail_fast: bool = False,
 ) -> GradeResult:
     """Grade several katas, `jobs` at a time; each in its own process.
     tasks: kata name -> the only tasks of it to grade (all when absent).
     progress(kata, task_result): called as each task is graded (from
-    worker threads when jobs > 1).
+    worker threads when jobs > 1). fail_fast: as grade_kata's.
 
     Ctrl-C (KeyboardInterrupt) kills every judge and jail at once; the
     result then holds what was graded so far, with `interrupted` set."""
@@ -512,7 +517,16 @@ def grade(
     _INTERRUPTED.clear()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     futures = [
-        pool.submit(grade_kata, k, target, seed=seed, limits=limits, tasks=(tasks or {}).get(k.name), progress=progress)
+        pool.submit(
+            grade_kata,
+            k,
+            target,
+            seed=seed,
+            limits=limits,
+            tasks=(tasks or {}).get(k.name),
+            progress=progress,
+            fail_fast=fail_fast,
+        )
         for k in katas
     ]
     interrupted = False

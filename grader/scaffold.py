@@ -205,6 +205,7 @@ def _with(bad: float, salt: int) -> np.ndarray:
 # ------------------------------------------------------------ {CHECK}
 
 
+@pytest.mark.task("finite")
 @given(x=float_arrays(SHAPES, lo=-1e6, hi=1e6, dtype=np.float32))
 def {keeps}(kata, x):
     got = np.asarray(kata.{CHECK}(x))
@@ -213,6 +214,7 @@ def {keeps}(kata, x):
     np.testing.assert_array_equal(got, x.astype(np.float64), err_msg="{CHECK}(x) changed x's values")
 
 
+@pytest.mark.task("finite")
 def {rejects}(kata):
     for i, bad in enumerate(NON_FINITE):
         with pytest.raises(ValueError):
@@ -222,6 +224,7 @@ def {rejects}(kata):
 # ------------------------------------------------------------ {FUNCTION}
 
 
+@pytest.mark.task("double")
 @given(x=float_arrays(SHAPES, lo=-1e6, hi=1e6, dtype=np.float64))
 def {twice}(kata, x):
     got = np.asarray(kata.{FUNCTION}(x))
@@ -230,12 +233,14 @@ def {twice}(kata, x):
     np.testing.assert_array_equal(got, 2.0 * x, err_msg="{FUNCTION}(x) is not 2 * x")
 
 
+@pytest.mark.task("double")
 def {double_rejects}(kata):
     for i, bad in enumerate(NON_FINITE):
         with pytest.raises(ValueError):
             kata.{FUNCTION}(_with(bad, 10 + i))
 
 
+@pytest.mark.task("double")
 def {many}(kata):
     x = rng(20).standard_normal({FIGURE_VALUES}) * 1e3
     got = np.asarray(kata.{FUNCTION}(x))
@@ -310,7 +315,6 @@ _TASKS = (
 
 def _task_toml(task: _Task) -> str:
     """One [[kata.task]] table of the registry text, its questions after it."""
-    tests = "".join(f"    {_toml(t)},\n" for t in SUITE_TESTS[task.name])
     hints = "".join(f"    {_toml(h)},\n" for h in task.hints)
     questions = "".join(
         f"\n  [[kata.task.question]]\n  ask = {_toml(ask)}\n  answer = {_toml(answer)}\n"
@@ -318,7 +322,7 @@ def _task_toml(task: _Task) -> str:
     )
     return (
         f"\n  [[kata.task]]\n  name = {_toml(task.name)}\n  title = {_toml(task.title)}\n  points = {task.points}\n"
-        f"  tests = [\n{tests}  ]\n  hints = [\n{hints}  ]\n  functions = [{_toml(task.function)}]\n{questions}"
+        f"  hints = [\n{hints}  ]\n  functions = [{_toml(task.function)}]\n{questions}"
     )
 
 

@@ -4,12 +4,14 @@ reaches the learner's module through grader.judge, which holds it in a jail
 process, and every timing, count and comparison happens here.
 
     python -m grader.worker --kata NAME --suite PATH --target T --fd N [--seed S]
-        [--only NAME ...] [--tasks JSON] [--test-seconds S] [--memory-mb M] [--output-mb O]
+        [--tasks NAME ...] [--fail-fast] [--test-seconds S] [--memory-mb M] [--output-mb O]
 
---only keeps the test functions of those names; --tasks maps each test
-function to its task, so that after one check of a task times out, the
-task's other checks are reported without running (the same code would most
-likely hang them too).
+Each check grades the task its `@pytest.mark.task("...")` mark names, or its
+`task` parameter (one check for several tasks, case by case); --tasks keeps the checks of those
+tasks only. After one check of a task times out, the task's other checks are
+reported without running (the same code would most likely hang them too);
+with --fail-fast, so are they after any check of the task that does not
+pass, each with that check's outcome.
 
 Events are grader.outcome.Event lines. The runner reads them as they come,
 so if this process dies, only the running check is lost.
@@ -21,7 +23,6 @@ import argparse
 import errno
 import faulthandler
 import functools
-import json
 import os
 import re
 import sys
@@ -131,19 +132,37 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
     return Status.ERROR, f"{type(e).__name__}: {text}"
 
 
+def task_of(item) -> str:
+    """The task a collected check grades: its `task` mark's name, or its
+    `task` parameter (grader.registry.suite_tasks reads the same two); ''
+    when it has neither."""
+    mark = item.get_closest_marker("task")
+    if mark is not None and mark.args:
+        return str(mark.args[0])
+    callspec = getattr(item, "callspec", None)
+    return str(callspec.params.get("task", "")) if callspec is not None else ""
+
+
 class Reporter:
     """The pytest plugin that turns a suite run into events, and gives each
     check its deadline."""
 
-    def __init__(self, channel: Channel, kata: str, only: set[str], tasks: dict[str, str], limits: dict):
-        self.channel, self.kata, self.only, self.tasks, self.limits = channel, kata, only, tasks, limits
+    def __init__(self, channel: Channel, kata: str, only: set[str], limits: dict, fail_fast: bool = False):
+        """only: the tasks whose checks run (every marked check when empty)."""
+        self.channel, self.kata, self.only, self.limits, self.fail_fast = channel, kata, only, limits, fail_fast
         self.verdicts: dict[str, tuple[Status, str, str]] = {}
-        self.hung: dict[str, str] = {}  # task -> the check of it that timed out
+        self.stopped: dict[str, tuple[Status, str]] = {}  # task -> what its remaining checks are reported as
         self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
 
     def pytest_collection_modifyitems(self, session, config, items):
-        items[:] = [i for i in items if not self.only or i.originalname in self.only]
-        self.channel.send(Event(EventKind.COLLECTED, tests=[{"id": i.nodeid, "name": i.originalname} for i in items]))
+        # A check without a task mark grades nothing (the registry refuses a suite that has one).
+        items[:] = [i for i in items if task_of(i) and (not self.only or task_of(i) in self.only)]
+        self.channel.send(
+            Event(
+                EventKind.COLLECTED,
+                tests=[{"id": i.nodeid, "name": i.originalname, "task": task_of(i)} for i in items],
+            )
+        )
 
     def pytest_collection_finish(self, session):
         # Import the learner's module once, before any check, so that an import
@@ -155,10 +174,9 @@ class Reporter:
             pass  # every check's fixture meets it again and reports it
 
     def pytest_runtest_protocol(self, item, nextitem):
-        task = self.tasks.get(item.originalname)
-        if task in self.hung:
-            message = f"not run: {self.hung[task]} of this task timed out"
-            self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=Status.TIMEOUT, message=message))
+        if task_of(item) in self.stopped:
+            outcome, message = self.stopped[task_of(item)]
+            self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=outcome, message=message))
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
         common.FIGURES.clear()
@@ -241,8 +259,12 @@ class Reporter:
             and not call.excinfo.errisinstance(common.WrongWhileTimed)
         ):
             outcome = Status.SLOW  # correct (other checks say so) but not fast enough
-        if outcome is Status.TIMEOUT and item.originalname in self.tasks:
-            self.hung.setdefault(self.tasks[item.originalname], item.originalname)
+        if outcome is Status.TIMEOUT:
+            self.stopped.setdefault(task_of(item), (outcome, f"not run: {item.originalname} of this task timed out"))
+        elif self.fail_fast:
+            self.stopped.setdefault(
+                task_of(item), (outcome, f"not run (--fail-fast): {item.originalname} of this task did not pass")
+            )
         self.verdicts[item.nodeid] = (outcome, message, self._example(item, call.excinfo.value, outcome))
 
     def pytest_runtest_logreport(self, report):
@@ -273,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", nargs="*", default=[])
-    parser.add_argument("--tasks", default="{}", help="JSON: test function name -> task name")
+    parser.add_argument("--tasks", nargs="*", default=[], help="run only the checks of these tasks")
+    parser.add_argument("--fail-fast", action="store_true", help="stop each task at its first check that fails")
     parser.add_argument("--test-seconds", type=float, default=60.0)
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--output-mb", type=int, default=64)
@@ -291,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
 
     channel = Channel(args.fd)
     os.set_inheritable(args.fd, False)
-    reporter = Reporter(channel, args.kata, set(args.only), json.loads(args.tasks), limits)
+    reporter = Reporter(channel, args.kata, set(args.tasks), limits, args.fail_fast)
     judge.SETTINGS.target = args.target
     # The speed checks' baselines get their jail now too, unless only some checks run (they may not need it).
-    judge.prestart(args.kata, None if args.only else common.baseline_path(args.kata))
+    judge.prestart(args.kata, None if args.tasks else common.baseline_path(args.kata))
     pytest_args = [
         args.suite,
         f"--target={args.target}",

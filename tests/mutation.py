@@ -15,7 +15,8 @@ from grader.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.
 from grader.runner import Limits, TaskResult, grade_kata
 from grader.target import SOLUTIONS_DIR
 
-# Mutants run only their task's checks; generous limits keep a slow machine from flaking.
+# Mutants run only their task's checks, and stop at the first that does not pass (fail_fast: its outcome
+# is the task's status); generous limits keep a slow machine from flaking.
 MUTANT_LIMITS = Limits(test_seconds=120, kata_seconds=300)
 
 # tests/fixtures/alt/<kata>.py: a correct implementation of each kata, written differently from the reference.
@@ -45,7 +46,9 @@ class Mutant:
 def grade_mutant(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> TaskResult:
     """Write the mutated base/<kata>.py into tmp_path and grade its task (with `seed`)."""
     (tmp_path / f"{kata}.py").write_text(mutant.source(kata, base), encoding="utf-8")
-    result = grade_kata(find_kata(kata), str(tmp_path), seed=seed, tasks=[mutant.task], limits=MUTANT_LIMITS)
+    result = grade_kata(
+        find_kata(kata), str(tmp_path), seed=seed, tasks=[mutant.task], limits=MUTANT_LIMITS, fail_fast=True
+    )
     return result.tasks[0]
 
 

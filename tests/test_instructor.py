@@ -164,7 +164,8 @@ def test_a_mistyped_kata_or_task_gets_a_did_you_mean(toy_cli):
 def test_kata_classroom_writes_one_test_per_released_task_worth_its_points(tmp_path, monkeypatch):
     yaml = pytest.importorskip("yaml")
     registry = tmp_path / "katas.toml"
-    registry.write_text((TOY / "katas.toml").read_text().replace('name = "fast"', 'name = "fast"\n  release = false'))
+    text = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
+    registry.write_text(text.replace('name = "fast"', 'name = "fast"\n  release = false'))
     monkeypatch.setenv("KATA_REGISTRY", str(registry))
     result = CliRunner().invoke(main, ["classroom", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -234,7 +235,8 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
             leaked = [w for w in answers if w in text]
             assert not leaked, f"{path} holds {len(leaked)} runs of solution lines, e.g. {leaked[0]!r}"
     assert any(w in "\n".join(stripped((SOLUTIONS_DIR / "moe.py").read_text())) for w in answers)  # the check can fire
-    shipped = {k.name: [t.name for t in k.tasks] for k in load_registry(out / "grader" / "katas.toml")}
+    edition = load_registry(out / "grader" / "katas.toml", suites_dir=out / "grader" / "suites")
+    shipped = {k.name: [t.name for t in k.tasks] for k in edition}
     assert "paged" not in shipped["kv_cache"] and "cache" in shipped["kv_cache"]
     paged_tests = next(t for t in load_registry(registry)[0].tasks if t.name == "paged").tests
     suite = (out / "grader" / "suites" / "test_kv_cache.py").read_text()

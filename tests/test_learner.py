@@ -33,8 +33,8 @@ def workdir(tmp_path, monkeypatch):
         (TOY / "katas.toml")
         .read_text()
         .replace(
-            '"test_mean_of_empty_raises_value_error"]\n',
-            '"test_mean_of_empty_raises_value_error"]\n  functions = ["mean_of"]\n',
+            '"Which numpy function adds every element?"]\n',
+            '"Which numpy function adds every element?"]\n  functions = ["mean_of"]\n',
         )
         .replace(
             'suite = "test_toy.py"',

@@ -1,5 +1,5 @@
 """pytest configuration of the grading suites: which implementation they test
-(--target), the Hypothesis profile, and the `speed` and `needs` markers."""
+(--target), the Hypothesis profile, and the `task`, `speed` and `needs` markers."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "task(name): the task of the registry this check grades")
     config.addinivalue_line("markers", "speed: a speed check (a failure grades the task 'slow', not 'fail')")
     config.addinivalue_line("markers", "needs(module): a check that exists only where the optional module is installed")
     target = config.getoption("target")

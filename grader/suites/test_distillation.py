@@ -110,6 +110,7 @@ alphas = st.floats(0.0, 1.0)
 # ----------------------------------------------------------------------- softmax
 
 
+@pytest.mark.task("softmax")
 @given(
     x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0)
 )
@@ -126,6 +127,7 @@ def test_softmax_rows_sum_to_one(kata, x, temperature):
     assert abs(worst - 1) <= PROB_ATOL, f"a row of softmax sums to {worst:.9g}, not 1"
 
 
+@pytest.mark.task("softmax")
 @given(
     x=float_arrays((3, 6), -50, 50, dtype=np.float64),
     shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
@@ -145,6 +147,7 @@ ROWS_FAR_APART = np.array(
 )
 
 
+@pytest.mark.task("softmax")
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
@@ -161,6 +164,7 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
     )
 
 
+@pytest.mark.task("softmax")
 @given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
@@ -177,6 +181,7 @@ def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, tempe
     assert ok, f"log_softmax differs from a float64 computation by {d:.3g}"
 
 
+@pytest.mark.task("softmax")
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16"])
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
 def test_softmax_and_log_softmax_return_float64(kata, fn, dtype):
@@ -185,6 +190,7 @@ def test_softmax_and_log_softmax_return_float64(kata, fn, dtype):
     assert got.dtype == np.float64, f"{fn} of {dtype.__name__} logits returned dtype {got.dtype}, not float64"
 
 
+@pytest.mark.task("softmax")
 def test_softmax_normalizes_along_the_given_axis(kata):
     x = common.rng(1).standard_normal((4, 7))
     p = np.asarray(kata.softmax(x, 2.0, axis=0), dtype=np.float64)
@@ -194,6 +200,7 @@ def test_softmax_normalizes_along_the_given_axis(kata):
     assert d <= PROB_ATOL, f"softmax(axis=0) differs from normalizing each column by {d:.3g}"
 
 
+@pytest.mark.task("softmax")
 def test_softmax_flattens_toward_uniform_as_temperature_grows(kata):
     rows = 3.0 * common.rng(2).standard_normal((3, 8))
     temps = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1e4]
@@ -211,6 +218,7 @@ def test_softmax_flattens_toward_uniform_as_temperature_grows(kata):
         assert np.max(np.abs(p - 1 / p.size)) < 1e-3, f"at temperature {temps[-1]:g} softmax is {p}, not nearly uniform"
 
 
+@pytest.mark.task("softmax")
 def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
     row = 0.5 * common.rng(3).permutation(8).astype(np.float64)  # distinct logits, gaps of at least 0.5
     best = int(np.argmax(row))
@@ -222,6 +230,7 @@ def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
     assert last > 1 - 1e-6, f"at temperature 0.02 the top probability is {last:.6g}, not nearly 1 (one-hot)"
 
 
+@pytest.mark.task("softmax")
 @pytest.mark.parametrize("temperature", [0.0, -1.0])
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
 def test_softmax_rejects_a_temperature_that_is_not_positive(kata, fn, temperature):
@@ -232,6 +241,7 @@ def test_softmax_rejects_a_temperature_that_is_not_positive(kata, fn, temperatur
 # ---------------------------------------------------------------------------- KL
 
 
+@pytest.mark.task("kl")
 @given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
 def test_kl_is_never_negative(kata, batch, temperature):
     student, teacher, _ = batch
@@ -242,6 +252,7 @@ def test_kl_is_never_negative(kata, batch, temperature):
     assert np.all(kl >= -KL_ATOL), f"kl_divergence returned {float(np.min(kl)):.3g}; KL is never negative"
 
 
+@pytest.mark.task("kl")
 @given(
     teacher=float_arrays((4, 6), -20, 20, dtype=np.float64),
     shift=float_arrays((4, 1), -50, 50, dtype=np.float64),
@@ -253,6 +264,7 @@ def test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant(kata, teac
     assert worst <= KL_ATOL, f"KL between logits that differ by a per-row constant is {worst:.3g}, not 0"
 
 
+@pytest.mark.task("kl")
 @given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
 @example(batch=(np.array([[0.0, 0.0]]), np.array([[2 * np.log(3.0), 0.0]]), np.array([0])), temperature=2.0)
 def test_kl_matches_a_float64_formula(kata, batch, temperature):
@@ -266,6 +278,7 @@ def test_kl_matches_a_float64_formula(kata, batch, temperature):
     )
 
 
+@pytest.mark.task("kl")
 @given(
     teacher=float_arrays((3, 5), -1e4, 1e4, dtype=np.float64),
     student=float_arrays((3, 5), -1e4, 1e4, dtype=np.float64),
@@ -286,6 +299,7 @@ def test_kl_of_huge_logits_is_finite_and_matches_float64(kata, teacher, student,
     )
 
 
+@pytest.mark.task("kl")
 @pytest.mark.parametrize(
     "case", ["mismatched shapes", "one student row", "one teacher row", "NaN logits", "inf logits", "temperature 0"]
 )
@@ -353,6 +367,7 @@ BAD_BATCHES = [
 ]
 
 
+@pytest.mark.task("loss")
 @given(batch=batches(), temperature=temperatures)
 def test_loss_with_alpha_one_is_the_scaled_soft_term(kata, batch, temperature):
     student, teacher, labels = batch
@@ -363,6 +378,7 @@ def test_loss_with_alpha_one_is_the_scaled_soft_term(kata, batch, temperature):
     )
 
 
+@pytest.mark.task("loss")
 @given(batch=batches(), temperature=temperatures)
 @example(batch=(np.array([[1.0, -1.0, 0.5]]), np.array([[0.0, 0.0, 0.0]]), np.array([0])), temperature=4.0)
 def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kata, batch, temperature):
@@ -375,6 +391,7 @@ def test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one(kata, ba
     )
 
 
+@pytest.mark.task("loss")
 def test_loss_equals_hand_computed_values(kata):
     ln3 = np.log(3.0)
     # Row 0: at T=2 the teacher is (3/4, 1/4) and the student (1/2, 1/2); label 0 costs ln 2.
@@ -395,6 +412,7 @@ def test_loss_equals_hand_computed_values(kata):
         )
 
 
+@pytest.mark.task("loss")
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
 def test_loss_matches_the_formula(kata, batch, temperature, alpha):
     student, teacher, labels = batch
@@ -418,6 +436,7 @@ def _with_ignored_rows(batch, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return more_s, more_t, np.concatenate([labels, [IGNORE, IGNORE]])
 
 
+@pytest.mark.task("loss")
 @given(batch=batches(ignore=False), extra=IGNORED_ROWS, temperature=temperatures, alpha=alphas)
 def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
@@ -451,6 +470,7 @@ def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.n
     return custom, np.where(custom == ignore_index, IGNORE, custom)
 
 
+@pytest.mark.task("loss")
 @given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
 @example(**IGNORED_BY_MINUS_ONE)
 def test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value(kata, batch, temperature, alpha, ignore_index):
@@ -464,12 +484,14 @@ def test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value(kata, batc
     )
 
 
+@pytest.mark.task("loss")
 def test_loss_of_an_all_ignored_batch_is_zero(kata):
     s = common.rng(4).standard_normal((3, 5))
     got = float(kata.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
     assert got == 0.0, f"when every label is ignore_index the loss is {got}, expected 0.0"
 
 
+@pytest.mark.task("loss")
 @pytest.mark.parametrize("case", BAD_BATCHES)
 def test_loss_rejects_bad_input(kata, case):
     s, t, y, T, a = _bad_batch(case)
@@ -480,6 +502,7 @@ def test_loss_rejects_bad_input(kata, case):
 # ---------------------------------------------------------------------- gradient
 
 
+@pytest.mark.task("grad")
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
 @example(
     batch=(*TWO_ROWS, np.array([2, 0])),
@@ -505,6 +528,7 @@ def test_gradient_matches_central_finite_differences(kata, batch, temperature, a
     )
 
 
+@pytest.mark.task("grad")
 @given(batch=batches(bound=20.0), temperature=temperatures, alpha=alphas)
 def test_gradient_rows_sum_to_zero(kata, batch, temperature, alpha):
     student, teacher, labels = batch
@@ -513,6 +537,7 @@ def test_gradient_rows_sum_to_zero(kata, batch, temperature, alpha):
     assert worst <= GRAD_ATOL, f"a row of the gradient sums to {worst:.3g}, not 0 (softmax ignores a constant shift)"
 
 
+@pytest.mark.task("grad")
 @given(batch=batches(ignore=False), extra=IGNORED_ROWS, temperature=temperatures, alpha=alphas)
 def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, extra, temperature, alpha):
     student, teacher, labels = batch
@@ -527,6 +552,7 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
     )
 
 
+@pytest.mark.task("grad")
 @given(batch=batches(), temperature=temperatures, alpha=alphas, ignore_index=IGNORE_INDICES)
 @example(**IGNORED_BY_MINUS_ONE)
 def test_gradient_skips_the_rows_labelled_ignore_index_whatever_its_value(
@@ -548,6 +574,7 @@ def test_gradient_skips_the_rows_labelled_ignore_index_whatever_its_value(
     )
 
 
+@pytest.mark.task("grad")
 def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     """At high T the logits divided by T are small (the high-temperature limit),
     where T * (q_T - p_T) tends to (student - teacher) / V, centered: a size
@@ -567,6 +594,7 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     )
 
 
+@pytest.mark.task("grad")
 @pytest.mark.parametrize("case", BAD_BATCHES)
 def test_gradient_rejects_bad_input(kata, case):
     s, t, y, T, a = _bad_batch(case)
@@ -621,6 +649,7 @@ def _student(kata, train, alpha, seed):
     return table
 
 
+@pytest.mark.task("distill")
 def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(kata, teacher_data):
     """The budget: 192 training positions for a 32 x 32 table (1024 logits),
     so each row of the table sees about 6 labels. A hard-label student can
@@ -651,6 +680,7 @@ def test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels(k
     )
 
 
+@pytest.mark.task("distill")
 def test_distilling_lowers_the_distillation_loss(kata, teacher_data):
     """With the budget above the loss on the training positions ends at
     0.49-0.57 of the uniform table's for grading seeds 0-11; 0.8 is asked."""
@@ -676,6 +706,7 @@ def _small_distill_batch(salt: int):
     return teacher, prev, labels
 
 
+@pytest.mark.task("distill")
 def test_distill_bigram_with_zero_steps_returns_the_initial_table(kata):
     teacher, prev, labels = _small_distill_batch(10)
     for seed in (0, 1):
@@ -691,6 +722,7 @@ def test_distill_bigram_with_zero_steps_returns_the_initial_table(kata):
         )
 
 
+@pytest.mark.task("distill")
 def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_tokens_row(kata):
     teacher, prev, labels = _small_distill_batch(11)
     T, alpha, lr, steps = 2.0, 0.7, 0.5, 3
@@ -713,6 +745,7 @@ def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_
     )
 
 
+@pytest.mark.task("distill")
 @pytest.mark.parametrize(
     "case",
     [
@@ -758,6 +791,7 @@ def test_distill_bigram_rejects_bad_input(kata, case):
 # ------------------------------------------------------------------------ speed
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_loss_and_gradient_are_vectorized(kata):
     """Loss plus gradient on (2048, 256) logits against two plain softmaxes of

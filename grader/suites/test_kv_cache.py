@@ -119,6 +119,7 @@ def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
 # ---------------------------------------------------------------- cache
 
 
+@pytest.mark.task("cache")
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
 @example(sizes=[MAX_LEN])
 @example(sizes=[1] * MAX_LEN)
@@ -140,6 +141,7 @@ def test_update_returns_everything_written_so_far(kata, sizes):
             _check_contents(got_k, got_v, *written[layer], f"layer {layer} after updates of {sizes[: step + 1]} tokens")
 
 
+@pytest.mark.task("cache")
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
 @example(sizes=[2, 1])
 def test_length_advances_once_every_layer_holds_the_new_tokens(kata, sizes):
@@ -187,6 +189,7 @@ def _in_layer_order(kata, ops, after_each) -> None:
         after_each(cache, what, got, written[layer], [w[0].shape[1] for w in written])
 
 
+@pytest.mark.task("cache")
 @given(ops=layer_orders)
 @example(ops=ORDER_EXAMPLES[0])
 @example(ops=ORDER_EXAMPLES[1])
@@ -197,6 +200,7 @@ def test_update_appends_after_the_layer_own_tokens_in_any_order_of_layers(kata, 
     _in_layer_order(kata, ops, check)
 
 
+@pytest.mark.task("cache")
 @given(ops=layer_orders)
 @example(ops=ORDER_EXAMPLES[0])
 @example(ops=ORDER_EXAMPLES[1])
@@ -210,6 +214,7 @@ def test_len_is_what_every_layer_holds_in_any_order_of_layers(kata, ops):
     _in_layer_order(kata, ops, check)
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
     cache = kata.KVCache(3, 2, 8, 40, dtype=dtype)
@@ -232,6 +237,7 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
             )
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("dtype", [np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_update_returns_keys_and_values_in_the_cache_dtype(kata, dtype):
     rng = common.rng(31)
@@ -249,6 +255,7 @@ def test_update_returns_keys_and_values_in_the_cache_dtype(kata, dtype):
         )
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_for_model_sizes_the_cache_for_the_model(kata, name):
     model = MODELS[name]
@@ -266,6 +273,7 @@ def test_for_model_sizes_the_cache_for_the_model(kata, name):
     )
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("max_len", [0, MAX_SEQ + 1], ids=["max_len 0", "max_len past max_seq_len"])
 def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kata, max_len):
     _refused(
@@ -275,6 +283,7 @@ def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kata, max_len):
     )
 
 
+@pytest.mark.task("cache")
 def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kata):
     assert isinstance(kata.CacheFullError, type) and issubclass(kata.CacheFullError, ValueError), (
         "CacheFullError must be a subclass of ValueError"
@@ -293,6 +302,7 @@ def test_writing_past_max_len_raises_cache_full_error_saying_what_fits(kata):
     )
 
 
+@pytest.mark.task("cache")
 @given(held=st.integers(0, MAX_LEN), extra=st.integers(1, 2 * MAX_LEN))
 @example(held=0, extra=MAX_LEN + 1)
 @example(held=MAX_LEN, extra=1)
@@ -343,6 +353,7 @@ def _bad_updates():
 BAD_UPDATES = _bad_updates()
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("case", list(BAD_UPDATES))
 def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kata, case):
     rng = common.rng(6)
@@ -354,6 +365,7 @@ def test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache(kat
     _every_layer_takes_more(cache, written, rng, 2, f"after a refused update ({case})")
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize(
     "args",
     [
@@ -369,6 +381,7 @@ def test_the_constructor_rejects_sizes_that_are_not_positive(kata, args):
     _refused(ValueError, lambda: kata.KVCache(*args), f"KVCache{args}")
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("dtype", [np.int32, np.bool_], ids=lambda d: np.dtype(d).name)
 def test_the_constructor_rejects_a_dtype_that_is_not_floating_point(kata, dtype):
     _refused(
@@ -378,6 +391,7 @@ def test_the_constructor_rejects_a_dtype_that_is_not_floating_point(kata, dtype)
     )
 
 
+@pytest.mark.task("cache")
 @given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
 @example(held=MAX_LEN, n=0, more=1)
 @example(held=5, n=5, more=1)
@@ -404,6 +418,7 @@ def test_crop_forgets_everything_after_the_first_n_tokens(kata, held, n, more):
         )
 
 
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("n", [-1, 4], ids=["n -1", "n past len"])
 def test_crop_rejects_n_outside_zero_to_len(kata, n):
     cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
@@ -412,6 +427,7 @@ def test_crop_rejects_n_outside_zero_to_len(kata, n):
     assert int(len(cache)) == 3, f"after a refused crop({n}), len(cache) is {len(cache)}, expected 3 as before"
 
 
+@pytest.mark.task("cache")
 def test_crop_rejects_n_past_what_every_layer_holds(kata):
     rng = common.rng(32)
     cache = kata.KVCache(LAYERS, HKV, DH, MAX_LEN)
@@ -439,6 +455,7 @@ def _chunks(n: int, sizes: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
+@pytest.mark.task("forward")
 @settings(max_examples=30)
 @given(
     name=st.sampled_from(CONFIG_NAMES),
@@ -468,6 +485,7 @@ def test_chunked_forward_cached_matches_a_full_forward(kata, name, tokens, sizes
         assert int(len(cache)) == end, f"after feeding {end} tokens, len(cache) is {len(cache)}, expected {end}"
 
 
+@pytest.mark.task("forward")
 @given(name=st.sampled_from(CONFIG_NAMES), held=st.integers(1, 12), n=st.integers(0, 12), tail=st.integers(1, 8))
 @example(name="dense", held=12, n=0, tail=1)
 @example(name="moe", held=7, n=3, tail=8)
@@ -498,6 +516,7 @@ def test_continuing_after_crop_matches_a_fresh_cache(kata, name, held, n, tail):
     )
 
 
+@pytest.mark.task("forward")
 @pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name):
     model = MODELS[name]
@@ -515,6 +534,7 @@ def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name
         )
 
 
+@pytest.mark.task("forward")
 def test_forward_cached_past_the_cache_raises_cache_full_error(kata):
     model = MODELS["dense"]
     cache = kata.KVCache.for_model(model, max_len=6)
@@ -527,6 +547,7 @@ def test_forward_cached_past_the_cache_raises_cache_full_error(kata):
     assert int(len(cache)) == 4, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 4 as before"
 
 
+@pytest.mark.task("forward")
 @pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
 def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
     cache = kata.KVCache(*shape, MAX_SEQ)
@@ -541,6 +562,7 @@ def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
 # ------------------------------------------------------------- generate
 
 
+@pytest.mark.task("generate")
 @pytest.mark.parametrize(
     "name,p,n",
     [("dense", 5, 12), ("gqa", 1, 10), ("moe", 9, 15), ("dense", 1, MAX_SEQ - 1), ("gqa", 3, 0)],
@@ -554,6 +576,7 @@ def test_greedy_generate_matches_generate_naive(kata, name, p, n):
     assert got == want, f"{name} model, greedy, {p}-token prompt: generate gave {got}, generate_naive gave {want}"
 
 
+@pytest.mark.task("generate")
 @pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5)])
 def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, temperature):
     model = MODELS[name]
@@ -567,6 +590,7 @@ def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, 
     )
 
 
+@pytest.mark.task("generate")
 @pytest.mark.parametrize("p,n", [(1, 10), (6, 9)])
 def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kata, p, n):
     model = MODELS["moe"]
@@ -582,6 +606,7 @@ def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(ka
     )
 
 
+@pytest.mark.task("generate")
 @pytest.mark.parametrize(
     "prompt,n,temperature",
     [
@@ -652,6 +677,7 @@ def _run_paged(kata, ops, after_each):
         after_each(cache, {s: d[0][0].shape[1] for s, d in dense.items()})
 
 
+@pytest.mark.task("paged")
 @given(ops=paged_ops)
 @example(
     ops=[
@@ -670,6 +696,7 @@ def test_paged_cache_reads_back_what_a_dense_cache_holds(kata, ops):
     _run_paged(kata, ops, lambda cache, lengths: None)
 
 
+@pytest.mark.task("paged")
 @given(ops=paged_ops)
 @example(ops=[("add", 0, 1), ("update", 0, 5), ("add", 1, 1), ("update", 1, 3), ("free", 0, 1), ("update", 1, 6)])
 def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
@@ -684,6 +711,7 @@ def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
     _run_paged(kata, ops, check)
 
 
+@pytest.mark.task("paged")
 def test_paged_cache_reuses_freed_blocks(kata):
     rng = common.rng(16)
     cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, 2, block_size=P_BLOCK)
@@ -710,6 +738,7 @@ def test_paged_cache_reuses_freed_blocks(kata):
     )
 
 
+@pytest.mark.task("paged")
 def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
     rng = common.rng(17)
     cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, 3, block_size=P_BLOCK)
@@ -786,6 +815,7 @@ def _paged_continues(kata, cache, seq, written, rng, what: str) -> None:
         )
 
 
+@pytest.mark.task("paged")
 def test_paged_update_needing_more_blocks_than_are_free_takes_none(kata):
     rng = common.rng(26)
     cache, written = _paged_with(kata, 3, {"a": P_BLOCK + 1, "b": 1}, rng)  # a holds 2 blocks, b 1: none free
@@ -827,6 +857,7 @@ def _bad_paged_updates():
 BAD_PAGED_UPDATES = _bad_paged_updates()
 
 
+@pytest.mark.task("paged")
 @pytest.mark.parametrize("case", list(BAD_PAGED_UPDATES))
 def test_paged_bad_update_raises_value_error_and_changes_nothing(kata, case):
     rng = common.rng(28)
@@ -840,6 +871,7 @@ def test_paged_bad_update_raises_value_error_and_changes_nothing(kata, case):
     _paged_continues(kata, cache, "a", written["a"], rng, f"after a refused update ({case})")
 
 
+@pytest.mark.task("paged")
 def test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens(kata):
     rng = common.rng(29)
     cache, written = _paged_with(kata, P_BLOCKS, {"a": 3}, rng)
@@ -850,6 +882,7 @@ def test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens(kata):
     _paged_continues(kata, cache, "a", written["a"], rng, "after a refused add_sequence('a')")
 
 
+@pytest.mark.task("paged")
 def test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one(kata):
     rng = common.rng(30)
     cache, written = _paged_with(kata, P_BLOCKS, {"a": 3, "b": 2}, rng)
@@ -881,6 +914,7 @@ SPEED_MODEL = Model.random(
 )
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
     """Both run in their jails on a copy of SPEED_MODEL, timed here,
@@ -901,6 +935,7 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
     )
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     """Two caches, one holding 16 tokens and one 4096, take turns (which goes

@@ -187,6 +187,7 @@ def _block_inputs(model, layer, x):
 # ----------------------------------------------------------------------- router
 
 
+@pytest.mark.task("router")
 @given(shape=_shapes(), scale=st.sampled_from([0.0, 1.0, 30.0]))
 @example(shape=(1, 1, 1, 1, 1, 0), scale=1.0)
 @example(shape=(3, 4, 5, 2, 2, 1), scale=30.0)
@@ -210,6 +211,7 @@ HUGE_LOGITS = [[1000.0, 999.0, -1000.0], [-1000.0, -1000.0, -1000.0], [88.75, 0.
 HUGE_PROB_TOL = 1e-3
 
 
+@pytest.mark.task("router")
 def test_router_probs_are_the_softmax_even_for_logits_of_a_thousand(kata):
     x = np.array(HUGE_LOGITS, dtype=np.float32)
     got = np.asarray(kata.router_probs(x, np.eye(3, dtype=np.float32)))
@@ -221,6 +223,7 @@ def test_router_probs_are_the_softmax_even_for_logits_of_a_thousand(kata):
     assert d <= HUGE_PROB_TOL, f"for router logits up to +-1000 router_probs differs from their softmax by {d:.3g}"
 
 
+@pytest.mark.task("router")
 def test_router_probs_rejects_mismatched_shapes(kata):
     x, w_router, *_ = _layer(1, 4, 6, 3, 2)
     for bad_x, bad_w, what in [
@@ -253,6 +256,7 @@ def _gating(kata, probs: np.ndarray, k: int, normalize: bool) -> tuple[np.ndarra
     return idx, w
 
 
+@pytest.mark.task("top_k")
 @given(case=_probs())
 @example(case=(np.full((2, 4), 0.25, dtype=np.float32), 2))
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 3))
@@ -274,6 +278,7 @@ def test_top_k_indices_are_the_k_largest_in_descending_order(kata, case):
     )
 
 
+@pytest.mark.task("top_k")
 @given(case=_probs())
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
 def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(kata, case):
@@ -286,6 +291,7 @@ def test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one(
     assert d <= PROB_TOL, f"normalized weights differ from the chosen probabilities divided by their sum by {d:.3g}"
 
 
+@pytest.mark.task("top_k")
 @given(case=_probs())
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 2))
 def test_unnormalized_weights_are_the_raw_probabilities(kata, case):
@@ -295,6 +301,7 @@ def test_unnormalized_weights_are_the_raw_probabilities(kata, case):
     assert d <= PROB_TOL, f"with normalize=False the weights differ from the chosen probabilities by {d:.3g}"
 
 
+@pytest.mark.task("top_k")
 def test_top_k_rejects_k_outside_one_to_e(kata):
     probs = np.full((3, 4), 0.25, dtype=np.float32)
     for k in (0, 5, -1):
@@ -303,6 +310,7 @@ def test_top_k_rejects_k_outside_one_to_e(kata):
         )
 
 
+@pytest.mark.task("top_k")
 def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
     cases = [
         (np.array([[0.5, 0.5, 0.5]], dtype=np.float32), "a row summing to 1.5"),
@@ -325,6 +333,7 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
 # shares exactly whole (3, 3, 7, 27, 27) that float rounding pushes just above it, so that the ceiling is one
 # too many, when a quotient by E (of T, k, the factor, factor * T or factor * k) is rounded before the rest
 # multiplies it
+@pytest.mark.task("capacity")
 @example(T=4, E=5, k=3, factor=1.25)
 @example(T=3, E=5, k=5, factor=1.0)
 @example(T=7, E=25, k=25, factor=1.0)
@@ -340,6 +349,7 @@ def test_expert_capacity_is_the_rounded_up_even_share_times_the_factor(kata, T, 
     )
 
 
+@pytest.mark.task("capacity")
 def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
     for args, what in [
         ((10, 4, 2, -1.0), "capacity_factor=-1.0"),
@@ -349,6 +359,7 @@ def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
         assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
 
 
+@pytest.mark.task("capacity")
 def test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite(kata):
     for factor in (0.0, math.inf, math.nan):
         assert _rejects(lambda: kata.expert_capacity(10, 4, 2, factor)), (
@@ -356,6 +367,7 @@ def test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite(kata):
         )
 
 
+@pytest.mark.task("capacity")
 def test_expert_capacity_rejects_a_bad_count(kata):
     for args, what in [
         ((-1, 4, 2, 1.0), "n_tokens=-1"),
@@ -379,6 +391,7 @@ CRAFTED = [
 ]
 
 
+@pytest.mark.task("capacity")
 @pytest.mark.parametrize("case", range(len(CRAFTED)))
 def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(kata, case):
     indices, E, capacity, keep, position = CRAFTED[case]
@@ -397,6 +410,7 @@ def test_dispatch_drops_exactly_the_assignments_the_priority_rule_names(kata, ca
     )
 
 
+@pytest.mark.task("capacity")
 def test_dispatch_returns_bool_keep_and_integer_positions(kata):
     indices, E, capacity, _, _ = CRAFTED[0]
     keep, position = kata.dispatch(np.array(indices, dtype=np.int64), E, capacity)
@@ -405,6 +419,7 @@ def test_dispatch_returns_bool_keep_and_integer_positions(kata):
     assert np.issubdtype(position.dtype, np.integer), f"position must hold ints, got dtype {position.dtype}"
 
 
+@pytest.mark.task("capacity")
 def test_dispatch_rejects_bad_indices_or_a_negative_capacity(kata):
     indices = np.array([[0, 1], [2, 0], [1, 2]], dtype=np.int64)
     for args, what in [
@@ -425,6 +440,7 @@ def _routings(draw, max_t=30, max_e=8):
     return draw(st.integers(1, max_t)), E, draw(st.integers(1, E)), draw(st.integers(0, 2**16))
 
 
+@pytest.mark.task("capacity")
 @given(routing=_routings(), room=st.floats(0.0, 1.0))
 @example(routing=(1, 1, 1, 0), room=0.0)
 @example(routing=(6, 3, 3, 1), room=0.5)
@@ -444,6 +460,7 @@ def test_dispatch_matches_queueing_one_assignment_at_a_time(kata, routing, room)
 # ------------------------------------------------------------------------ layer
 
 
+@pytest.mark.task("layer")
 def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(kata):
     x, w_router, w_gate, w_up, w_down = _layer(11, 10, 8, 4, 12)
     y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, k=4)
@@ -455,6 +472,7 @@ def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(kata):
     assert d <= OUT_ATOL, f"with k == E the output differs from the softmax-weighted sum of every expert by {d:.3g}"
 
 
+@pytest.mark.task("layer")
 def test_permuting_tokens_permutes_the_outputs(kata):
     x, w_router, w_gate, w_up, w_down = _layer(12, 24, 8, 6, 10)
     perm = rng(13).permutation(24)
@@ -480,12 +498,14 @@ def _assert_matches_block(kata, model, layer, x):
     assert ok.all(), f"moe_forward differs from the reference model's MoE block (layer {layer}) by {d:.3g}"
 
 
+@pytest.mark.task("layer")
 def test_moe_forward_matches_the_reference_model_block(kata):
     model = _moe_model()
     x = rng(14).standard_normal((40, model.config.d_model)).astype(np.float32)
     _assert_matches_block(kata, model, 0, x)
 
 
+@pytest.mark.task("layer")
 def test_moe_forward_matches_the_teachers_block_on_its_own_activations(kata):
     """The shipped teacher's layer weights, on the residual stream it computes for a short text."""
     try:
@@ -504,6 +524,7 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(kata):
         x = x + model.mlp(layer, x)
 
 
+@pytest.mark.task("layer")
 @given(shape=_shapes(max_t=20), factor=st.sampled_from([None] + FACTORS), normalize=st.booleans())
 @example(shape=(5, 3, 1, 4, 1, 0), factor=0.25, normalize=True)  # one expert, room for 2 of 5 tokens
 def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, normalize):
@@ -523,6 +544,7 @@ def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, norma
     )
 
 
+@pytest.mark.task("layer")
 def test_a_large_capacity_factor_drops_nothing(kata):
     x, w_router, w_gate, w_up, w_down = _layer(15, 32, 8, 4, 8)
     free, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
@@ -547,6 +569,7 @@ def _crowded_layer(kata, factor: float):
     return keep, idx, aux
 
 
+@pytest.mark.task("layer")
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_tokens_per_expert_never_exceed_capacity(kata, factor):
     T, E, k = CROWDED
@@ -561,6 +584,7 @@ def test_tokens_per_expert_never_exceed_capacity(kata, factor):
     )
 
 
+@pytest.mark.task("layer")
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_dropped_counts_the_assignments_past_capacity(kata, factor):
     keep, _, aux = _crowded_layer(kata, factor)
@@ -576,6 +600,7 @@ def _ranked_tokens(T: int, nudged: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return x, np.eye(4, dtype=np.float32)
 
 
+@pytest.mark.task("layer")
 def test_a_fully_dropped_token_outputs_zero(kata):
     # Router = identity, so every token ranks expert 0, then 1, then 2, then 3;
     # capacity max(1, ceil(0.5 * 4 * 2 / 4)) = 1: token 0 takes both places, tokens 1-3 get none.
@@ -592,6 +617,7 @@ def test_a_fully_dropped_token_outputs_zero(kata):
     assert d <= OUT_ATOL, f"token 0 kept both experts and their gate weights, but its output is off by {d:.3g}"
 
 
+@pytest.mark.task("layer")
 def test_experts_that_get_no_token_count_zero(kata):
     # Router = identity, so every token ranks expert 0, then 1, then 2, then 3: with k = 2, experts 2 and 3 get nothing.
     E, T, F = 4, 5, 6
@@ -608,6 +634,7 @@ def test_experts_that_get_no_token_count_zero(kata):
     assert d <= OUT_ATOL, f"with experts 2 and 3 idle the output differs from the float64 per-token loop by {d:.3g}"
 
 
+@pytest.mark.task("layer")
 def test_moe_forward_reports_the_losses_of_its_routing(kata):
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(18, 30, 8, 5, 8, 2, router_scale=2.0)
     probs, idx, _ = _route64(x, w_router, 2)
@@ -622,6 +649,7 @@ def test_moe_forward_reports_the_losses_of_its_routing(kata):
     )
 
 
+@pytest.mark.task("layer")
 def test_expert_work_is_k_over_e_of_running_every_expert(kata):
     """Work, as far as it can be counted without instrumenting the code under
     test (that would mean testing its internals): the assignments it reports
@@ -649,6 +677,7 @@ def test_expert_work_is_k_over_e_of_running_every_expert(kata):
     )
 
 
+@pytest.mark.task("layer")
 def test_moe_forward_rejects_bad_input(kata):
     x, w_router, w_gate, w_up, w_down = _layer(20, 6, 8, 4, 5)
     _, _, *five = _layer(20, 6, 8, 5, 5)  # expert weights for 5 experts
@@ -672,6 +701,7 @@ def test_moe_forward_rejects_bad_input(kata):
 # ----------------------------------------------------------------------- losses
 
 
+@pytest.mark.task("losses")
 @given(routing=_routings(max_t=4, max_e=16))
 @example(routing=(1, 1, 1, 0))
 @example(routing=(2, 8, 2, 0))
@@ -684,6 +714,7 @@ def test_load_balance_is_one_when_routing_and_probabilities_are_uniform(kata, ro
     assert math.isclose(got, 1.0, rel_tol=LOSS_RTOL), f"load balance at uniform routing is {got:.6g}, expected 1.0"
 
 
+@pytest.mark.task("losses")
 def test_load_balance_grows_as_routing_concentrates(kata):
     T, E, k = 16, 8, 2
     prefer = np.linspace(1.0, -1.0, E)  # every token prefers experts 0, 1, ...
@@ -698,6 +729,7 @@ def test_load_balance_grows_as_routing_concentrates(kata):
     )
 
 
+@pytest.mark.task("losses")
 @given(routing=_routings(max_t=20, max_e=10))
 @example(routing=(1, 1, 1, 0))
 @example(routing=(7, 5, 5, 2))
@@ -721,6 +753,7 @@ def _assert_z_loss(kata, logits: np.ndarray, advice: str = "") -> None:
     )
 
 
+@pytest.mark.task("losses")
 @given(T=st.integers(1, 20), E=st.integers(1, 10), scale=st.sampled_from([0.1, 1.0, 10.0]), seed=st.integers(0, 2**16))
 @example(T=2, E=3, scale=100.0, seed=0)
 @example(T=3, E=4, scale=0.0, seed=1)
@@ -728,10 +761,12 @@ def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
     _assert_z_loss(kata, (scale * rng(seed).standard_normal((T, E))).astype(np.float32))
 
 
+@pytest.mark.task("losses")
 def test_z_loss_matches_its_float64_formula_even_for_logits_of_a_thousand(kata):
     _assert_z_loss(kata, np.array(HUGE_LOGITS, dtype=np.float32), ": take each row's maximum out before exp")
 
 
+@pytest.mark.task("losses")
 def test_z_loss_is_never_negative(kata):
     for shift in (-20.0, -3.0, 0.0, 5.0):
         logits = (shift + rng(21).standard_normal((6, 4))).astype(np.float32)
@@ -739,6 +774,7 @@ def test_z_loss_is_never_negative(kata):
         assert got >= 0.0, f"router_z_loss is {got:.6g} for logits around {shift}; a mean of squares is >= 0"
 
 
+@pytest.mark.task("losses")
 def test_losses_reject_bad_input(kata):
     probs = np.full((4, 3), 1.0 / 3, dtype=np.float32)
     indices = np.zeros((4, 1), dtype=np.int64)
@@ -768,6 +804,7 @@ def _speed_inputs(salt, D, E, F, k):
     return lambda i: (*_layer(salt + 100 * (i + 1), SPEED_T, D, E, F), k)
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
     ratio = time_ratio(
@@ -786,6 +823,7 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
     )
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
     part = SPEED_T // LOOP_SHARE  # the loop's time is linear in T: time it on a share of the tokens
@@ -806,6 +844,7 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
     )
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_moe_forward_does_not_run_every_expert_on_every_token(kata):
     """With E=16 and k=1 running every expert on every token is 16x the work."""

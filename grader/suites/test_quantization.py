@@ -208,6 +208,7 @@ def _symmetric_round_trip(sym, x: np.ndarray, bits: int, axis) -> np.ndarray:
     return x_hat
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 def test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype(sym, xa, bits):
     x, axis = xa
@@ -219,6 +220,7 @@ def test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype(sym, xa, bi
     assert q.min() >= -qmax and q.max() <= qmax, f"codes {q.min()}..{q.max()} leave [-{qmax}, {qmax}] at {bits} bits"
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(xa=(np.array([[1.0, -2.0, 0.5], [0.0, 0.0, 0.0]], dtype=np.float32), 0), bits=2)
 def test_symmetric_scale_is_max_abs_over_qmax_per_slice(sym, xa, bits):
@@ -235,6 +237,7 @@ def test_symmetric_scale_is_max_abs_over_qmax_per_slice(sym, xa, bits):
     assert not bad.any(), f"scale at {_first(bad)} is {got[bad][0]:.6g}, max|x| / qmax there is {want[bad][0]:.6g}"
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(xa=(np.array([0.25, -1.0, 0.75, 0.5], dtype=np.float32), None), bits=3)
 def test_symmetric_error_is_at_most_half_a_step(sym, xa, bits):
@@ -243,6 +246,7 @@ def test_symmetric_error_is_at_most_half_a_step(sym, xa, bits):
     _assert_within_half_a_step(x, x_hat, np.broadcast_to(_slice_amax(x, axis), x.shape), bits)
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 def test_symmetric_largest_magnitude_comes_back_within_float_rounding(sym, xa, bits):
     x, axis = xa
@@ -254,6 +258,7 @@ def test_symmetric_largest_magnitude_comes_back_within_float_rounding(sym, xa, b
     assert not bad.any(), f"the largest-magnitude value {x[bad][0]:.6g} comes back as {x_hat[bad][0]:.6g}"
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 def test_requantizing_a_dequantized_tensor_gives_the_same_codes(sym, xa, bits):
     x, axis = xa
@@ -265,11 +270,13 @@ def test_requantizing_a_dequantized_tensor_gives_the_same_codes(sym, xa, bits):
     assert not bad.any(), f"code at {_first(bad)} was {q1[bad][0]}, quantizing its dequantized value gives {q2[bad][0]}"
 
 
+@pytest.mark.task("symmetric")
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_symmetric_codes_are_monotone_in_the_input(sym, x, bits):
     _assert_monotone(sym.quantize_symmetric, x, bits)
 
 
+@pytest.mark.task("symmetric")
 @pytest.mark.parametrize("axis", [None, 0, 1])
 def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(kata, axis):
     x = np.zeros((3, 4), dtype=np.float32)
@@ -288,6 +295,7 @@ def test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros(kata, axis
         assert np.all(x_hat[zero] == 0), f"a slice of zeros (axis={axis}) dequantizes to {x_hat[zero]}, not exact zeros"
 
 
+@pytest.mark.task("symmetric")
 def test_per_channel_error_is_never_above_per_tensor_error(kata):
     g = rng(11)
     magnitudes = 4.0 ** -np.arange(6)  # channels 4x apart in size
@@ -311,6 +319,7 @@ def test_per_channel_error_is_never_above_per_tensor_error(kata):
         )
 
 
+@pytest.mark.task("symmetric")
 @pytest.mark.parametrize("axis", [None, 0, 1])
 def test_symmetric_gives_a_slice_of_zeros_scale_zero(kata, axis):
     for x in _zero_slice_cases():
@@ -326,6 +335,7 @@ SYMMETRIC_TIES = {
 }
 
 
+@pytest.mark.task("symmetric")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("case", list(SYMMETRIC_TIES), ids=str)
 def test_symmetric_rounds_exact_halves_to_even(kata, case, dtype):
@@ -345,6 +355,7 @@ def _scale_shape_examples(test):
     return test
 
 
+@pytest.mark.task("symmetric")
 @given(xa=tensor_and_axis(), bits=BITS)
 @_scale_shape_examples
 def test_symmetric_scale_has_the_input_dtype_and_the_documented_shape(sym, xa, bits):
@@ -353,6 +364,7 @@ def test_symmetric_scale_has_the_input_dtype_and_the_documented_shape(sym, xa, b
     _assert_scale_like(scale, x, axis)
 
 
+@pytest.mark.task("symmetric")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_dequantize_symmetric_returns_the_scale_dtype(kata, dtype):
     q = np.array([[3, -7, 0], [1, 5, -2]], dtype=np.int8)
@@ -363,23 +375,31 @@ def test_dequantize_symmetric_returns_the_scale_dtype(kata, dtype):
         assert np.array_equal(x_hat, want), f"dequantize_symmetric gave {x_hat.tolist()}, q * scale is {want.tolist()}"
 
 
-@pytest.mark.parametrize("bits", [1, 9, 0])
-def test_symmetric_rejects_bits_out_of_range(kata, bits):
-    with pytest.raises(ValueError):
-        kata.quantize_symmetric(np.ones(4, np.float32), bits)
+# Both per-tensor quantizers refuse the same inputs: one check, a case per task.
+PER_TENSOR = {"symmetric": "quantize_symmetric", "affine": "quantize_affine"}
 
 
-def test_symmetric_rejects_integer_input(kata):
-    with pytest.raises(ValueError):
-        kata.quantize_symmetric(np.arange(8), 8)
-
-
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_symmetric_rejects_nan_and_inf(kata, bad):
+def _one_bad(value: float) -> np.ndarray:
     x = np.ones(8, dtype=np.float32)
-    x[3] = bad
+    x[3] = value
+    return x
+
+
+BAD_TENSORS = {"integers": np.arange(8), "nan": _one_bad(np.nan), "inf": _one_bad(np.inf), "-inf": _one_bad(-np.inf)}
+
+
+@pytest.mark.parametrize("task", ["symmetric", "affine"])
+@pytest.mark.parametrize("bits", [1, 9, 0])
+def test_per_tensor_quantizers_reject_bits_out_of_range(kata, task, bits):
     with pytest.raises(ValueError):
-        kata.quantize_symmetric(x, 8)
+        getattr(kata, PER_TENSOR[task])(np.ones(4, np.float32), bits)
+
+
+@pytest.mark.parametrize("task", ["symmetric", "affine"])
+@pytest.mark.parametrize("x", list(BAD_TENSORS.values()), ids=list(BAD_TENSORS))
+def test_per_tensor_quantizers_reject_integer_nan_and_inf_input(kata, task, x):
+    with pytest.raises(ValueError):
+        getattr(kata, PER_TENSOR[task])(x, 8)
 
 
 # --------------------------------------------------------------------- affine
@@ -396,6 +416,7 @@ def _affine_expected(x: np.ndarray, bits: int, axis):
     return np.broadcast_to(scale, x.shape), np.broadcast_to(ratio, x.shape)
 
 
+@pytest.mark.task("affine")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(
     xa=(np.array([-1.5, 1.5, 0.5], dtype=np.float32), None), bits=2
@@ -415,6 +436,7 @@ def test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype(aff, xa, bits)
     assert np.all((zp >= 0) & (zp <= qmax)), f"zero_point {zp.ravel()[:4]} leaves [0, {qmax}]"
 
 
+@pytest.mark.task("affine")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(xa=(np.array([-1.0, 1.0, 0.3], dtype=np.float32), None), bits=8)
 @example(xa=(np.array([[-3.0, 0.1], [2.0, 5.0]], dtype=np.float64), 1), bits=2)
@@ -439,6 +461,7 @@ def test_affine_scale_and_zero_point_follow_the_pytorch_formulas(aff, xa, bits):
     )
 
 
+@pytest.mark.task("affine")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(xa=(np.array([-1.0, 1.0, 0.3], dtype=np.float32), None), bits=8)
 @example(xa=(np.array([-1.5, 1.5, 0.5], dtype=np.float32), None), bits=2)
@@ -457,6 +480,7 @@ def test_affine_error_is_at_most_half_a_step(aff, xa, bits):
     )
 
 
+@pytest.mark.task("affine")
 @given(xa=tensor_and_axis(), bits=BITS)
 @example(xa=(np.array([0.0, 0.0], dtype=np.float32), None), bits=8)
 @example(xa=(np.array([0.0, 3.0, 7.0], dtype=np.float32), None), bits=2)
@@ -471,11 +495,13 @@ def test_affine_represents_zero_exactly(aff, xa, bits):
     assert np.all(x_hat[zero] == 0), f"0.0 comes back as {x_hat[zero][x_hat[zero] != 0][0]!r}, not exactly 0"
 
 
+@pytest.mark.task("affine")
 @given(x=tensors(st.integers(2, 40)), bits=BITS)
 def test_affine_codes_are_monotone_in_the_input(aff, x, bits):
     _assert_monotone(aff.quantize_affine, x, bits)
 
 
+@pytest.mark.task("affine")
 @pytest.mark.parametrize("axis", [None, 0, 1])
 def test_affine_gives_a_slice_of_zeros_scale_and_zero_point_zero(kata, axis):
     for x in _zero_slice_cases():
@@ -494,6 +520,7 @@ AFFINE_TIES = {
 }
 
 
+@pytest.mark.task("affine")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("case", list(AFFINE_TIES), ids=str)
 def test_affine_rounds_exact_halves_to_even(kata, case, dtype):
@@ -509,6 +536,7 @@ def test_affine_rounds_exact_halves_to_even(kata, case, dtype):
     )
 
 
+@pytest.mark.task("affine")
 @given(xa=tensor_and_axis(), bits=BITS)
 @_scale_shape_examples
 def test_affine_scale_and_zero_point_have_the_documented_shape(aff, xa, bits):
@@ -519,20 +547,6 @@ def test_affine_scale_and_zero_point_have_the_documented_shape(aff, xa, bits):
     assert np.shape(zero_point) == want, (
         f"zero_point for axis={axis} on shape {x.shape} has shape {np.shape(zero_point)}, expected {want}"
     )
-
-
-@pytest.mark.parametrize("bits", [1, 9])
-def test_affine_rejects_bits_out_of_range(kata, bits):
-    with pytest.raises(ValueError):
-        kata.quantize_affine(np.ones(4, np.float32), bits)
-
-
-@pytest.mark.parametrize(
-    "bad", [np.arange(8), np.array([1.0, np.nan]), np.array([np.inf, 0.0])], ids=["int", "nan", "inf"]
-)
-def test_affine_rejects_integer_nan_and_inf_input(kata, bad):
-    with pytest.raises(ValueError):
-        kata.quantize_affine(bad, 8)
 
 
 # -------------------------------------------------------------------- grouped
@@ -553,6 +567,7 @@ def _group_amax(x: np.ndarray, group_size: int) -> np.ndarray:
     return np.broadcast_to(g.max(axis=-1, keepdims=True), g.shape).reshape(x.shape)
 
 
+@pytest.mark.task("grouped")
 @given(xg=grouped_inputs(), bits=BITS)
 def test_grouped_codes_lie_in_range_with_one_scale_per_group(grp, xg, bits):
     x, group_size = xg
@@ -573,6 +588,7 @@ def test_grouped_codes_lie_in_range_with_one_scale_per_group(grp, xg, bits):
     assert not bad.any(), f"scale of group {_first(bad)} is {got[bad][0]:.6g}, max|group| / qmax is {want[bad][0]:.6g}"
 
 
+@pytest.mark.task("grouped")
 @given(xg=grouped_inputs(), bits=BITS)
 def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     x, group_size = xg
@@ -583,6 +599,7 @@ def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     _assert_within_half_a_step(x, x_hat, _group_amax(x, group_size), bits, " of its group")
 
 
+@pytest.mark.task("grouped")
 @given(xg=grouped_inputs(), bits=BITS)
 def test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes(grp, xg, bits):
     x, group_size = xg
@@ -595,6 +612,7 @@ def test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes(grp, xg,
     assert not bad.any(), f"code at {_first(bad)} was {q1[bad][0]}, quantizing its dequantized value gives {q2[bad][0]}"
 
 
+@pytest.mark.task("grouped")
 def test_an_outlier_only_coarsens_its_own_group(kata):
     group_size, bits = 16, 4
     x = rng(21).standard_normal((2, 8 * group_size)).astype(np.float32)
@@ -618,6 +636,7 @@ def test_an_outlier_only_coarsens_its_own_group(kata):
     assert after[1, 5] > 2 * before[1, 5], "the outlier's own group should come back coarser, its scale grew"
 
 
+@pytest.mark.task("grouped")
 @given(x=tensors(st.tuples(st.integers(1, 5), st.integers(1, 12))), bits=BITS)
 def test_one_group_per_row_gives_the_per_channel_symmetric_codes(grp, x, bits):
     q, _ = grp.quantize_grouped(x, bits, x.shape[-1])
@@ -631,6 +650,7 @@ def test_one_group_per_row_gives_the_per_channel_symmetric_codes(grp, x, bits):
     )
 
 
+@pytest.mark.task("grouped")
 def test_grouped_all_zero_groups_dequantize_to_exact_zeros(kata):
     x = np.zeros((2, 8), dtype=np.float32)
     x[0, :4] = [1.0, -3.0, 2.0, 0.5]
@@ -641,6 +661,7 @@ def test_grouped_all_zero_groups_dequantize_to_exact_zeros(kata):
     assert np.all(x_hat[x == 0] == 0), "groups of zeros do not come back as exact zeros"
 
 
+@pytest.mark.task("grouped")
 def test_grouped_gives_a_group_of_zeros_scale_zero(kata):
     x = np.zeros((2, 8), dtype=np.float32)
     x[0, :4] = [1.0, -3.0, 2.0, 0.5]
@@ -651,6 +672,7 @@ def test_grouped_gives_a_group_of_zeros_scale_zero(kata):
     assert np.all(got[zero] == 0), f"groups of zeros got scales {got[zero].tolist()}, not 0"
 
 
+@pytest.mark.task("grouped")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_grouped_rounds_exact_halves_to_even(kata, dtype):
     # Each group's max|x| is 7 = qmax at 4 bits: qmax / max|group| = 1, so every .5 below is an exact tie.
@@ -661,6 +683,7 @@ def test_grouped_rounds_exact_halves_to_even(kata, dtype):
     assert got == want, f"quantize_grouped({x.tolist()}, 4, 4) gave codes {got}; round half to even gives {want}"
 
 
+@pytest.mark.task("grouped")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_grouped_scales_and_dequantized_values_keep_the_float_dtype(kata, dtype):
     x = rng(22).standard_normal((3, 16)).astype(dtype)
@@ -672,6 +695,7 @@ def test_grouped_scales_and_dequantized_values_keep_the_float_dtype(kata, dtype)
     assert x_hat.dtype == dtype, f"dequantize_grouped returned dtype {x_hat.dtype} for {dtype.__name__} scales"
 
 
+@pytest.mark.task("grouped")
 def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     with pytest.raises(ValueError) as info:
         kata.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
@@ -681,6 +705,7 @@ def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     )
 
 
+@pytest.mark.task("grouped")
 @pytest.mark.parametrize(
     "x, bits",
     [
@@ -697,6 +722,7 @@ def test_grouped_rejects_bad_bits_integers_nan_and_inf(kata, x, bits):
         kata.quantize_grouped(x, bits, 4)
 
 
+@pytest.mark.task("grouped")
 @pytest.mark.parametrize(
     "q, scales",
     [
@@ -716,6 +742,7 @@ def test_dequantize_grouped_rejects_scales_that_do_not_fit_the_codes(kata, q, sc
 # -------------------------------------------------------------------- packing
 
 
+@pytest.mark.task("packing")
 def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
     packed = np.asarray(kata.pack_int4(np.array([1, -1, -8, 7, 0, 5], dtype=np.int8)))
     want = [0xF1, 0x78, 0x50]  # -1 is 0xF, -8 is 0x8 in 4-bit two's complement
@@ -725,6 +752,7 @@ def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
     )
 
 
+@pytest.mark.task("packing")
 @given(codes=st.lists(st.integers(-8, 7), min_size=0, max_size=41))
 @example(codes=[-8])
 @example(codes=[7, -8, 3])
@@ -746,6 +774,7 @@ def test_pack_then_unpack_round_trips_exactly(pack, codes):
 ODD_CODES = st.integers(0, 20).flatmap(lambda k: st.lists(st.integers(-8, 7), min_size=2 * k + 1, max_size=2 * k + 1))
 
 
+@pytest.mark.task("packing")
 @given(codes=ODD_CODES)
 @example(codes=[-1])
 @example(codes=[1, -1, 7])
@@ -759,12 +788,14 @@ def test_pack_int4_pads_an_odd_count_with_one_zero_code(pack, codes):
     )
 
 
+@pytest.mark.task("packing")
 @pytest.mark.parametrize("codes", [[8], [-9], [0, 16]])
 def test_pack_int4_rejects_codes_outside_4_bits(kata, codes):
     with pytest.raises(ValueError):
         kata.pack_int4(np.array(codes, dtype=np.int16))
 
 
+@pytest.mark.task("packing")
 @pytest.mark.parametrize(
     "packed, n",
     [
@@ -840,12 +871,14 @@ def _assert_block_bytes(quantize, fmt: str, block: str, values: list, want: byte
     assert got == want, f"{fmt} of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
 
 
+@pytest.mark.task("llama_cpp")
 @pytest.mark.parametrize("block", list(Q8_0_BLOCKS), ids=str)
 def test_q8_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q8_0_BLOCKS[block]
     _assert_block_bytes(kata.quantize_q8_0, "Q8_0", block, values, _q8_0_bytes(d, codes))
 
 
+@pytest.mark.task("llama_cpp")
 @pytest.mark.parametrize("block", list(Q4_0_BLOCKS), ids=str)
 def test_q4_0_matches_hand_computed_blocks(kata, block):
     values, d, codes = Q4_0_BLOCKS[block]
@@ -927,18 +960,21 @@ def _assert_same_blocks(fmt: str, n: int, got: bytes, want: bytes, size: int) ->
         )
 
 
+@pytest.mark.task("llama_cpp")
 @given(x=llama_blocks)
 @settings(phases=NO_SHRINK)
 def test_q8_0_matches_the_llama_cpp_formula_on_random_blocks(q8, x):
     _assert_same_blocks("Q8_0", x.size, bytes(q8.quantize_q8_0(x)), _expected_q8_0(x), 34)
 
 
+@pytest.mark.task("llama_cpp")
 @given(x=llama_blocks)
 @settings(phases=NO_SHRINK)
 def test_q4_0_matches_the_llama_cpp_formula_on_random_blocks(q4, x):
     _assert_same_blocks("Q4_0", x.size, bytes(q4.quantize_q4_0(x)), _expected_q4_0(x), 18)
 
 
+@pytest.mark.task("llama_cpp")
 def test_q8_0_dequantizes_to_code_times_d(kata):
     data = _q8_0_bytes(0.5, list(range(-16, 16))) + _q8_0_bytes(-3.0, [127, -127, 1] + [0] * 29)
     got = np.asarray(kata.dequantize_q8_0(data, 64), dtype=np.float64)
@@ -948,6 +984,7 @@ def test_q8_0_dequantizes_to_code_times_d(kata):
     assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, code * d is {want[bad][0]}"
 
 
+@pytest.mark.task("llama_cpp")
 def test_q4_0_dequantizes_to_q_minus_8_times_d(kata):
     codes = list(range(16)) + list(range(15, -1, -1))
     data = _q4_0_bytes(0.25, codes) + _q4_0_bytes(0.0, [8] * 32)
@@ -958,6 +995,7 @@ def test_q4_0_dequantizes_to_q_minus_8_times_d(kata):
     assert not bad.any(), f"value {int(np.argmax(bad))} is {got[bad][0]}, (q - 8) * d is {want[bad][0]}"
 
 
+@pytest.mark.task("llama_cpp")
 @pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
 def test_q8_0_and_q4_0_dequantize_to_float32(kata, fmt):
     data = _q8_0_bytes(0.5, list(range(-16, 16))) if fmt == "q8_0" else _q4_0_bytes(0.25, list(range(16)) * 2)
@@ -965,6 +1003,7 @@ def test_q8_0_and_q4_0_dequantize_to_float32(kata, fmt):
     assert got.dtype == np.float32, f"dequantize_{fmt} returned dtype {got.dtype}; it gives float32 values"
 
 
+@pytest.mark.task("llama_cpp")
 @pytest.mark.needs("gguf")
 def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
     """Exists only where the optional `gguf` package (llama.cpp's Python side,
@@ -980,6 +1019,7 @@ def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
         )
 
 
+@pytest.mark.task("llama_cpp")
 @pytest.mark.parametrize("fn", ["quantize_q8_0", "quantize_q4_0"])
 @pytest.mark.parametrize(
     "x",
@@ -1016,6 +1056,7 @@ def _mean_kl(p_model: Model, q_model: Model, tokens) -> float:
     return float(np.mean(np.sum(p * (np.log(p) - np.log(q)), axis=-1)))
 
 
+@pytest.mark.task("model")
 def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata, small_model):
     before = {name: w.copy() for name, w in small_model.weights.items()}
     out = kata.quantize_model(small_model, 4)
@@ -1027,6 +1068,7 @@ def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata, smal
     assert not shared, f"the quantized model shares arrays {shared[:3]} with the input; copy them"
 
 
+@pytest.mark.task("model")
 def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, small_model):
     bits = 4
     out = kata.quantize_model(small_model, bits)
@@ -1045,6 +1087,7 @@ def test_quantize_model_quantizes_every_linear_weight_and_nothing_else(kata, sma
             assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
 
 
+@pytest.mark.task("model")
 @pytest.mark.parametrize("group_size", [8, 16])
 def test_quantize_model_groups_each_weight_in_runs_of_group_size_along_its_input_axis(kata, small_model, group_size):
     bits = 3
@@ -1060,6 +1103,7 @@ def test_quantize_model_groups_each_weight_in_runs_of_group_size_along_its_input
         )
 
 
+@pytest.mark.task("model")
 def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(kata, small_model):
     tokens = rng(41).integers(0, MODEL_CONFIG.vocab_size, 24)
     kl = _mean_kl(small_model, kata.quantize_model(small_model, 8), tokens)
@@ -1069,6 +1113,7 @@ def test_eight_bit_model_stays_within_a_small_kl_of_the_float_model(kata, small_
     )
 
 
+@pytest.mark.task("model")
 def test_kl_to_the_float_model_grows_as_bits_shrink(kata, small_model):
     tokens = rng(42).integers(0, MODEL_CONFIG.vocab_size, 24)
     kls = {bits: _mean_kl(small_model, kata.quantize_model(small_model, bits), tokens) for bits in (8, 6, 4, 3)}
@@ -1081,6 +1126,7 @@ def test_kl_to_the_float_model_grows_as_bits_shrink(kata, small_model):
         )
 
 
+@pytest.mark.task("model")
 def test_eight_bit_greedy_generation_agrees_with_the_float_model(kata):
     """The shipped teacher at 8 bits writes the float teacher's 32 greedy
     characters. The quantized weights are loaded into a fresh reference Model,
@@ -1099,12 +1145,14 @@ def test_eight_bit_greedy_generation_agrees_with_the_float_model(kata):
     )
 
 
+@pytest.mark.task("model")
 @pytest.mark.parametrize("bits, group_size", [(1, 32), (9, 32), (8, 5), (8, 0)])
 def test_quantize_model_rejects_bad_bits_and_group_size(kata, small_model, bits, group_size):
     with pytest.raises(ValueError):
         kata.quantize_model(small_model, bits, group_size)
 
 
+@pytest.mark.task("model")
 @pytest.mark.parametrize(
     "bits, group_size, scale_bytes, want",
     [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)],
@@ -1120,6 +1168,7 @@ def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, 
     )
 
 
+@pytest.mark.task("model")
 @pytest.mark.parametrize("bits, group_size, scale_bytes", [(1, 32, 2), (9, 32, 2), (4, 0, 2), (4, 32, -1)])
 def test_bits_per_weight_rejects_sizes_outside_their_ranges(kata, bits, group_size, scale_bytes):
     with pytest.raises(ValueError):
@@ -1129,6 +1178,7 @@ def test_bits_per_weight_rejects_sizes_outside_their_ranges(kata, bits, group_si
 # ---------------------------------------------------------------------- speed
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_grouped_quantization_is_vectorized(kata):
     """2M float32 values (2048 rows of 1024) in groups of 32: 65536 groups.

@@ -185,6 +185,7 @@ def _without_crashing(call, what: str):
 # ------------------------------------------------------------ accept_reject
 
 
+@pytest.mark.task("accept_reject")
 @settings(max_examples=4)
 @given(case=rounds())
 @example(case=(P_SKEWED, Q_SKEWED))
@@ -199,6 +200,7 @@ def test_first_emitted_token_is_distributed_as_target_row_0(kata, case):
     )
 
 
+@pytest.mark.task("accept_reject")
 @settings(max_examples=3)
 @given(case=rounds(near=True))
 @example(case=(P_SKEWED, 0.6 * P_SKEWED[:3] + 0.4 * Q_SKEWED))
@@ -229,6 +231,7 @@ def test_token_after_i_accepted_drafts_is_distributed_as_target_row_i(kata, case
     )
 
 
+@pytest.mark.task("accept_reject")
 @pytest.mark.parametrize("case", ["skewed", "two"])
 def test_mean_accepted_drafts_match_the_acceptance_formula(kata, case):
     p_row, q_row = {"skewed": (P_SKEWED[0], Q_SKEWED[0]), "two": (P_TWO[1], Q_TWO[1])}[case]
@@ -249,6 +252,7 @@ def test_mean_accepted_drafts_match_the_acceptance_formula(kata, case):
     )
 
 
+@pytest.mark.task("accept_reject")
 @given(case=rounds(max_k=5))
 def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case):
     p, q = case
@@ -264,6 +268,7 @@ def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case):
         )
 
 
+@pytest.mark.task("accept_reject")
 @given(p=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(2, 8)), elements=st.floats(0.0, 1.0)))
 @example(p=np.array([[1.0, 0.0], [0.0, 1.0]]))
 def test_draft_equal_to_target_accepts_every_draft(kata, p):
@@ -277,6 +282,7 @@ def test_draft_equal_to_target_accepts_every_draft(kata, p):
         )
 
 
+@pytest.mark.task("accept_reject")
 @given(case=rounds(max_k=4), x=st.integers(0, 7))
 def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kata, case, x):
     p, q = case
@@ -296,6 +302,7 @@ def test_draft_the_target_rules_out_is_rejected_and_never_the_replacement(kata, 
         )
 
 
+@pytest.mark.task("accept_reject")
 def test_draft_the_draft_model_rules_out_is_rejected(kata):
     p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
     q = np.array([[0.0, 0.4, 0.6]])  # q(0) = 0 but token 0 is drafted anyway
@@ -305,6 +312,7 @@ def test_draft_the_draft_model_rules_out_is_rejected(kata):
         assert len(out) == 1, f"draft token 0 has draft probability q = 0, so it must be rejected; got {out}"
 
 
+@pytest.mark.task("accept_reject")
 @given(p=hnp.arrays(np.float64, st.integers(2, 8), elements=st.floats(0.0, 1.0)))
 @example(p=np.array([0.05, 0.6, 0.0, 0.35]))
 @settings(max_examples=3)
@@ -320,6 +328,7 @@ def test_no_drafts_is_plain_sampling_from_target_row_0(kata, p):
     )
 
 
+@pytest.mark.task("accept_reject")
 def test_a_rejection_with_a_zero_residual_is_replaced_from_the_target_row(kata):
     p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
     q = p[:1].copy()  # p == q, so max(0, p - q) sums to 0; token 2 is drafted though q(2) = 0
@@ -342,6 +351,7 @@ def test_a_rejection_with_a_zero_residual_is_replaced_from_the_target_row(kata):
     )
 
 
+@pytest.mark.task("accept_reject")
 def test_the_same_seed_gives_the_same_tokens(kata):
     gen = common.rng(20)
     drafts = sample_rows(Q_SKEWED, 40, gen)
@@ -377,6 +387,7 @@ BAD_ROUNDS = {
 }
 
 
+@pytest.mark.task("accept_reject")
 @pytest.mark.parametrize("what", list(BAD_ROUNDS))
 def test_accept_reject_rejects_bad_input_with_value_error(kata, what):
     tokens, q, p = BAD_ROUNDS[what]
@@ -387,6 +398,7 @@ def test_accept_reject_rejects_bad_input_with_value_error(kata, what):
 # ------------------------------------------------------------ greedy_accept
 
 
+@pytest.mark.task("greedy")
 @given(K=st.integers(0, 6), V=st.integers(2, 10), cut=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
 @example(K=0, V=3, cut=0, seed=0)
 @example(K=3, V=2, cut=0, seed=1)
@@ -417,6 +429,7 @@ def tied_rounds(draw):
     return np.array(drafts, dtype=np.int64), logits
 
 
+@pytest.mark.task("greedy")
 @given(case=tied_rounds())
 @example(case=(np.array([0, 0]), np.zeros((3, 4))))
 @example(case=(np.array([0, 2]), np.zeros((3, 4))))
@@ -445,6 +458,7 @@ BAD_GREEDY = {
 }
 
 
+@pytest.mark.task("greedy")
 @pytest.mark.parametrize("what", list(BAD_GREEDY))
 def test_greedy_accept_rejects_bad_input_with_value_error(kata, what):
     tokens, logits = BAD_GREEDY[what]
@@ -491,6 +505,7 @@ def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int
     )
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("k", [1, 4])
 def test_greedy_output_is_the_target_generation_with_a_random_draft(kata, k):
     target = tiny(1)
@@ -498,6 +513,7 @@ def test_greedy_output_is_the_target_generation_with_a_random_draft(kata, k):
     assert_is_greedy_generation(target, PROMPT, got, 20, "a random draft")
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("k", [1, 4])
 def test_greedy_output_is_the_target_generation_when_the_draft_is_the_target(kata, k):
     target = tiny(3)
@@ -505,6 +521,7 @@ def test_greedy_output_is_the_target_generation_when_the_draft_is_the_target(kat
     assert_is_greedy_generation(target, PROMPT, got, 20, "the target as its own draft")
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("k", [1, 4])
 def test_greedy_output_is_the_target_generation_with_a_bad_draft(kata, k):
     target = tiny(4)
@@ -512,6 +529,7 @@ def test_greedy_output_is_the_target_generation_with_a_bad_draft(kata, k):
     assert_is_greedy_generation(target, PROMPT, got, 20, "a draft that always proposes the target's least likely token")
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize(
     "n_new,k,temperature", [(0, 4, 1.0), (1, 4, 1.0), (7, 0, 1.0), (9, 3, 0.7), (10, 12, 0.0), (13, 4, 0.0)]
 )
@@ -530,6 +548,7 @@ def test_generates_exactly_n_new_tokens(kata, n_new, k, temperature):
     assert all(0 <= t < TINY.vocab_size for t in got), f"generated tokens {got} fall outside [0, V={TINY.vocab_size})"
 
 
+@pytest.mark.task("loop")
 def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kata):
     V, temperature = 5, 0.6
     gen = common.rng(22)
@@ -566,6 +585,7 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kat
     )
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("temperature,same", [(0.0, False), (1.0, False), (0.0, True)])
 def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
     target = CachedLM(tiny(7))
@@ -602,6 +622,7 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
         )
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_k_zero_samples_from_the_target_alone_without_calling_the_draft(kata, temperature):
     target, draft = CachedLM(tiny(13)), CachedLM(tiny(14))
@@ -628,6 +649,7 @@ def test_k_zero_samples_from_the_target_alone_without_calling_the_draft(kata, te
 LARGE_LOGIT = 1000.0  # far past where exp overflows in float64 (about 709)
 
 
+@pytest.mark.task("loop")
 def test_sampling_survives_logits_whose_exp_overflows(kata):
     V, n_new = 6, 8
     gen = common.rng(26)
@@ -652,6 +674,7 @@ def test_sampling_survives_logits_whose_exp_overflows(kata):
     )
 
 
+@pytest.mark.task("loop")
 def test_speculative_generate_rejects_a_negative_temperature(kata):
     with pytest.raises(ValueError):
         kata.speculative_generate(
@@ -659,6 +682,7 @@ def test_speculative_generate_rejects_a_negative_temperature(kata):
         )
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize(
     "fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0), ((0, 0, 0, 0), 0.0, 0.0)]
 )
@@ -672,6 +696,7 @@ def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kata, fields, r
     )
 
 
+@pytest.mark.task("loop")
 @pytest.mark.parametrize("what", ["k = -1", "n_new = -1"])
 def test_speculative_generate_rejects_bad_input_with_value_error(kata, what):
     k, n_new = (-1, 5) if what == "k = -1" else (4, -1)
@@ -682,6 +707,7 @@ def test_speculative_generate_rejects_bad_input_with_value_error(kata, what):
 # ------------------------------------------------------------ speed (exact call counts)
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 @pytest.mark.parametrize("n_new,k", [(12, 1), (20, 4), (23, 4), (9, 8), (0, 4)])
 def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kata, n_new, k):
@@ -726,6 +752,7 @@ def greedy_target_calls(target: Model, draft: Model, prompt: list[int], n_new: i
     return calls
 
 
+@pytest.mark.task("speed")
 @pytest.mark.speed
 def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kata):
     target_model, draft_model, prompts = shipped_or_stand_in()

@@ -1,0 +1,120 @@
+"""Tasks are marked on the suite's tests (`@pytest.mark.task`, or a `task`
+parameter for one check that grades several tasks case by case): the
+registry reads the marks from the source, the judge from each collected
+check, and `--fail-fast` stops a task at its first check that does not pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.registry import RegistryError, load_registry, suite_tasks
+from grader.runner import grade_kata
+
+from helpers import FAST, SUBS, TOY
+
+# One check for two tasks: its "mean" case passes on a correct toy, its "scale" case fails.
+CASE_BY_CASE = """
+
+@pytest.mark.parametrize("task", ["mean", "scale"])
+def test_one_check_for_two_tasks(toy, task):
+    assert task == "mean", "the scale case of the shared check fails"
+"""
+
+NO_TESTS_TASK = """
+  [[kata.task]]
+  name = "unchecked"
+  title = "a task no test grades"
+  points = 1
+  hints = ["one?", "two?"]
+"""
+
+
+def toy_copy(tmp_path: Path, suite_extra: str = "", registry_edit=lambda text: text) -> Path:
+    """A copy of the toy kata's registry and suite in tmp_path, the suite with
+    suite_extra appended and the registry text passed through registry_edit."""
+    for name in ("conftest.py", "baseline_toy.py"):
+        (tmp_path / name).write_text((TOY / name).read_text())
+    (tmp_path / "test_toy.py").write_text((TOY / "test_toy.py").read_text() + suite_extra)
+    registry = tmp_path / "katas.toml"
+    registry.write_text(registry_edit((TOY / "katas.toml").read_text()))
+    return registry
+
+
+def test_the_registry_reads_each_tasks_tests_from_the_suites_marks(tmp_path):
+    kata = load_registry(toy_copy(tmp_path, CASE_BY_CASE))[0]
+    tests = {t.name: t.tests for t in kata.tasks}
+    assert tests == {
+        "mean": (
+            "test_mean_matches_a_float64_sum",
+            "test_mean_of_empty_raises_value_error",
+            "test_one_check_for_two_tasks",
+        ),
+        "scale": ("test_scale_multiplies_every_element", "test_one_check_for_two_tasks"),
+        "fast": ("test_mean_is_as_fast_as_numpy",),
+    }
+    assert suite_tasks(tmp_path / "test_toy.py")["test_one_check_for_two_tasks"] == ("mean", "scale")
+
+
+def test_a_check_with_a_task_parameter_grades_each_task_with_its_own_case(tmp_path):
+    kata = load_registry(toy_copy(tmp_path, CASE_BY_CASE))[0]
+    result = {t.name: t for t in grade_kata(kata, str(SUBS / "correct"), limits=FAST).tasks}
+    assert result["mean"].status == "pass" and result["mean"].checks_total == 3
+    assert result["scale"].status == "fail" and result["scale"].checks_total == 2
+    assert result["scale"].message == "the scale case of the shared check fails"
+    only = grade_kata(kata, str(SUBS / "correct"), tasks=["scale"], limits=FAST).tasks
+    assert [(t.name, t.status, t.checks_total) for t in only] == [("scale", "fail", 2)]
+
+
+@pytest.mark.parametrize(
+    "extra, edit, says",
+    [
+        ("\n\ndef test_unmarked(toy):\n    pass\n", None, "no @pytest.mark.task"),
+        ('\n\n@pytest.mark.task("nope")\ndef test_stray(toy):\n    pass\n', None, "does not list: nope"),
+        (
+            '\n\n@pytest.mark.task("mean")\n@pytest.mark.task("scale")\ndef test_twice(toy):\n    pass\n',
+            None,
+            "marked with 2 tasks",
+        ),
+        (
+            '\n\nTASKS = ["mean"]\n\n\n@pytest.mark.parametrize("task", TASKS)\ndef test_hidden(toy, task):\n'
+            "    pass\n",
+            None,
+            "literally",
+        ),
+        (
+            '\n\n@pytest.mark.task("mean")\n@pytest.mark.parametrize("task", ["scale"])\ndef test_both(toy, task):\n'
+            "    pass\n",
+            None,
+            "one or the other",
+        ),
+        ("", lambda text: text + NO_TESTS_TASK, "no test in test_toy.py is marked"),
+        ("", lambda text: text.replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1), "is not read"),
+    ],
+    ids=[
+        "unmarked",
+        "unknown task",
+        "two marks",
+        "task parameter not literal",
+        "mark and parameter",
+        "no test",
+        "tests",
+    ],
+)
+def test_the_registry_refuses_marks_that_do_not_match_its_tasks(tmp_path, extra, edit, says):
+    registry = toy_copy(tmp_path, extra, edit or (lambda text: text))
+    with pytest.raises(RegistryError, match=says):
+        load_registry(registry)
+
+
+def test_fail_fast_stops_a_task_at_its_first_failing_check_and_keeps_its_status():
+    kata = load_registry(TOY / "katas.toml")[0]
+    full = grade_kata(kata, str(SUBS / "nan"), tasks=["mean"], limits=FAST).tasks[0]
+    fast = grade_kata(kata, str(SUBS / "nan"), tasks=["mean"], limits=FAST, fail_fast=True).tasks[0]
+    assert full.status == fast.status == "fail" and full.message == fast.message
+    assert full.checks_passed == 1, "without --fail-fast the check after the failing one runs (and passes)"
+    assert fast.checks_passed == 0 and fast.checks_total == 2
+    assert fast.failures[1]["message"] == (
+        "not run (--fail-fast): test_mean_matches_a_float64_sum of this task did not pass"
+    )
