@@ -173,6 +173,16 @@ Scaffolded by `kata new`: for each placeholder function a property
 (Hypothesis) and an error check, and one check that records a figure for the
 recap. Expected values come from this file's own float64 formulas, never
 from the code under test.
+
+Audit: each promise of the stub's docstrings that a learner could get
+wrong, and the checks that fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `{CHECK}` | x comes back as float64 numbers of x's shape, values unchanged | `{keeps}` |
+| `{CHECK}` | ValueError when x holds NaN or an infinity | `{rejects}` |
+| `{FUNCTION}` | 2 * x as float64 numbers of x's shape, exactly | `{twice}`, `{many}` |
+| `{FUNCTION}` | ValueError when x holds NaN or an infinity | `{double_rejects}` |
 """
 
 from __future__ import annotations

@@ -158,6 +158,48 @@ def _raised(node: ast.AST) -> set[str]:
     return names
 
 
+# A row of a suite's audit table: | `where` | promise | `test_a`, `test_b` |
+AUDIT_ROW = re.compile(r"^\|\s*`(?P<where>[\w.]+)`\s*\|(?P<promise>[^|]+)\|(?P<checks>[^|]+)\|\s*$")
+
+
+def audit_rows(kata) -> list[tuple[str, str, list[str]]]:
+    """(where, promise, checks) of every row of the audit table in the suite's module docstring."""
+    doc = ast.get_docstring(ast.parse(kata.suite.read_text(encoding="utf-8"))) or ""
+    rows = []
+    for line in doc.splitlines():
+        m = AUDIT_ROW.match(line.strip())
+        if m:
+            rows.append((m["where"], m["promise"].strip(), re.findall(r"`(test_\w+)`", m["checks"])))
+    return rows
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_the_suite_audits_each_promise_of_the_stub_against_a_check_that_exists(kata):
+    """The suite's module docstring maps each promise of the stub's
+    docstrings to the checks that fail without it (issue 17's audit): every
+    row names a public function, class or method of the stub and one or
+    more of the suite's own tests, and every public name has a row."""
+    rows = audit_rows(kata)
+    assert rows, f"{kata.suite.name} has no audit table (| `where` | promise | `test_...` |) in its docstring"
+    public = dict(_public_defs(ast.parse(stub_for(kata.name))))
+    tests = set(suite_tests(kata))
+    bad_where = sorted({w for w, _, _ in rows if w not in public})
+    assert not bad_where, f"audit rows name what the stub does not define: {bad_where}"
+    no_check = [f"{w}: {p}" for w, p, checks in rows if not checks]
+    assert not no_check, f"audit rows that name no check: {no_check}"
+    strays = sorted({c for _, _, checks in rows for c in checks} - tests)
+    assert not strays, f"audit rows name tests the suite does not define: {strays}"
+    audited = {w for w, _, _ in rows}
+    missing = [
+        name
+        for name, node in public.items()
+        if name not in audited
+        and not (name.endswith(".__init__") and name.split(".")[0] in audited)
+        and not (isinstance(node, ast.ClassDef) and any(w.startswith(name + ".") for w in audited))
+    ]
+    assert not missing, f"public names of the stub with no audit row: {missing}"
+
+
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)
 def test_every_public_function_of_the_stub_documents_itself_and_the_errors_it_raises(kata):
     """The stub is all a learner reads: every public function, class and
