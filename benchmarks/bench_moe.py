@@ -18,6 +18,12 @@ exists, else a random model of the same shape, and says which.
    (Model.mlp of layer 0: RMSNorm, router, its K experts) against the block of
    a dense model with the same active parameters (Model.mlp, width K*F), and
    the ratio of their times.
+4. Experts at scale: one layer of E = 4, 8, 16, 32 and 64 experts, top-2,
+   each expert of the teacher's width (random weights): its parameters, the
+   multiply-accumulates per token (flat: K experts run whatever E is) and the
+   time per token, so "2 of 64 experts" is a row.
+
+Times are medians of interleaved rounds (grader.timing.interleave).
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import dataclasses
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +41,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 
+from grader import timing  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
 
@@ -46,27 +52,21 @@ SEQUENCES = 8  # validation sequences whose activations feed the capacity table
 ONE_TOKEN_CALLS = 200  # Model.mlp calls per timed run of the one-token comparison
 
 
-def best_seconds(runs: list, repeats: int) -> list[float]:
-    """Fastest time of each run over `repeats` rounds, the runs interleaved in every
-    round so that a busy machine slows them alike (the minimum is the least noisy)."""
-    for run in runs:
-        run()
-    best = [float("inf")] * len(runs)
-    for _ in range(repeats):
-        for i, run in enumerate(runs):
-            start = time.perf_counter()
-            run()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
+def median_times(runs: list, repeats: int) -> list[float]:
+    """Median seconds of each run over at least `repeats` interleaved rounds
+    (grader.timing.interleave: more rounds while they disagree), so that a
+    busy machine slows the runs of a round alike."""
+    rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05)
+    return [rounds.median(i) for i in range(len(runs))]
 
 
 def one_token_blocks(model: Model, x: np.ndarray, repeats: int, seed: int) -> tuple[float, float]:
-    """Fastest seconds per call of model.mlp(0, x) on one token x (1, D) and of
+    """Median seconds per call of model.mlp(0, x) on one token x (1, D) and of
     the same call on a dense model of the same shape whose MLP is K*F wide
     (random weights: its time does not depend on their values)."""
     c = model.config
     dense = Model.random(dataclasses.replace(c, n_experts=0, top_k=0, d_ff=c.top_k * c.d_ff), seed=seed)
-    moe_s, dense_s = best_seconds(
+    moe_s, dense_s = median_times(
         [
             lambda: [model.mlp(0, x) for _ in range(ONE_TOKEN_CALLS)],
             lambda: [dense.mlp(0, x) for _ in range(ONE_TOKEN_CALLS)],
@@ -81,7 +81,7 @@ SWEEP_TOKENS = 512
 
 
 def expert_sweep(moe_forward, D: int, F: int, K: int, repeats: int, seed: int) -> list[tuple[int, int, int, float]]:
-    """(E, parameters of the layer, multiply-accumulates per token, fastest seconds for SWEEP_TOKENS tokens)
+    """(E, parameters of the layer, multiply-accumulates per token, median seconds for SWEEP_TOKENS tokens)
     for each E of SWEEP_EXPERTS: random weights, the same tokens, top-K routing, no capacity limit."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((SWEEP_TOKENS, D)).astype(np.float32)
@@ -90,7 +90,7 @@ def expert_sweep(moe_forward, D: int, F: int, K: int, repeats: int, seed: int) -
         router = (rng.standard_normal((D, E)) / np.sqrt(D)).astype(np.float32)
         gate, up = ((rng.standard_normal((E, D, F)) / np.sqrt(D)).astype(np.float32) for _ in range(2))
         down = (rng.standard_normal((E, F, D)) / np.sqrt(F)).astype(np.float32)
-        (seconds,) = best_seconds([lambda: moe_forward(x, router, gate, up, down, K)], repeats)
+        (seconds,) = median_times([lambda: moe_forward(x, router, gate, up, down, K)], repeats)
         params = router.size + gate.size + up.size + down.size
         rows.append((E, params, D * E + K * 3 * D * F, seconds))
     return rows
@@ -118,7 +118,9 @@ def mlp_inputs(model: Model, text: str, n_seq: int) -> list[list[np.ndarray]]:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, "moe", 5, "timed rounds; the fastest run of each row is reported")
+    parser = bench_parser(
+        __doc__, "moe", 5, "timed rounds at least (more while they disagree); each row reports the median"
+    )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)"
     )
@@ -147,7 +149,10 @@ def main() -> None:
     pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
 
     print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
-    print(f"numpy {np.__version__}, Python {platform.python_version()}, fastest of {args.repeats} interleaved runs")
+    print(
+        f"numpy {np.__version__}, Python {platform.python_version()}, "
+        f"median of at least {args.repeats} interleaved rounds"
+    )
     print()
     print("1. one layer: MoE against dense layers (multiply-accumulates counted, router included)")
     head = f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}"
@@ -157,7 +162,7 @@ def main() -> None:
         h = pool[rng.integers(0, pool.shape[0], size=T)]
         _, aux = moe_forward(h, router, w_gate, w_up, w_down, K)
         moe_macs = T * D * E + int(aux.tokens_per_expert.sum()) * 3 * D * F
-        seconds = best_seconds(
+        seconds = median_times(
             [
                 lambda: moe_forward(h, router, w_gate, w_up, w_down, K),
                 lambda: dense_swiglu(h, *total),

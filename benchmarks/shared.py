@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 
-from grader import ONE_BLAS_THREAD
+from grader import ONE_BLAS_THREAD, timing
 
 
 def _one_blas_thread() -> None:
@@ -63,16 +61,15 @@ def load_kata(target: str, kata: str):
 
 
 def median_seconds(fn, repeats: int, warmup: bool = True):
-    """(median wall seconds of `repeats` calls of fn, the last call's result),
-    after one untimed call when warmup is set."""
-    if warmup:
-        fn()
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+    """(median wall seconds of fn's calls, the last call's result): at least
+    `repeats` calls (more, up to 3 x repeats within 10 s, while their times
+    spread by more than 5%), through grader.timing.interleave, the one timing
+    primitive, after one untimed call when warmup is set."""
+    result = []
+    rounds = timing.interleave(
+        [timing.ignoring_round(lambda: result.append(fn()))], rounds=repeats, spread=0.05, warmup=warmup
+    )
+    return rounds.median(0), result[-1]
 
 
 def default_target() -> str:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import judge, protocol
+from grader import judge, protocol, timing
 
 # Set by conftest.pytest_configure from --seed (the target goes to judge.SETTINGS).
 SEED = 0  # 0 is the standard grading draw; suites mix it into their own numpy seeds
@@ -27,6 +27,11 @@ GRADE_EXAMPLES = 20
 
 # How far a timed result's float sums may stray from the baseline's (summation order, float32).
 DIGEST_RTOL = 1e-3
+
+# Speed checks time in interleaved rounds until their ratios agree within this spread
+# (interquartile range over median), or until this many seconds of rounds have passed.
+SPEED_SPREAD = 0.15
+SPEED_BUDGET_SECONDS = 8.0
 
 _COMMON = dict(
     database=None,
@@ -110,15 +115,18 @@ def _timed_all(fns, args) -> tuple[float, list]:
 def time_ratio(
     mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call", expect=None, baseline_args=None
 ) -> float:
-    """Median over `repeats` of time(mine) / time(baseline), each timed here
-    in the judge around its round trip (judge.timed). mine and baseline are
-    kata proxies (the learner's function and a trusted baseline's), or tuples
-    of them called one after another with the same arguments.
+    """Median over rounds of time(mine) / time(baseline), each timed here
+    in the judge around its round trip (judge.timed), in rounds that
+    grader.timing.interleave runs: at least `repeats`, more (up to three
+    times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
+    still spread by more than SPEED_SPREAD. mine and baseline are kata
+    proxies (the learner's function and a trusted baseline's), or tuples of
+    them called one after another with the same arguments.
 
-    inputs(i) makes the arguments of repeat i (and of one warm-up, i = -1):
-    fresh data every time, so remembering an earlier answer gains nothing.
+    inputs(i) makes the arguments of round i (and of one warm-up, i = -1):
+    fresh data every round, so remembering an earlier answer gains nothing.
     baseline_args(args) gives the baseline other arguments (a share of the
-    tokens, say). The sides alternate, and which goes first alternates too,
+    tokens, say). The sides take turns, and which goes first alternates too,
     so a machine busy with something else slows both alike.
 
     Every timed answer of mine is checked: against expect(*args) (a tuple
@@ -127,24 +135,36 @@ def time_ratio(
     mine = mine if isinstance(mine, tuple) else (mine,)
     baseline = baseline if isinstance(baseline, tuple) else (baseline,)
     other = baseline_args or (lambda args: args)
-    warm = inputs(-1)
-    _timed_all(mine, warm)
-    _timed_all(baseline, other(warm))
-    ratios = []
-    for i in range(repeats):
-        args = inputs(i)
-        if i % 2 == 0:
-            (t_mine, d_mine), (t_base, d_base) = _timed_all(mine, args), _timed_all(baseline, other(args))
-        else:
-            (t_base, d_base), (t_mine, d_mine) = _timed_all(baseline, other(args)), _timed_all(mine, args)
-        want = [protocol.digest(v) for v in expect(*args)] if expect else d_base
-        if not protocol.digests_agree(d_mine, want, DIGEST_RTOL):
-            raise WrongWhileTimed(
-                f"{what} returned a wrong result while being timed (its sums differ from the "
-                "expected ones on the same input): a fast wrong answer is not fast"
-            )
-        ratios.append(t_mine / t_base)
-    return float(np.median(ratios))
+    made: dict[int, tuple] = {}
+    digests: dict[tuple[str, int], list] = {}
+
+    def args_of(r: int):
+        if r not in made:
+            made.clear()  # one round's arguments at a time: the two sides of round r share them
+            made[r] = inputs(r)
+        return made[r]
+
+    def side(name: str, fns, transform):
+        def run(r: int) -> float:
+            seconds, digests[(name, r)] = _timed_all(fns, transform(args_of(r)))
+            if r >= 0 and ("mine", r) in digests and ("base", r) in digests:
+                want = [protocol.digest(v) for v in expect(*args_of(r))] if expect else digests[("base", r)]
+                if not protocol.digests_agree(digests[("mine", r)], want, DIGEST_RTOL):
+                    raise WrongWhileTimed(
+                        f"{what} returned a wrong result while being timed (its sums differ from the "
+                        "expected ones on the same input): a fast wrong answer is not fast"
+                    )
+            return seconds
+
+        return run
+
+    rounds = timing.interleave(
+        [side("mine", mine, lambda args: args), side("base", baseline, other)],
+        rounds=repeats,
+        spread=SPEED_SPREAD,
+        budget_seconds=SPEED_BUDGET_SECONDS,
+    )
+    return rounds.ratio(0, 1)
 
 
 def float_arrays(shape, lo: float = -100.0, hi: float = 100.0, dtype=np.float32):
