@@ -108,6 +108,7 @@ def _judge(sock: socket.socket, request: dict, fds: list[int], wake: tuple[int, 
         os.environ.update(request["env"])
         argv = [str(results) if a == RESULTS_FD else a for a in request["argv"]]
         sys.argv = ["grader.worker", *argv]
+        use_pycache()
         from grader import worker
 
         code = worker.main(argv) or 0
@@ -119,6 +120,19 @@ def _judge(sock: socket.socket, request: dict, fds: list[int], wake: tuple[int, 
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+PYCACHE_VAR = "KATA_PYCACHE"  # set by the runner: the folder where judges keep bytecode
+
+
+def use_pycache() -> None:
+    """Keep the bytecode of what a judge imports from now on (the grader, the
+    model, the suites as pytest rewrites them) in the folder $KATA_PYCACHE
+    names, so that the next judge loads it instead of compiling it again.
+    What is imported already (the preloaded libraries) keeps its own cache."""
+    folder = os.environ.get(PYCACHE_VAR)
+    if folder:
+        sys.pycache_prefix, sys.dont_write_bytecode = folder, False
 
 
 def _reap(sock: socket.socket, judges: set[int]) -> None:

@@ -33,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader import confine, examples, judge
+from grader import confine, examples, judge, judge_server
 from grader.outcome import Event, EventKind, Status
 from grader.suites import common
 
@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-seconds", type=int, default=600)
     args = parser.parse_args(argv)
     confine.die_with_parent()
+    judge_server.use_pycache()  # a judge the server forked uses it already; one started from scratch, from here
 
     limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
     judge.SETTINGS.memory_mb, judge.SETTINGS.output_mb = args.memory_mb, args.output_mb

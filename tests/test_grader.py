@@ -409,3 +409,17 @@ def test_a_relative_target_is_the_callers_directory_for_grade_and_test(cli, tmp_
     tested = cli.invoke(main, ["test", "toy", "--target", "sub", "--", "-q"])
     assert graded.exit_code == 0, graded.output
     assert tested.exit_code == 0, tested.output
+
+
+def test_grading_draws_take_no_constants_from_the_projects_own_modules():
+    """The suites' draws depend on the suites alone: not on constants Hypothesis
+    would collect from grader/ and reference/ (local in an editable install,
+    not in an installed package)."""
+    pytest.importorskip("hypothesis.internal.conjecture.providers")
+    from hypothesis.internal.conjecture import providers
+
+    from grader.suites import common
+
+    common.draw_from_the_suites_alone()
+    constants = providers._get_local_constants()
+    assert not any(constants.set_for_type(kind) for kind in ("integer", "float", "string", "bytes"))

@@ -47,6 +47,29 @@ settings.register_profile("grade", derandomize=True, **_COMMON)
 settings.register_profile("grade-seeded", derandomize=False, **_COMMON)
 
 
+def draw_from_the_suites_alone() -> None:
+    """Keep Hypothesis from mixing constants of "local" modules into its draws.
+
+    Recent Hypothesis versions (6.155 here) collect the literal constants of
+    every imported module they count as local (outside site-packages and the standard
+    library) and now and then draw one of them. For a grading that means the
+    grader's and the model's own source: counted when the project is an
+    editable install, not when it is installed as a package, so the same
+    suite and seed would draw other examples in each, and any edit of a
+    constant anywhere in grader/ or reference/ would change every suite's
+    draws. Scanning them also cost each judge about 0.17 s. With this, the
+    suites' own strategies and explicit examples decide every draw.
+    (`_get_local_constants` is Hypothesis's internal hook for this; on a
+    version without it there is nothing to turn off.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis that predates local constants
+        return
+    if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
+        none = providers.Constants()
+        providers._get_local_constants = lambda: none
+
+
 def load_kata(name: str):
     """The kata module under test (from --target), as a proxy to the jail that holds it."""
     return judge.kata_module(name)

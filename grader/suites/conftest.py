@@ -37,6 +37,7 @@ def pytest_configure(config):
     _target.resolve(target)  # a bad --target stops here with a clear message
     judge.SETTINGS.target = target
     common.SEED = config.getoption("seed")
+    common.draw_from_the_suites_alone()
     settings.load_profile("grade" if config.getoption("seed") == 0 else "grade-seeded")
 
 
