@@ -4,9 +4,10 @@
 
 Counts the mutants each kata's suite must catch (tests/mutants/KATA.toml)
 and the checks of each suite, then grades the reference solutions' speed
-tasks `--repeats` times (in one `kata grade`, all katas at once, --jobs 2),
-optionally beside `--hogs` processes that keep a core busy, and prints, for
-every figure a speed check measures, its bar and the reference's margin:
+tasks `--repeats` times (all katas, two at a time, as `kata grade --jobs 2`
+does), optionally beside `--hogs` processes that keep a core busy, and
+prints, for every figure a speed check measures, its bar and the reference's
+margin:
 how many times over the bar it clears it (value / bar for a figure where
 higher is better, bar / value where lower is), the worst and the median.
 """
@@ -14,11 +15,9 @@ higher is better, bar / value where lower is), the worst and the median.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from grader.registry import load_registry  # noqa: E402
+from grader.runner import grade  # noqa: E402
 
 from mutation import load_mutants  # noqa: E402
 
@@ -35,24 +35,30 @@ def _hog() -> None:
         pass
 
 
+def hogs(count: int):
+    """`count` processes that each keep a core busy until the returned list is killed."""
+    started = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(count)]
+    for hog in started:
+        hog.start()
+    return started
+
+
 def speed_figures(repeats: int) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], tuple], int]:
-    """(kata, figure) -> margins over repeats; (kata, figure) -> (bar, better); how many grades failed a speed task."""
+    """(kata, figure) -> margins over repeats; (kata, figure) -> (bar, better); how many grades failed a speed task.
+    Grades every kata's speed task `repeats` times, all katas at once (jobs=2), in this process."""
     katas = [k for k in load_registry() if any(t.name == "speed" for t in k.tasks)]
-    cmd = [sys.executable, "-m", "grader.cli", "grade", "--json", "--jobs", "2", "--target", "reference"]
-    cmd += [f"{k.name}:speed" for k in katas]
     margins: dict[tuple[str, str], list[float]] = {}
     bars: dict[tuple[str, str], tuple] = {}
     failed = 0
     for _ in range(repeats):
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
-        report = json.loads(run.stdout)
-        for kata in report["katas"]:
-            for task in kata["tasks"]:
-                failed += task["status"] != "pass"
-                for fig in task.get("figures", []):
+        result = grade(katas, "reference", jobs=2, tasks={k.name: ["speed"] for k in katas})
+        for kata in result.katas:
+            for task in kata.tasks:
+                failed += task.status != "pass"
+                for fig in task.figures:
                     if fig["bar"] is None:
                         continue
-                    key = (kata["name"], fig["name"])
+                    key = (kata.name, fig["name"])
                     higher = fig["better"] == "higher"
                     margin = fig["value"] / fig["bar"] if higher else fig["bar"] / max(fig["value"], 1e-12)
                     margins.setdefault(key, []).append(margin)
@@ -74,13 +80,11 @@ def main() -> None:
         checks = sum(len(t.tests) for t in kata.tasks)
         print(f"{kata.name:<14}{checks:>7}{len(mutants):>9}{len(alternative):>20}")
 
-    hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.hogs)]
-    for hog in hogs:
-        hog.start()
+    busy = hogs(args.hogs)
     try:
         margins, bars, failed = speed_figures(args.repeats)
     finally:
-        for hog in hogs:
+        for hog in busy:
             hog.kill()
     print(
         f"\nthe reference's speed tasks graded {args.repeats} times, --jobs 2, beside {args.hogs} busy processes "
