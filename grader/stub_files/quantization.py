@@ -8,6 +8,15 @@ only coarsens its own group, at the price of a few bits per weight for the
 scales). llama.cpp's Q8_0 and Q4_0 blocks are grouped quantization with
 G = 32, an fp16 scale and its own rounding, written out byte for byte.
 
+Every quantizer above takes its scale from the largest magnitude, so one
+outlier stretches the grid for all the rest: a weight 100x the others
+leaves them a code or two. Calibration picks the scale instead: clipping
+at a percentile of |x|, or at the clip that minimises the squared error,
+gives up the few outliers (clamped to the largest code) to resolve the
+many, and at 4 bits that brings a quantized model's predictions far closer
+to the float model's. The art is quantizing the parts that tolerate it
+while protecting the sensitive ones.
+
 Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
 PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
 ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
@@ -24,6 +33,7 @@ BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
 Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
 Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
 LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
+CALIBRATIONS = ("minmax", "percentile", "mse")  # the methods calibrate knows
 
 
 def quantize_symmetric(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -191,5 +201,39 @@ def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
     8.5 for bits=8 (Q8_0). bits: 2..8; group_size: positive int; scale_bytes:
     bytes of one scale, a non-negative int (2 for fp16). Raises ValueError
     for any of them outside those ranges.
+    """
+    raise NotImplementedError
+
+
+def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9, grid: int = 100):
+    """The symmetric per-tensor scale a calibration method picks for x at `bits` bits.
+
+    The scale is used as quantize_symmetric's own: codes = clip(round(x /
+    scale), -qmax, qmax), half to even, qmax = 2**(bits-1) - 1, and x ~=
+    codes * scale (dequantize_symmetric). A scale below max|x| / qmax clips
+    the values beyond qmax * scale to the largest code and spends the codes
+    on the rest; a scale of 0 codes everything 0.
+
+    x: float array of any shape holding at least one value. bits: 2..8.
+    method:
+    - "minmax": max|x| / qmax, quantize_symmetric's scale for axis=None.
+    - "percentile": np.percentile(|x|, percentile) / qmax, NumPy's default
+      linear interpolation between the sorted |x| (rank (N - 1) *
+      percentile / 100); percentile in (0, 100], 100 giving minmax.
+    - "mse": c / qmax for the clip c among the grid candidates c_i =
+      max|x| * i / grid, i = 1..grid, whose squared error sum((codes_i *
+      s_i - x)**2), s_i = c_i / qmax, is the smallest, the larger clip on
+      a tie. c_grid = max|x| is minmax's clip, so mse is never worse.
+    An all-zero x gives scale 0 for every method (so does "percentile"
+    where that percentile of |x| is 0).
+
+    Everything is computed in float64 (on x.astype(np.float64): max|x|,
+    the percentile, c_i = max|x| * i / grid, codes and errors); returns the
+    scale as a NumPy scalar of x's float dtype (np.float32 for float32 x).
+
+    Raises ValueError, naming what was wrong and what is allowed, for bits
+    outside 2..8, a method other than the three, percentile not a number in
+    (0, 100] or grid not a positive int (both checked whatever the method),
+    and an x that is empty, not floating point, or holds NaN or inf.
     """
     raise NotImplementedError

@@ -22,7 +22,7 @@ from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, rng, time_ratio
 from reference.lm import CachedLM
 from reference.lm import generate as generate_cached
-from reference.model import Config, Model
+from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import probs_from_logits
 from reference.tokenizer import encode
 
@@ -1173,6 +1173,287 @@ def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, 
 def test_bits_per_weight_rejects_sizes_outside_their_ranges(kata, bits, group_size, scale_bytes):
     with pytest.raises(ValueError):
         kata.bits_per_weight(bits, group_size, scale_bytes)
+
+
+# ---------------------------------------------------------------- calibrate
+
+CALIBRATIONS = ("minmax", "percentile", "mse")
+# Calibrated scales may differ from the float64 formula by this many units in the last place of x's dtype
+# (the cast of a float64 value, computed in another order).
+SCALE_ULPS = 4
+# The mse scale's squared error may exceed the least over the grid by this share (another summation order).
+MSE_RTOL = 1e-9
+# A squared error at a scale cast to float32 may exceed the one at another cast scale it matched in float64
+# by this share (the casts move each scale by up to half a float32 unit, 6e-8 of it).
+CAST_RTOL = 1e-6
+# On heavy-tailed data at 4 bits, percentile and mse must leave at most this share of min-max's squared
+# error (measured over 20 draws: at most 0.74 for percentile and 0.48 for mse).
+HEAVY_TAIL_SHARE = 0.9
+# The KL check's held-out text: the first tokens of the validation docstrings.
+KL_TOKENS = 96
+# The KL check's mse grid: 20 candidate clips (0.05 max|w| apart) keep its search over the teacher's 1.8M
+# weights to a few tenths of a second and land within a few percent of the default grid's KL.
+KL_GRID = 20
+
+
+@pytest.fixture(scope="module")
+def cal(kata):
+    _probe(lambda: kata.calibrate(np.ones(4, np.float32), 8))
+    return kata
+
+
+def _squared_error(x: np.ndarray, scale: float, bits: int) -> float:
+    """sum((codes * scale - x)**2) in float64, codes = clip(round(x / scale), -qmax, qmax); all 0 at scale 0."""
+    qmax = 2 ** (bits - 1) - 1
+    x = x.astype(np.float64).ravel()
+    if scale == 0:
+        return float(np.sum(x**2))
+    codes = np.clip(np.round(x / scale), -qmax, qmax)
+    return float(np.sum((codes * scale - x) ** 2))
+
+
+def _grid_errors(x: np.ndarray, bits: int, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate clips c_i = max|x| * i / grid, i = 1..grid, and their squared errors at scale c_i / qmax."""
+    qmax = 2 ** (bits - 1) - 1
+    amax = float(np.max(np.abs(x.astype(np.float64))))
+    clips = np.array([amax * i / grid for i in range(1, grid + 1)])
+    return clips, np.array([_squared_error(x, c / qmax, bits) for c in clips])
+
+
+def _linear_percentile(x: np.ndarray, percentile: float) -> float:
+    """The percentile of |x| interpolated linearly between the sorted values at rank (N - 1) * percentile / 100."""
+    a = np.sort(np.abs(x.astype(np.float64)).ravel())
+    rank = (a.size - 1) * percentile / 100
+    lo = math.floor(rank)
+    hi = min(lo + 1, a.size - 1)
+    return float(a[lo] + (rank - lo) * (a[hi] - a[lo]))
+
+
+def _calibrated(cal, x: np.ndarray, bits: int, *args, **kwargs) -> float:
+    """The learner's scale, checked to be a scalar of x's float dtype, as a float."""
+    scale = cal.calibrate(x, bits, *args, **kwargs)
+    shape, dtype = np.shape(scale), np.asarray(scale).dtype
+    assert shape == (), f"calibrate returned shape {shape}; the scale is one number for the whole tensor"
+    assert dtype == x.dtype, f"calibrate returned a scale of dtype {dtype} for x of dtype {x.dtype}; it comes in x's"
+    return float(scale)
+
+
+def _assert_scale_is(got: float, want: float, x: np.ndarray, what: str, slack: float = 0.0) -> None:
+    """got equals the float64 value want cast to x's dtype, within SCALE_ULPS units in its last place (plus
+    slack, for a value interpolated between two others: float64 rounding relative to their spread)."""
+    want = float(np.asarray(want).astype(x.dtype))
+    ulp = float(np.spacing(np.asarray(abs(want), dtype=x.dtype)))
+    assert abs(got - want) <= SCALE_ULPS * ulp + slack, f"calibrate gave scale {got:.9g}; {what} is {want:.9g}"
+
+
+# The explicit inputs of the calibration checks: all zeros, one outlier among small values (of both signs),
+# values of one magnitude (min-max is exact there), and a symmetric run where |x| and x differ.
+_OUTLIER = np.array([100.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.5], dtype=np.float32)
+CALIBRATION_EXAMPLES = [
+    np.zeros((2, 3), dtype=np.float32),
+    _OUTLIER,
+    np.array([[1.0, -1.0], [-1.0, 1.0]], dtype=np.float64),
+    np.array([-4.0, -3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 4.0], dtype=np.float64),
+]
+
+
+def _calibration_examples(**fixed):
+    def add(test):
+        for x in reversed(CALIBRATION_EXAMPLES):
+            test = example(x=x, bits=4, **fixed)(test)
+        return test
+
+    return add
+
+
+@pytest.mark.task("calibrate")
+@given(x=tensors(), bits=BITS)
+@_calibration_examples()
+def test_calibrate_minmax_is_max_abs_over_qmax(cal, x, bits):
+    want = float(np.max(np.abs(x.astype(np.float64)))) / (2 ** (bits - 1) - 1)
+    _assert_scale_is(_calibrated(cal, x, bits, "minmax"), want, x, "max|x| / qmax")
+    _assert_scale_is(_calibrated(cal, x, bits), want, x, "with the default method, minmax, max|x| / qmax")
+
+
+@pytest.mark.task("calibrate")
+@given(x=tensors(), bits=BITS, percentile=st.sampled_from([None, 12.5, 50, 90, 99, 99.9, 100]))
+@_calibration_examples(percentile=50)
+@example(x=_OUTLIER, bits=3, percentile=None)
+def test_calibrate_percentile_is_the_linear_percentile_of_abs_x_over_qmax(cal, x, bits, percentile):
+    p = 99.9 if percentile is None else percentile
+    kwargs = {} if percentile is None else {"percentile": percentile}
+    got = _calibrated(cal, x, bits, "percentile", **kwargs)
+    qmax = 2 ** (bits - 1) - 1
+    slack = 16 * np.finfo(np.float64).eps * float(np.max(np.abs(x.astype(np.float64)))) / qmax
+    want = _linear_percentile(x, p) / qmax
+    _assert_scale_is(got, want, x, f"the {p}th percentile of |x| (linear interpolation) / qmax", slack)
+
+
+@pytest.mark.task("calibrate")
+@given(x=tensors(), bits=BITS, grid=st.sampled_from([None, 1, 2, 5, 16, 100]))
+@_calibration_examples(grid=None)
+@example(x=_OUTLIER, bits=2, grid=7)
+def test_calibrate_mse_is_the_grid_clip_of_least_squared_error(cal, x, bits, grid):
+    n = 100 if grid is None else grid
+    got = _calibrated(cal, x, bits, "mse", **({} if grid is None else {"grid": grid}))
+    qmax = 2 ** (bits - 1) - 1
+    clips, errors = _grid_errors(x, bits, n)
+    if clips[-1] == 0:
+        assert got == 0, f"an all-zero x should get scale 0, got {got:.6g}"
+        return
+    scales = (clips / qmax).astype(x.dtype).astype(np.float64)
+    ulps = np.spacing(scales.astype(x.dtype)).astype(np.float64)
+    match = np.flatnonzero(np.abs(scales - got) <= SCALE_ULPS * ulps)
+    assert match.size, (
+        f"calibrate gave scale {got:.9g}, which is no candidate c_i / qmax, c_i = max|x| * i / {n}, i = 1..{n}"
+    )
+    i = int(match[-1])
+    best = int(np.flatnonzero(errors == errors.min())[-1])
+    assert errors[i] <= errors.min() * (1 + MSE_RTOL), (
+        f"calibrate chose the clip {clips[i]:.6g} (i = {i + 1}) with squared error {errors[i]:.6g}; the clip "
+        f"{clips[best]:.6g} (i = {best + 1}) gives {errors[best]:.6g}"
+    )
+
+
+# Exact ties: small integers with the clips c_i whole numbers, so every error is exact whatever the order of
+# the sums. (x, bits, grid, the two tied clips, the scale of the larger: c / qmax.)
+MSE_TIES = {
+    "2 bits, clips 2 and 3 of 4": ([4.0, 2.0, -2.0, 2.0], 2, 4, (2.0, 3.0), 3.0),
+    "2 bits, clips 6 and 7 of 8": ([8.0, 5.0], 2, 8, (6.0, 7.0), 7.0),
+    "3 bits, clips 9 and 12 of 12": ([12.0, 2.0, 10.0, -10.0], 3, 4, (9.0, 12.0), 4.0),
+    "2 bits, clips 2 and 4 of 4": ([4.0, 2.0], 2, 2, (2.0, 4.0), 4.0),
+}
+
+
+@pytest.mark.task("calibrate")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", list(MSE_TIES), ids=str)
+def test_calibrate_mse_breaks_a_tie_toward_the_larger_clip(cal, case, dtype):
+    values, bits, grid, tied, want = MSE_TIES[case]
+    x = np.array(values, dtype=dtype)
+    qmax = 2 ** (bits - 1) - 1
+    errors = [_squared_error(x, c / qmax, bits) for c in tied]
+    assert errors[0] == errors[1], f"the suite's tie case {case!r} is no tie: {errors}"  # the suite's own promise
+    got = _calibrated(cal, x, bits, "mse", grid=grid)
+    assert got == want, (
+        f"calibrate({values}, bits={bits}, 'mse', grid={grid}) gave scale {got:g}; the clips {tied[0]:g} and "
+        f"{tied[1]:g} tie at squared error {errors[0]:g} and the larger wins: scale {tied[1]:g} / {qmax} = {want:g}"
+    )
+
+
+@pytest.mark.task("calibrate")
+@given(x=tensors(), bits=BITS)
+@_calibration_examples()
+def test_calibrate_mse_is_never_worse_than_minmax(cal, x, bits):
+    mse = _squared_error(x, _calibrated(cal, x, bits, "mse"), bits)
+    minmax_scale = np.max(np.abs(x.astype(np.float64))) / (2 ** (bits - 1) - 1)
+    minmax = _squared_error(x, float(minmax_scale.astype(x.dtype)), bits)  # the scale min-max returns
+    assert mse <= minmax * (1 + CAST_RTOL), (
+        f"the mse scale gives squared error {mse:.6g}, worse than min-max's {minmax:.6g}; is max|x| a candidate?"
+    )
+
+
+def _heavy_tailed(kind: str) -> np.ndarray:
+    """4096 float32 values: Student-t with 3 degrees of freedom, or a standard normal with four values at +-20."""
+    g = rng(61 if kind == "student-t" else 62)
+    if kind == "student-t":
+        return g.standard_t(3, 4096).astype(np.float32)
+    x = g.standard_normal(4096)
+    x[g.choice(4096, 4, replace=False)] = 20.0 * np.array([1, -1, 1, -1])
+    return x.astype(np.float32)
+
+
+@pytest.mark.task("calibrate")
+@pytest.mark.parametrize("kind", ["student-t", "normal with outliers"])
+def test_calibrate_percentile_and_mse_beat_minmax_on_heavy_tailed_data(cal, kind):
+    x, bits = _heavy_tailed(kind), 4
+    errors = {method: _squared_error(x, _calibrated(cal, x, bits, method), bits) for method in CALIBRATIONS}
+    for method in ("percentile", "mse"):
+        share = errors[method] / errors["minmax"]
+        if kind == "student-t":
+            common.figure(f"{method} squared error over min-max's, 4 bits, Student-t", share, better="lower")
+        assert share <= HEAVY_TAIL_SHARE, (
+            f"on {kind} data at 4 bits the {method} scale leaves squared error {errors[method]:.4g}, "
+            f"{share:.2f} of min-max's {errors['minmax']:.4g}; allowed {HEAVY_TAIL_SHARE}"
+        )
+
+
+BAD_CALIBRATIONS = {
+    "method 'max'": ((np.ones(4, np.float32), 4, "max"), {}),
+    "method 'MSE'": ((np.ones(4, np.float32), 4, "MSE"), {}),
+    "method None": ((np.ones(4, np.float32), 4, None), {}),
+    "bits=1": ((np.ones(4, np.float32), 1, "mse"), {}),
+    "bits=9": ((np.ones(4, np.float32), 9, "minmax"), {}),
+    "bits=4.0": ((np.ones(4, np.float32), 4.0, "minmax"), {}),
+    "percentile=0": ((np.ones(4, np.float32), 4, "percentile"), {"percentile": 0}),
+    "percentile=100.5": ((np.ones(4, np.float32), 4, "percentile"), {"percentile": 100.5}),
+    "percentile=nan": ((np.ones(4, np.float32), 4, "percentile"), {"percentile": float("nan")}),
+    "percentile=-5 with mse": ((np.ones(4, np.float32), 4, "mse"), {"percentile": -5}),
+    "grid=0": ((np.ones(4, np.float32), 4, "mse"), {"grid": 0}),
+    "grid=2.5": ((np.ones(4, np.float32), 4, "mse"), {"grid": 2.5}),
+    "integers": ((np.arange(4), 4, "minmax"), {}),
+    "nan": ((_one_bad(np.nan), 4, "mse"), {}),
+    "inf": ((_one_bad(np.inf), 4, "percentile"), {}),
+    "empty": ((np.zeros(0, np.float32), 4, "minmax"), {}),
+}
+
+
+@pytest.mark.task("calibrate")
+@pytest.mark.parametrize("case", list(BAD_CALIBRATIONS), ids=str)
+def test_calibrate_rejects_bad_arguments(cal, case):
+    args, kwargs = BAD_CALIBRATIONS[case]
+    with pytest.raises(ValueError) as info:
+        cal.calibrate(*args, **kwargs)
+    if case.startswith("method"):
+        message = str(info.value)
+        assert all(name in message for name in CALIBRATIONS), (
+            f"the error for a bad method should name the three allowed, {', '.join(CALIBRATIONS)}: {message}"
+        )
+
+
+def _fake_quantized(w: np.ndarray, scale: float, bits: int) -> np.ndarray:
+    """w through codes clip(round(w / scale), -qmax, qmax) and back, in float64 then w's dtype."""
+    qmax = 2 ** (bits - 1) - 1
+    return (np.clip(np.round(w.astype(np.float64) / scale), -qmax, qmax) * scale).astype(w.dtype)
+
+
+@pytest.mark.task("calibrate")
+def test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax(cal):
+    """Every linear weight of the shipped teacher (those quantize_model quantizes; an expert stack as one
+    tensor) gets one 4-bit scale per tensor from calibrate (mse with grid=KL_GRID); the suite quantizes with
+    it. Mean KL(float || quantized) of the next-token distributions over the start of the held-out text,
+    min-max against mse: about 0.10 against 0.035 nats."""
+    bits, qmax = 4, 7
+    teacher = Model.pretrained("teacher")
+    text = (WEIGHTS_DIR.parent / "data" / "val.txt").read_text(encoding="ascii")
+    tokens = encode(text)[:KL_TOKENS]
+    p = probs_from_logits(teacher.forward(tokens), 1.0)
+    weights = {method: dict(teacher.weights) for method in ("minmax", "mse")}
+    for name, w in teacher.weights.items():
+        if name.split(".")[-1] not in LINEAR:
+            continue
+        amax = float(np.max(np.abs(w.astype(np.float64))))
+        minmax, mse = _calibrated(cal, w, bits, "minmax"), _calibrated(cal, w, bits, "mse", grid=KL_GRID)
+        _assert_scale_is(minmax, amax / qmax, w, f"max|{name}| / qmax")
+        i = mse * qmax / amax * KL_GRID
+        assert 0 < mse and abs(i - round(i)) < 1e-3 and 1 <= round(i) <= KL_GRID, (
+            f"the mse scale of {name!r} is {mse:.6g}, no candidate max|w| * i / {KL_GRID} / qmax"
+        )
+        assert _squared_error(w, mse, bits) <= _squared_error(w, minmax, bits) * (1 + CAST_RTOL), (
+            f"the mse scale of {name!r} gives a larger squared error than its min-max scale"
+        )
+        weights["minmax"][name] = _fake_quantized(w, minmax, bits)
+        weights["mse"][name] = _fake_quantized(w, mse, bits)
+    kl = {}
+    for method, ws in weights.items():
+        q = probs_from_logits(Model(teacher.config, ws).forward(tokens), 1.0)
+        kl[method] = float(np.mean(np.sum(p * (np.log(p) - np.log(q)), axis=-1)))
+    common.figure("mean KL of the 4-bit teacher, per-tensor min-max scales", kl["minmax"], unit="nats", better="lower")
+    common.figure("mean KL of the 4-bit teacher, per-tensor mse scales", kl["mse"], unit="nats", better="lower")
+    assert kl["mse"] < kl["minmax"], (
+        f"the 4-bit teacher with mse scales is {kl['mse']:.4g} nats (mean KL) from the float teacher, no closer "
+        f"than with min-max scales ({kl['minmax']:.4g})"
+    )
 
 
 # ---------------------------------------------------------------------- speed

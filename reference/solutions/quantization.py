@@ -8,6 +8,15 @@ only coarsens its own group, at the price of a few bits per weight for the
 scales). llama.cpp's Q8_0 and Q4_0 blocks are grouped quantization with
 G = 32, an fp16 scale and its own rounding, written out byte for byte.
 
+Every quantizer above takes its scale from the largest magnitude, so one
+outlier stretches the grid for all the rest: a weight 100x the others
+leaves them a code or two. Calibration picks the scale instead: clipping
+at a percentile of |x|, or at the clip that minimises the squared error,
+gives up the few outliers (clamped to the largest code) to resolve the
+many, and at 4 bits that brings a quantized model's predictions far closer
+to the float model's. The art is quantizing the parts that tolerate it
+while protecting the sensitive ones.
+
 Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
 PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
 ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
@@ -24,6 +33,7 @@ BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
 Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
 Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
 LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
+CALIBRATIONS = ("minmax", "percentile", "mse")  # the methods calibrate knows
 
 
 def _check_bits(bits) -> int:
@@ -417,3 +427,91 @@ def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
     if isinstance(scale_bytes, bool) or not isinstance(scale_bytes, (int, np.integer)) or scale_bytes < 0:
         raise ValueError(f"scale_bytes must be a non-negative int, got {scale_bytes!r}")
     return bits + 8 * scale_bytes / group_size
+
+
+def _check_method(method) -> str:
+    if not isinstance(method, str) or method not in CALIBRATIONS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, CALIBRATIONS))}, got {method!r}")
+    return method
+
+
+def _check_percentile(percentile) -> float:
+    if (
+        isinstance(percentile, bool)
+        or not isinstance(percentile, (int, float, np.integer, np.floating))
+        or not 0 < percentile <= 100
+    ):
+        raise ValueError(f"percentile must be a number in (0, 100], got {percentile!r}")
+    return float(percentile)
+
+
+def _squared_errors(x: np.ndarray, clips: np.ndarray, qmax: int) -> np.ndarray:
+    """sum((codes * s - x)**2) at each scale s = c / qmax, c > 0 in clips (n,), for x (N,) float64.
+
+    Taken on |x| (rounding half to even and the clamp are symmetric, so x and -x err alike; the
+    caller may pass |x| itself), through one buffer reused for every clip."""
+    a = np.abs(x)
+    buf = np.empty_like(a)
+    errors = np.empty(len(clips))
+    for k, c in enumerate(clips):
+        s = c / qmax
+        np.divide(a, s, out=buf)
+        np.round(buf, out=buf)
+        np.minimum(buf, qmax, out=buf)
+        buf *= s
+        buf -= a
+        errors[k] = buf @ buf
+    return errors
+
+
+def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9, grid: int = 100):
+    """The symmetric per-tensor scale a calibration method picks for x at `bits` bits.
+
+    The scale is used as quantize_symmetric's own: codes = clip(round(x /
+    scale), -qmax, qmax), half to even, qmax = 2**(bits-1) - 1, and x ~=
+    codes * scale (dequantize_symmetric). A scale below max|x| / qmax clips
+    the values beyond qmax * scale to the largest code and spends the codes
+    on the rest; a scale of 0 codes everything 0.
+
+    x: float array of any shape holding at least one value. bits: 2..8.
+    method:
+    - "minmax": max|x| / qmax, quantize_symmetric's scale for axis=None.
+    - "percentile": np.percentile(|x|, percentile) / qmax, NumPy's default
+      linear interpolation between the sorted |x| (rank (N - 1) *
+      percentile / 100); percentile in (0, 100], 100 giving minmax.
+    - "mse": c / qmax for the clip c among the grid candidates c_i =
+      max|x| * i / grid, i = 1..grid, whose squared error sum((codes_i *
+      s_i - x)**2), s_i = c_i / qmax, is the smallest, the larger clip on
+      a tie. c_grid = max|x| is minmax's clip, so mse is never worse.
+    An all-zero x gives scale 0 for every method (so does "percentile"
+    where that percentile of |x| is 0).
+
+    Everything is computed in float64 (on x.astype(np.float64): max|x|,
+    the percentile, c_i = max|x| * i / grid, codes and errors); returns the
+    scale as a NumPy scalar of x's float dtype (np.float32 for float32 x).
+
+    Raises ValueError, naming what was wrong and what is allowed, for bits
+    outside 2..8, a method other than the three, percentile not a number in
+    (0, 100] or grid not a positive int (both checked whatever the method),
+    and an x that is empty, not floating point, or holds NaN or inf.
+    """
+    bits = _check_bits(bits)
+    method = _check_method(method)
+    percentile = _check_percentile(percentile)
+    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
+        raise ValueError(f"grid must be a positive int (the number of candidate clips), got {grid!r}")
+    x = _check_floats(x)
+    if x.size == 0:
+        raise ValueError("x must hold at least one value to calibrate on, got an empty array")
+    qmax = 2 ** (bits - 1) - 1
+    a = np.abs(x.astype(np.float64)).ravel()  # (N,)
+    amax = float(np.max(a))
+    if method == "minmax" or amax == 0:
+        clip = amax
+    elif method == "percentile":
+        clip = float(np.percentile(a, percentile))
+    else:
+        clips = np.array([amax * i / grid for i in range(1, int(grid) + 1)])  # (grid,)
+        errors = _squared_errors(a, clips, qmax)
+        clip = clips[np.flatnonzero(errors == errors.min())[-1]]  # the larger clip wins a tie
+    return x.dtype.type(clip / qmax)
