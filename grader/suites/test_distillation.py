@@ -3,7 +3,55 @@ loss and its gradient, distilling a bigram student from a teacher, and speed.
 
 Every expected value comes from this file's own float64 formulas (the `_..64`
 helpers) or from the reference model, never from the code under test.
-"""
+
+Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
+fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `softmax` | softmax(logits / T) in the shape of the logits, each row summing to 1 | `test_softmax_rows_sum_to_one`, `test_softmax_of_huge_logits_is_finite_and_matches_float64` |
+| `softmax` | a constant added to a row changes nothing | `test_softmax_ignores_a_constant_added_to_a_row` |
+| `softmax` | stable for huge logits: each row's own maximum comes off, logits of 1e4 are fine | `test_softmax_of_huge_logits_is_finite_and_matches_float64` |
+| `softmax` | float64 whatever the float dtype of the logits | `test_softmax_and_log_softmax_return_float64` |
+| `softmax` | sums to 1 along `axis`, for logits of any shape | `test_softmax_normalizes_along_the_given_axis`, `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
+| `softmax` | T above 1 flattens toward uniform, below 1 sharpens toward one-hot | `test_softmax_flattens_toward_uniform_as_temperature_grows`, `test_softmax_approaches_one_hot_as_temperature_shrinks` |
+| `softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `softmax` | ValueError for NaN or inf logits | `test_softmax_and_log_softmax_reject_non_finite_logits` |
+| `softmax` | ValueError for an axis the logits do not have | `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
+| `log_softmax` | log-probabilities matching float64, finite for logits of 1e4 (no log of an underflowed probability) | `test_log_softmax_of_huge_logits_is_finite_and_matches_float64` |
+| `log_softmax` | float64 whatever the float dtype of the logits | `test_softmax_and_log_softmax_return_float64` |
+| `log_softmax` | normalizes along `axis`, for logits of any shape | `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
+| `log_softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `log_softmax` | ValueError for NaN or inf logits and for an axis the logits do not have | `test_softmax_and_log_softmax_reject_non_finite_logits`, `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
+| `kl_divergence` | per-row forward KL, teacher first, both logits divided by T, shape (N,) | `test_kl_matches_a_float64_formula`, `test_kl_is_never_negative` |
+| `kl_divergence` | never negative | `test_kl_is_never_negative` |
+| `kl_divergence` | 0 when the two rows differ only by a constant | `test_kl_is_zero_when_student_and_teacher_differ_by_a_row_constant` |
+| `kl_divergence` | finite and matching float64 for logits of 1e4 | `test_kl_of_huge_logits_is_finite_and_matches_float64` |
+| `kl_divergence` | float64 for float32 logits | `test_kl_gradient_and_trained_table_are_float64_for_float32_logits` |
+| `kl_divergence` | ValueError for shapes that are not the same (N, V): mismatched, only broadcasting, 1-D or 3-D | `test_kl_rejects_bad_input` |
+| `kl_divergence` | ValueError for non-finite logits or temperature <= 0 | `test_kl_rejects_bad_input` |
+| `distillation_loss` | alpha T² mean KL + (1 - alpha) mean cross-entropy | `test_loss_matches_the_formula`, `test_loss_equals_hand_computed_values` |
+| `distillation_loss` | alpha 1 is T² times the mean KL | `test_loss_with_alpha_one_is_the_scaled_soft_term` |
+| `distillation_loss` | the hard cross-entropy uses temperature 1; alpha 0 is plain cross-entropy | `test_loss_with_alpha_zero_is_plain_cross_entropy_at_temperature_one`, `test_loss_equals_hand_computed_values` |
+| `distillation_loss` | both means run over the kept rows alone | `test_ignored_rows_do_not_change_the_loss`, `test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value` |
+| `distillation_loss` | ignore_index of any value (negative, in [0, V), above V) marks the rows to skip | `test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value` |
+| `distillation_loss` | every row ignored gives 0.0 | `test_loss_of_an_all_ignored_batch_is_zero` |
+| `distillation_loss` | returns a Python float | `test_loss_matches_the_formula`, `test_loss_of_an_all_ignored_batch_is_zero` |
+| `distillation_loss` | ValueError for mismatched shapes, labels out of range, non-finite logits, T <= 0, alpha outside [0, 1] | `test_loss_rejects_bad_input` |
+| `distillation_loss` | a label of -100 is out of range when ignore_index is another value | `test_label_minus_100_is_out_of_range_when_ignore_index_is_another_value` |
+| `distillation_grad` | the exact gradient alpha T (q_T - p_T) / n + (1 - alpha) (q - onehot) / n, shape (N, V) | `test_gradient_matches_central_finite_differences` |
+| `distillation_grad` | ignored rows get zeros and leave the other rows unchanged; an all-ignored batch is all zeros | `test_ignored_rows_get_zero_gradient_and_change_no_other_row`, `test_gradient_matches_central_finite_differences` |
+| `distillation_grad` | ignore_index of any value marks the rows to skip | `test_gradient_skips_the_rows_labelled_ignore_index_whatever_its_value` |
+| `distillation_grad` | each row sums to 0 | `test_gradient_rows_sum_to_zero` |
+| `distillation_grad` | T² times the 1/T of the inner derivative leaves T: the soft gradient keeps its size as T grows | `test_soft_gradient_keeps_its_scale_as_temperature_grows`, `test_gradient_matches_central_finite_differences` |
+| `distillation_grad` | float64 for float32 logits | `test_kl_gradient_and_trained_table_are_float64_for_float32_logits` |
+| `distillation_grad` | ValueError for the inputs distillation_loss rejects | `test_gradient_rejects_bad_input`, `test_label_minus_100_is_out_of_range_when_ignore_index_is_another_value` |
+| `distill_bigram` | W starts as 0.01 * rng.standard_normal((V, V)); steps=0 returns it | `test_distill_bigram_with_zero_steps_returns_the_initial_table` |
+| `distill_bigram` | each step is W -= lr dL/dW at the given T and alpha, each position's gradient row added into its previous token's row, label -100 skipped | `test_each_distillation_step_adds_every_positions_gradient_into_its_previous_tokens_row` |
+| `distill_bigram` | soft targets bring the student closer to the teacher than labels alone, and training lowers the loss | `test_soft_targets_bring_the_student_closer_to_the_teacher_than_hard_labels`, `test_distilling_lowers_the_distillation_loss` |
+| `distill_bigram` | returns a float64 (V, V) table | `test_kl_gradient_and_trained_table_are_float64_for_float32_logits`, `test_distill_bigram_with_zero_steps_returns_the_initial_table` |
+| `distill_bigram` | ValueError for bad shapes, tokens out of range, steps < 0, lr <= 0, a missing rng, or what the loss rejects | `test_distill_bigram_rejects_bad_input` |
+"""  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 import numpy as np
 import pytest
@@ -200,6 +248,27 @@ def test_softmax_normalizes_along_the_given_axis(kata):
     assert d <= PROB_ATOL, f"softmax(axis=0) differs from normalizing each column by {d:.3g}"
 
 
+# (shape, axis) beyond the (N, V) rows and last axis most checks use: the docstrings say any shape, any axis.
+SHAPES_AND_AXES = [((4, 7), 0), ((3, 4, 5), 1), ((6,), -1)]
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("shape, axis", SHAPES_AND_AXES, ids=[f"{s}-axis{a}" for s, a in SHAPES_AND_AXES])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape(kata, fn, shape, axis):
+    x = 3.0 * common.rng(12).standard_normal(shape)
+    got = np.asarray(getattr(kata, fn)(x, 2.0, axis=axis), dtype=np.float64)
+    assert got.shape == x.shape, f"{fn}(axis={axis}) returned shape {got.shape} for logits of shape {x.shape}"
+    want = _log_softmax64(x, 2.0, axis=axis)
+    rtol, atol = (0.0, PROB_ATOL) if fn == "softmax" else (LOGPROB_RTOL, LOGPROB_ATOL)
+    want = np.exp(want) if fn == "softmax" else want
+    d = float(np.max(np.abs(got - want)))
+    assert _close(got, want, rtol=rtol, atol=atol), (
+        f"{fn}(axis={axis}) of logits of shape {x.shape} differs from normalizing along axis {axis} by {d:.3g}: "
+        "every step (the maximum, the sum) runs along that axis"
+    )
+
+
 @pytest.mark.task("softmax")
 def test_softmax_flattens_toward_uniform_as_temperature_grows(kata):
     rows = 3.0 * common.rng(2).standard_normal((3, 8))
@@ -236,6 +305,24 @@ def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
 def test_softmax_rejects_a_temperature_that_is_not_positive(kata, fn, temperature):
     with pytest.raises(ValueError):
         getattr(kata, fn)(np.zeros((2, 3)), temperature)
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_reject_non_finite_logits(kata, fn, bad):
+    x = np.zeros((2, 3))
+    x[1, 2] = bad
+    with pytest.raises(ValueError):
+        getattr(kata, fn)(x, 1.0)
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("axis", [2, -3])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have(kata, fn, axis):
+    with pytest.raises(ValueError):
+        getattr(kata, fn)(np.zeros((2, 3)), 1.0, axis=axis)
 
 
 # ---------------------------------------------------------------------------- KL
@@ -301,11 +388,25 @@ def test_kl_of_huge_logits_is_finite_and_matches_float64(kata, teacher, student,
 
 @pytest.mark.task("kl")
 @pytest.mark.parametrize(
-    "case", ["mismatched shapes", "one student row", "one teacher row", "NaN logits", "inf logits", "temperature 0"]
+    "case",
+    [
+        "mismatched shapes",
+        "one student row",
+        "one teacher row",
+        "1-D logits",
+        "3-D logits",
+        "NaN logits",
+        "inf logits",
+        "temperature 0",
+    ],
 )
 def test_kl_rejects_bad_input(kata, case):
     t, s, T = np.zeros((3, 4)), np.zeros((3, 4)), 1.0
-    if case == "mismatched shapes":
+    if case == "1-D logits":  # one row of each, the same shape, but not (N, V)
+        t, s = np.zeros(4), np.zeros(4)
+    elif case == "3-D logits":
+        t, s = np.zeros((2, 3, 4)), np.zeros((2, 3, 4))
+    elif case == "mismatched shapes":
         s = np.zeros((3, 5))
     elif case == "one student row":  # broadcasts against the teacher's (3, 4), but is not the same shape
         s = np.zeros((1, 4))
@@ -417,7 +518,7 @@ def test_loss_equals_hand_computed_values(kata):
 def test_loss_matches_the_formula(kata, batch, temperature, alpha):
     student, teacher, labels = batch
     got = kata.distillation_loss(student, teacher, labels, temperature, alpha)
-    assert np.ndim(got) == 0, f"distillation_loss returned shape {np.shape(got)}, expected a float"
+    assert isinstance(got, float), f"distillation_loss returned {type(got).__name__} {got!r}, not a Python float"
     got, want = float(got), _loss64(student, teacher, labels, temperature, alpha)
     assert _close(got, want, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
         f"the loss is {got:.6g}, expected alpha T² mean KL + (1 - alpha) mean CE = {want:.6g}"
@@ -487,8 +588,17 @@ def test_loss_skips_the_rows_labelled_ignore_index_whatever_its_value(kata, batc
 @pytest.mark.task("loss")
 def test_loss_of_an_all_ignored_batch_is_zero(kata):
     s = common.rng(4).standard_normal((3, 5))
-    got = float(kata.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5))
-    assert got == 0.0, f"when every label is ignore_index the loss is {got}, expected 0.0"
+    got = kata.distillation_loss(s, -s, np.full(3, IGNORE), 2.0, 0.5)
+    assert isinstance(got, float) and got == 0.0, (
+        f"when every label is ignore_index the loss is {type(got).__name__} {got!r}, expected the float 0.0"
+    )
+
+
+@pytest.mark.parametrize("task", ["loss", "grad"])
+def test_label_minus_100_is_out_of_range_when_ignore_index_is_another_value(kata, task):
+    fn = kata.distillation_loss if task == "loss" else kata.distillation_grad
+    with pytest.raises(ValueError):  # labels must be in [0, V) or equal to ignore_index, here -1
+        fn(np.zeros((3, 4)), np.zeros((3, 4)), np.array([0, IGNORE, 2]), 2.0, 0.5, ignore_index=-1)
 
 
 @pytest.mark.task("loss")
@@ -514,6 +624,7 @@ def test_loss_rejects_bad_input(kata, case):
     temperature=3.0,
     alpha=0.0,
 )
+@example(batch=(*TWO_ROWS, np.array([IGNORE, IGNORE])), temperature=2.0, alpha=0.5)  # every row ignored: all zeros
 def test_gradient_matches_central_finite_differences(kata, batch, temperature, alpha):
     student, teacher, labels = batch
     got = np.asarray(kata.distillation_grad(student, teacher, labels, temperature, alpha), dtype=np.float64)
@@ -600,6 +711,24 @@ def test_gradient_rejects_bad_input(kata, case):
     s, t, y, T, a = _bad_batch(case)
     with pytest.raises(ValueError):
         kata.distillation_grad(s, t, y, T, a)
+
+
+@pytest.mark.parametrize("task", ["kl", "grad", "distill"])
+def test_kl_gradient_and_trained_table_are_float64_for_float32_logits(kata, task):
+    gen = common.rng(13)
+    student, teacher = gen.standard_normal((3, 4)).astype(np.float32), gen.standard_normal((3, 4)).astype(np.float32)
+    labels = np.array([0, 3, IGNORE])
+    if task == "kl":
+        fn, got = "kl_divergence", kata.kl_divergence(teacher, student, 2.0)
+    elif task == "grad":
+        fn, got = "distillation_grad", kata.distillation_grad(student, teacher, labels, 2.0, 0.5)
+    else:
+        fn = "distill_bigram"
+        got = kata.distill_bigram(
+            teacher, np.array([0, 1, 1]), labels, temperature=2.0, alpha=0.5, steps=2, lr=1.0, rng=common.rng(14)
+        )
+    got = np.asarray(got)
+    assert got.dtype == np.float64, f"{fn} of float32 logits returned dtype {got.dtype}, not float64"
 
 
 # ---------------------------------------------------------------------- distill
@@ -725,7 +854,7 @@ def test_distill_bigram_with_zero_steps_returns_the_initial_table(kata):
 @pytest.mark.task("distill")
 def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_tokens_row(kata):
     teacher, prev, labels = _small_distill_batch(11)
-    T, alpha, lr, steps = 2.0, 0.7, 0.5, 3
+    T, alpha, lr, steps = 3.0, 0.7, 0.5, 3  # not the defaults (2.0, 0.5) of distillation_loss and distillation_grad
     got = kata.distill_bigram(
         teacher, prev, labels, temperature=T, alpha=alpha, steps=steps, lr=lr, rng=np.random.default_rng(3)
     )
@@ -740,8 +869,9 @@ def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_
     assert got.shape == table.shape, f"distill_bigram returned shape {got.shape}, expected (V, V) = (4, 4)"
     worst = float(np.max(np.abs(got - table)))
     assert np.allclose(got, table, rtol=1e-9, atol=1e-12), (
-        f"after {steps} steps the table is {worst:.3g} away from W -= lr * dL/dW, where dL/dW adds up each "
-        "position's gradient row into the row of its previous token (tokens 0, 1 and 2 occur more than once)"
+        f"after {steps} steps (T={T:g}, alpha={alpha:g}) the table is {worst:.3g} away from W -= lr * dL/dW, where "
+        "dL/dW adds up each position's gradient row into the row of its previous token (tokens 0, 1 and 2 occur "
+        "more than once)"
     )
 
 
@@ -759,6 +889,7 @@ def test_each_distillation_step_adds_every_positions_gradient_into_its_previous_
         "lr 0",
         "alpha above 1",
         "temperature 0",
+        "a missing rng",
     ],
 )
 def test_distill_bigram_rejects_bad_input(kata, case):
@@ -782,6 +913,8 @@ def test_distill_bigram_rejects_bad_input(kata, case):
         kwargs["lr"] = 0.0
     elif case == "alpha above 1":
         kwargs["alpha"] = 1.5
+    elif case == "a missing rng":
+        kwargs["rng"] = None
     else:
         kwargs["temperature"] = 0.0
     with pytest.raises(ValueError):
