@@ -12,6 +12,14 @@ speed-up is the median of the per-turn ratios. Then one cached decode step
 (the kata's forward_cached on one new token) in microseconds, and the memory
 the cache pays: bytes per cached token.
 
+Then the int8 cache (the kata's QuantizedKVCache): how often the model on it
+picks the float32 model's top token along the float32 greedy text of
+max_seq_len tokens (teacher-forced: each position given the same prefix), and
+where free-running greedy generation on it first parts from the float32 text;
+and a table answering "how many tokens, and sequences of SEQ_LEN tokens, fit
+in M bytes" (the kata's tokens_that_fit) for float32 and int8 caches beside
+float32 and 8.5-bit (Q8_0) weights, at budgets of 64 MiB and 1 GiB.
+
 Uses the shipped teacher model when reference/weights/teacher.npz exists,
 otherwise a random model of the teacher's size.
 """
@@ -36,6 +44,9 @@ from reference.tokenizer import encode  # noqa: E402
 
 PROMPT = "def main"
 LENGTHS = (64, 128, 256)
+BUDGETS = ((64 * 2**20, "64 MiB"), (2**30, "1 GiB"))
+WEIGHTS = ((32, "float32"), (8.5, "Q8_0 (8.5 bits)"))
+SEQ_LEN = 256
 
 
 def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int, int, list[int]]:
@@ -128,6 +139,63 @@ def main() -> None:
         f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "
         f"= {per_token:,} B; a full {c.max_seq_len}-token cache holds {per_token * c.max_seq_len / 1024:.0f} KiB"
     )
+    q = kv.QuantizedKVCache.for_model(model)
+    print(
+        f"int8 cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x ({c.head_dim} codes + "
+        f"4 bytes of scale) = {q.bytes_per_token:,} B, {per_token / q.bytes_per_token:.2f}x fewer"
+    )
+    agreement, positions, parts = int8_agreement(kv, model, prompt)
+    print(
+        f"int8 cache against float32, greedy: the top token agrees at {agreement:.1%} of {positions} positions "
+        f"(teacher-forced along the float32 text); free-running, the texts "
+        + ("never part" if parts is None else f"first part at new token {parts + 1} of {positions - len(prompt)}")
+    )
+    print()
+    capacity_table(kv, model)
+
+
+def int8_agreement(kv, model: Model, prompt: list[int]) -> tuple[float, int, int | None]:
+    """Teacher-forced top-1 agreement of the model on a QuantizedKVCache with
+    the float32 model along its float32 greedy text of max_seq_len tokens, the
+    number of positions, and the first new token at which free-running greedy
+    generation on the int8 cache parts from that text (None: never)."""
+    length = model.config.max_seq_len
+    text = prompt + kv.generate(model, prompt, length - len(prompt))
+    want = np.argmax(model.forward(text), axis=-1)
+    got = np.argmax(kv.forward_cached(model, text, kv.QuantizedKVCache.for_model(model)), axis=-1)
+    cache = kv.QuantizedKVCache.for_model(model)
+    logits, free = kv.forward_cached(model, prompt, cache)[-1], []
+    while len(prompt) + len(free) < length:
+        free.append(int(np.argmax(logits)))
+        if len(prompt) + len(free) < length:
+            logits = kv.forward_cached(model, free[-1:], cache)[-1]
+    parts = next((i for i, (a, b) in enumerate(zip(free, text[len(prompt) :])) if a != b), None)
+    return float(np.mean(got == want)), length, parts
+
+
+def capacity_table(kv, model: Model) -> None:
+    """Print how many cached tokens and sequences of SEQ_LEN fit in each budget, per weight and cache format."""
+    n = model.config.n_params()
+    print(
+        f"what fits beside the weights ({n:,} params, every one at the weights' bits; "
+        f"sequences of {SEQ_LEN} tokens; kv.tokens_that_fit):"
+    )
+    print(
+        f"{'budget':>7}  {'weights':<16} {'weight MiB':>10}  {'cache':<7}  {'B/token':>7}  "
+        f"{'tokens':>9}  {'sequences':>9}"
+    )
+    per_token = {
+        "float32": kv.KVCache.for_model(model, max_len=1).nbytes,
+        "int8": kv.QuantizedKVCache.for_model(model, max_len=1).bytes_per_token,
+    }
+    for budget, budget_name in BUDGETS:
+        for bits, weights_name in WEIGHTS:
+            for cache in ("float32", "int8"):
+                tokens = kv.tokens_that_fit(model, budget, cache=cache, weight_bits=bits)
+                print(
+                    f"{budget_name:>7}  {weights_name:<16} {n * bits / 8 / 2**20:>10.2f}  {cache:<7}  "
+                    f"{per_token[cache]:>7,}  {tokens:>9,}  {tokens // SEQ_LEN:>9,}"
+                )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ Expected values come from the reference model (`Model.forward`,
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -168,18 +170,18 @@ layer_orders = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_siz
 ORDER_EXAMPLES = ([(2, 2), (1, 2), (0, 2), (1, 1)], [(0, 1), (0, 2), (1, 3), (2, 1), (2, 2)])
 
 
-def _in_layer_order(kata, ops, after_each) -> None:
-    """Apply the updates ops to a 3-layer cache of max_len MAX_LEN, skipping
-    any a layer has no room for; after each, calls after_each(cache, what,
-    returned, written, held): the update's result, what that layer was
-    written so far and how many tokens each layer holds."""
+def _in_layer_order(cache, ops, after_each, data=_kv_pair) -> None:
+    """Apply the updates ops to cache (3 layers, HKV heads of width DH,
+    max_len MAX_LEN), skipping any a layer has no room for, each writing
+    data(rng, t); after each, calls after_each(cache, what, returned, written,
+    held): the update's result, what that layer was written so far and how
+    many tokens each layer holds."""
     rng = common.rng(25)
-    cache = kata.KVCache(3, HKV, DH, MAX_LEN)
     written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(3)]
     for step, (layer, t) in enumerate(ops):
         if written[layer][0].shape[1] + t > MAX_LEN:
             continue
-        k, v = _kv_pair(rng, t)
+        k, v = data(rng, t)
         what = f"after the updates (layer, tokens) {ops[: step + 1]}"
         got = _accepted(lambda: cache.update(layer, k, v), what)
         written[layer] = [
@@ -197,7 +199,7 @@ def test_update_appends_after_the_layer_own_tokens_in_any_order_of_layers(kata, 
     def check(cache, what, got, written, held):
         _check_contents(*got, *written, what)
 
-    _in_layer_order(kata, ops, check)
+    _in_layer_order(kata.KVCache(3, HKV, DH, MAX_LEN), ops, check)
 
 
 @pytest.mark.task("cache")
@@ -211,7 +213,7 @@ def test_len_is_what_every_layer_holds_in_any_order_of_layers(kata, ops):
             f"holds; it is {len(cache)}"
         )
 
-    _in_layer_order(kata, ops, check)
+    _in_layer_order(kata.KVCache(3, HKV, DH, MAX_LEN), ops, check)
 
 
 @pytest.mark.task("cache")
@@ -903,6 +905,498 @@ def test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one(kata):
         got = _accepted(lambda: cache.update("a", layer, k, v), "writing to sequence 'a' added again after its free")
         _check_contents(*got, k, v, f"sequence 'a' added again after free('a'), layer {layer}: it starts empty")
     _paged_continues(kata, cache, "b", written["b"], rng, "after sequence 'a' was freed and added again")
+
+
+# ------------------------------------------------------------ quantized
+
+QUANT_SLACK = 1e-5  # beyond half a step, as a fraction of a vector's max|x|: float32 rounding of code x scale
+SCALE_RTOL = 1e-6  # a stored scale against the suite's max|x| / 127 (a few float32 ulps)
+MIN_AGREEMENT = 0.98  # top-1 agreement of the teacher on an int8 cache with float32, over 256 positions
+AGREEMENT_PROMPT = "def main"
+AGREEMENT_CHUNK = 8  # tokens per call after the prompt: teacher-forced, so chunks give what one-token steps give
+
+
+def _varied_kv(rng: np.random.Generator, t: int, hkv: int = HKV, dh: int = DH) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and values (Hkv, t, Dh), float32, each (head, token) vector at a magnitude of its own (1e-3 to 1e2),
+    about one in ten all zero: a scale shared across tokens or heads gives the small ones too coarse a step."""
+
+    def one() -> np.ndarray:
+        x = rng.standard_normal((hkv, t, dh)) * 10.0 ** rng.uniform(-3, 2, (hkv, t, 1))
+        x[rng.random((hkv, t)) < 0.1] = 0.0
+        return x.astype(np.float32)
+
+    return one(), one()
+
+
+def _check_dequantized(got_k, got_v, want_k, want_v, what: str) -> None:
+    """got (update's result) is want, every (head, token) vector within half its own step max|x| / 127, float32."""
+    for name, got, want in (("keys", got_k, want_k), ("values", got_v, want_v)):
+        got = np.asarray(got)
+        assert got.shape == want.shape, (
+            f"{what}: update returned {name} of shape {got.shape}, expected {want.shape} (Hkv, every token cached, Dh)"
+        )
+        assert got.dtype == np.float32, f"{what}: update returned {name} of dtype {got.dtype}, expected float32"
+        want = np.asarray(want, np.float64)
+        absmax = np.max(np.abs(want), axis=-1)  # (Hkv, t)
+        err = np.max(np.abs(got.astype(np.float64) - want), axis=-1)
+        bad = np.argwhere(err > absmax * (0.5 / 127 + QUANT_SLACK))
+        if bad.size:
+            h, i = (int(j) for j in bad[0])
+            raise AssertionError(
+                f"{what}: the {name} of head {h}, token {i} came back off by {err[h, i]:.3g}, more than half a step "
+                f"(max|x| / 127 / 2 = {absmax[h, i] / 254:.3g} for that token and head): each (token, head) vector "
+                "needs its own scale, and codes round to the nearest"
+            )
+
+
+def _q_state(cache) -> tuple:
+    """Everything a QuantizedKVCache shows: its length and its four buffers."""
+    return (int(len(cache)), *(np.array(getattr(cache, n)) for n in ("keys", "values", "key_scales", "value_scales")))
+
+
+def _check_unchanged(cache, before: tuple, what: str) -> None:
+    after = _q_state(cache)
+    assert after[0] == before[0], f"after {what}, len(cache) is {after[0]}, expected {before[0]} as before"
+    for name, a, b in zip(("keys", "values", "key_scales", "value_scales"), after[1:], before[1:]):
+        assert array_equal(a, b), f"after {what}, the cache's {name} changed: a refused update writes nothing"
+
+
+def _q_fill(cache, n: int, rng) -> list[list[np.ndarray]]:
+    """Write n varied tokens into each of the LAYERS layers of cache; returns what was written, per layer [k, v]."""
+    written = []
+    for layer in range(LAYERS):
+        k, v = _varied_kv(rng, n)
+        _accepted(lambda: cache.update(layer, k, v), f"writing {n} tokens to layer {layer} of an empty quantized cache")
+        written.append([k, v])
+    return written
+
+
+def _q_every_layer_takes_more(cache, written, rng, t: int, when: str) -> None:
+    """Every layer accepts t more tokens, returning what written[layer] holds, then them, within half a step."""
+    for layer in range(len(written)):
+        k, v = _varied_kv(rng, t)
+        got = _accepted(lambda: cache.update(layer, k, v), f"{when}, writing {t} token(s) to layer {layer}")
+        _check_dequantized(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, {when}",
+        )
+
+
+@pytest.mark.task("quantized")
+@given(ops=layer_orders)
+@example(ops=ORDER_EXAMPLES[0])
+@example(ops=ORDER_EXAMPLES[1])
+@example(ops=[(0, 4), (1, 4), (2, 4), (0, 4), (1, 4), (2, 4), (0, 4), (1, 4), (2, 4)])
+def test_quantized_update_returns_every_token_within_half_a_step_in_any_order_of_layers(kata, ops):
+    def check(cache, what, got, written, held):
+        _check_dequantized(*got, *written, what)
+
+    _in_layer_order(kata.QuantizedKVCache(3, HKV, DH, MAX_LEN), ops, check, data=_varied_kv)
+
+
+@pytest.mark.task("quantized")
+@given(ops=layer_orders)
+@example(ops=ORDER_EXAMPLES[0])
+@example(ops=ORDER_EXAMPLES[1])
+def test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers(kata, ops):
+    def check(cache, what, got, written, held):
+        assert int(len(cache)) == min(held), (
+            f"{what}, the layers hold {held} tokens, so len(cache) should be {min(held)}; it is {len(cache)}"
+        )
+
+    cache = kata.QuantizedKVCache(3, HKV, DH, MAX_LEN)
+    assert int(len(cache)) == 0, f"a new QuantizedKVCache has len {len(cache)}, expected 0"
+    _in_layer_order(cache, ops, check, data=_varied_kv)
+
+
+@pytest.mark.task("quantized")
+@settings(max_examples=20)
+@given(ops=layer_orders)
+@example(ops=ORDER_EXAMPLES[1])
+def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops):
+    rng = common.rng(39)
+    cache = kata.QuantizedKVCache(3, HKV, DH, MAX_LEN)
+    written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(3)]
+    for layer, t in ops:
+        if written[layer][0].shape[1] + t <= MAX_LEN:
+            k, v = _varied_kv(rng, t)
+            _accepted(lambda: cache.update(layer, k, v), f"the updates (layer, tokens) {ops}")
+            written[layer] = [np.concatenate([w, x], axis=1) for w, x in zip(written[layer], (k, v))]
+    for name, which in (("key_scales", 0), ("value_scales", 1)):
+        scales = np.asarray(getattr(cache, name)).astype(np.float64)
+        for layer in range(3):
+            x = written[layer][which]
+            got, want = scales[layer, :, : x.shape[1]], np.max(np.abs(x.astype(np.float64)), axis=-1) / 127
+            bad = np.argwhere(np.abs(got - want) > SCALE_RTOL * want)
+            if bad.size:
+                h, i = (int(j) for j in bad[0])
+                raise AssertionError(
+                    f"after the updates (layer, tokens) {ops}, {name}[{layer}, {h}, {i}] is {got[h, i]!r}, expected "
+                    f"max|x| / 127 = {want[h, i]!r} of that token and head's vector, in float32"
+                )
+
+
+# Hand-computed (Hkv=2, t=3, Dh=4) keys: scales that are powers of two, so every x / scale is exact, with .5 ties.
+TIE_KEYS = np.array(
+    [
+        [[127, 0.5, 1.5, -2.5], [0, 0, 0, 0], [-254, 1, 3, -5]],  # scales 1, 0, 2
+        [[31.75, 0.125, -0.375, 0.625], [-0.75, 0.5, 3.75, -95.25], [0.0, -1e-30, 0.0, 0.0]],  # 0.25, 0.75, tiny
+    ],
+    np.float32,
+)
+TIE_CODES = np.array(
+    [
+        [[127, 0, 2, -2], [0, 0, 0, 0], [-127, 0, 2, -2]],
+        [[127, 0, -2, 2], [-1, 1, 5, -127], [0, -127, 0, 0]],
+    ],
+    np.int8,
+)
+
+
+@pytest.mark.task("quantized")
+def test_quantized_codes_of_hand_computed_vectors_round_half_to_even(kata):
+    # values: the keys doubled, heads swapped, so each has scales of its own
+    keys, values = TIE_KEYS, 2 * TIE_KEYS[::-1]
+    cache = kata.QuantizedKVCache(LAYERS, 2, 4, MAX_LEN)
+    got_k, got_v = (np.asarray(x) for x in _accepted(lambda: cache.update(1, keys, values), "a hand-computed update"))
+    for name, codes_name, want in (("keys", "keys", TIE_CODES), ("values", "values", TIE_CODES[::-1])):
+        got = np.asarray(getattr(cache, codes_name))[1, :, :3]
+        assert array_equal(got, want), (
+            f"the int8 codes of hand-computed {name} are {got.tolist()}, expected {want.tolist()}: "
+            "code = round(x / scale) with scale = max|x| / 127 per token and head, .5 rounding to the even neighbour "
+            "(0.5 -> 0, 1.5 -> 2, -2.5 -> -2), a vector of zeros all 0"
+        )
+    for name, x in (("key_scales", keys), ("value_scales", values)):
+        got_s = np.asarray(getattr(cache, name))[1, :, :3]
+        want_s = np.max(np.abs(x.astype(np.float64)), axis=-1) / 127
+        assert np.all(np.abs(got_s - want_s) <= SCALE_RTOL * want_s), (
+            f"the {name} of the hand-computed vectors are {got_s.tolist()}, expected {want_s.tolist()} "
+            "(max|x| / 127 per token and head; 0 for the vector of zeros)"
+        )
+    for name, got, codes, s in (
+        ("keys", got_k, TIE_CODES, np.asarray(cache.key_scales)[1, :, :3]),
+        ("values", got_v, TIE_CODES[::-1], np.asarray(cache.value_scales)[1, :, :3]),
+    ):
+        want = codes.astype(np.float32) * s[..., None]
+        assert array_equal(got, want), (
+            f"update returned the hand-computed {name} as {got.tolist()}, expected code x scale {want.tolist()}"
+        )
+    assert not np.any(got_k[0, 1]) and not np.any(got_v[1, 1]), "a vector of zeros must come back exactly zero"
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32(kata, dtype):
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    for name, want_dtype, shape in (
+        ("keys", np.int8, (LAYERS, HKV, MAX_LEN, DH)),
+        ("values", np.int8, (LAYERS, HKV, MAX_LEN, DH)),
+        ("key_scales", np.float32, (LAYERS, HKV, MAX_LEN)),
+        ("value_scales", np.float32, (LAYERS, HKV, MAX_LEN)),
+    ):
+        x = np.asarray(getattr(cache, name))
+        assert x.dtype == want_dtype and x.shape == shape, (
+            f"QuantizedKVCache{(LAYERS, HKV, DH, MAX_LEN)}.{name} is {x.dtype} of shape {x.shape}, expected "
+            f"{np.dtype(want_dtype).name} of shape {shape}"
+        )
+    k, v = (x.astype(dtype) for x in _varied_kv(common.rng(33), 3))
+    got = _accepted(lambda: cache.update(0, k, v), f"an update of {np.dtype(dtype).name} keys and values")
+    for name, x in zip(("keys", "values"), got):
+        x = np.asarray(x)
+        assert x.dtype == np.float32, (
+            f"update of {np.dtype(dtype).name} {name} returned {x.dtype}; a quantized cache dequantizes to float32"
+        )
+    _check_dequantized(*got, k.astype(np.float32), v.astype(np.float32), f"an update of {np.dtype(dtype).name}")
+
+
+@pytest.mark.task("quantized")
+@given(held=st.integers(0, MAX_LEN), extra=st.integers(1, 2 * MAX_LEN))
+@example(held=0, extra=MAX_LEN + 1)
+@example(held=MAX_LEN, extra=1)
+@example(held=MAX_LEN - 1, extra=2)
+def test_quantized_writing_past_max_len_raises_cache_full_error_and_changes_nothing(kata, held, extra):
+    if held + extra <= MAX_LEN:
+        extra = MAX_LEN - held + 1
+    rng = common.rng(34)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _q_fill(cache, held, rng) if held else [[np.zeros((HKV, 0, DH), np.float32)] * 2] * LAYERS
+    before = _q_state(cache)
+    for layer in range(LAYERS):
+        error = _refused(
+            kata.CacheFullError,
+            lambda: cache.update(layer, *_varied_kv(rng, extra)),
+            f"writing {extra} tokens to layer {layer} of a quantized cache holding {held} with max_len={MAX_LEN}",
+        )
+        _check_unchanged(cache, before, f"a refused write of {extra} tokens to a cache holding {held}")
+    message = str(error)
+    assert str(held) in message and str(MAX_LEN) in message, (
+        f"the overflow error should say how many tokens are cached ({held}) and how many fit ({MAX_LEN}); "
+        f"it says: {message}"
+    )
+    if held < MAX_LEN:
+        _q_every_layer_takes_more(cache, written, rng, 1, f"after a refused write of {extra} to {held} tokens")
+
+
+def _bad_quantized_updates():
+    cases = dict(BAD_UPDATES)
+    k, v = _varied_kv(common.rng(35), 2)
+    with np.errstate(over="ignore"):
+        cases |= {
+            "inf in the keys": (0, np.where(np.arange(DH) == 1, np.inf, k).astype(np.float32), v),
+            "nan in the values": (0, k, np.where(np.arange(DH) == 2, np.nan, v).astype(np.float32)),
+            "float64 values past float32's range": (0, k, np.full((HKV, 2, DH), 1e39)),
+        }
+    return cases
+
+
+BAD_QUANTIZED_UPDATES = _bad_quantized_updates()
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("case", list(BAD_QUANTIZED_UPDATES))
+def test_quantized_bad_update_raises_value_error_and_changes_nothing(kata, case):
+    rng = common.rng(36)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _q_fill(cache, 3, rng)
+    before = _q_state(cache)
+    layer, k, v = BAD_QUANTIZED_UPDATES[case]
+    _refused(ValueError, lambda: cache.update(layer, k, v), f"a quantized update with {case}")
+    _check_unchanged(cache, before, f"a refused update ({case})")
+    _q_every_layer_takes_more(cache, written, rng, 2, f"after a refused update ({case})")
+
+
+@pytest.mark.task("quantized")
+@given(held=st.integers(1, MAX_LEN), n=st.integers(0, MAX_LEN), more=st.integers(1, 4))
+@example(held=MAX_LEN, n=0, more=1)
+@example(held=5, n=5, more=1)
+@example(held=9, n=2, more=4)
+def test_quantized_crop_forgets_everything_after_the_first_n_tokens(kata, held, n, more):
+    n = min(n, held)
+    rng = common.rng(37)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _q_fill(cache, held, rng)
+    _accepted(lambda: cache.crop(n), f"crop({n}) of a quantized cache holding {held} tokens")
+    assert int(len(cache)) == n, f"after crop({n}) of {held} tokens, len(cache) is {len(cache)}, expected {n}"
+    more = min(more, MAX_LEN - n)
+    if more == 0:
+        return
+    kept = [[k[:, :n], v[:, :n]] for k, v in written]
+    _q_every_layer_takes_more(cache, kept, rng, more, f"after crop({n}) of {held} tokens")
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("n", [-1, 4, 6], ids=["n -1", "n past len", "n past what every layer holds"])
+def test_quantized_crop_rejects_n_outside_zero_to_len(kata, n):
+    rng = common.rng(38)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = _q_fill(cache, 3, rng)
+    k, v = _varied_kv(rng, 3)
+    _accepted(lambda: cache.update(0, k, v), "writing 3 more tokens to layer 0 only")  # layer 0 holds 6, layer 1 3
+    written[0] = [np.concatenate([written[0][0], k], axis=1), np.concatenate([written[0][1], v], axis=1)]
+    before = _q_state(cache)
+    _refused(ValueError, lambda: cache.crop(n), f"crop({n}) when layer 0 holds 6 tokens and layer 1 3 (len 3)")
+    _check_unchanged(cache, before, f"a refused crop({n})")
+    _q_every_layer_takes_more(cache, written, rng, 1, f"after a refused crop({n})")
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize(
+    "args",
+    [(0, HKV, DH, MAX_LEN), (LAYERS, 0, DH, MAX_LEN), (LAYERS, HKV, -4, MAX_LEN), (LAYERS, HKV, DH, 0), (2, 2, 4.0, 8)],
+    ids=["n_layers 0", "n_kv_heads 0", "head_dim -4", "max_len 0", "head_dim not an int"],
+)
+def test_quantized_constructor_rejects_sizes_that_are_not_positive(kata, args):
+    _refused(ValueError, lambda: kata.QuantizedKVCache(*args), f"QuantizedKVCache{args}")
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("sizes", [(3, 2, 8, 40), (1, 1, 1, 1), (4, 2, 32, 256)], ids=str)
+def test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales(kata, sizes):
+    layers, hkv, dh, max_len = sizes
+    cache = kata.QuantizedKVCache(*sizes)
+    per_token = 2 * layers * hkv * (dh * 1 + 4)
+    assert int(cache.bytes_per_token) == per_token, (
+        f"QuantizedKVCache{sizes}.bytes_per_token is {cache.bytes_per_token}, expected 2 x {layers} layers x {hkv} "
+        f"heads x ({dh} one-byte codes + a 4-byte scale) = {per_token}"
+    )
+    assert int(cache.nbytes) == per_token * max_len, (
+        f"QuantizedKVCache{sizes}.nbytes is {cache.nbytes}, expected {per_token} bytes per token x {max_len} tokens "
+        f"= {per_token * max_len}, codes and scales both"
+    )
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_quantized_for_model_sizes_the_cache_for_the_model(kata, name):
+    model = MODELS[name]
+    c = model.config
+    per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim + 4)
+    for max_len, cache in (
+        (c.max_seq_len, kata.QuantizedKVCache.for_model(model)),
+        (5, kata.QuantizedKVCache.for_model(model, max_len=5)),
+    ):
+        assert int(len(cache)) == 0, f"QuantizedKVCache.for_model gave a cache of len {len(cache)}, expected 0"
+        shape = np.asarray(cache.keys).shape
+        assert shape == (c.n_layers, c.n_kv_heads, max_len, c.head_dim), (
+            f"QuantizedKVCache.for_model(model, max_len={max_len}).keys has shape {shape}, expected "
+            f"{(c.n_layers, c.n_kv_heads, max_len, c.head_dim)}: the model's layers, kv heads and head width"
+        )
+        assert int(cache.nbytes) == per_token * max_len, (
+            f"QuantizedKVCache.for_model(model, max_len={max_len}).nbytes is {cache.nbytes}, expected "
+            f"{per_token} x {max_len}"
+        )
+    for max_len in (0, MAX_SEQ + 1):
+        _refused(
+            ValueError,
+            lambda: kata.QuantizedKVCache.for_model(model, max_len=max_len),
+            f"QuantizedKVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={MAX_SEQ}",
+        )
+
+
+def _fits(config: Config, budget: int, cache: str, weight_bits) -> int:
+    """The suite's answer: budget less ceil(params x bits / 8), over bytes per token, and never below 0."""
+    per_token = (
+        2 * config.n_layers * config.n_kv_heads * (config.head_dim * 4 if cache == "float32" else config.head_dim + 4)
+    )
+    weights = -(-(config.n_params() * Fraction(weight_bits)) // 8)
+    return max(0, (budget - weights) // per_token)
+
+
+# Sizes that are no multiple of 16: params x 8.5 / 8 and x 4.5 / 8 are not whole bytes.
+ODD_MODEL = Model.random(
+    Config(vocab_size=31, d_model=12, n_layers=1, n_heads=3, n_kv_heads=1, d_ff=10, max_seq_len=8), seed=5
+)
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("cache", ["float32", "int8"])
+@pytest.mark.parametrize("weight_bits", [32, 16, 8.5, 4.5], ids=lambda b: f"{b} bits")
+def test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights(kata, cache, weight_bits):
+    model = ODD_MODEL  # 1,524 params: at 8.5 and 4.5 bits the weights end in a fraction of a byte
+    c = model.config
+    weights = -(-(c.n_params() * Fraction(weight_bits)) // 8)
+    per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
+    for budget in (
+        0,
+        weights - 1,
+        weights,
+        weights + per_token - 1,
+        weights + per_token,
+        weights + 7 * per_token - 1,
+        weights + 7 * per_token,
+        2**30,
+    ):
+        want = _fits(c, int(budget), cache, weight_bits)
+        got = kata.tokens_that_fit(model, int(budget), cache=cache, weight_bits=weight_bits)
+        assert got == want, (
+            f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits}) is {got!r}, expected "
+            f"{want}: ({budget} - ceil({c.n_params()} params x {weight_bits} bits / 8) = {weights} bytes of weights) "
+            f"// {per_token} bytes per token, and 0 when the weights fill the budget"
+        )
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize(
+    "budget,cache,weight_bits",
+    [
+        (-1, "int8", 32),
+        (1.5e6, "int8", 32),
+        (True, "int8", 32),
+        (10**6, "int4", 32),
+        (10**6, "float16", 32),
+        (10**6, "int8", 0),
+        (10**6, "int8", -8),
+        (10**6, "int8", float("nan")),
+        (10**6, "int8", float("inf")),
+        (10**6, "int8", True),
+    ],
+    ids=[
+        "budget -1",
+        "budget a float",
+        "budget True",
+        "cache int4",
+        "cache float16",
+        "0 bits",
+        "-8 bits",
+        "nan bits",
+        "inf bits",
+        "bits True",
+    ],
+)
+def test_tokens_that_fit_rejects_bad_arguments(kata, budget, cache, weight_bits):
+    _refused(
+        ValueError,
+        lambda: kata.tokens_that_fit(MODELS["dense"], budget, cache=cache, weight_bits=weight_bits),
+        f"tokens_that_fit(model, {budget!r}, cache={cache!r}, weight_bits={weight_bits!r})",
+    )
+
+
+def _suite_forward(model: Model, tokens: list[int], start: int, update) -> np.ndarray:
+    """The suite's own forward_cached: logits (t, V) of tokens at positions start .. start + t - 1, each layer's
+    keys and values going through update(layer, k, v), which returns every key and value of that layer."""
+    t = len(tokens)
+    positions, key_positions = np.arange(start, start + t), np.arange(start + t)
+    x = model.embed(tokens)
+    for layer in range(model.config.n_layers):
+        q, k, v = model.qkv(layer, x, positions)
+        k_all, v_all = (np.asarray(a, np.float32) for a in update(layer, k, v))
+        x = x + model.attend(layer, q, k_all, v_all, positions, key_positions)
+        x = x + model.mlp(layer, x)
+    return model.logits(x)
+
+
+def _float_greedy_text(model: Model, prompt: list[int], length: int) -> list[int]:
+    """prompt continued greedily to length tokens by the float32 model, through the suite's own float32 cache."""
+    held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def update(layer, k, v):
+        old = held.get(layer, (k[:, :0], v[:, :0]))
+        held[layer] = (np.concatenate([old[0], k], axis=1), np.concatenate([old[1], v], axis=1))
+        return held[layer]
+
+    text = list(prompt)
+    logits = _suite_forward(model, text, 0, update)
+    while len(text) < length:
+        text.append(int(np.argmax(logits[-1])))
+        if len(text) < length:
+            logits = _suite_forward(model, text[-1:], len(text) - 1, update)
+    return text
+
+
+@pytest.mark.task("quantized")
+def test_the_teacher_on_a_quantized_cache_agrees_with_float32_greedy_decoding_at_98_percent_of_256_positions(kata):
+    """Teacher-forced along the float32 teacher's greedy text (an 8-token
+    prompt and 248 greedy tokens, 256 = max_seq_len): at each of the 256
+    positions, the argmax of the logits computed with the learner's
+    QuantizedKVCache (driven by the suite's own cached forward: the prompt in
+    one call, then chunks of AGREEMENT_CHUNK) against the argmax of the float
+    model's given the same prefix (model.forward)."""
+    from reference.tokenizer import encode
+
+    teacher = Model.pretrained("teacher")
+    length = teacher.config.max_seq_len
+    text = _float_greedy_text(teacher, encode(AGREEMENT_PROMPT), length)
+    want = np.argmax(teacher.forward(text), axis=-1)  # (256,)
+    cache = kata.QuantizedKVCache.for_model(teacher)
+    p = len(encode(AGREEMENT_PROMPT))
+    spans = [(0, p)] + [(s, min(s + AGREEMENT_CHUNK, length)) for s in range(p, length, AGREEMENT_CHUNK)]
+    got = np.concatenate([np.argmax(_suite_forward(teacher, text[a:b], a, cache.update), axis=-1) for a, b in spans])
+    agreement = float(np.mean(got == want))
+    common.figure(
+        "int8 cache: teacher's top-1 agreement with float32 (256 positions)",
+        100 * agreement,
+        100 * MIN_AGREEMENT,
+        unit="%",
+        key="int8_agreement",
+    )
+    first = int(np.argmax(got != want)) if agreement < 1 else None
+    assert agreement >= MIN_AGREEMENT, (
+        f"with a QuantizedKVCache the teacher's next-token argmax agrees with the float32 model's at "
+        f"{agreement:.1%} of {length} positions of its greedy text (first disagreement at position {first}); "
+        f"int8 codes with a scale per token and head should keep at least {MIN_AGREEMENT:.0%}"
+    )
 
 
 # ---------------------------------------------------------------- speed

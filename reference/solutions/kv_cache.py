@@ -6,6 +6,9 @@ passes. The keys and values of past tokens never change, so keep them: a KV
 cache stores them per layer, and each new token computes only its own q, k, v
 and attends over the stored ones. T tokens then cost T token passes. The price
 is memory: 2 x layers x kv heads x head width x bytes, for every cached token.
+Storing the keys and values as int8 with a scale per token and head
+(QuantizedKVCache) cuts that price to about a quarter, so more tokens, and
+more sequences at once, fit in the same memory (tokens_that_fit).
 
     cache = KVCache.for_model(model)
     logits = forward_cached(model, prompt, cache)          # prefill, (T, V)
@@ -13,6 +16,8 @@ is memory: 2 x layers x kv heads x head width x bytes, for every cached token.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -37,6 +42,16 @@ def _check_layer(layer, n_layers: int) -> int:
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an int in [0, {n_layers}), got {layer!r}")
     return int(layer)
+
+
+def _model_max_len(model: Model, max_len) -> int:
+    """max_len as an int (None: the model's max_seq_len), or a ValueError unless it lies in [1, max_seq_len]."""
+    c = model.config
+    if max_len is None:
+        return c.max_seq_len
+    if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or not 1 <= max_len <= c.max_seq_len:
+        raise ValueError(f"max_len must be an int in [1, max_seq_len={c.max_seq_len}], got {max_len!r}")
+    return int(max_len)
 
 
 def _check_kv(k, v, n_kv_heads: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -92,11 +107,7 @@ class KVCache:
         Raises ValueError when max_len is not an int in [1, max_seq_len].
         """
         c = model.config
-        if max_len is None:
-            max_len = c.max_seq_len
-        if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or not 1 <= max_len <= c.max_seq_len:
-            raise ValueError(f"max_len must be an int in [1, max_seq_len={c.max_seq_len}], got {max_len!r}")
-        return cls(c.n_layers, c.n_kv_heads, c.head_dim, int(max_len))
+        return cls(c.n_layers, c.n_kv_heads, c.head_dim, _model_max_len(model, max_len))
 
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Append t new keys k and values v, each (Hkv, t, Dh) floating point,
@@ -288,3 +299,146 @@ class PagedKVCache:
     def blocks_in_use(self) -> int:
         """The number of blocks the live sequences hold."""
         return self.num_blocks - len(self._free)
+
+
+def _quantize_vectors(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Int8 codes (Hkv, t, Dh) and float32 scales (Hkv, t) of x (Hkv, t, Dh): one scale per (head, token)."""
+    x = x.astype(np.float32)
+    scale = np.max(np.abs(x), axis=-1) / np.float32(127)  # (Hkv, t)
+    divisor = np.where(scale > 0, scale, np.float32(1))  # a zero vector: codes 0 whatever the divisor
+    codes = np.rint(x / divisor[..., None])  # round half to even
+    return np.clip(codes, -127, 127).astype(np.int8), scale
+
+
+class QuantizedKVCache:
+    """KVCache's API with keys and values stored as int8: each key or value
+    vector of one token in one head (Dh numbers) is kept as Dh int8 codes and
+    one float32 scale, symmetric absmax quantization:
+
+        scale = max|x| / 127 (in float32),  code = round(x / scale),
+
+    rounding half to even, so codes lie in [-127, 127]; a vector of zeros gets
+    scale 0 and codes 0, and comes back exactly zero. A token then costs
+    Dh + 4 bytes per head and layer for its keys, as many for its values,
+    instead of 4 x Dh in float32.
+
+    Attributes: n_layers, n_kv_heads (Hkv), head_dim (Dh) and max_len, as
+    given to the constructor; keys and values, the int8 codes, each
+    (n_layers, Hkv, max_len, Dh); key_scales and value_scales, float32, each
+    (n_layers, Hkv, max_len). Entries past what a layer holds mean nothing.
+    """
+
+    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int):
+        """An empty cache for n_layers layers of n_kv_heads (Hkv) key/value
+        heads of width head_dim (Dh), holding at most max_len tokens, its
+        codes and scales preallocated. Raises ValueError for a size that is
+        not a positive int."""
+        self.n_layers = _check_size("QuantizedKVCache", "n_layers", n_layers)
+        self.n_kv_heads = _check_size("QuantizedKVCache", "n_kv_heads", n_kv_heads)
+        self.head_dim = _check_size("QuantizedKVCache", "head_dim", head_dim)
+        self.max_len = _check_size("QuantizedKVCache", "max_len", max_len)
+        shape = (self.n_layers, self.n_kv_heads, self.max_len)
+        self.keys = np.zeros((*shape, self.head_dim), np.int8)  # (layers, Hkv, max_len, Dh)
+        self.values = np.zeros((*shape, self.head_dim), np.int8)
+        self.key_scales = np.zeros(shape, np.float32)  # (layers, Hkv, max_len)
+        self.value_scales = np.zeros(shape, np.float32)
+        self._held = [0] * self.n_layers  # tokens each layer holds
+
+    @classmethod
+    def for_model(cls, model: Model, max_len: int | None = None) -> "QuantizedKVCache":
+        """An empty quantized cache sized for `model`: its layers, kv heads
+        and head width, holding max_len tokens (default: the model's
+        max_seq_len). Raises ValueError when max_len is not an int in
+        [1, max_seq_len]."""
+        c = model.config
+        return cls(c.n_layers, c.n_kv_heads, c.head_dim, _model_max_len(model, max_len))
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Quantize t new keys k and values v, each (Hkv, t, Dh) floating
+        point, and append them to `layer`, after the tokens that layer
+        already holds.
+
+        Returns every key and value of that layer dequantized (code x scale),
+        float32, (Hkv, held + t, Dh) each: new arrays, the new tokens as they
+        come back from their codes too. len(cache) advances once every layer
+        holds the new tokens.
+
+        Raises CacheFullError when the layer would hold more than max_len
+        tokens, and ValueError for a layer outside [0, n_layers), keys and
+        values of another shape or a non-floating dtype, or values that are
+        not finite in float32. Either way the cache is left unchanged.
+        """
+        layer = _check_layer(layer, self.n_layers)
+        k, v = _check_kv(k, v, self.n_kv_heads, self.head_dim)
+        for name, x in (("k", k), ("v", v)):
+            if not np.all(np.isfinite(x.astype(np.float32))):
+                raise ValueError(f"{name} must be finite in float32 to get a scale, got inf or nan")
+        start, t = self._held[layer], k.shape[1]
+        if start + t > self.max_len:
+            raise CacheFullError(
+                f"the cache holds {start} tokens and fits max_len={self.max_len}, so {t} more do not fit; "
+                "crop it or make a cache with a larger max_len"
+            )
+        end = start + t
+        self.keys[layer, :, start:end], self.key_scales[layer, :, start:end] = _quantize_vectors(k)
+        self.values[layer, :, start:end], self.value_scales[layer, :, start:end] = _quantize_vectors(v)
+        self._held[layer] = end
+        k_all = self.keys[layer, :, :end].astype(np.float32) * self.key_scales[layer, :, :end, None]
+        v_all = self.values[layer, :, :end].astype(np.float32) * self.value_scales[layer, :, :end, None]
+        return k_all, v_all
+
+    def __len__(self) -> int:
+        """The number of tokens every layer holds."""
+        return min(self._held)
+
+    def crop(self, n: int) -> None:
+        """Forget every token after the first n, in every layer. Raises
+        ValueError unless 0 <= n <= len(self)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or n > len(self):
+            raise ValueError(f"crop needs an int n in [0, len(cache)={len(self)}], got {n!r}")
+        self._held = [int(n)] * self.n_layers
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one cached token takes, codes and scales:
+        2 (keys and values) x n_layers x Hkv x (Dh x 1 byte + 4 bytes of scale)."""
+        return 2 * self.n_layers * self.n_kv_heads * (self.head_dim + 4)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the code and scale buffers hold: bytes_per_token x max_len."""
+        return int(self.keys.nbytes + self.values.nbytes + self.key_scales.nbytes + self.value_scales.nbytes)
+
+
+CACHE_FORMATS = ("float32", "int8")
+
+
+def tokens_that_fit(model: Model, budget_bytes: int, cache: str = "float32", weight_bits: float = 32.0) -> int:
+    """How many cached tokens fit in budget_bytes of memory beside the
+    model's weights: (budget_bytes - weight bytes) // bytes per token, and 0
+    when the weights alone fill the budget. Sequences of length L that fit:
+    tokens_that_fit(...) // L.
+
+    The weights take ceil(n_params x weight_bits / 8) bytes, every parameter
+    at weight_bits bits (32 for float32, 8.5 for llama.cpp's Q8_0, 4.5 for
+    Q4_0). A token takes, in the model's layers, kv heads and head width:
+    cache="float32": 2 x n_layers x n_kv_heads x head_dim x 4 bytes (KVCache);
+    cache="int8": 2 x n_layers x n_kv_heads x (head_dim + 4) bytes (QuantizedKVCache).
+
+    Raises ValueError for a budget that is not an int >= 0, a cache other
+    than "float32" or "int8", or weight_bits that is not a positive finite number.
+    """
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)) or budget_bytes < 0:
+        raise ValueError(f"budget_bytes must be an int >= 0, got {budget_bytes!r}")
+    if cache not in CACHE_FORMATS:
+        raise ValueError(f"cache must be one of {CACHE_FORMATS}, got {cache!r}")
+    if (
+        isinstance(weight_bits, bool)
+        or not isinstance(weight_bits, (int, float, np.number))
+        or not 0 < weight_bits < math.inf
+    ):
+        raise ValueError(f"weight_bits must be a positive finite number such as 32 or 8.5, got {weight_bits!r}")
+    c = model.config
+    per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
+    weight_bytes = math.ceil(c.n_params() * weight_bits / 8)
+    return max(0, (int(budget_bytes) - weight_bytes) // per_token)
