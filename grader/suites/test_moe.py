@@ -5,7 +5,52 @@ Expected values come from this file's own float64 formulas and loops, or from
 the reference model; never from the code under test. Routing depends on the
 order of probabilities, so wherever an expected value needs the exact top-k
 the suite draws data whose k-th and (k+1)-th probabilities are clearly apart.
-"""
+
+Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
+fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `MoEAux` | load_balancing_loss is that of the routing: every chosen assignment counted, dropped ones too | `test_moe_forward_reports_the_losses_of_its_routing` |
+| `MoEAux` | z_loss is the mean over tokens of logsumexp(router logits) squared | `test_moe_forward_reports_the_losses_of_its_routing` |
+| `MoEAux` | tokens_per_expert is (E,) ints counting kept assignments only, 0 for an expert no token chose | `test_tokens_per_expert_never_exceed_capacity`, `test_experts_that_get_no_token_count_zero`, `test_expert_work_is_k_over_e_of_running_every_expert` |
+| `MoEAux` | dropped is an int, the number of assignments past capacity | `test_dropped_counts_the_assignments_past_capacity`, `test_a_large_capacity_factor_drops_nothing` |
+| `router_probs` | (T, E) softmax over experts (not tokens) of x @ w_router, each row summing to 1 | `test_router_probs_are_the_softmax_of_the_logits` |
+| `router_probs` | finite and right for router logits far past the range of exp | `test_router_probs_are_the_softmax_even_for_logits_of_a_thousand`, `test_router_probs_are_the_softmax_of_the_logits` |
+| `router_probs` | ValueError for x not 2-D or of zero tokens, and for w_router not 2-D (1-D or 3-D) or not D rows high | `test_router_probs_rejects_mismatched_shapes` |
+| `top_k_gating` | indices (T, K) ints, distinct experts, the K most probable in descending order, ties in any order | `test_top_k_indices_are_the_k_largest_in_descending_order` |
+| `top_k_gating` | normalize=True rescales the K chosen probabilities (not all E) to sum to 1; weights have the shape of indices | `test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one` |
+| `top_k_gating` | normalize=False returns the chosen probabilities as they are | `test_unnormalized_weights_are_the_raw_probabilities` |
+| `top_k_gating` | ValueError for k outside [1, E] | `test_top_k_rejects_k_outside_one_to_e` |
+| `top_k_gating` | ValueError for probs that are not (T, E) distributions: a row summing off 1, a negative, a NaN, 1-D | `test_top_k_rejects_probabilities_that_are_not_distributions` |
+| `top_k_gating` | a row is a distribution exactly when it sums to 1 within PROB_SUM_TOL (neither stricter nor looser) | `test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_sum_tol` |
+| `expert_capacity` | max(1, ceil(factor * T * K / E)) as an int, not one more when the share is whole, 1 for T = 0 | `test_expert_capacity_is_the_rounded_up_even_share_times_the_factor` |
+| `expert_capacity` | ValueError for a negative or non-integer n_tokens or n_experts, n_experts 0, and k not an integer in [1, E] | `test_expert_capacity_rejects_a_bad_count`, `test_expert_capacity_rejects_a_negative_factor_or_a_bad_k` |
+| `expert_capacity` | ValueError for a factor that is not a positive finite number: negative, 0, inf, NaN, None | `test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite`, `test_expert_capacity_rejects_a_negative_factor_or_a_bad_k` |
+| `dispatch` | every first choice queues before any second choice, tokens in order within a rank; positions 0-based, dropped ones too | `test_dispatch_drops_exactly_the_assignments_the_priority_rule_names`, `test_dispatch_matches_queueing_one_assignment_at_a_time` |
+| `dispatch` | kept iff the queue position is below capacity (capacity 0 keeps nothing) | `test_dispatch_drops_exactly_the_assignments_the_priority_rule_names`, `test_dispatch_matches_queueing_one_assignment_at_a_time` |
+| `dispatch` | keep (T, K) bools and position (T, K) ints | `test_dispatch_returns_bool_keep_and_integer_positions`, `test_dispatch_drops_exactly_the_assignments_the_priority_rule_names` |
+| `dispatch` | indices of any integer dtype are ints | `test_dispatch_takes_indices_of_any_integer_dtype` |
+| `dispatch` | ValueError for indices not 2-D, not ints, out of [0, E), repeating an expert anywhere in a row, or a negative capacity | `test_dispatch_rejects_bad_indices_or_a_negative_capacity` |
+| `moe_forward` | y (T, D) is the sum over kept assignments of gate weight times the SwiGLU expert's output | `test_moe_forward_matches_a_float64_per_token_loop`, `test_moe_forward_matches_the_reference_model_block`, `test_moe_forward_matches_the_teachers_block_on_its_own_activations`, `test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture`, `test_permuting_tokens_permutes_the_outputs` |
+| `moe_forward` | capacity_factor None means no limit; a factor with room for every assignment drops nothing | `test_a_large_capacity_factor_drops_nothing`, `test_moe_forward_matches_a_float64_per_token_loop` |
+| `moe_forward` | dropped assignments contribute zero while kept ones keep their gate weights | `test_a_fully_dropped_token_outputs_zero`, `test_moe_forward_matches_a_float64_per_token_loop` |
+| `moe_forward` | normalize reaches the gating | `test_moe_forward_matches_a_float64_per_token_loop`, `test_moe_forward_is_right_for_router_logits_past_the_range_of_exp` |
+| `moe_forward` | finite and right for router logits past the range of exp in float32 | `test_moe_forward_is_right_for_router_logits_past_the_range_of_exp` |
+| `moe_forward` | the aux holds the losses and counts of its own routing and capacity | `test_moe_forward_reports_the_losses_of_its_routing`, `test_dropped_counts_the_assignments_past_capacity`, `test_tokens_per_expert_never_exceed_capacity` |
+| `moe_forward` | each expert runs once, on its own tokens only, vectorized: K/E of running every expert | `test_expert_work_is_k_over_e_of_running_every_expert`, `test_moe_forward_is_within_3x_of_a_vectorized_layer`, `test_moe_forward_is_10x_faster_than_a_per_token_loop`, `test_moe_forward_does_not_run_every_expert_on_every_token` |
+| `moe_forward` | ValueError for mismatched shapes: E taken from the router, w_up and w_down widths that would broadcast | `test_moe_forward_rejects_bad_input` |
+| `moe_forward` | ValueError for k out of range or a capacity_factor that is not positive and finite (0 and inf included) | `test_moe_forward_rejects_bad_input` |
+| `load_balancing_loss` | E * sum_i f_i * P_i with f_i over the T*K assignments and P_i the mean probability | `test_load_balancing_loss_matches_its_float64_formula`, `test_load_balance_is_one_when_routing_and_probabilities_are_uniform` |
+| `load_balancing_loss` | 1.0 when routing and probabilities are uniform | `test_load_balance_is_one_when_routing_and_probabilities_are_uniform` |
+| `load_balancing_loss` | grows as routing concentrates on few experts | `test_load_balance_grows_as_routing_concentrates` |
+| `load_balancing_loss` | ValueError for probs that are not distributions, to PROB_SUM_TOL exactly | `test_losses_reject_bad_input`, `test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_sum_tol` |
+| `load_balancing_loss` | ValueError for indices that do not fit probs: an expert past E, a row count other than T | `test_losses_reject_bad_input` |
+| `router_z_loss` | the mean over tokens of logsumexp(logits) squared | `test_z_loss_matches_its_float64_formula` |
+| `router_z_loss` | right for logits of a thousand (no overflow in exp) | `test_z_loss_matches_its_float64_formula_even_for_logits_of_a_thousand` |
+| `router_z_loss` | a float, never negative | `test_z_loss_is_never_negative` |
+| `router_z_loss` | ValueError for logits that are not a non-empty 2-D array of finite floats: 1-D, 3-D, no tokens, NaN, inf, ints | `test_z_loss_rejects_logits_that_are_not_a_non_empty_2d_array_of_finite_floats`, `test_losses_reject_bad_input` |
+"""  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
 
@@ -230,6 +275,7 @@ def test_router_probs_rejects_mismatched_shapes(kata):
         (x, w_router[:5], "w_router with 5 rows for x of width 6"),
         (x[0], w_router, "a 1-D x"),
         (x, w_router[:, :, None], "a 3-D w_router"),
+        (x, w_router[:, 0], "a 1-D w_router (x @ w_router is then one logit per token)"),
         (x[:0], w_router, "an x of zero tokens (T must be >= 1)"),
     ]:
         assert _rejects(lambda: kata.router_probs(bad_x, bad_w)), f"router_probs accepted {what}; raise ValueError"
@@ -324,6 +370,35 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
         )
 
 
+# The stub's PROB_SUM_TOL: a row of probabilities within this of summing to 1 counts as a distribution.
+DISTRIBUTION_TOL = 1e-3
+# Each task's function that takes probs, called on a (T, 4) probs (its other arguments fixed).
+TAKES_PROBS = {
+    "top_k": lambda kata, probs: kata.top_k_gating(probs, 2),
+    "losses": lambda kata, probs: kata.load_balancing_loss(probs, np.tile(np.arange(2), (probs.shape[0], 1))),
+}
+
+
+def _off_by(off: float) -> np.ndarray:
+    """A (2, 4) float32 probs whose second row sums to 1 + off (in float64, within 1e-7)."""
+    return np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1 + off]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("task", ["top_k", "losses"])
+def test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_sum_tol(kata, task):
+    call = TAKES_PROBS[task]
+    for off in (0.5 * DISTRIBUTION_TOL, -0.5 * DISTRIBUTION_TOL):
+        assert not _rejects(lambda: call(kata, _off_by(off))), (
+            f"a row of probs summing to 1 {off:+g} was refused; it is within PROB_SUM_TOL = {DISTRIBUTION_TOL:g} of 1, "
+            "so it counts as a distribution"
+        )
+    for off in (2 * DISTRIBUTION_TOL, -2 * DISTRIBUTION_TOL):
+        assert _rejects(lambda: call(kata, _off_by(off))), (
+            f"a row of probs summing to 1 {off:+g} was accepted; only rows within PROB_SUM_TOL = {DISTRIBUTION_TOL:g} "
+            "of 1 are distributions: raise ValueError"
+        )
+
+
 # --------------------------------------------------------------------- capacity
 
 
@@ -355,13 +430,14 @@ def test_expert_capacity_rejects_a_negative_factor_or_a_bad_k(kata):
         ((10, 4, 2, -1.0), "capacity_factor=-1.0"),
         ((10, 4, 5, 1.0), "k=5 with 4 experts"),
         ((10, 4, 0, 1.0), "k=0"),
+        ((10, 4, 1.5, 1.0), "k=1.5 (k is a count of experts: an integer)"),
     ]:
         assert _rejects(lambda: kata.expert_capacity(*args)), f"expert_capacity accepted {what}; raise ValueError"
 
 
 @pytest.mark.task("capacity")
 def test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite(kata):
-    for factor in (0.0, math.inf, math.nan):
+    for factor in (0.0, math.inf, math.nan, None):
         assert _rejects(lambda: kata.expert_capacity(10, 4, 2, factor)), (
             f"expert_capacity accepted capacity_factor={factor}; it must be a positive finite number: raise ValueError"
         )
@@ -420,10 +496,25 @@ def test_dispatch_returns_bool_keep_and_integer_positions(kata):
 
 
 @pytest.mark.task("capacity")
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8])
+def test_dispatch_takes_indices_of_any_integer_dtype(kata, dtype):
+    indices, E, capacity, keep, position = CRAFTED[0]
+    name = np.dtype(dtype).name
+    try:
+        got_keep, got_pos = kata.dispatch(np.array(indices, dtype=dtype), E, capacity)
+    except ValueError as exc:
+        pytest.fail(f"dispatch refused {name} indices ({exc}); indices may be ints of any integer dtype")
+    assert np.array_equal(np.asarray(got_pos), position) and np.array_equal(np.asarray(got_keep), keep), (
+        f"dispatch of {name} indices differs from dispatch of the same indices as int64"
+    )
+
+
+@pytest.mark.task("capacity")
 def test_dispatch_rejects_bad_indices_or_a_negative_capacity(kata):
     indices = np.array([[0, 1], [2, 0], [1, 2]], dtype=np.int64)
     for args, what in [
         ((np.array([[0, 1], [2, 2], [1, 0]]), 3, 2), "token 1 choosing expert 2 twice"),
+        ((np.array([[1, 0, 1], [0, 1, 2]]), 3, 2), "token 0 choosing expert 1 twice, not side by side"),
         ((indices, 3, -1), "capacity=-1"),
         ((indices - 1, 3, 2), "expert -1"),
         ((indices + 1, 3, 2), "expert 3 of 3"),
@@ -544,6 +635,31 @@ def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, norma
     )
 
 
+# Tokens (T, 4) that a router of 100 * identity sends logits of +-100: exp overflows float32 past 88.7.
+# Each row's first two choices are clearly apart from each other and from the rest.
+LOUD_TOKENS = [[1.0, 0.995, 0.0, -1.0], [-0.3, 0.9, 0.89, -1.0], [0.2, -1.0, 0.21, 0.1], [-1.0, 0.99, 1.0, -0.9]]
+
+
+@pytest.mark.task("layer")
+@pytest.mark.parametrize("normalize", [True, False])
+def test_moe_forward_is_right_for_router_logits_past_the_range_of_exp(kata, normalize):
+    x = np.array(LOUD_TOKENS, dtype=np.float32)
+    w_router = 100 * np.eye(4, dtype=np.float32)
+    _, _, w_gate, w_up, w_down = _layer(25, 4, 4, 4, 6)
+    assert np.all(_clear(_route64(x, w_router, 2)[0], 2)), "suite data has near ties; report this as a grader bug"
+    y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
+    y = np.asarray(y, dtype=np.float64)
+    assert np.all(np.isfinite(y)), (
+        "moe_forward returned NaN or inf for router logits of +-100: subtract each row's maximum before exp"
+    )
+    want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
+    d = float(np.max(np.abs(y - want)))
+    assert np.allclose(y, want, rtol=OUT_RTOL, atol=OUT_ATOL), (
+        f"for router logits of +-100 (normalize={normalize}) moe_forward differs from the float64 per-token loop "
+        f"by {d:.3g}"
+    )
+
+
 @pytest.mark.task("layer")
 def test_a_large_capacity_factor_drops_nothing(kata):
     x, w_router, w_gate, w_up, w_down = _layer(15, 32, 8, 4, 8)
@@ -588,6 +704,9 @@ def test_tokens_per_expert_never_exceed_capacity(kata, factor):
 @pytest.mark.parametrize("factor", [0.5, 0.75, 1.0])
 def test_dropped_counts_the_assignments_past_capacity(kata, factor):
     keep, _, aux = _crowded_layer(kata, factor)
+    assert isinstance(aux.dropped, (int, np.integer)) and not isinstance(aux.dropped, bool), (
+        f"aux.dropped must be an int (a number of assignments), got {aux.dropped!r}"
+    )
     want = int((~keep).sum())
     assert int(aux.dropped) == want, f"aux.dropped is {int(aux.dropped)}, expected {want} assignments past capacity"
 
@@ -635,13 +754,19 @@ def test_experts_that_get_no_token_count_zero(kata):
 
 
 @pytest.mark.task("layer")
-def test_moe_forward_reports_the_losses_of_its_routing(kata):
+@pytest.mark.parametrize("factor", [None, 0.5])
+def test_moe_forward_reports_the_losses_of_its_routing(kata, factor):
+    """With capacity_factor=0.5 some assignments are dropped: the losses are
+    still those of the routing, every chosen expert counted."""
     x, w_router, w_gate, w_up, w_down = _tie_free_layer(18, 30, 8, 5, 8, 2, router_scale=2.0)
     probs, idx, _ = _route64(x, w_router, 2)
-    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2)
+    _, keep, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, factor)
+    assert factor is None or not keep.all(), "suite data drops nothing at capacity_factor=0.5: a grader bug"
+    _, aux = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, capacity_factor=factor)
     want = _lb64(probs, idx)
     assert math.isclose(float(aux.load_balancing_loss), want, rel_tol=LOSS_RTOL), (
-        f"aux.load_balancing_loss is {float(aux.load_balancing_loss):.6g}, expected {want:.6g}"
+        f"with capacity_factor={factor} aux.load_balancing_loss is {float(aux.load_balancing_loss):.6g}, expected "
+        f"{want:.6g} (f_i over all T*K chosen assignments, dropped ones too)"
     )
     want = _z64(x.astype(np.float64) @ w_router.astype(np.float64))
     assert math.isclose(float(aux.z_loss), want, rel_tol=LOSS_RTOL), (
@@ -686,9 +811,13 @@ def test_moe_forward_rejects_bad_input(kata):
         (dict(k=5), "k=5 with 4 experts"),
         (dict(k=2, capacity_factor=-1.0), "capacity_factor=-1.0"),
         (dict(k=2, capacity_factor=0.0), "capacity_factor=0.0 (None, not 0, means no limit)"),
+        (dict(k=2, capacity_factor=math.inf), "capacity_factor=inf (None, not inf, means no limit)"),
+        (dict(k=2, capacity_factor=math.nan), "capacity_factor=nan"),
         (dict(k=2, w_gate=five[0], w_up=five[1], w_down=five[2]), "expert weights for 5 experts with a router for 4"),
         (dict(k=2, w_gate=w_gate[:3], w_up=w_up[:3], w_down=w_down[:3]), "expert weights for 3 experts, router for 4"),
         (dict(k=2, w_up=w_up[:, :, :4]), "w_up narrower than w_gate"),
+        (dict(k=2, w_up=w_up[:, :, :1]), "w_up of width 1 (it broadcasts against x @ w_gate)"),
+        (dict(k=2, w_down=w_down[:, :, :1]), "w_down of output width 1 for x of width 8 (it broadcasts into y)"),
         (dict(k=2, w_down=w_down[:3]), "w_down with 3 experts for a router with 4"),
         (dict(k=2, w_router=w_router[:7]), "w_router with 7 rows for x of width 8"),
     ]
@@ -772,6 +901,24 @@ def test_z_loss_is_never_negative(kata):
         logits = (shift + rng(21).standard_normal((6, 4))).astype(np.float32)
         got = float(kata.router_z_loss(logits))
         assert got >= 0.0, f"router_z_loss is {got:.6g} for logits around {shift}; a mean of squares is >= 0"
+
+
+BAD_LOGITS = {
+    "a NaN": np.array([[0.0, np.nan, 1.0]], dtype=np.float32),
+    "an inf": np.array([[0.0, 1.0], [np.inf, 0.0]], dtype=np.float32),
+    "a -inf": np.array([[-np.inf, 1.0]], dtype=np.float64),
+    "integers": np.array([[1, 2, 3], [0, 0, 1]], dtype=np.int64),
+    "zero tokens": np.zeros((0, 3), dtype=np.float32),
+    "a 3-D array": np.zeros((2, 3, 1), dtype=np.float32),
+}
+
+
+@pytest.mark.task("losses")
+def test_z_loss_rejects_logits_that_are_not_a_non_empty_2d_array_of_finite_floats(kata):
+    for what, logits in BAD_LOGITS.items():
+        assert _rejects(lambda: kata.router_z_loss(logits)), (
+            f"router_z_loss accepted logits with {what}; raise ValueError"
+        )
 
 
 @pytest.mark.task("losses")
