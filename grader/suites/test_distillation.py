@@ -76,7 +76,7 @@ FD_STEP = 1e-5  # step of the central finite differences
 FLAT_TOL = 1e-6  # slack when checking that KL to uniform never increases with T
 # Loss + gradient may take this many times two plain softmaxes, both timed through the jail's channel.
 # The reference measures about 4x (it needs about three softmaxes of passes), a row-by-row gradient about 20x.
-SPEED_RATIO = 10.0
+SPEED_RATIO = 12.0
 IGNORE = -100
 
 
@@ -930,8 +930,9 @@ def test_loss_and_gradient_are_vectorized(kata):
     """Loss plus gradient on (2048, 256) logits against two plain softmaxes of
     the same size (baseline_distillation.py), both timed through the same
     channel on fresh logits each repeat. A vectorized version needs a few
-    softmaxes' worth of passes over the array (about 4x); a Python loop over
-    rows takes about 20x. The two are timed alternately, up to three rounds, and the
+    softmaxes' worth of passes over the array (about 4x, and up to 5.4x beside
+    two busy processes: the bar of 12x leaves it a 2x margin); a Python loop
+    over rows takes about 20x. The two are timed alternately, up to three rounds, and the
     best round kept, so a busy machine does not fail fast code."""
     gen = common.rng(9)
 
