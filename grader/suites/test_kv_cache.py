@@ -5,7 +5,66 @@ wall-clock ratios) a cache buys.
 
 Expected values come from the reference model (`Model.forward`,
 `generate_naive`) or from the suite's own bookkeeping of what was written.
-"""
+
+Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
+fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `CacheFullError` | is a ValueError, raised when tokens do not fit, the cache left as it was | `test_writing_past_max_len_raises_cache_full_error_saying_what_fits`, `test_writing_past_max_len_leaves_the_cache_unchanged` |
+| `KVCache.__init__` | keeps n_layers, n_kv_heads, head_dim, max_len and dtype (default float32) as given | `test_the_constructor_keeps_its_sizes_and_dtype_as_attributes` |
+| `KVCache.__init__` | preallocates keys and values of the given floating dtype | `test_nbytes_is_two_times_layers_heads_width_max_len_itemsize`, `test_update_returns_keys_and_values_in_the_cache_dtype` |
+| `KVCache.__init__` | refuses a size that is not a positive int with ValueError | `test_the_constructor_rejects_sizes_that_are_not_positive` |
+| `KVCache.__init__` | refuses a dtype that is not floating point, or no dtype at all, with ValueError | `test_the_constructor_rejects_a_dtype_that_is_not_floating_point` |
+| `KVCache.for_model` | an empty float32 cache of the model's layers, kv heads and head width, max_len defaulting to max_seq_len, both ends of 1..max_seq_len accepted | `test_for_model_sizes_the_cache_for_the_model` |
+| `KVCache.for_model` | refuses max_len outside 1..max_seq_len or not an int | `test_for_model_rejects_max_len_outside_one_to_max_seq_len` |
+| `KVCache.update` | returns every key and value written to that layer, for any sizes of update | `test_update_returns_everything_written_so_far` |
+| `KVCache.update` | appends after the tokens that layer already holds, in any order of layers | `test_update_appends_after_the_layer_own_tokens_in_any_order_of_layers` |
+| `KVCache.update` | len advances once every layer holds the new tokens (len is what every layer holds) | `test_length_advances_once_every_layer_holds_the_new_tokens`, `test_len_is_what_every_layer_holds_in_any_order_of_layers` |
+| `KVCache.update` | returns the cache's dtype | `test_update_returns_keys_and_values_in_the_cache_dtype` |
+| `KVCache.update` | never copies the past (views of the buffers) | `test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16` |
+| `KVCache.update` | past max_len raises CacheFullError saying what is held and what fits, changing nothing | `test_writing_past_max_len_raises_cache_full_error_saying_what_fits`, `test_writing_past_max_len_leaves_the_cache_unchanged` |
+| `KVCache.update` | a bad layer, shape or dtype of keys or values raises ValueError, changing nothing | `test_a_wrong_shape_dtype_or_layer_raises_value_error_and_keeps_the_cache` |
+| `KVCache.crop` | forgets every token after the first n in every layer; the next write lands at n | `test_crop_forgets_everything_after_the_first_n_tokens`, `test_continuing_after_crop_matches_a_fresh_cache` |
+| `KVCache.crop` | refuses n outside 0..len, len being what every layer holds, changing nothing | `test_crop_rejects_n_outside_zero_to_len`, `test_crop_rejects_n_past_what_every_layer_holds` |
+| `KVCache.nbytes` | 2 x layers x Hkv x Dh x max_len x itemsize | `test_nbytes_is_two_times_layers_heads_width_max_len_itemsize`, `test_for_model_sizes_the_cache_for_the_model` |
+| `forward_cached` | logits (t, V) equal to model.forward for any chunking, dense, GQA and MoE | `test_chunked_forward_cached_matches_a_full_forward` |
+| `forward_cached` | places the new tokens at len(cache) onward, so crop rolls back | `test_continuing_after_crop_matches_a_fresh_cache` |
+| `forward_cached` | pushes only the new tokens through each layer | `test_forward_cached_pushes_only_the_new_tokens_through_each_layer` |
+| `forward_cached` | tokens that do not fit raise CacheFullError, len unchanged | `test_forward_cached_past_the_cache_raises_cache_full_error` |
+| `forward_cached` | a cache of other layers, kv heads or head width raises ValueError | `test_forward_cached_rejects_a_cache_of_another_shape` |
+| `forward_cached` | bad tokens and positions past max_seq_len raise ValueError | `test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len` |
+| `generate` | greedy output equals generate_naive, also for a 1-token prompt, max_seq_len filled and n_new 0 | `test_greedy_generate_matches_generate_naive` |
+| `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
+| `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
+| `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
+| `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens` |
+| `PagedKVCache.__init__` | refuses a size that is not a positive int | `test_paged_constructor_rejects_sizes_that_are_not_positive` |
+| `PagedKVCache.__init__` | block_size defaults to 16 tokens | `test_paged_blocks_hold_16_tokens_by_default` |
+| `PagedKVCache.update` | reads back what a dense cache holds, for any interleaving of sequences | `test_paged_cache_reads_back_what_a_dense_cache_holds` |
+| `PagedKVCache.update` | takes blocks only as needed | `test_paged_blocks_in_use_is_never_more_than_the_sequences_need`, `test_paged_blocks_hold_16_tokens_by_default` |
+| `PagedKVCache.update` | too few free blocks raise CacheFullError, no block taken, no sequence corrupted | `test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence`, `test_paged_update_needing_more_blocks_than_are_free_takes_none` |
+| `PagedKVCache.update` | an unknown sequence, bad layer, shape or dtype raises ValueError, changing nothing | `test_paged_bad_update_raises_value_error_and_changes_nothing` |
+| `PagedKVCache.add_sequence` | starts an empty sequence; a live name raises ValueError keeping its tokens | `test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
+| `PagedKVCache.free` | returns the blocks, which others reuse; an unknown sequence raises ValueError | `test_paged_cache_reuses_freed_blocks`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
+| `PagedKVCache.blocks_in_use` | the blocks the live sequences hold | `test_paged_cache_reuses_freed_blocks`, `test_paged_blocks_in_use_is_never_more_than_the_sequences_need` |
+| `QuantizedKVCache` | codes int8 of shape (layers, Hkv, max_len, Dh), scales float32 (layers, Hkv, max_len) | `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
+| `QuantizedKVCache` | scale max abs over 127 of each token and head's vector, in float32 | `test_quantized_scales_are_max_abs_over_127_of_each_token_and_head`, `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache` | codes round half to even; a zero vector gets scale 0 and comes back exactly zero | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache.__init__` | keeps its sizes as attributes; refuses a size that is not a positive int | `test_quantized_constructor_keeps_its_sizes_as_attributes`, `test_quantized_constructor_rejects_sizes_that_are_not_positive` |
+| `QuantizedKVCache.for_model` | sized for the model, max_len defaulting to max_seq_len; refuses max_len outside 1..max_seq_len | `test_quantized_for_model_sizes_the_cache_for_the_model` |
+| `QuantizedKVCache.update` | returns every token of the layer within half its own step, float32, in any order of layers | `test_quantized_update_returns_every_token_within_half_a_step_in_any_order_of_layers`, `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
+| `QuantizedKVCache.update` | the new tokens too come back as code x scale | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache.update` | len advances once every layer holds the new tokens | `test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers` |
+| `QuantizedKVCache.update` | past max_len raises CacheFullError, no code, scale or length changed | `test_quantized_writing_past_max_len_raises_cache_full_error_and_changes_nothing` |
+| `QuantizedKVCache.update` | a bad layer, shape, dtype or a non-finite value raises ValueError, changing nothing | `test_quantized_bad_update_raises_value_error_and_changes_nothing` |
+| `QuantizedKVCache.update` | the teacher on it agrees with float32 greedy decoding at 98% of 256 positions | `test_the_teacher_on_a_quantized_cache_agrees_with_float32_greedy_decoding_at_98_percent_of_256_positions` |
+| `QuantizedKVCache.crop` | forgets every token after n; refuses n outside 0..len, changing nothing | `test_quantized_crop_forgets_everything_after_the_first_n_tokens`, `test_quantized_crop_rejects_n_outside_zero_to_len` |
+| `QuantizedKVCache.bytes_per_token` | 2 x layers x Hkv x (Dh + 4) | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales` |
+| `QuantizedKVCache.nbytes` | bytes_per_token x max_len, codes and scales | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales`, `test_quantized_for_model_sizes_the_cache_for_the_model` |
+| `tokens_that_fit` | (budget - ceil(params x bits / 8)) // bytes per token, float32 or int8, 0 when the weights fill it | `test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights` |
+| `tokens_that_fit` | refuses a bad budget, cache name or weight_bits | `test_tokens_that_fit_rejects_bad_arguments` |
+"""  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
 
@@ -240,6 +299,19 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
 
 
 @pytest.mark.task("cache")
+@pytest.mark.parametrize("dtype", [None, np.float16, np.float64], ids=["default dtype", "float16", "float64"])
+def test_the_constructor_keeps_its_sizes_and_dtype_as_attributes(kata, dtype):
+    cache = kata.KVCache(3, 2, 8, 40) if dtype is None else kata.KVCache(3, 2, 8, 40, dtype=dtype)
+    got = tuple(int(getattr(cache, a)) for a in ("n_layers", "n_kv_heads", "head_dim", "max_len"))
+    assert got == (3, 2, 8, 40), f"KVCache(3, 2, 8, 40) has (n_layers, n_kv_heads, head_dim, max_len) {got}"
+    want = np.dtype(np.float32 if dtype is None else dtype)
+    assert np.dtype(cache.dtype) == want, (
+        f"KVCache(3, 2, 8, 40{'' if dtype is None else f', dtype={want.name}'}).dtype is {cache.dtype!r}, expected "
+        f"{want.name}" + (" (the default)" if dtype is None else "")
+    )
+
+
+@pytest.mark.task("cache")
 @pytest.mark.parametrize("dtype", [np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_update_returns_keys_and_values_in_the_cache_dtype(kata, dtype):
     rng = common.rng(31)
@@ -273,10 +345,20 @@ def test_for_model_sizes_the_cache_for_the_model(kata, name):
     assert int(short.nbytes) == per_token * 5, (
         f"KVCache.for_model(model, max_len=5).nbytes is {short.nbytes}, expected {per_token} x 5"
     )
+    for max_len in (1, c.max_seq_len):  # both ends of [1, max_seq_len]
+        cache = _accepted(
+            lambda: kata.KVCache.for_model(model, max_len=max_len),
+            f"KVCache.for_model(model, max_len={max_len}) for a model of max_seq_len={c.max_seq_len}",
+        )
+        assert int(cache.nbytes) == per_token * max_len, (
+            f"KVCache.for_model(model, max_len={max_len}).nbytes is {cache.nbytes}, expected {per_token} x {max_len}"
+        )
 
 
 @pytest.mark.task("cache")
-@pytest.mark.parametrize("max_len", [0, MAX_SEQ + 1], ids=["max_len 0", "max_len past max_seq_len"])
+@pytest.mark.parametrize(
+    "max_len", [0, MAX_SEQ + 1, 2.5], ids=["max_len 0", "max_len past max_seq_len", "max_len not an int"]
+)
 def test_for_model_rejects_max_len_outside_one_to_max_seq_len(kata, max_len):
     _refused(
         ValueError,
@@ -384,12 +466,12 @@ def test_the_constructor_rejects_sizes_that_are_not_positive(kata, args):
 
 
 @pytest.mark.task("cache")
-@pytest.mark.parametrize("dtype", [np.int32, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [np.int32, np.bool_, "not a dtype"], ids=["int32", "bool", "not a dtype"])
 def test_the_constructor_rejects_a_dtype_that_is_not_floating_point(kata, dtype):
     _refused(
         ValueError,
         lambda: kata.KVCache(LAYERS, HKV, DH, MAX_LEN, dtype=dtype),
-        f"KVCache({LAYERS}, {HKV}, {DH}, {MAX_LEN}, dtype={np.dtype(dtype).name})",
+        f"KVCache({LAYERS}, {HKV}, {DH}, {MAX_LEN}, dtype={dtype!r})",
     )
 
 
@@ -550,7 +632,9 @@ def test_forward_cached_past_the_cache_raises_cache_full_error(kata):
 
 
 @pytest.mark.task("forward")
-@pytest.mark.parametrize("shape", [(1, 2, 8), (2, 1, 6)], ids=["too few layers", "wrong head width"])
+@pytest.mark.parametrize(
+    "shape", [(1, 2, 8), (2, 1, 6), (2, 1, 8)], ids=["too few layers", "wrong head width", "too few kv heads"]
+)
 def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
     cache = kata.KVCache(*shape, MAX_SEQ)
     _refused(
@@ -559,6 +643,24 @@ def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
         f"forward_cached with a cache of {shape[0]} layers, {shape[1]} kv heads of width {shape[2]} "
         "for a model of 2 layers, 2 kv heads of width 8",
     )
+
+
+@pytest.mark.task("forward")
+@pytest.mark.parametrize(
+    "tokens,max_len",
+    [([V], MAX_SEQ), ([-1], MAX_SEQ), ([[1, 2]], MAX_SEQ), ([1.5], MAX_SEQ), ([1] * (MAX_SEQ + 1), MAX_SEQ + 4)],
+    ids=["token V", "token -1", "2-D tokens", "float tokens", "positions past max_seq_len (a larger cache)"],
+)
+def test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len(kata, tokens, max_len):
+    model = MODELS["dense"]
+    c = model.config
+    cache = kata.KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_len)
+    _refused(
+        ValueError,
+        lambda: kata.forward_cached(model, tokens, cache),
+        f"forward_cached of tokens {tokens} for a model of vocabulary {V} and max_seq_len {MAX_SEQ}",
+    )
+    assert int(len(cache)) == 0, f"after a refused forward_cached, len(cache) is {len(cache)}, expected 0 as before"
 
 
 # ------------------------------------------------------------- generate
@@ -785,6 +887,44 @@ def test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence(kata):
             np.concatenate([old_v, v], axis=1),
             f"sequence b, layer {layer}, continuing after its refused update",
         )
+
+
+@pytest.mark.task("paged")
+@pytest.mark.parametrize(
+    "args,kwargs",
+    [
+        ((0, 1, 2, 4), {}),
+        ((1, 0, 2, 4), {}),
+        ((1, 1, -2, 4), {}),
+        ((1, 1, 2, 0), {}),
+        ((1, 1, 2, 4), {"block_size": 0}),
+        ((1, 1, 2, 2.5), {}),
+    ],
+    ids=["n_layers 0", "n_kv_heads 0", "head_dim -2", "num_blocks 0", "block_size 0", "num_blocks not an int"],
+)
+def test_paged_constructor_rejects_sizes_that_are_not_positive(kata, args, kwargs):
+    _refused(ValueError, lambda: kata.PagedKVCache(*args, **kwargs), f"PagedKVCache{args} {kwargs}")
+
+
+@pytest.mark.task("paged")
+def test_paged_blocks_hold_16_tokens_by_default(kata):
+    rng = common.rng(40)
+    cache = kata.PagedKVCache(1, P_HKV, P_DH, 2)  # block_size left at its default, 16
+    cache.add_sequence("a")
+    k, v = _kv_pair(rng, 16, P_HKV, P_DH)
+    got = _accepted(lambda: cache.update("a", 0, k, v), "writing 16 tokens to an empty pool of 2 default blocks")
+    _check_contents(*got, k, v, "16 tokens in a pool of default blocks")
+    assert int(cache.blocks_in_use) == 1, (
+        f"16 tokens took {cache.blocks_in_use} blocks of the default size, expected 1 (block_size defaults to 16)"
+    )
+    more_k, more_v = _kv_pair(rng, 16, P_HKV, P_DH)
+    _accepted(lambda: cache.update("a", 0, more_k, more_v), "writing 16 more tokens: the second default block")
+    assert int(cache.blocks_in_use) == 2, f"32 tokens took {cache.blocks_in_use} default blocks, expected 2"
+    _refused(
+        kata.CacheFullError,
+        lambda: cache.update("a", 0, *_kv_pair(rng, 1, P_HKV, P_DH)),
+        "a 33rd token in a pool of 2 blocks of 16",
+    )
 
 
 def _paged_with(kata, num_blocks: int, held: dict, rng) -> tuple[object, dict]:
@@ -1087,6 +1227,13 @@ def test_quantized_codes_of_hand_computed_vectors_round_half_to_even(kata):
 
 
 @pytest.mark.task("quantized")
+def test_quantized_constructor_keeps_its_sizes_as_attributes(kata):
+    cache = kata.QuantizedKVCache(3, 2, 8, 40)
+    got = tuple(int(getattr(cache, a)) for a in ("n_layers", "n_kv_heads", "head_dim", "max_len"))
+    assert got == (3, 2, 8, 40), f"QuantizedKVCache(3, 2, 8, 40) has (n_layers, n_kv_heads, head_dim, max_len) {got}"
+
+
+@pytest.mark.task("quantized")
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 def test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32(kata, dtype):
     cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
@@ -1247,7 +1394,7 @@ def test_quantized_for_model_sizes_the_cache_for_the_model(kata, name):
             f"QuantizedKVCache.for_model(model, max_len={max_len}).nbytes is {cache.nbytes}, expected "
             f"{per_token} x {max_len}"
         )
-    for max_len in (0, MAX_SEQ + 1):
+    for max_len in (0, MAX_SEQ + 1, 2.5):
         _refused(
             ValueError,
             lambda: kata.QuantizedKVCache.for_model(model, max_len=max_len),
