@@ -38,7 +38,7 @@ fail without it.
 | `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
 | `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
 | `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
-| `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens` |
+| `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_192_tokens` |
 | `PagedKVCache.__init__` | refuses a size that is not a positive int | `test_paged_constructor_rejects_sizes_that_are_not_positive` |
 | `PagedKVCache.__init__` | block_size defaults to 16 tokens | `test_paged_blocks_hold_16_tokens_by_default` |
 | `PagedKVCache.update` | reads back what a dense cache holds, for any interleaving of sequences | `test_paged_cache_reads_back_what_a_dense_cache_holds` |
@@ -75,7 +75,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader import judge, protocol
+from grader import judge, protocol, timing
 from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, time_ratio
 from reference.lm import shipped_model
@@ -87,7 +87,7 @@ array_equal = np.array_equal
 max_abs = lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))  # noqa: E731
 
 LOGITS_ATOL = 1e-4  # cached logits vs a full recompute, float32 throughout
-MIN_GENERATE_SPEEDUP = 5.0  # cached generation vs generate_naive, 192 tokens
+MIN_GENERATE_SPEEDUP = 3.0  # cached generation vs generate_naive, 192 tokens (the reference: 7.6x or more)
 MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
 
 MAX_SEQ = 24
@@ -1557,10 +1557,12 @@ SPEED_MODEL = Model.random(
 
 @pytest.mark.task("speed")
 @pytest.mark.speed
-def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
+def test_cached_generation_is_at_least_3x_faster_than_naive_at_192_tokens(kata):
     """Both run in their jails on a copy of SPEED_MODEL, timed here,
-    alternately, on a fresh prompt each repeat; the tokens each returns
-    while timed must be the same."""
+    alternately, on a fresh prompt each round; the tokens each returns
+    while timed must be the same. The reference is 10x faster on a quiet
+    machine and 7.6x beside two busy processes, so the 3x bar leaves it a
+    2x margin; generation that ignores its cache is about 1x."""
     gen = common.rng(18)
     ratio = time_ratio(
         kata.generate,
@@ -1579,28 +1581,31 @@ def test_cached_generation_is_at_least_5x_faster_than_naive_at_192_tokens(kata):
 @pytest.mark.task("speed")
 @pytest.mark.speed
 def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
-    """Two caches, one holding 16 tokens and one 4096, take turns (which goes
-    first alternates too), so a machine busy with something else slows both
-    alike. Each turn times `steps` one-token updates in one round trip
+    """Two caches, one holding 16 tokens and one 4096, take turns
+    (grader.timing.interleave: which goes first alternates too, and rounds
+    are added while they disagree), so a machine busy with something else
+    slows both alike. Each turn times `steps` one-token updates in one round trip
     (judge.timed with batch), so the channel's fixed cost is shared; each
     update answers with a sampled digest of the keys and values it returns,
     checked against what the suite wrote, so skipping or deferring the write
     cannot look fast."""
-    hkv, dh, steps, repeats = 8, 64, 8, 9
+    hkv, dh, steps, rounds = 8, 64, 8, 9
+    most = 2 * rounds  # timing.interleave may add rounds while they disagree
     rng = common.rng(19)
 
     class Side:
         """A cache holding `held` tokens, what the suite wrote into it, and its times."""
 
         def __init__(self, held: int):
-            size = held + steps * (repeats + 1)
+            size = held + steps * most
             self.cache = kata.KVCache(1, hkv, dh, size)
             self.want_k, self.want_v = np.zeros((hkv, size, dh), np.float32), np.zeros((hkv, size, dh), np.float32)
             self.want_k[:, :held], self.want_v[:, :held] = _kv_pair(rng, held, hkv, dh)
             judge.timed(self.cache.update, (0, self.want_k[:, :held], self.want_v[:, :held]))
-            self.n, self.times = held, []
+            self.n = held
 
-        def turn(self, r: int) -> None:
+        def turn(self, r: int) -> float:
+            """Seconds of `steps` one-token updates, timed in the judge around one round trip."""
             calls, expected = [], []
             for _ in range(steps):
                 k, v = _kv_pair(rng, 1, hkv, dh)
@@ -1613,14 +1618,18 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
                 f"with {self.n - steps} to {self.n - 1} tokens cached, update returned keys and values that differ "
                 "from what was written"
             )
-            self.times.append(seconds)
+            return seconds
 
-    sides = Side(16), Side(4096)
-    for r in range(repeats):
-        for side in sides if r % 2 == 0 else sides[::-1]:
-            side.turn(r)
-    short, long = (float(np.median(side.times)) for side in sides)
-    ratio = long / short
+    short, long = Side(16), Side(4096)
+    timed = timing.interleave(
+        [long.turn, short.turn],
+        rounds=rounds,
+        max_rounds=most,
+        spread=common.SPEED_SPREAD,
+        budget_seconds=common.SPEED_BUDGET_SECONDS,
+        warmup=False,
+    )
+    ratio = timed.ratio(0, 1)
     common.figure(
         "update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower", key="update_growth"
     )
