@@ -101,9 +101,10 @@ def quantize_grouped(x, bits: int, group_size: int) -> tuple[np.ndarray, np.ndar
 
     Returns q, int8 codes in [-qmax, qmax] of shape (..., L), and scales
     (..., L // G) in x's float dtype: scale = max|group| / qmax, codes
-    round(x / scale) half to even (here as x * (qmax / max|group|)), clamped.
-    A group of zeros gets scale 0 and codes 0. Vectorized: no Python loop
-    over groups.
+    round(x / scale) half to even (here as x * (qmax / max|group|), taken
+    in float32 for float16 x, where qmax / max|group| can pass float16's
+    65504), clamped. A group of zeros gets scale 0 and codes 0. Vectorized:
+    no Python loop over groups.
     """
     raise NotImplementedError
 

@@ -5,7 +5,67 @@ model, and the speed of grouped quantization.
 Expected values come from the formulas of the issue, computed here in
 float64 (or float32 where llama.cpp computes in float32), never from the
 code under test.
-"""
+
+Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
+fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `quantize_symmetric` | codes lie in [-qmax, qmax], qmax = 2^(bits-1) - 1 | `test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype` |
+| `quantize_symmetric` | codes are int8 | `test_quantizers_return_codes_in_their_documented_integer_dtype` |
+| `quantize_symmetric` | scale is max abs over qmax, per tensor or per index along axis (negative axes too) | `test_symmetric_scale_is_max_abs_over_qmax_per_slice`, `test_per_channel_error_is_never_above_per_tensor_error` |
+| `quantize_symmetric` | scale in x's float dtype, shaped () or x.shape with 1 on every axis but axis | `test_symmetric_scale_has_the_input_dtype_and_the_documented_shape` |
+| `quantize_symmetric` | codes round x over scale half to even, clamped | `test_symmetric_rounds_exact_halves_to_even`, `test_symmetric_error_is_at_most_half_a_step`, `test_requantizing_a_dequantized_tensor_gives_the_same_codes` |
+| `quantize_symmetric` | the largest magnitude lands on the largest code; codes monotone | `test_symmetric_largest_magnitude_comes_back_within_float_rounding`, `test_symmetric_codes_are_monotone_in_the_input` |
+| `quantize_symmetric` | a slice of zeros gets scale 0 and codes 0 | `test_symmetric_gives_a_slice_of_zeros_scale_zero`, `test_all_zero_slices_get_zero_codes_and_dequantize_to_exact_zeros` |
+| `quantize_symmetric` | ValueError for bits outside 2..8, integer x, NaN or inf | `test_per_tensor_quantizers_reject_bits_out_of_range`, `test_per_tensor_quantizers_reject_integer_nan_and_inf_input` |
+| `dequantize_symmetric` | q times scale, in the scale's float dtype | `test_dequantize_symmetric_returns_the_scale_dtype`, `test_symmetric_error_is_at_most_half_a_step` |
+| `quantize_affine` | codes in [0, 2^bits - 1], uint8; zero point int64 | `test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype`, `test_quantizers_return_codes_in_their_documented_integer_dtype` |
+| `quantize_affine` | range widened to hold 0; PyTorch's scale and clamped rounded zero point | `test_affine_scale_and_zero_point_follow_the_pytorch_formulas`, `test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype` |
+| `quantize_affine` | codes and zero point round half to even | `test_affine_rounds_exact_halves_to_even` |
+| `quantize_affine` | 0.0 comes back exactly; every value within half a step; codes monotone | `test_affine_represents_zero_exactly`, `test_affine_error_is_at_most_half_a_step`, `test_affine_codes_are_monotone_in_the_input` |
+| `quantize_affine` | a slice of zeros gets scale 0 and zero point 0 | `test_affine_gives_a_slice_of_zeros_scale_and_zero_point_zero` |
+| `quantize_affine` | scale in x's dtype and scale and zero point shaped as in quantize_symmetric | `test_affine_scale_and_zero_point_have_the_documented_shape` |
+| `quantize_affine` | ValueError for bits outside 2..8, integer x, NaN or inf | `test_per_tensor_quantizers_reject_bits_out_of_range`, `test_per_tensor_quantizers_reject_integer_nan_and_inf_input` |
+| `dequantize_affine` | (q - zero_point) times scale without uint8 wrap-around | `test_affine_error_is_at_most_half_a_step`, `test_affine_represents_zero_exactly` |
+| `dequantize_affine` | returns the scale's float dtype | `test_dequantize_affine_returns_the_scale_dtype` |
+| `quantize_grouped` | one scale per group of G along the last axis, max abs of the group over qmax | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_an_outlier_only_coarsens_its_own_group` |
+| `quantize_grouped` | int8 codes in [-qmax, qmax] | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_quantizers_return_codes_in_their_documented_integer_dtype` |
+| `quantize_grouped` | codes round x over scale half to even; G = L gives the per-channel codes | `test_grouped_rounds_exact_halves_to_even`, `test_grouped_error_is_at_most_half_a_step_of_its_group`, `test_one_group_per_row_gives_the_per_channel_symmetric_codes`, `test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes` |
+| `quantize_grouped` | scales in x's float dtype, float16 too, whose small groups still get round x over scale | `test_grouped_scales_and_dequantized_values_keep_the_float_dtype`, `test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes` |
+| `quantize_grouped` | a group of zeros gets scale 0 and codes 0 | `test_grouped_gives_a_group_of_zeros_scale_zero`, `test_grouped_all_zero_groups_dequantize_to_exact_zeros` |
+| `quantize_grouped` | ValueError naming both numbers when G does not divide L; and for bad bits, integers, NaN, inf | `test_grouped_rejects_an_indivisible_group_size_naming_both_numbers`, `test_grouped_rejects_bad_bits_integers_nan_and_inf` |
+| `quantize_grouped` | vectorized, no Python loop over groups | `test_grouped_quantization_is_vectorized` |
+| `dequantize_grouped` | q times its group's scale, in the scales' dtype | `test_grouped_error_is_at_most_half_a_step_of_its_group`, `test_grouped_scales_and_dequantized_values_keep_the_float_dtype` |
+| `dequantize_grouped` | ValueError for a scalar q or scales not one per group (also ones that only broadcast) | `test_dequantize_grouped_rejects_scales_that_do_not_fit_the_codes` |
+| `pack_int4` | element 2i in the low nibble, 2i+1 in the high, 4-bit two's complement, uint8 | `test_pack_int4_puts_element_2i_in_the_low_nibble`, `test_pack_then_unpack_round_trips_exactly` |
+| `pack_int4` | an odd N padded with one zero code; ceil(N / 2) bytes, none for N = 0 | `test_pack_int4_pads_an_odd_count_with_one_zero_code`, `test_pack_then_unpack_round_trips_exactly` |
+| `pack_int4` | ValueError for codes outside [-8, 7] | `test_pack_int4_rejects_codes_outside_4_bits` |
+| `unpack_int4` | gives back the n codes packed, as int8 | `test_pack_then_unpack_round_trips_exactly`, `test_unpack_int4_returns_int8_codes` |
+| `unpack_int4` | ValueError unless packed is 1-D uint8 of ceil(n / 2) bytes | `test_unpack_int4_rejects_bytes_that_do_not_hold_n_codes` |
+| `quantize_q8_0` | d = max abs over 127 and id = 1/d in float32, codes rounded halves away from zero, fp16 d then 32 codes | `test_q8_0_matches_hand_computed_blocks`, `test_q8_0_matches_the_llama_cpp_formula_on_random_blocks`, `test_q8_0_and_q4_0_match_gguf_on_random_blocks` |
+| `quantize_q8_0` | returns bytes; a float64 x is taken as float32 | `test_q8_0_matches_hand_computed_blocks`, `test_q8_0_and_q4_0_take_float64_input_as_float32` |
+| `quantize_q8_0` | ValueError for a length not a multiple of 32, integers, NaN, inf | `test_llama_cpp_blocks_reject_bad_input` |
+| `dequantize_q8_0` | code times d, float32 (n,) | `test_q8_0_dequantizes_to_code_times_d`, `test_q8_0_and_q4_0_dequantize_to_float32` |
+| `quantize_q4_0` | m the signed extreme (first on a tie), d = m / -8, q = min(15, floor(x id + 8.5)), nibbles j and j + 16 | `test_q4_0_matches_hand_computed_blocks`, `test_q4_0_matches_the_llama_cpp_formula_on_random_blocks` |
+| `quantize_q4_0` | a block of zeros gets d = -0.0 and codes 8 | `test_q4_0_matches_hand_computed_blocks` |
+| `quantize_q4_0` | returns bytes; a float64 x is taken as float32 | `test_q4_0_matches_hand_computed_blocks`, `test_q8_0_and_q4_0_take_float64_input_as_float32` |
+| `quantize_q4_0` | ValueError for a length not a multiple of 32, integers, NaN, inf | `test_llama_cpp_blocks_reject_bad_input` |
+| `dequantize_q4_0` | (q - 8) times d, float32 (n,) | `test_q4_0_dequantizes_to_q_minus_8_times_d`, `test_q8_0_and_q4_0_dequantize_to_float32` |
+| `quantize_model` | a new Model with the same config; the input untouched and sharing no arrays | `test_quantize_model_returns_a_copy_and_leaves_the_input_untouched` |
+| `quantize_model` | every linear weight (experts, router, out too) quantized; norms and tok_emb kept | `test_quantize_model_quantizes_every_linear_weight_and_nothing_else` |
+| `quantize_model` | groups of group_size along the input axis, with the bits given | `test_quantize_model_groups_each_weight_in_runs_of_group_size_along_its_input_axis`, `test_kl_to_the_float_model_grows_as_bits_shrink`, `test_eight_bit_model_stays_within_a_small_kl_of_the_float_model`, `test_eight_bit_greedy_generation_agrees_with_the_float_model` |
+| `quantize_model` | ValueError for bad bits or group_size, naming the weight group_size does not divide | `test_quantize_model_rejects_bad_bits_and_group_size`, `test_quantize_model_names_the_weight_whose_input_width_group_size_does_not_divide` |
+| `bits_per_weight` | bits + 8 scale_bytes / group_size, groups of 1 and scale_bytes 0 included | `test_bits_per_weight_counts_the_scales` |
+| `bits_per_weight` | ValueError for bits outside 2..8, group_size below 1, negative scale_bytes | `test_bits_per_weight_rejects_sizes_outside_their_ranges` |
+| `calibrate` | minmax (the default) is max abs over qmax; all-zero x gives 0 | `test_calibrate_minmax_is_max_abs_over_qmax` |
+| `calibrate` | percentile is NumPy's linear percentile of abs x (99.9 by default, 100 allowed) over qmax, 0 where that is 0 | `test_calibrate_percentile_is_the_linear_percentile_of_abs_x_over_qmax` |
+| `calibrate` | mse is c over qmax for the grid clip of least squared error, i = 1..grid, grid honoured | `test_calibrate_mse_is_the_grid_clip_of_least_squared_error`, `test_calibrate_mse_is_never_worse_than_minmax` |
+| `calibrate` | mse breaks a tie toward the larger clip | `test_calibrate_mse_breaks_a_tie_toward_the_larger_clip` |
+| `calibrate` | the scale is a NumPy scalar of x's float dtype | `test_calibrate_minmax_is_max_abs_over_qmax`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
+| `calibrate` | percentile and mse beat min-max on heavy tails; mse scales bring a 4-bit teacher closer | `test_calibrate_percentile_and_mse_beat_minmax_on_heavy_tailed_data`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
+| `calibrate` | ValueError for bits, a method not one of the three (naming them), percentile or grid out of range whatever the method, empty, integer, NaN or inf x | `test_calibrate_rejects_bad_arguments` |
+"""  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
 
@@ -402,6 +462,26 @@ def test_per_tensor_quantizers_reject_integer_nan_and_inf_input(kata, task, x):
         getattr(kata, PER_TENSOR[task])(x, 8)
 
 
+def _documented_integer_outputs(kata, task: str, x: np.ndarray) -> list[tuple[str, np.ndarray, type]]:
+    """(what, the learner's array, its documented dtype) for the integer outputs of task's quantizer on x (2, 4)."""
+    if task == "symmetric":
+        return [("codes", kata.quantize_symmetric(x, 4, axis=1)[0], np.int8)]
+    if task == "affine":
+        q, _, zero_point = kata.quantize_affine(x, 4, axis=0)
+        return [("codes", q, np.uint8), ("zero_point", zero_point, np.int64)]
+    return [("codes", kata.quantize_grouped(x, 4, 2)[0], np.int8)]
+
+
+# int8 (uint8) codes take one byte a value: the storage a quantizer exists to save.
+@pytest.mark.parametrize("task", ["symmetric", "affine", "grouped"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_quantizers_return_codes_in_their_documented_integer_dtype(kata, task, dtype):
+    x = np.array([[1.0, -2.0, 0.5, 0.0], [3.0, 0.25, -1.0, 2.0]], dtype=dtype)
+    for what, got, want in _documented_integer_outputs(kata, task, x):
+        got = np.asarray(got).dtype
+        assert got == want, f"quantize_{task} returned {what} of dtype {got}; the docstring promises {np.dtype(want)}"
+
+
 # --------------------------------------------------------------------- affine
 
 
@@ -546,6 +626,20 @@ def test_affine_scale_and_zero_point_have_the_documented_shape(aff, xa, bits):
     want = _scale_shape(x, axis)
     assert np.shape(zero_point) == want, (
         f"zero_point for axis={axis} on shape {x.shape} has shape {np.shape(zero_point)}, expected {want}"
+    )
+
+
+@pytest.mark.task("affine")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_dequantize_affine_returns_the_scale_dtype(kata, dtype):
+    q = np.array([[3, 15, 0], [1, 5, 2]], dtype=np.uint8)
+    zero_point = np.array([[4], [2]], dtype=np.int64)
+    scale = np.array([[0.5], [0.25]], dtype=dtype)
+    x_hat = np.asarray(kata.dequantize_affine(q, scale, zero_point))
+    assert x_hat.dtype == dtype, f"dequantize_affine returned dtype {x_hat.dtype} for a {dtype.__name__} scale"
+    want = (q.astype(np.int64) - zero_point) * scale.astype(np.float64)
+    assert np.array_equal(x_hat, want), (
+        f"dequantize_affine gave {x_hat.tolist()}, (q - zero_point) * scale is {want.tolist()}"
     )
 
 
@@ -696,6 +790,29 @@ def test_grouped_scales_and_dequantized_values_keep_the_float_dtype(kata, dtype)
 
 
 @pytest.mark.task("grouped")
+@pytest.mark.parametrize("bits", [8, 4])
+def test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes(kata, bits):
+    """float16 holds at most 65504: qmax / max|group| taken in float16 overflows to inf for a group whose
+    max|x| is below qmax / 65504 (2e-3 at 8 bits), and every nonzero code becomes +-qmax."""
+    x = np.array(
+        [[1e-4, -5e-5, 2.5e-5, 0.0], [3e-3, 1e-3, -2e-3, 0.0], [6e-6, -2e-6, 1e-6, 4e-6], [0.5, -0.25, 0.125, 0.0]],
+        dtype=np.float16,
+    ).reshape(1, 16)
+    q, scales = kata.quantize_grouped(x, bits, 4)
+    q = _codes(q, x.shape)
+    got = np.asarray(scales).dtype
+    assert got == np.float16, f"quantize_grouped gave scales of dtype {got} for float16 x; they come in x's"
+    qmax = 2 ** (bits - 1) - 1
+    amax = _group_amax(x, 4)
+    ratio = x.astype(np.float64) / (amax / qmax)
+    bad = ~_codes_match(q, ratio)
+    assert not bad.any(), (
+        f"float16 value {float(x[bad][0]):.4g} in a group whose max|x| is {amax[bad][0]:.3g} got code {q[bad][0]}, "
+        f"round(x / scale) is {np.round(ratio[bad][0]):g} (did qmax / max|group| overflow float16?)"
+    )
+
+
+@pytest.mark.task("grouped")
 def test_grouped_rejects_an_indivisible_group_size_naming_both_numbers(kata):
     with pytest.raises(ValueError) as info:
         kata.quantize_grouped(np.ones((2, 12), np.float32), 4, 5)
@@ -754,6 +871,7 @@ def test_pack_int4_puts_element_2i_in_the_low_nibble(kata):
 
 @pytest.mark.task("packing")
 @given(codes=st.lists(st.integers(-8, 7), min_size=0, max_size=41))
+@example(codes=[])
 @example(codes=[-8])
 @example(codes=[7, -8, 3])
 def test_pack_then_unpack_round_trips_exactly(pack, codes):
@@ -769,6 +887,13 @@ def test_pack_then_unpack_round_trips_exactly(pack, codes):
     )
     back = np.asarray(pack.unpack_int4(packed, q.size))
     assert back.tolist() == codes, f"unpack_int4(pack_int4({codes})) gave {back.tolist()}"
+
+
+@pytest.mark.task("packing")
+def test_unpack_int4_returns_int8_codes(kata):
+    back = np.asarray(kata.unpack_int4(np.array([0xF1, 0x78, 0x05], dtype=np.uint8), 5))
+    assert back.dtype == np.int8, f"unpack_int4 returned dtype {back.dtype}; the docstring promises int8 codes"
+    assert back.tolist() == [1, -1, -8, 7, 5], f"unpack_int4([0xF1, 0x78, 0x05], 5) gave {back.tolist()}"
 
 
 ODD_CODES = st.integers(0, 20).flatmap(lambda k: st.lists(st.integers(-8, 7), min_size=2 * k + 1, max_size=2 * k + 1))
@@ -867,7 +992,8 @@ Q4_0_BLOCKS = {
 
 def _assert_block_bytes(quantize, fmt: str, block: str, values: list, want: bytes) -> None:
     """quantize (the learner's Q8_0 or Q4_0 quantizer) writes the bytes llama.cpp writes for the named block."""
-    got = bytes(quantize(np.array(values, dtype=np.float32)))
+    got = quantize(np.array(values, dtype=np.float32))
+    assert isinstance(got, bytes), f"{fmt} returned a {type(got).__name__}; it returns bytes"
     assert got == want, f"{fmt} of the '{block}' block: got {got.hex()}, llama.cpp writes {want.hex()}"
 
 
@@ -1001,6 +1127,23 @@ def test_q8_0_and_q4_0_dequantize_to_float32(kata, fmt):
     data = _q8_0_bytes(0.5, list(range(-16, 16))) if fmt == "q8_0" else _q4_0_bytes(0.25, list(range(16)) * 2)
     got = np.asarray(getattr(kata, f"dequantize_{fmt}")(data, 32))
     assert got.dtype == np.float32, f"dequantize_{fmt} returned dtype {got.dtype}; it gives float32 values"
+
+
+# float64 values that float32 rounds onto exact ties or past a code boundary, under a largest value
+# that makes d = 1 (Q8_0: 127) or -1 (Q4_0: 8): taken as float32 first, they code as the float32 block does.
+_NEAR_TIES = [2.5 - 2.0**-40, -(1.5 + 2.0**-40), 0.5 - 2.0**-30, 3.0 - 2.0**-35] + [0.0] * 27
+
+
+@pytest.mark.task("llama_cpp")
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_q8_0_and_q4_0_take_float64_input_as_float32(kata, fmt):
+    x = np.array([127.0 if fmt == "q8_0" else 8.0] + _NEAR_TIES, dtype=np.float64)
+    expected = _expected_q8_0 if fmt == "q8_0" else _expected_q4_0
+    got, want = bytes(getattr(kata, f"quantize_{fmt}")(x)), expected(x.astype(np.float32))
+    assert got == want, (
+        f"quantize_{fmt} of float64 values gave {got.hex()}; taken as float32, as the docstring says, they give "
+        f"{want.hex()}"
+    )
 
 
 @pytest.mark.task("llama_cpp")
@@ -1153,9 +1296,20 @@ def test_quantize_model_rejects_bad_bits_and_group_size(kata, small_model, bits,
 
 
 @pytest.mark.task("model")
+def test_quantize_model_names_the_weight_whose_input_width_group_size_does_not_divide(kata):
+    # d_model 32 and d_ff 40: groups of 16 divide every input width but that of the MLP's down projection.
+    config = Config(vocab_size=48, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=40, max_seq_len=16)
+    model = Model.random(config, seed=4)
+    with pytest.raises(ValueError) as info:
+        kata.quantize_model(model, 4, 16)
+    message = str(info.value)
+    assert "w_down" in message, f"the error should name the weight whose input width 40 is no multiple of 16: {message}"
+
+
+@pytest.mark.task("model")
 @pytest.mark.parametrize(
     "bits, group_size, scale_bytes, want",
-    [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0)],
+    [(4, 32, 2, 4.5), (8, 32, 2, 8.5), (4, 64, 2, 4.25), (3, 16, 4, 5.0), (8, 128, 0, 8.0), (2, 1, 2, 18.0)],
 )
 def test_bits_per_weight_counts_the_scales(kata, bits, group_size, scale_bytes, want):
     got = float(kata.bits_per_weight(bits, group_size, scale_bytes))
@@ -1232,6 +1386,9 @@ def _linear_percentile(x: np.ndarray, percentile: float) -> float:
 def _calibrated(cal, x: np.ndarray, bits: int, *args, **kwargs) -> float:
     """The learner's scale, checked to be a scalar of x's float dtype, as a float."""
     scale = cal.calibrate(x, bits, *args, **kwargs)
+    assert isinstance(scale, np.floating), (
+        f"calibrate returned a {type(scale).__name__}; the scale is a NumPy scalar of x's dtype (np.{x.dtype})"
+    )
     shape, dtype = np.shape(scale), np.asarray(scale).dtype
     assert shape == (), f"calibrate returned shape {shape}; the scale is one number for the whole tensor"
     assert dtype == x.dtype, f"calibrate returned a scale of dtype {dtype} for x of dtype {x.dtype}; it comes in x's"
@@ -1279,6 +1436,8 @@ def test_calibrate_minmax_is_max_abs_over_qmax(cal, x, bits):
 @given(x=tensors(), bits=BITS, percentile=st.sampled_from([None, 12.5, 50, 90, 99, 99.9, 100]))
 @_calibration_examples(percentile=50)
 @example(x=_OUTLIER, bits=3, percentile=None)
+@example(x=_OUTLIER, bits=4, percentile=100)
+@example(x=np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32), bits=8, percentile=50)
 def test_calibrate_percentile_is_the_linear_percentile_of_abs_x_over_qmax(cal, x, bits, percentile):
     p = 99.9 if percentile is None else percentile
     kwargs = {} if percentile is None else {"percentile": percentile}
@@ -1391,6 +1550,7 @@ BAD_CALIBRATIONS = {
     "percentile=-5 with mse": ((np.ones(4, np.float32), 4, "mse"), {"percentile": -5}),
     "grid=0": ((np.ones(4, np.float32), 4, "mse"), {"grid": 0}),
     "grid=2.5": ((np.ones(4, np.float32), 4, "mse"), {"grid": 2.5}),
+    "grid=0 with percentile": ((np.ones(4, np.float32), 4, "percentile"), {"grid": 0}),
     "integers": ((np.arange(4), 4, "minmax"), {}),
     "nan": ((_one_bad(np.nan), 4, "mse"), {}),
     "inf": ((_one_bad(np.inf), 4, "percentile"), {}),

@@ -183,9 +183,10 @@ def quantize_grouped(x, bits: int, group_size: int) -> tuple[np.ndarray, np.ndar
 
     Returns q, int8 codes in [-qmax, qmax] of shape (..., L), and scales
     (..., L // G) in x's float dtype: scale = max|group| / qmax, codes
-    round(x / scale) half to even (here as x * (qmax / max|group|)), clamped.
-    A group of zeros gets scale 0 and codes 0. Vectorized: no Python loop
-    over groups.
+    round(x / scale) half to even (here as x * (qmax / max|group|), taken
+    in float32 for float16 x, where qmax / max|group| can pass float16's
+    65504), clamped. A group of zeros gets scale 0 and codes 0. Vectorized:
+    no Python loop over groups.
     """
     bits = _check_bits(bits)
     x = np.asarray(x)
@@ -195,13 +196,15 @@ def quantize_grouped(x, bits: int, group_size: int) -> tuple[np.ndarray, np.ndar
     if not np.issubdtype(x.dtype, np.floating):
         raise ValueError(f"x must be a floating-point array, got dtype {x.dtype}; convert it with .astype(np.float32)")
     qmax = 2 ** (bits - 1) - 1
+    # float16 works in float32: its qmax / max|group| overflows to inf once max|group| < qmax / 65504.
+    work = np.promote_types(x.dtype, np.float32)
     groups = x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)  # (..., L // G, G)
-    q = np.abs(groups, order="C")  # (..., L // G, G): |x| for the scales, then the codes in place
+    q = np.abs(groups, order="C", dtype=work)  # (..., L // G, G): |x| for the scales, then the codes in place
     amax = _group_max(q)  # (..., L // G); NaN or inf anywhere shows up here
     if not np.all(np.isfinite(amax)):
         _check_floats(x)  # names the first bad value
     scales = (amax / qmax).astype(x.dtype)
-    inv = np.divide(qmax, amax, out=np.zeros_like(amax), where=amax > 0).astype(x.dtype)  # 1/scale, 0 for a zero group
+    inv = np.divide(qmax, amax, out=np.zeros_like(amax), where=amax > 0)  # 1/scale, 0 for a zero group
     np.multiply(groups, inv[..., None], out=q)
     np.round(q, out=q)
     codes = np.clip(q, -qmax, qmax, out=np.empty(q.shape, np.int8), casting="unsafe")  # clamped, cast to int8
