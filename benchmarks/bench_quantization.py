@@ -21,12 +21,30 @@ quantized at 8, 6, 4 and 3 bits in groups of 32, and in llama.cpp's Q8_0 and
 Q4_0: bytes of all weights (scales included; norms and embedding in
 float32), and mean KL(float || quantized) and top-1 agreement of the
 next-token distributions over 256 tokens of held-out text.
+
+Table 4, a roofline of decoding: the bytes one cached decode step of the
+teacher reads, counted by the model's work counter (`Work.weight_bytes_at`
+and `Work.cache_bytes`), at position CONTEXT - 1 of held-out text: its weight
+matrices at 32, 8.5 (Q8_0) and 4.5 (Q4_0) bits per weight, of the MoE
+blocks only the router and the experts the token runs; the embedding row,
+the norm gains and the keys and values of the CONTEXT tokens in float32.
+Beside them the tokens per second those bytes allow at the memory bandwidth
+of table 1's float32 copy, timed again (bytes read plus bytes written, over
+its median time), and the measured tokens per second of the float32
+teacher: the median of consecutive decode steps through
+reference.lm.CachedLM, which uses no kata code. A copy and STEPS_PER_ROUND
+steps take turns in interleaved rounds (grader.timing.interleave), so that a
+busy machine slows both alike. NumPy runs quantized weights dequantized, in
+float32, so only the float32 row is measured.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,14 +54,20 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 
+from grader import timing  # noqa: E402
 from reference import tokenizer  # noqa: E402
-from reference.model import Model  # noqa: E402
+from reference.lm import CachedLM  # noqa: E402
+from reference.model import Model, Work  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
 GROUP = 32
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")
 MIN_PAIRS = 15  # interleaved pairs behind a ratio at the least: a ratio of two noisy times needs more than a time
+CONTEXT = 128  # keys and values per layer the roofline's decode step attends over, its own included
+ROUNDS = 30  # interleaved rounds of a float32 copy and decode steps behind the roofline, at the least
+STEPS_PER_ROUND = 5  # consecutive decode steps timed per round, after one that refills the caches
+ROOFLINE = (("float32", 32.0), ("Q8_0 (llama.cpp)", 8.5), ("Q4_0 (llama.cpp)", 4.5))  # (weights, bits per weight)
 
 
 def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
@@ -199,6 +223,83 @@ def compare(float_model: Model, model: Model, tokens: np.ndarray) -> tuple[float
     return float(np.mean(kl)), float(np.mean(p.argmax(-1) == q.argmax(-1)))
 
 
+def decode_step(model: Model, tokens: np.ndarray) -> tuple[Work, Callable[[], None]]:
+    """The work of one cached decode step of model at position CONTEXT - 1,
+    after tokens[:CONTEXT - 1], and a function that runs such a step: a
+    CachedLM scoring the context with its last token switching between
+    tokens[CONTEXT - 1] and another token, so that each call recomputes that
+    one position over CONTEXT keys and values per layer."""
+    last = int(tokens[CONTEXT - 1])
+    contexts = itertools.cycle(
+        [tokens[:CONTEXT], np.append(tokens[: CONTEXT - 1], (last + 1) % model.config.vocab_size)]
+    )
+    lm = CachedLM(model)
+    lm.logits(next(contexts))  # the prefill
+
+    def step() -> None:
+        lm.logits(next(contexts))
+
+    with model.count_work() as work:
+        step()
+    assert work.positions == dict.fromkeys(range(model.config.n_layers), 1), "a step must compute one position"
+    return work, step
+
+
+def print_roofline(model: Model, tokens: np.ndarray) -> tuple[list[float], list[float], float]:
+    """Table 4; returns the bits per weight of its rows, the tokens per second
+    their bytes allow, and the measured tokens per second of the float32 row."""
+    work, step = decode_step(model, tokens)
+    x = np.random.default_rng(0).standard_normal(N_VALUES).astype(np.float32)  # table 1's data
+
+    def steps(_round: int) -> float:
+        """Seconds per decode step of STEPS_PER_ROUND consecutive steps."""
+        step()  # untimed: the copy before it has pushed the weights out of the caches, this brings them back
+        start = time.perf_counter()
+        for _ in range(STEPS_PER_ROUND):
+            step()
+        return (time.perf_counter() - start) / STEPS_PER_ROUND
+
+    rounds = timing.interleave([timing.ignoring_round(x.copy), steps], rounds=ROUNDS)
+    bandwidth = 2 * x.nbytes / rounds.median(0)  # bytes per second, read plus written
+    measured = 1 / rounds.median(1)
+    print()
+    print(
+        f"Roofline of a decode step: the teacher at position {CONTEXT - 1}, attending over {CONTEXT} keys and "
+        f"values per layer; memory bandwidth {bandwidth / 1e9:.2f} GB/s"
+    )
+    print(
+        f"(bandwidth: table 1's float32 copy of {x.nbytes / 2**20:.0f} MiB timed again, bytes read + bytes written "
+        f"over its median time;\n {rounds.count} interleaved rounds of one copy and {STEPS_PER_ROUND} decode steps, "
+        "so that a busy machine slows both alike)"
+    )
+    print(
+        f"{'weights':<18} {'bits/weight':>11} {'weight bytes':>13} {'cache bytes':>12} {'bytes/token':>12} "
+        f"{'allowed tok/s':>14} {'measured tok/s':>15}"
+    )
+    bits, allowed = [], []
+    for name, bpw in ROOFLINE:
+        per_token = work.weight_bytes_at(bpw) + work.cache_bytes
+        bits.append(bpw)
+        allowed.append(bandwidth / per_token)
+        seen = f"{measured:,.0f}" if bpw == 32 else "-"
+        print(
+            f"{name:<18} {bpw:>11.2f} {work.weight_bytes_at(bpw):>13,.0f} {work.cache_bytes:>12,} "
+            f"{per_token:>12,.0f} {allowed[-1]:>14,.0f} {seen:>15}"
+        )
+    c = model.config
+    print(
+        "(bytes: from the model's work counter; the weight matrices a step reads at bits/weight, scales included,\n"
+        f" of each MoE block the router and the {c.top_k} of {c.n_experts} experts the token runs; the embedding "
+        "row, the norm gains\n and the keys and values in float32)"
+    )
+    print(
+        "(measured: the float32 teacher's decode steps through reference.lm.CachedLM, the median of the rounds, "
+        f"{measured / allowed[0]:.0%}\n of what its bytes allow. NumPy runs quantized weights dequantized, in "
+        "float32, so only the float32 row\n is measured: the others are what their bytes would allow.)"
+    )
+    return bits, allowed, measured
+
+
 def main() -> None:
     args = bench_parser(__doc__, "quantization", 5, "timed runs per cell; the median is reported").parse_args()
     qz = load_kata(args.target, "quantization")
@@ -238,13 +339,16 @@ def main() -> None:
             f"{kind + ' (llama.cpp)':<22} {bpw:>11.2f} {nbytes:>10,} {fp32 / nbytes:>8.2f}x {kl:>15.2e} {agree:>12.1%}"
         )
     print("(bytes: linear weights at bits/weight, scales included; norms and the embedding table in float32)")
+    roof_bits, roof_allowed, measured = print_roofline(model, tokens)
     bpw, nbytes, kls = (list(col) for col in zip(*drawn))
     error = Panel("what is lost", "bits per weight", "mean KL to float32 (nats)", log_y=True)
     error.lines = [(f"grouped, G={GROUP}", bpw, kls)]
     size = Panel("what is saved", "bits per weight", "bytes of the teacher")
     size.lines = [(f"grouped, G={GROUP}", bpw, nbytes), ("float32", [bpw[-1], bpw[0]], [fp32, fp32])]
     size.dashed = ("float32",)
-    plot(args.plot, f"Quantizing the {source}", [error, size])
+    speed = Panel("what the bytes allow", "bits per weight", "decode tokens/s")
+    speed.lines = [("allowed by memory bandwidth", roof_bits, roof_allowed), ("measured, float32", [32], [measured])]
+    plot(args.plot, f"Quantizing the {source}", [error, size, speed])
 
 
 if __name__ == "__main__":

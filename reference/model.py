@@ -53,7 +53,8 @@ from the pieces a cached decoder needs, which all take absolute positions:
         x = x + model.mlp(layer, x)
     logits = model.logits(x)                                  # (T, V)
 
-Every matmul adds its multiply-accumulates to the `Work` counters active on
+Every matmul adds its multiply-accumulates, and every piece the bytes of the
+weights and the keys and values it reads, to the `Work` counters active on
 this model (see `Model.count_work`), so speed checks can count work exactly.
 Each piece first makes one call to a check at the bottom of the file, which
 raises a ValueError that says what is wrong with its input.
@@ -150,15 +151,56 @@ class Work:
     positions: per layer, the token positions pushed through its q/k/v projections.
     by_piece: macs split by piece ("qkv", "attention", "wo", "mlp", "router",
         "experts", "logits").
+
+    What the pieces read from memory, in bytes of the arrays as they are held
+    (a float16 weight counts 2 bytes a value); activations are not counted:
+    weight_bytes: the weights read. Each matmul reads its whole weight matrix
+        once, whatever the number of rows it multiplies (of an MoE block, the
+        router and only the experts some token was routed to); each RMSNorm
+        its gain; the embedding the rows of the distinct tokens looked up.
+    cache_bytes: the keys and values each attention call reads, (Hkv, Tk, Dh)
+        each: in a decode step, what a KV cache hauls for every layer.
+    matmul_weights: values of the weight matrices the matmuls read, the ones
+        a quantized model stores in fewer bits (see `weight_bytes_at`).
+    bytes_by_piece: weight_bytes and cache_bytes split by piece: "embed" and
+        "norm" (the embedding rows and norm gains), "attention" (the keys and
+        values), and the matmuls' weight matrices under the pieces of by_piece.
     """
 
     macs: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     by_piece: Counter = field(default_factory=Counter)
+    weight_bytes: int = 0
+    cache_bytes: int = 0
+    matmul_weights: int = 0
+    bytes_by_piece: Counter = field(default_factory=Counter)
 
     def add(self, piece: str, macs: int) -> None:
         self.macs += int(macs)
         self.by_piece[piece] += int(macs)
+
+    def add_weight_read(self, piece: str, nbytes: int, matmul_weights: int = 0) -> None:
+        """Count nbytes of weights read by piece, matmul_weights of them values of a matmul's weight matrix."""
+        self.weight_bytes += int(nbytes)
+        self.matmul_weights += int(matmul_weights)
+        self.bytes_by_piece[piece] += int(nbytes)
+
+    def add_cache_read(self, nbytes: int) -> None:
+        """Count nbytes of keys and values read by attention."""
+        self.cache_bytes += int(nbytes)
+        self.bytes_by_piece["attention"] += int(nbytes)
+
+    def weight_bytes_at(self, bits_per_weight: float) -> float:
+        """weight_bytes had every matmul weight matrix been stored at
+        bits_per_weight bits a value, scales included; the embedding rows and
+        norm gains as they are (as quantize_model leaves them in float).
+
+        32 is float32; 8.5 is llama.cpp's Q8_0 and 4.5 its Q4_0 (34 and 18
+        bytes per block of 32 values along a matrix's input axis). The count
+        is exact, whole bytes, when each matrix's input width is a multiple of
+        32, which those formats require.
+        """
+        return self.bytes_by_piece["embed"] + self.bytes_by_piece["norm"] + self.matmul_weights * bits_per_weight / 8
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -316,12 +358,14 @@ class Model:
             self._counters = [w for w in self._counters if w is not work]
 
     def _mm(self, piece: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index."""
+        """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index
+        and the weight matrix b read once."""
         out = a @ b
         if self._counters:
             macs = a.size * b.shape[-1]
             for work in self._counters:
                 work.add(piece, macs)
+                work.add_weight_read(piece, b.nbytes, b.size)
         return out
 
     def _count(self, piece: str, macs: int) -> None:
@@ -336,7 +380,10 @@ class Model:
 
     def embed(self, tokens) -> np.ndarray:
         """Token ids (T,) -> residual stream (T, D)."""
-        return self.weights["tok_emb"][self.check_tokens(tokens)]
+        tokens, table = self.check_tokens(tokens), self.weights["tok_emb"]
+        for work in self._counters:  # one row read per distinct token
+            work.add_weight_read("embed", len(set(tokens.tolist())) * table[0].nbytes)
+        return table[tokens]
 
     def qkv(self, layer: int, x: np.ndarray, positions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attention inputs of one layer for the residual stream x (T, D) at
@@ -356,6 +403,7 @@ class Model:
         cos2, sin2 = cos2[pos], sin2[pos]  # (T, 2, Dh // 2): rope_tables(pos, ...), looked up
         for work in self._counters:
             work.positions[layer] = work.positions.get(layer, 0) + T
+            work.add_weight_read("norm", w[p + "attn_norm"].nbytes)
         return rotate_halves(q, cos2, sin2), rotate_halves(k, cos2, sin2), v
 
     def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
@@ -372,7 +420,9 @@ class Model:
         group = H // Hkv
         qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
         scores = (qg @ k.transpose(0, 2, 1)) / np.float32(math.sqrt(Dh))  # (Hkv, group*Tq, Tk)
-        self._count("attention", H * Tq * Tk * Dh)
+        for work in self._counters:
+            work.add("attention", H * Tq * Tk * Dh)
+            work.add_cache_read(k.nbytes + v.nbytes)
         if future:  # some key is later than some query (never so in a decode step): mask it
             masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
             scores = np.where(masked, np.float32(-np.inf), scores.reshape(H, Tq, Tk)).reshape(scores.shape)
@@ -389,6 +439,8 @@ class Model:
         layer, x = _checked_layer_input(c, layer, x)
         w, p = self.weights, f"layers.{layer}."
         h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+        for work in self._counters:
+            work.add_weight_read("norm", w[p + "mlp_norm"].nbytes)
         w_gate, w_up, w_down = w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
         if not c.is_moe:
             return self._swiglu("mlp", h, w_gate, w_up, w_down)
@@ -416,6 +468,8 @@ class Model:
         """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""
         x = _checked_stream(self.config, x)
         h = rms_norm(x, self.weights["norm"], self.config.norm_eps)
+        for work in self._counters:
+            work.add_weight_read("norm", self.weights["norm"].nbytes)
         return self._mm("logits", h, self.weights["out"])
 
     def forward(self, tokens) -> np.ndarray:

@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
+from reference.solutions import quantization
+from reference.solutions.kv_cache import KVCache, forward_cached
 
 # float32 model against float64 code, on logits and activations of order 1.
 INDEPENDENT_ATOL = 1e-4
@@ -432,6 +434,168 @@ def test_nested_work_counters_each_count_exactly_the_work_inside_them():
     assert (outer.macs, inner.macs) == (2 * one_forward, one_forward)
 
 
+# ---------------------------------------------------------- bytes read
+
+
+FLOAT32 = 4  # bytes a value
+
+
+def closed_form_bytes(config: Config, T: int, Tk: int, distinct_tokens: int, experts_run: int) -> dict[str, int]:
+    """Bytes of float32 weights, keys and values a forward on T new tokens
+    reads, by piece, attending over Tk keys in every layer, looking up
+    distinct_tokens embedding rows and running experts_run experts per MoE
+    block. Every weight matrix is read once, whatever T."""
+    D, H, Hkv, Dh, F = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.d_ff
+    per_layer = {
+        "norm": 2 * D,  # attn_norm and mlp_norm
+        "qkv": D * (H + 2 * Hkv) * Dh,
+        "attention": 2 * Hkv * Tk * Dh,  # keys and values
+        "wo": H * Dh * D,
+    }
+    if config.is_moe:
+        per_layer["router"] = D * config.n_experts
+        per_layer["experts"] = experts_run * 3 * D * F
+    else:
+        per_layer["mlp"] = 3 * D * F
+    values = {piece: config.n_layers * n for piece, n in per_layer.items()}
+    values["norm"] += D  # the final norm
+    values["embed"] = distinct_tokens * D
+    values["logits"] = D * config.vocab_size
+    return {piece: FLOAT32 * n for piece, n in values.items()}
+
+
+def routed_to_the_first_experts(config: Config, seed: int) -> Model:
+    """A random model whose routers are zero: every expert ties, so every
+    token runs experts 0 .. K-1 (ties go to the lower index)."""
+    model = Model.random(config, seed=seed)
+    for layer in range(config.n_layers):
+        model.weights[f"layers.{layer}.router"][:] = 0
+    return model
+
+
+PROMPT_LEN = 7
+PHASES = pytest.mark.parametrize("phase", ["forward", "prefill", "decode"])
+
+
+def counted_phase(model: Model, phase: str):
+    """(work, T, Tk, distinct tokens) of a forward on PROMPT_LEN tokens, a
+    forward_cached prefill of them into an empty cache, or the decode step
+    that follows that prefill."""
+    tokens = random_tokens(model.config, PROMPT_LEN, seed=27)
+    cache = KVCache.for_model(model)
+    if phase == "decode":
+        forward_cached(model, tokens, cache)
+        tokens = tokens[:1]
+    with model.count_work() as work:
+        if phase == "forward":
+            model.forward(tokens)
+        else:
+            forward_cached(model, tokens, cache)
+    Tk = PROMPT_LEN + (phase == "decode")
+    return work, tokens.size, Tk, len(set(tokens.tolist()))
+
+
+@CONFIGS
+@PHASES
+def test_bytes_by_piece_equal_the_closed_form_count(config, phase):
+    model = routed_to_the_first_experts(config, seed=28) if config.is_moe else Model.random(config, seed=28)
+    work, T, Tk, distinct = counted_phase(model, phase)
+    assert dict(work.bytes_by_piece) == closed_form_bytes(config, T, Tk, distinct, config.top_k)
+
+
+@CONFIGS
+@PHASES
+def test_cache_bytes_are_the_keys_and_values_and_weight_bytes_every_other_piece(config, phase):
+    model = routed_to_the_first_experts(config, seed=28) if config.is_moe else Model.random(config, seed=28)
+    work, T, Tk, distinct = counted_phase(model, phase)
+    expected = closed_form_bytes(config, T, Tk, distinct, config.top_k)
+    assert work.cache_bytes == expected.pop("attention")
+    assert work.weight_bytes == sum(expected.values())
+
+
+def test_a_decode_step_reads_the_weights_of_only_the_k_experts_its_token_is_routed_to():
+    model = Model.random(MOE, seed=29)
+    work, _, _, _ = counted_phase(model, "decode")
+    D, F, K = MOE.d_model, MOE.d_ff, MOE.top_k
+    assert work.bytes_by_piece["experts"] == MOE.n_layers * K * 3 * D * F * FLOAT32
+
+
+def test_tokens_routed_to_the_same_experts_read_their_weights_once():
+    model = routed_to_the_first_experts(MOE, seed=30)
+    with model.count_work() as work:
+        model.mlp(0, random_stream(MOE, 6, seed=31))
+    D, F, E, K = MOE.d_model, MOE.d_ff, MOE.n_experts, MOE.top_k
+    assert dict(work.bytes_by_piece) == {
+        "norm": D * FLOAT32,
+        "router": D * E * FLOAT32,
+        "experts": K * 3 * D * F * FLOAT32,
+    }
+
+
+def test_the_embedding_reads_the_row_of_each_distinct_token_once():
+    model = Model.random(DENSE, seed=32)
+    with model.count_work() as work:
+        model.embed([4, 9, 4, 4, 1, 9])
+    assert dict(work.bytes_by_piece) == {"embed": 3 * DENSE.d_model * FLOAT32}
+
+
+def test_a_float16_weight_counts_two_bytes_a_value():
+    model = Model.random(DENSE, seed=33)
+    for name in ("layers.0.wq", "layers.1.mlp_norm", "out"):
+        model.weights[name] = model.weights[name].astype(np.float16)
+    tokens = random_tokens(DENSE, 5, seed=34)
+    with model.count_work() as work:
+        model.forward(tokens)
+    D, HDh, V = DENSE.d_model, DENSE.n_heads * DENSE.head_dim, DENSE.vocab_size
+    expected = closed_form_bytes(DENSE, 5, 5, len(set(tokens.tolist())), 0)
+    expected["qkv"] -= D * HDh * 2  # wq (D, H * Dh) at 2 bytes a value instead of 4
+    expected["norm"] -= D * 2
+    expected["logits"] = D * V * 2
+    assert dict(work.bytes_by_piece) == expected
+
+
+def test_a_float16_weight_counts_as_many_matmul_weights_as_a_float32_one():
+    model = Model.random(DENSE, seed=33)
+    tokens = random_tokens(DENSE, 5, seed=34)
+    with model.count_work() as before:
+        model.forward(tokens)
+    model.weights["out"] = model.weights["out"].astype(np.float16)
+    with model.count_work() as after:
+        model.forward(tokens)
+    assert after.matmul_weights == before.matmul_weights
+
+
+# Input widths (D, F) that are multiples of the 32-value blocks of Q8_0 and Q4_0.
+BLOCKED = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=16)
+
+
+def test_weight_bytes_at_32_bits_are_the_float32_weight_bytes():
+    model = Model.random(BLOCKED, seed=35)
+    with model.count_work() as work:
+        model.forward(random_tokens(BLOCKED, 5, seed=36))
+    assert work.weight_bytes_at(32) == work.weight_bytes
+
+
+@pytest.mark.parametrize(
+    "bits_per_weight, quantize",
+    [(8.5, quantization.quantize_q8_0), (4.5, quantization.quantize_q4_0)],
+    ids=["Q8_0", "Q4_0"],
+)
+def test_weight_bytes_at_8_5_and_4_5_bits_equal_the_bytes_of_q8_0_and_q4_0_blocks(bits_per_weight, quantize):
+    model = Model.random(BLOCKED, seed=35)
+    tokens = random_tokens(BLOCKED, 5, seed=36)
+    with model.count_work() as work:
+        model.forward(tokens)
+    blocks = sum(
+        len(quantize(np.swapaxes(w, -1, -2).ravel()))  # blocks along the input axis, as llama.cpp's rows
+        for name, w in model.weights.items()
+        if name.split(".")[-1] in quantization.LINEAR_WEIGHTS
+    )
+    float32 = closed_form_bytes(BLOCKED, 5, 5, len(set(tokens.tolist())), 0)
+    unquantized = float32["embed"] + float32["norm"]  # the embedding rows and norm gains stay float32
+    assert work.weight_bytes_at(bits_per_weight) == unquantized + blocks
+
+
 # ----------------------------------------------------------------- bad input
 
 
@@ -493,7 +657,7 @@ def test_bad_piece_inputs_raise_a_value_error_that_says_what_is_wrong_and_count_
         call(model, x, q, k, v)
     for word in words:
         assert word in str(info.value)
-    assert work.macs == 0 and work.positions == {}
+    assert work.macs == 0 and work.positions == {} and work.bytes_by_piece == {}
 
 
 @pytest.mark.parametrize(
