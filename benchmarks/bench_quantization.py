@@ -11,9 +11,9 @@ gguf.quants.quantize's Q8_0 and Q4_0 (llama.cpp's own NumPy reference, the
 optional `gguf` package of the dev extra) on the same data: the 4M values of
 table 1, and the teacher's linear weights. The two are timed in turns, call
 by call, so that a busy machine slows both alike; the ratio (gguf's time over
-yours, > 1 when yours is faster) is the median, with its quartiles, over
-MIN_PAIRS pairs or --repeats, whichever is more. One line says so when gguf is
-not installed.
+yours, > 1 when yours is faster) is the median, with its quartiles, over at
+least MIN_PAIRS pairs or --repeats, whichever is more (grader.timing.interleave
+adds pairs while they disagree). One line says so when gguf is not installed.
 
 Table 3: the teacher (the shipped weights if reference/weights/teacher.npz
 loads, else a random model of the same shape) with its linear weights
@@ -41,7 +41,6 @@ float32, so only the float32 row is measured.
 from __future__ import annotations
 
 import itertools
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -108,19 +107,6 @@ def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
     return rows
 
 
-def interleaved_times(mine, theirs, pairs: int) -> tuple[list[float], list[float]]:
-    """Seconds of `pairs` calls each of mine and theirs, called in turns (which
-    goes first alternates) after one untimed call of each."""
-    mine(), theirs()
-    t_mine, t_theirs = [], []
-    for i in range(pairs):
-        first, second = (mine, theirs) if i % 2 == 0 else (theirs, mine)
-        a, b = median_seconds(first, 1, warmup=False)[0], median_seconds(second, 1, warmup=False)[0]
-        t_mine.append(a if i % 2 == 0 else b)
-        t_theirs.append(b if i % 2 == 0 else a)
-    return t_mine, t_theirs
-
-
 def linear_values(model: Model) -> np.ndarray:
     """Every linear weight of model with its input axis last (as its Q8_0/Q4_0
     blocks run), flattened and concatenated: float32 (N,)."""
@@ -160,12 +146,12 @@ def gguf_rows(qz, model: Model, repeats: int) -> list[tuple] | None:
             def theirs():
                 return quants.quantize(values, kind)
 
-            t_mine, t_theirs = interleaved_times(mine, theirs, pairs)
-            ratios = [b / a for a, b in zip(t_mine, t_theirs)]
-            low, _, high = statistics.quantiles(ratios, n=4)
+            rounds = timing.interleave(
+                [timing.ignoring_round(mine), timing.ignoring_round(theirs)], rounds=pairs, spread=0.05
+            )
             same = bytes(mine()) == np.asarray(theirs()).tobytes() if same_format else None
-            speeds = (values.nbytes / 1e9 / statistics.median(t) for t in (t_mine, t_theirs))
-            rows.append((data, name, *speeds, statistics.median(ratios), (low, high), same))
+            speeds = (values.nbytes / 1e9 / rounds.median(i) for i in (0, 1))
+            rows.append((data, name, *speeds, rounds.ratio(1, 0), rounds.quartiles(1, 0), same))
     return rows
 
 
@@ -178,8 +164,8 @@ def print_gguf_rows(qz, model: Model, repeats: int) -> None:
         return
     print("Against gguf.quants.quantize (llama.cpp's own NumPy reference) on the same data, GB/s of float32 data;")
     print(
-        f"ratio = gguf's time / yours (> 1: yours is faster), median and quartiles of {max(repeats, MIN_PAIRS)} "
-        "interleaved pairs"
+        f"ratio = gguf's time / yours (> 1: yours is faster), median and quartiles of at least "
+        f"{max(repeats, MIN_PAIRS)} interleaved pairs (grader.timing.interleave)"
     )
     print(f"{'data':<22} {'format':<30} {'yours':>7} {'gguf':>7} {'ratio':>6} {'quartiles':>11} {'bytes = gguf':>13}")
     for data, name, mine, theirs, ratio, (low, high), same in rows:
