@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 
 from grader import target as _target  # noqa: E402
+from grader import timing  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -57,14 +58,11 @@ def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int,
 
 
 def taking_turns(runs: list, repeats: int) -> list[list[float]]:
-    """Seconds of `repeats` calls of each function in runs, the runs taking turns
-    (which goes first alternates), so that a busy spell slows them alike."""
-    times: list[list[float]] = [[] for _ in runs]
-    for i in range(repeats):
-        order = range(len(runs)) if i % 2 == 0 else reversed(range(len(runs)))
-        for j in order:
-            times[j].append(median_seconds(runs[j], 1, warmup=False)[0])
-    return times
+    """Seconds of each function in runs over at least `repeats` interleaved
+    rounds (grader.timing.interleave: which goes first alternates, and rounds
+    are added while they disagree), so that a busy spell slows them alike."""
+    rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05, warmup=False)
+    return rounds.seconds
 
 
 def decode_step_seconds(kv, model: Model, prompt: list[int], n_steps: int, repeats: int) -> tuple[float, int]:

@@ -13,12 +13,15 @@ the `--target` implementation: katas, or a directory) and both models behind
 - tokens per target call, measured, next to Leviathan's expected
   (1 - alpha^(k+1)) / (1 - alpha) at the measured alpha;
 - wall-clock speedup over plain cached decoding of the teacher (one cached
-  teacher call per token), median of --repeats runs each, next to
+  teacher call per token): the two take turns (grader.timing.interleave),
+  and the speedup is the median of their rounds' ratios (at least --repeats
+  rounds), next to
   Leviathan's expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)),
   where c is the measured time of one cached draft call over one cached
-  teacher call. With NumPy at this size a call's cost is mostly Python
-  overhead per layer, not reading weights, so c is far from the ~0.05 of a
-  real deployment and the speedup is small or below 1.
+  teacher call (plain decoding of the draft and of the teacher, taking
+  turns). With NumPy at this size a call's cost is mostly Python overhead
+  per layer, not reading weights, so c is far from the ~0.05 of a real
+  deployment and the speedup is small or below 1.
 
 Without reference/weights/{teacher,draft}.npz, random models of the same
 configs stand in (their acceptance is near zero) and the table says so.
@@ -41,13 +44,13 @@ from shared import (  # noqa: E402
     Panel,
     bench_parser,
     load_kata,
-    median_seconds,
     plot,
     run_main,
     shipped_or_random,
 )
 
 from grader import target as _target  # noqa: E402
+from grader import timing  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
@@ -96,26 +99,29 @@ def main(argv: list[str]) -> int:
     print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
     print(
         f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
-        f"prompt {len(start)} tokens, {n} new tokens per run, median of {args.repeats} runs\n"
+        f"prompt {len(start)} tokens, {n} new tokens per run, medians of at least {args.repeats} interleaved rounds\n"
     )
 
-    draft_secs, _ = median_seconds(lambda: generate(CachedLM(draft), start, n), args.repeats, warmup=False)
-    base = {}
-    for temperature in (0.0, 1.0):
-        secs, _ = median_seconds(
-            lambda: generate(CachedLM(teacher), start, n, temperature=temperature, rng=np.random.default_rng(SEED)),
-            args.repeats,
-            warmup=False,
+    def plain(model: Model, temperature: float):
+        """Plain cached decoding of model at temperature: one call per token."""
+        return timing.ignoring_round(
+            lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
         )
-        base[temperature] = secs
+
+    base = {temperature: plain(teacher, temperature) for temperature in (0.0, 1.0)}
+    calls = timing.interleave(
+        [plain(draft, 0.0), base[0.0], base[1.0]], rounds=args.repeats, spread=0.05, warmup=False
+    )  # the rounds go on while draft / teacher (runs 0 and 1) disagree
+    for i, temperature in ((1, 0.0), (2, 1.0)):
+        secs = calls.median(i)
         print(
             f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
             f"({n / secs:.0f} tokens/s)"
         )
-    c = draft_secs / base[0.0]
+    c = calls.ratio(0, 1)
     print(
-        f"plain cached decoding of the draft, temperature 0: {draft_secs * 1e3:.0f} ms; "
-        f"cost of a draft call / a teacher call c = {c:.2f}\n"
+        f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
+        f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)\n"
     )
 
     header = (
@@ -146,7 +152,12 @@ def main(argv: list[str]) -> int:
                     rng=np.random.default_rng(SEED),
                 )
 
-            secs, (tokens, stats) = median_seconds(run, args.repeats, warmup=False)
+            tokens, stats = run()
+            # Speculative and plain decoding take turns, so a busy spell slows both alike.
+            rounds = timing.interleave(
+                [timing.ignoring_round(run), base[temperature]], rounds=args.repeats, spread=0.05, warmup=False
+            )
+            secs = rounds.median(0)
             alpha = measured_alpha(teacher, draft, start + tokens, len(start), temperature)
             rows.append(
                 (
@@ -159,7 +170,7 @@ def main(argv: list[str]) -> int:
                     str(stats.target_calls),
                     str(stats.draft_calls),
                     f"{secs * 1e3:.0f}",
-                    f"{base[temperature] / secs:.2f}x",
+                    f"{rounds.ratio(1, 0):.2f}x",
                     f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
                 )
             )
