@@ -15,7 +15,54 @@ Sample sizes are chosen so that every listed mistake (accepting by p alone,
 resampling from p, an unnormalized residual, a skipped bonus token, the
 residual taken from the wrong row) fails by a wide margin on the pinned
 examples, while the learner's accept_reject is still called once per trial.
-"""
+
+Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
+fail without it.
+
+| where | promise | checks |
+|---|---|---|
+| `SpecStats` | target_calls and draft_calls count the target's and the draft's logits calls | `test_stats_count_the_calls_and_drafts_of_the_run`, `test_k_zero_samples_from_the_target_alone_without_calling_the_draft` |
+| `SpecStats` | drafted and accepted sum the drafts proposed and kept, so accepted + target_calls is exactly n_new | `test_stats_count_the_calls_and_drafts_of_the_run`, `test_a_draft_equal_to_the_target_is_always_accepted_when_sampling` |
+| `SpecStats.acceptance_rate` | accepted / drafted (drafted, not draft_calls) | `test_stats_derive_acceptance_rate_and_tokens_per_target_call` |
+| `SpecStats.acceptance_rate` | 0.0 when nothing was drafted | `test_stats_derive_acceptance_rate_and_tokens_per_target_call` |
+| `SpecStats.tokens_per_target_call` | (accepted + target_calls) / target_calls, and 0.0 before any call | `test_stats_derive_acceptance_rate_and_tokens_per_target_call` |
+| `accept_reject` | draft x is kept with probability min(1, p_i(x) / q_i(x)) | `test_first_emitted_token_is_distributed_as_target_row_0`, `test_mean_accepted_drafts_match_the_acceptance_formula` |
+| `accept_reject` | a draft with q_i(x) = 0 is rejected | `test_draft_the_draft_model_rules_out_is_rejected` |
+| `accept_reject` | a draft the target gives probability 0 is rejected and never comes back as the replacement | `test_draft_the_target_rules_out_is_rejected_and_never_the_replacement` |
+| `accept_reject` | the replacement comes from norm(max(0, p_i - q_i)) of the rejected row i | `test_first_emitted_token_is_distributed_as_target_row_0`, `test_token_after_i_accepted_drafts_is_distributed_as_target_row_i` |
+| `accept_reject` | a residual summing to zero is replaced from p_i | `test_a_rejection_with_a_zero_residual_is_replaced_from_the_target_row` |
+| `accept_reject` | when every draft is kept a bonus token comes from p_K | `test_token_after_i_accepted_drafts_is_distributed_as_target_row_i`, `test_draft_equal_to_target_accepts_every_draft` |
+| `accept_reject` | returns the accepted drafts plus exactly one token (1 to K + 1) | `test_returns_the_accepted_drafts_plus_exactly_one_token`, `test_draft_equal_to_target_accepts_every_draft` |
+| `accept_reject` | K may be 0 (plain sampling from p_0), also as draft_tokens = [] | `test_no_drafts_is_plain_sampling_from_target_row_0`, `test_an_empty_list_of_drafts_is_a_round_of_k_zero` |
+| `accept_reject` | rng is the only source of randomness | `test_the_same_seed_gives_the_same_tokens` |
+| `accept_reject` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
+| `accept_reject` | shapes that do not fit (2-D tokens, K or K + 1 rows, two V) raise ValueError | `test_accept_reject_rejects_bad_input_with_value_error` |
+| `accept_reject` | rows with a negative entry or a sum straying from 1 by more than ROW_SUM_TOLERANCE raise ValueError | `test_accept_reject_rejects_bad_input_with_value_error` |
+| `accept_reject` | rows straying from 1 by less than ROW_SUM_TOLERANCE are distributions | `test_rows_straying_from_1_by_less_than_row_sum_tolerance_are_distributions` |
+| `accept_reject` | token ids outside [0, V), negative ones too, raise ValueError, even after a draft the round rejects | `test_accept_reject_rejects_bad_input_with_value_error` |
+| `greedy_accept` | keeps the longest prefix of drafts equal to the argmax, then the argmax at the first mismatch or at row K | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax` |
+| `greedy_accept` | argmax ties go to the lowest id | `test_greedy_breaks_ties_toward_the_lowest_id` |
+| `greedy_accept` | K may be 0, also as draft_tokens = [] | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax`, `test_an_empty_list_of_drafts_is_a_round_of_k_zero` |
+| `greedy_accept` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
+| `greedy_accept` | shapes that do not fit (K rows, 1-D logits, 2-D draft tokens) raise ValueError | `test_greedy_accept_rejects_bad_input_with_value_error` |
+| `greedy_accept` | NaN, inf and -inf logits raise ValueError | `test_greedy_accept_rejects_bad_input_with_value_error` |
+| `greedy_accept` | token ids outside [0, V), negative ones too, raise ValueError | `test_greedy_accept_rejects_bad_input_with_value_error` |
+| `speculative_generate` | at temperature 0 the output is the target's greedy generation, whatever the draft | `test_greedy_output_is_the_target_generation_with_a_random_draft`, `test_greedy_output_is_the_target_generation_when_the_draft_is_the_target`, `test_greedy_output_is_the_target_generation_with_a_bad_draft` |
+| `speculative_generate` | sampled output is distributed as the target's own sampling, the target's logits divided by the temperature | `test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling` |
+| `speculative_generate` | the draft's logits are divided by the temperature too (a draft equal to the target is always kept) | `test_a_draft_equal_to_the_target_is_always_accepted_when_sampling` |
+| `speculative_generate` | exactly n_new tokens come out, n_new = 0 included | `test_generates_exactly_n_new_tokens` |
+| `speculative_generate` | the last round drafts fewer: nothing is drafted only to be trimmed | `test_stats_count_the_calls_and_drafts_of_the_run` |
+| `speculative_generate` | one draft call per drafted token and one target call per round | `test_stats_count_the_calls_and_drafts_of_the_run`, `test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens` |
+| `speculative_generate` | k = 0 is plain sampling from the target, with no draft call | `test_k_zero_samples_from_the_target_alone_without_calling_the_draft` |
+| `speculative_generate` | n_new = 0 calls neither model | `test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens` |
+| `speculative_generate` | every softmax is stable for logits whose exp overflows | `test_sampling_survives_logits_whose_exp_overflows` |
+| `speculative_generate` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
+| `speculative_generate` | the stats are those of the run | `test_stats_count_the_calls_and_drafts_of_the_run` |
+| `speculative_generate` | k < 0 and n_new < 0 raise ValueError | `test_speculative_generate_rejects_bad_input_with_value_error` |
+| `speculative_generate` | a negative temperature raises ValueError | `test_speculative_generate_rejects_a_negative_temperature` |
+| `speculative_generate` | a missing rng, an empty prompt and a model without logits raise ValueError, before any model call | `test_speculative_generate_refuses_a_missing_rng_an_empty_prompt_or_a_model_without_logits` |
+| `speculative_generate` | a draft that is right saves target calls: up to k + 1 tokens per call | `test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens`, `test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows` |
+"""  # noqa: E501 (the audit table keeps a row to a line)
 
 from __future__ import annotations
 
@@ -42,6 +89,7 @@ RATE_TRIALS = 2000  # accept_reject calls per acceptance-rate check
 LOOP_RUNS = 1000  # speculative_generate runs for the loop's distribution check
 TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
 STATS_TOLERANCE = 1e-9  # for the derived SpecStats properties
+ROW_SUM_TOLERANCE = 1e-4  # the stub's: how far a probability row's sum may stray from 1
 # The shipped pair's check counts target calls against what the greedy rule
 # needs, simulated by the suite from the teacher's own greedy text and the
 # draft's argmax along it; a near-tie read differently may cost a call.
@@ -180,6 +228,19 @@ def _without_crashing(call, what: str):
         raise
     except Exception as exc:  # valid input: any error is a wrong answer
         raise AssertionError(f"{what} raised {type(exc).__name__}: {exc}") from None
+
+
+def _refuses(call, what: str) -> None:
+    """call() must raise ValueError; another exception or none is a failed check (NotImplementedError passes)."""
+    try:
+        call()
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the promised refusal is a ValueError
+        raise AssertionError(f"{what} raised {type(exc).__name__} ({exc}); it must raise ValueError") from None
+    raise AssertionError(f"{what} returned instead of raising ValueError")
 
 
 # ------------------------------------------------------------ accept_reject
@@ -384,6 +445,17 @@ BAD_ROUNDS = {
     ),
     "a draft token outside [0, V)": (np.array([0, 3]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
     "a negative draft token": (np.array([0, -1]), np.full((2, 3), 1 / 3), np.full((3, 3), 1 / 3)),
+    # draft 0 has target probability 0, so the round would end before reaching draft 1
+    "a draft token outside [0, V) after one the target rules out": (
+        np.array([0, 3]),
+        np.full((2, 3), 1 / 3),
+        np.array([[0.0, 0.5, 0.5]] + [[1 / 3] * 3] * 2),
+    ),
+    "a target row straying from 1 by 3 ROW_SUM_TOLERANCE": (
+        np.array([0, 1]),
+        np.full((2, 3), 1 / 3),
+        np.array([[1 / 3] * 3, [1 / 3] * 3, [1 / 3 + ROW_SUM_TOLERANCE] * 3]),
+    ),
 }
 
 
@@ -393,6 +465,75 @@ def test_accept_reject_rejects_bad_input_with_value_error(kata, what):
     tokens, q, p = BAD_ROUNDS[what]
     with pytest.raises(ValueError):
         kata.accept_reject(tokens, q, p, np.random.default_rng(0))
+
+
+@pytest.mark.task("accept_reject")
+@pytest.mark.parametrize("stray", [0.5, -0.5])
+def test_rows_straying_from_1_by_less_than_row_sum_tolerance_are_distributions(kata, stray):
+    p = P_SKEWED * (1 + stray * ROW_SUM_TOLERANCE)  # each row sums to 1 +- ROW_SUM_TOLERANCE / 2
+    q = Q_SKEWED * (1 - stray * ROW_SUM_TOLERANCE)
+    gen = common.rng(27)
+    drafts = sample_rows(Q_SKEWED, 5, gen)
+    learner_rng = np.random.default_rng(gen.integers(2**63))
+    outs = _without_crashing(
+        lambda: judge.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d in drafts]),
+        f"accept_reject with rows summing to 1 {'+' if stray > 0 else '-'} {abs(stray) * ROW_SUM_TOLERANCE:g} "
+        f"(within ROW_SUM_TOLERANCE = {ROW_SUM_TOLERANCE:g} of 1, so distributions)",
+    )
+    assert all(1 <= len(out) <= len(d) + 1 for out, d in zip(outs, drafts)), (
+        f"accept_reject returned {outs} for {len(drafts[0])} drafts; it must return 1 to K + 1 tokens"
+    )
+
+
+# ------------------------------------------------------------ what a round returns, for both rules
+
+
+def _a_round(kata, task: str):
+    """What the function under `task` returns on a round with accepted drafts, a correction and a bonus."""
+    if task == "accept_reject":
+        gen = common.rng(28)
+        p = P_TWO.copy()
+        cases = [(np.array([0, 0]), p[:2].copy()), (np.array([1, 3]), Q_TWO)]  # all accepted; mixed
+        learner_rng = np.random.default_rng(gen.integers(2**63))
+        return judge.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d, q in cases for _ in range(10)])
+    logits = np.array([[0.0, 3.0, 1.0], [2.0, 0.0, 1.0], [0.0, 0.0, 5.0]])  # argmaxes 1, 0, 2
+    if task == "greedy":
+        return [kata.greedy_accept(d, logits) for d in (np.array([1, 0]), np.array([1, 2]), np.array([0, 0]))]
+    got, _ = kata.speculative_generate(
+        CachedLM(tiny(29)),
+        CachedLM(tiny(30)),
+        PROMPT,
+        9,
+        k=3,
+        temperature=1.0,
+        rng=np.random.default_rng(common.rng(29).integers(2**63)),
+    )
+    return [got]
+
+
+@pytest.mark.parametrize("task", ["accept_reject", "greedy", "loop"])
+def test_tokens_come_back_as_a_list_of_python_ints(kata, task):
+    for out in _a_round(kata, task):
+        kinds = sorted({type(t).__name__ for t in out}) if isinstance(out, (list, tuple, np.ndarray)) else []
+        assert type(out) is list and kinds == ["int"], (
+            f"{task}: the tokens must come back as a list of Python ints (int(t) of each NumPy integer), got a "
+            f"{type(out).__name__} of {kinds or type(out).__name__}: {out!r}"
+        )
+
+
+@pytest.mark.parametrize("task", ["accept_reject", "greedy"])
+def test_an_empty_list_of_drafts_is_a_round_of_k_zero(kata, task):
+    p = np.array([[0.0, 0.25, 0.75]])
+    gen = np.random.default_rng(common.rng(30).integers(2**63))
+    what = f"{task} with draft_tokens = [] (K = 0; np.asarray([]) has dtype float64)"
+    if task == "accept_reject":
+        out = _without_crashing(lambda: kata.accept_reject([], np.zeros((0, 3)), p, gen), what)
+    else:
+        out = _without_crashing(lambda: kata.greedy_accept([], np.log(p + 1e-9)), what)
+    out = [int(t) for t in out]
+    assert len(out) == 1 and out[0] in (1, 2) and (task == "accept_reject" or out == [2]), (
+        f"{task} with no drafts must return one token of target row 0 {p[0].tolist()}, got {out}"
+    )
 
 
 # ------------------------------------------------------------ greedy_accept
@@ -455,6 +596,8 @@ BAD_GREEDY = {
     "a draft token outside [0, V)": (np.array([5]), np.zeros((2, 3))),
     "a negative draft token": (np.array([-1]), np.zeros((2, 3))),
     "inf in target_logits": (np.array([0]), np.array([[0.0, np.inf], [1.0, 0.0]])),
+    "-inf in target_logits": (np.array([0]), np.array([[0.0, -np.inf], [1.0, 0.0]])),
+    "draft_tokens of shape (1, 2)": (np.array([[0, 1]]), np.zeros((3, 3))),
 }
 
 
@@ -610,10 +753,13 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
         f"stats say {accepted} of {drafted} drafts accepted in {target.calls} rounds of k = {k}; "
         f"need 0 <= accepted <= drafted <= k * target_calls"
     )
-    assert n_new <= accepted + target.calls <= n_new + k, (
+    assert accepted + target.calls == n_new, (
         f"each target call yields its accepted drafts plus one token of its own, so {accepted} accepted drafts in "
-        f"{target.calls} target calls make {accepted + target.calls} tokens, not the {n_new} asked for "
-        f"(at most k = {k} more may be trimmed at the end)"
+        f"{target.calls} target calls make {accepted + target.calls} tokens, not the {n_new} asked for: the last "
+        f"round drafts only what is still needed, so nothing is trimmed"
+    )
+    assert draft.calls == drafted, (
+        f"each drafted token takes one draft call, but {drafted} drafts took {draft.calls} draft calls"
     )
     if same:
         assert accepted == drafted, (
@@ -684,7 +830,8 @@ def test_speculative_generate_rejects_a_negative_temperature(kata):
 
 @pytest.mark.task("loop")
 @pytest.mark.parametrize(
-    "fields,rate,per_call", [((4, 12, 12, 6), 0.5, 2.5), ((3, 0, 0, 0), 0.0, 1.0), ((0, 0, 0, 0), 0.0, 0.0)]
+    "fields,rate,per_call",
+    [((4, 12, 12, 6), 0.5, 2.5), ((4, 10, 8, 6), 0.75, 2.5), ((3, 0, 0, 0), 0.0, 1.0), ((0, 0, 0, 0), 0.0, 0.0)],
 )
 def test_stats_derive_acceptance_rate_and_tokens_per_target_call(kata, fields, rate, per_call):
     stats = kata.SpecStats(*fields)
@@ -702,6 +849,66 @@ def test_speculative_generate_rejects_bad_input_with_value_error(kata, what):
     k, n_new = (-1, 5) if what == "k = -1" else (4, -1)
     with pytest.raises(ValueError):
         kata.speculative_generate(CachedLM(tiny(9)), CachedLM(tiny(10)), PROMPT, n_new, k=k, temperature=0.0)
+
+
+class ForwardOnly:
+    """Not a language model here: it has `forward` but no `logits`."""
+
+    __jail_api__ = ("forward",)
+
+    def forward(self, tokens) -> np.ndarray:
+        return np.zeros((len(tokens), TINY.vocab_size))
+
+
+# what -> (the bad argument's name, its value, n_new): each refused before any model call
+BAD_GENERATE = {
+    "a missing rng at temperature 1": ("rng", None, 5),
+    "an empty prompt (with n_new = 0)": ("prompt", [], 0),
+    "a target without logits": ("target", ForwardOnly(), 5),
+    "a draft without logits": ("draft", ForwardOnly(), 5),
+    "a logits table instead of a target": ("target", np.zeros((TINY.vocab_size, TINY.vocab_size)), 5),
+}
+
+
+@pytest.mark.task("loop")
+@pytest.mark.parametrize("what", list(BAD_GENERATE))
+def test_speculative_generate_refuses_a_missing_rng_an_empty_prompt_or_a_model_without_logits(kata, what):
+    name, bad, n_new = BAD_GENERATE[what]
+    target, draft = CachedLM(tiny(9)), CachedLM(tiny(10))
+    args = {"target": target, "draft": draft, "prompt": PROMPT, "rng": np.random.default_rng(0), name: bad}
+    _refuses(
+        lambda: kata.speculative_generate(
+            args["target"], args["draft"], args["prompt"], n_new, k=2, temperature=1.0, rng=args["rng"]
+        ),
+        f"speculative_generate with {what}",
+    )
+    assert (target.calls, draft.calls) == (0, 0), (
+        f"speculative_generate refused {what}, but only after calling the target {target.calls} and the draft "
+        f"{draft.calls} times: check the arguments before the first round"
+    )
+
+
+@pytest.mark.task("loop")
+def test_a_draft_equal_to_the_target_is_always_accepted_when_sampling(kata):
+    V, temperature, n_new, k, runs = 6, 0.5, 24, 3, 8
+    gen = common.rng(31)
+    lm = BigramLM(gen.normal(0, 1.5, (V, V)))
+    learner_rng = np.random.default_rng(gen.integers(2**63))
+    outs = judge.call_many(
+        kata.speculative_generate,
+        [(lm, lm, [int(gen.integers(V))], n_new) for _ in range(runs)],
+        k=k,
+        temperature=temperature,
+        rng=learner_rng,
+    )
+    drafts = n_new - math.ceil(n_new / (k + 1))  # all kept: each of the rounds adds one target token
+    stats = [(int(s.accepted), int(s.drafted)) for _, s in outs]
+    assert stats == [(drafts, drafts)] * runs, (
+        f"with the draft equal to the target at temperature {temperature}, q = p at every drafted position, so "
+        f"every draft is accepted: {n_new} tokens at k = {k} make {drafts} drafts, all accepted, in every run; "
+        f"(accepted, drafted) over {runs} runs: {stats}. Are the draft's logits divided by the temperature too, "
+        f"before its softmax?"
+    )
 
 
 # ------------------------------------------------------------ speed (exact call counts)
