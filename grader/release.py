@@ -22,7 +22,7 @@ import re
 import shutil
 from pathlib import Path
 
-from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load_presets, load_registry
+from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load_presets, load_registry, suite_tasks
 from grader.stubs import stub_for
 from grader.target import ROOT
 
@@ -72,6 +72,16 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
                 "release at least one of its tasks, or take the kata out of the registry"
             )
     dropped_tests = {k.name: {x for t in k.tasks if t.name in drop.get(k.name, ()) for x in t.tests} for k in katas}
+    for k in katas:  # a check serving a held-back and a released task would vanish from the released one
+        owners = suite_tasks(k.suite)
+        for test in sorted(dropped_tests[k.name]):
+            kept = [t for t in owners.get(test, ()) if t not in drop.get(k.name, ())]
+            if kept:
+                raise ValueError(
+                    f"kata {k.name!r}: {test} grades the held-back task(s) "
+                    f"{', '.join(t for t in owners[test] if t not in kept)} and the released {', '.join(kept)}; "
+                    "hold those back too, or split the check so that each task has its own"
+                )
     written: list[Path] = []
 
     def put(rel: str, text: str | None = None, source: Path | None = None) -> None:

@@ -216,6 +216,17 @@ def solution_windows() -> set[str]:
     return out
 
 
+def test_the_edition_refuses_to_hold_back_a_task_whose_check_also_grades_a_released_one(tmp_path):
+    # test_per_tensor_quantizers_reject_bits_out_of_range grades symmetric and affine case by case.
+    registry = tmp_path / "katas.toml"
+    registry.write_text(
+        (ROOT / "grader" / "katas.toml").read_text().replace('name = "affine"', 'name = "affine"\n  release = false')
+    )
+    with pytest.raises(ValueError, match="test_per_tensor_quantizers_reject_bits_out_of_range grades the held-back"):
+        release.write_edition(tmp_path / "edition", registry=registry)
+    assert not (tmp_path / "edition").exists() or not any((tmp_path / "edition").iterdir())
+
+
 def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_path):
     registry = tmp_path / "katas.toml"
     registry.write_text(
