@@ -3,10 +3,12 @@ mistake a learner makes, as a one-bug edit of the reference solution or of
 the alternative implementation) and gives full marks to the alternative,
 tests/fixtures/alt/KATA.py: a correct implementation written differently.
 
-The quick tests grade with the standard seed; the slow ones grade again with
-OTHER_SEEDS and require the same verdict (a mutant caught, the reference and
-the alternative with full marks), so that no verdict depends on the examples
-one seed happens to draw."""
+The quick tests grade with the standard seed; the slow ones grade the
+reference and the alternative again with OTHER_SEEDS, and the thorough one
+(`python -m pytest -m thorough`, left out of the default run for its
+minutes) every mutant; each requires the same verdict (a mutant caught, the
+reference and the alternative with full marks), so that no verdict depends
+on the examples one seed happens to draw."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ def test_a_differently_written_correct_implementation_gets_full_marks(kata: str,
 
 
 @pytest.mark.slow
+@pytest.mark.thorough  # about 500 s of grading on two cores: outside the default run and CI's budget
 @pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
 def test_the_grader_does_not_pass_the_mutant_under_other_seeds(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
     for seed in OTHER_SEEDS:  # with the standard seed's grade above: caught under three seeds

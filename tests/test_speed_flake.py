@@ -22,6 +22,7 @@ pytestmark = pytest.mark.xdist_group("speed_flake")
 
 
 @pytest.mark.slow
+@pytest.mark.thorough  # minutes under the hogs: outside the default run and CI's budget
 def test_the_reference_passes_every_speed_task_20_times_beside_two_busy_processes():
     busy = hogs(HOGS)
     try:
