@@ -67,6 +67,15 @@ def _check_kv(k, v, n_kv_heads: int, head_dim: int) -> tuple[np.ndarray, np.ndar
     return k, v
 
 
+def _check_fits(start: int, t: int, max_len: int) -> None:
+    """CacheFullError unless t more tokens fit after the `start` a layer holds."""
+    if start + t > max_len:
+        raise CacheFullError(
+            f"the cache holds {start} tokens and fits max_len={max_len}, so {t} more do not fit; "
+            "crop it or make a cache with a larger max_len"
+        )
+
+
 class KVCache:
     """Keys and values of every token already run through a model, per layer,
     in buffers preallocated for max_len tokens.
@@ -125,11 +134,7 @@ class KVCache:
         layer = _check_layer(layer, self.n_layers)
         k, v = _check_kv(k, v, self.n_kv_heads, self.head_dim)
         start, t = self._filled[layer], k.shape[1]
-        if start + t > self.max_len:
-            raise CacheFullError(
-                f"the cache holds {start} tokens and fits max_len={self.max_len}, so {t} more do not fit; "
-                "crop it or make a cache with a larger max_len"
-            )
+        _check_fits(start, t, self.max_len)
         end = start + t
         self._k[layer, :, start:end] = k
         self._v[layer, :, start:end] = v
@@ -374,11 +379,7 @@ class QuantizedKVCache:
             if not np.all(np.isfinite(x.astype(np.float32))):
                 raise ValueError(f"{name} must be finite in float32 to get a scale, got inf or nan")
         start, t = self._held[layer], k.shape[1]
-        if start + t > self.max_len:
-            raise CacheFullError(
-                f"the cache holds {start} tokens and fits max_len={self.max_len}, so {t} more do not fit; "
-                "crop it or make a cache with a larger max_len"
-            )
+        _check_fits(start, t, self.max_len)
         end = start + t
         self.keys[layer, :, start:end], self.key_scales[layer, :, start:end] = _quantize_vectors(k)
         self.values[layer, :, start:end], self.value_scales[layer, :, start:end] = _quantize_vectors(v)
