@@ -95,7 +95,7 @@ def main() -> None:
     )
     print(
         f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(args.target)}; "
-        f"greedy, {len(prompt)}-token prompt; naive and cached take turns, median of {args.repeats} runs each"
+        f"greedy, {len(prompt)}-token prompt; naive and cached take turns, medians of at least {args.repeats} rounds"
     )
     print()
     header = (

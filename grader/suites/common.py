@@ -9,6 +9,7 @@ the judge, where the learner's code never runs.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -185,9 +186,20 @@ def time_ratio(
         [side("mine", mine, lambda args: args), side("base", baseline, other)],
         rounds=repeats,
         spread=SPEED_SPREAD,
-        budget_seconds=SPEED_BUDGET_SECONDS,
+        budget_seconds=extra_rounds_budget(),
     )
     return rounds.ratio(0, 1)
+
+
+def extra_rounds_budget() -> float:
+    """Seconds a speed check may spend on rounds past its first ones: at most
+    SPEED_BUDGET_SECONDS, and at most a third of what is left of the check's
+    time limit (judge.SETTINGS.deadline), so that extra rounds never make a
+    check time out; none when nothing is left."""
+    deadline = judge.SETTINGS.deadline
+    if deadline is None:
+        return SPEED_BUDGET_SECONDS
+    return max(0.0, min(SPEED_BUDGET_SECONDS, (deadline - time.monotonic()) / 3))
 
 
 def float_arrays(shape, lo: float = -100.0, hi: float = 100.0, dtype=np.float32):

@@ -1626,7 +1626,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
         rounds=rounds,
         max_rounds=most,
         spread=common.SPEED_SPREAD,
-        budget_seconds=common.SPEED_BUDGET_SECONDS,
+        budget_seconds=common.extra_rounds_budget(),
         warmup=False,
     )
     ratio = timed.ratio(0, 1)
