@@ -60,12 +60,22 @@ Each piece first makes one call to a check at the bottom of the file, which
 raises a ValueError that says what is wrong with its input.
 
 A decode step (T = 1) is a few hundred small NumPy operations, so their fixed
-cost, more than the matmuls, sets its time. Hence: the rotary tables of every
-position are computed once per shape (`rope_cache`); the MoE block runs only
-the K experts of a lone token; attention skips the causal mask when no key is
-later than a query; the checks cost O(1) or O(T), never a pass over the
-weights. None of it changes a bit of the results, and nothing derived from the
-weights is kept, so a weight replaced or edited after construction is used.
+cost, more than the matmuls, sets its time. Hence:
+- each layer's wq, wk and wv are stored side by side in one array, and so are
+  w_gate and w_up, each weight a view of its columns: one matmul does the
+  work of three (or two);
+- the rotary tables of every position are computed once per shape
+  (`rope_cache`);
+- at one token, RMSNorm takes its sum of squares as a dot product, q and k
+  are rotated together, and the MoE block routes in Python and runs only the
+  token's K experts;
+- attention skips the causal mask when no key is later than a query;
+- the checks cost O(1) or O(T), never a pass over the weights.
+The results are the plain formulas' up to float32 rounding, and the work
+counted is the same. Nothing derived from the weights is kept beside them: a
+weight edited in place edits its group's array, and a weight replaced after
+construction is multiplied on its own, so either way the weight used is the
+one in `weights`.
 """
 
 from __future__ import annotations
@@ -79,7 +89,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -212,7 +222,14 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """x (T, D) scaled to unit root-mean-square per row, times weight (D,)."""
+    """x (T, D) scaled to unit root-mean-square per row, times weight (D,).
+
+    One row (a decode step) takes its sum of squares as a dot product and its
+    scale as a Python float: two array operations instead of seven, the same
+    values up to float32 rounding."""
+    if x.ndim == 2 and x.shape[0] == 1:
+        row = x[0]
+        return (x * (1.0 / math.sqrt(float(row.dot(row)) / x.shape[1] + eps))) * weight
     ms = (x * x).sum(axis=-1, keepdims=True) / x.shape[-1]  # (T, 1) mean square, as np.mean computes it
     return (x / np.sqrt(ms + eps)) * weight
 
@@ -221,6 +238,15 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     z = x - x.max(axis=axis, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_last_axis_in_place(x: np.ndarray) -> np.ndarray:
+    """softmax(x, axis=-1), written over x (an array nothing else holds):
+    the same operations, without the allocations or the methods' wrappers."""
+    x -= np.maximum.reduce(x, axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= np.add.reduce(x, axis=-1, keepdims=True)
+    return x
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -257,6 +283,14 @@ def rotate_halves(x: np.ndarray, cos2: np.ndarray, sin2: np.ndarray) -> np.ndarr
     return (halves * cos2 + halves[..., ::-1, :] * sin2).reshape(x.shape)
 
 
+def _rotated_row(x: np.ndarray, cos2: np.ndarray, sin2: np.ndarray) -> np.ndarray:
+    """rotate_halves for one token: x (1, heads * Dh), rope_cache's rows at its
+    position cos2 and sin2 (2, Dh // 2); returns (heads, 1, Dh)."""
+    half = cos2.shape[-1]
+    halves = x.reshape(-1, 2, half)  # (heads, 2, Dh/2): x1, x2
+    return (halves * cos2 + halves[:, ::-1] * sin2).reshape(-1, 1, 2 * half)
+
+
 def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """indices (T, K) of the k most probable experts, best first (ties: lower index),
     and their probabilities renormalized to sum to 1 (T, K)."""
@@ -265,13 +299,54 @@ def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, w / w.sum(axis=-1, keepdims=True)
 
 
+def _route_one_token(logits: list[float], k: int) -> list[tuple[int, float]]:
+    """top_k_route(softmax(logits)) for one token's router logits (E floats):
+    (expert, gate) of its k experts, in expert order. The k most probable
+    experts are the k highest logits, ties to the lower index (a stable sort
+    keeps equal logits in index order); the gates, a softmax over their logits
+    alone, equal the softmax over all E renormalized over the k, up to rounding.
+    (A logit so far below the highest that its float32 probability is 0 could
+    rank otherwise; its gate is 0 either way.)"""
+    chosen = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[:k]
+    top = logits[chosen[0]]
+    weights = [math.exp(logits[e] - top) for e in chosen]
+    total = sum(weights)
+    return sorted((e, wt / total) for e, wt in zip(chosen, weights))
+
+
+class _LayerNames(NamedTuple):
+    """The keys of one layer's weights in Model.weights, spelled once."""
+
+    attn_norm: str
+    wq: str
+    wk: str
+    wv: str
+    wo: str
+    mlp_norm: str
+    router: str
+    w_gate: str
+    w_up: str
+    w_down: str
+
+    @classmethod
+    def of(cls, layer: int) -> "_LayerNames":
+        return cls(*(f"layers.{layer}.{field}" for field in cls._fields))
+
+
 class Model:
     """A decoder-only transformer whose weights are a flat dict name -> float32 array."""
 
     def __init__(self, config: Config, weights: dict[str, np.ndarray]):
         self.config = config
+        self._names = [_LayerNames.of(layer) for layer in range(config.n_layers)]
         self.weights = _checked_weights(config, weights)
         self._counters: list[Work] = []
+        # Each layer's wq | wk | wv, and its w_gate | w_up, are stored side by side,
+        # each weight a view of its group's array, so one matmul does the group's work.
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, tuple[np.ndarray, ...]]] = {}
+        for names in self._names:
+            self._store_side_by_side((names.wq, names.wk, names.wv))
+            self._store_side_by_side((names.w_gate, names.w_up))
 
     # ---------------------------------------------------------------- building
 
@@ -340,6 +415,33 @@ class Model:
     def copy(self) -> "Model":
         return Model(self.config, {n: w.copy() for n, w in self.weights.items()})
 
+    # ------------------------------------------------- weights side by side
+
+    def _store_side_by_side(self, names: tuple[str, ...]) -> None:
+        """Copy the weights `names` into one array, joined along their last
+        axis, and make each weight a view of its columns. Edits in place to
+        a weight edit that array; a weight replaced leaves the group (see
+        `_side_by_side`)."""
+        joined = np.concatenate([self.weights[name] for name in names], axis=-1)
+        views, start = [], 0
+        for name in names:
+            width = self.weights[name].shape[-1]
+            views.append(joined[..., start : start + width])
+            start += width
+        self.weights.update(zip(names, views))
+        self._groups[names] = joined, tuple(views)
+
+    def _side_by_side(self, names: tuple[str, ...]) -> np.ndarray | None:
+        """The array the weights `names` are views of, or None when any of them
+        is no longer the view it was made as (replaced since): then each weight
+        must be multiplied on its own."""
+        joined, views = self._groups[names]
+        weights = self.weights
+        for name, view in zip(names, views):
+            if weights.get(name) is not view:
+                return None
+        return joined
+
     # ------------------------------------------------------------ work counter
 
     @contextlib.contextmanager
@@ -394,16 +496,30 @@ class Model:
         c = self.config
         layer, x, pos = _checked_qkv_inputs(c, layer, x, positions)
         T, Dh = x.shape[0], c.head_dim
-        w, p = self.weights, f"layers.{layer}."
-        h = rms_norm(x, w[p + "attn_norm"], c.norm_eps)
-        q = self._mm("qkv", h, w[p + "wq"]).reshape(T, c.n_heads, Dh).transpose(1, 0, 2)
-        k = self._mm("qkv", h, w[p + "wk"]).reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
-        v = self._mm("qkv", h, w[p + "wv"]).reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
+        w, names = self.weights, self._names[layer]
+        norm = w[names.attn_norm]
+        h = rms_norm(x, norm, c.norm_eps)
         cos2, sin2 = rope_cache(c.max_seq_len, Dh, c.rope_theta)
-        cos2, sin2 = cos2[pos], sin2[pos]  # (T, 2, Dh // 2): rope_tables(pos, ...), looked up
         for work in self._counters:
             work.positions[layer] = work.positions.get(layer, 0) + T
-            work.add_weight_read("norm", w[p + "attn_norm"].nbytes)
+            work.add_weight_read("norm", norm.nbytes)
+        qkv = self._side_by_side((names.wq, names.wk, names.wv))
+        if qkv is not None:  # one matmul for the three
+            y = self._mm("qkv", h, qkv)  # (T, (H + 2 Hkv) Dh): q | k | v
+            q_end, k_end = c.n_heads * Dh, (c.n_heads + c.n_kv_heads) * Dh
+            if T == 1:  # a decode step: q and k rotated together, no transposes
+                p = pos.item()
+                qk = _rotated_row(y[:, :k_end], cos2[p], sin2[p])  # (H + Hkv, 1, Dh)
+                return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(-1, 1, Dh)
+            q, k, v = y[:, :q_end], y[:, q_end:k_end], y[:, k_end:]
+        else:
+            q = self._mm("qkv", h, w[names.wq])
+            k = self._mm("qkv", h, w[names.wk])
+            v = self._mm("qkv", h, w[names.wv])
+        cos2, sin2 = cos2[pos], sin2[pos]  # (T, 2, Dh // 2): rope_tables(pos, ...), looked up
+        q = q.reshape(T, c.n_heads, Dh).transpose(1, 0, 2)
+        k = k.reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
+        v = v.reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
         return rotate_halves(q, cos2, sin2), rotate_halves(k, cos2, sin2), v
 
     def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
@@ -419,50 +535,67 @@ class Model:
         Tq, Tk = q.shape[1], k.shape[1]
         group = H // Hkv
         qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
-        scores = (qg @ k.transpose(0, 2, 1)) / np.float32(math.sqrt(Dh))  # (Hkv, group*Tq, Tk)
+        scores = qg @ k.transpose(0, 2, 1)  # (Hkv, group*Tq, Tk), a new array: scaled and normalized in place
+        scores /= np.float32(math.sqrt(Dh))
         for work in self._counters:
             work.add("attention", H * Tq * Tk * Dh)
             work.add_cache_read(k.nbytes + v.nbytes)
         if future:  # some key is later than some query (never so in a decode step): mask it
             masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
             scores = np.where(masked, np.float32(-np.inf), scores.reshape(H, Tq, Tk)).reshape(scores.shape)
-        probs = softmax(scores, axis=-1).astype(np.float32, copy=False)
+        probs = _softmax_last_axis_in_place(scores)
+        if probs.dtype != np.float32:
+            probs = probs.astype(np.float32)
         out = probs @ v  # (Hkv, group*Tq, Dh)
         self._count("attention", H * Tq * Tk * Dh)
-        out = out.reshape(H, Tq, Dh).transpose(1, 0, 2).reshape(Tq, H * Dh)
-        return self._mm("wo", out, self.weights[f"layers.{layer}.wo"])
+        if Tq == 1:  # (Hkv, group, Dh) is already head after head
+            out = out.reshape(1, H * Dh)
+        else:
+            out = out.reshape(H, Tq, Dh).transpose(1, 0, 2).reshape(Tq, H * Dh)
+        return self._mm("wo", out, self.weights[self._names[layer].wo])
 
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """RMSNorm then the SwiGLU MLP (or the MoE of SwiGLU experts) of one
         layer, for the residual stream x (T, D): returns (T, D)."""
         c = self.config
         layer, x = _checked_layer_input(c, layer, x)
-        w, p = self.weights, f"layers.{layer}."
-        h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+        w, names = self.weights, self._names[layer]
+        norm = w[names.mlp_norm]
+        h = rms_norm(x, norm, c.norm_eps)
         for work in self._counters:
-            work.add_weight_read("norm", w[p + "mlp_norm"].nbytes)
-        w_gate, w_up, w_down = w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
+            work.add_weight_read("norm", norm.nbytes)
+        w_gate, w_up, w_down = w[names.w_gate], w[names.w_up], w[names.w_down]
+        gate_up = self._side_by_side((names.w_gate, names.w_up))  # (E,) D, 2F: one matmul for both
         if not c.is_moe:
-            return self._swiglu("mlp", h, w_gate, w_up, w_down)
-        probs = softmax(self._mm("router", h, w[p + "router"]), axis=-1)  # (T, E)
-        idx, gates = top_k_route(probs, c.top_k)  # (T, K), (T, K)
-        out = np.zeros_like(h)
-        if h.shape[0] == 1:  # one token (a decode step): run its K experts, nothing to gather
-            for e, g in sorted(zip(idx[0].tolist(), gates[0].tolist())):  # in expert order, as below
-                out += g * self._swiglu("experts", h, w_gate[e], w_up[e], w_down[e])
+            return self._swiglu("mlp", h, w_gate, w_up, w_down, gate_up)
+        logits = self._mm("router", h, w[names.router])  # (T, E)
+        expert_gate_up = (lambda e: None) if gate_up is None else gate_up.__getitem__
+        if h.shape[0] == 1:  # one token (a decode step): route it in Python, run only its K experts
+            out = None
+            for e, g in _route_one_token(logits[0].tolist(), c.top_k):
+                y = self._swiglu("experts", h, w_gate[e], w_up[e], w_down[e], expert_gate_up(e))
+                y *= g
+                out = y if out is None else out + y
             return out
+        idx, gates = top_k_route(softmax(logits, axis=-1), c.top_k)  # (T, K), (T, K)
+        out = np.zeros_like(h)
         for e in range(c.n_experts):
             rows, slot = np.nonzero(idx == e)
             if rows.size == 0:
                 continue
-            ye = self._swiglu("experts", h[rows], w_gate[e], w_up[e], w_down[e])
+            ye = self._swiglu("experts", h[rows], w_gate[e], w_up[e], w_down[e], expert_gate_up(e))
             np.add.at(out, rows, gates[rows, slot][:, None] * ye)
         return out
 
-    def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down) -> np.ndarray:
+    def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down, gate_up=None) -> np.ndarray:
         """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and w_up
-        (D, F), w_down (F, D): one SwiGLU, its macs counted as `piece`."""
-        return self._mm(piece, silu(self._mm(piece, h, w_gate)) * self._mm(piece, h, w_up), w_down)
+        (D, F), w_down (F, D): one SwiGLU, its macs counted as `piece`. gate_up,
+        when given, is w_gate | w_up side by side (D, 2F): one matmul for both."""
+        if gate_up is None:
+            return self._mm(piece, silu(self._mm(piece, h, w_gate)) * self._mm(piece, h, w_up), w_down)
+        y = self._mm(piece, h, gate_up)  # (n, 2F)
+        F = w_gate.shape[-1]
+        return self._mm(piece, silu(y[:, :F]) * y[:, F:], w_down)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""

@@ -331,8 +331,10 @@ def test_a_weight_replaced_or_edited_in_place_after_construction_is_the_weight_u
     before = model.forward(tokens)
     _double(model, name, in_place)
     expected = Model(MOE, model.weights).forward(tokens)
-    assert not np.allclose(before, expected)
-    assert np.array_equal(model.forward(tokens), expected)
+    assert not np.allclose(before, expected, rtol=1e-3, atol=1e-3)
+    # A replaced weight is multiplied on its own, where a new model multiplies
+    # it beside the rest of its group: the same sums, rounded apart.
+    np.testing.assert_allclose(model.forward(tokens), expected, rtol=1e-5, atol=1e-5)
 
 
 # --------------------------------------------------------------- save / load

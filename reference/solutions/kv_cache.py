@@ -60,7 +60,7 @@ def _check_kv(k, v, n_kv_heads: int, head_dim: int) -> tuple[np.ndarray, np.ndar
     for name, x in (("k", k), ("v", v)):
         if x.ndim != 3 or x.shape[0] != n_kv_heads or x.shape[2] != head_dim:
             raise ValueError(f"{name} must have shape (Hkv={n_kv_heads}, t, Dh={head_dim}), got {x.shape}")
-        if not np.issubdtype(x.dtype, np.floating):
+        if x.dtype.kind != "f":  # float16, float32, float64, longdouble
             raise ValueError(f"{name} must hold floating point numbers, got dtype {x.dtype}")
     if v.shape != k.shape:
         raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
