@@ -94,6 +94,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
+SMALL_M = 4  # up to this many rows, Model._mm multiplies row by row (see there)
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
 
@@ -461,8 +462,16 @@ class Model:
 
     def _mm(self, piece: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index
-        and the weight matrix b read once."""
-        out = a @ b
+        and the weight matrix b read once.
+
+        A few rows (2 <= M <= SMALL_M) go through as a stack of single rows:
+        OpenBLAS runs each as a matrix-vector product, where its general
+        matmul first copies b into its own layout, which for a handful of rows
+        costs several times the arithmetic (bench_model.py times both)."""
+        if a.ndim == 2 and 1 < a.shape[0] <= SMALL_M:
+            out = (a[:, None, :] @ b)[:, 0]
+        else:
+            out = a @ b
         if self._counters:
             macs = a.size * b.shape[-1]
             for work in self._counters:
@@ -506,12 +515,15 @@ class Model:
         qkv = self._side_by_side((names.wq, names.wk, names.wv))
         if qkv is not None:  # one matmul for the three
             y = self._mm("qkv", h, qkv)  # (T, (H + 2 Hkv) Dh): q | k | v
-            q_end, k_end = c.n_heads * Dh, (c.n_heads + c.n_kv_heads) * Dh
+            k_end = (c.n_heads + c.n_kv_heads) * Dh
             if T == 1:  # a decode step: q and k rotated together, no transposes
                 p = pos.item()
                 qk = _rotated_row(y[:, :k_end], cos2[p], sin2[p])  # (H + Hkv, 1, Dh)
                 return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(-1, 1, Dh)
-            q, k, v = y[:, :q_end], y[:, q_end:k_end], y[:, k_end:]
+            qk = y[:, :k_end].reshape(T, c.n_heads + c.n_kv_heads, 2, Dh // 2)  # q and k rotated together
+            cos2, sin2 = cos2[pos][:, None], sin2[pos][:, None]  # (T, 1, 2, Dh // 2)
+            qk = (qk * cos2 + qk[..., ::-1, :] * sin2).reshape(T, -1, Dh).transpose(1, 0, 2)  # (H + Hkv, T, Dh)
+            return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
         else:
             q = self._mm("qkv", h, w[names.wq])
             k = self._mm("qkv", h, w[names.wk])
@@ -584,7 +596,8 @@ class Model:
             if rows.size == 0:
                 continue
             ye = self._swiglu("experts", h[rows], w_gate[e], w_up[e], w_down[e], expert_gate_up(e))
-            np.add.at(out, rows, gates[rows, slot][:, None] * ye)
+            ye *= gates[rows, slot][:, None]
+            out[rows] += ye  # a token's K experts are distinct: no row repeats within one expert
         return out
 
     def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down, gate_up=None) -> np.ndarray:
