@@ -6,6 +6,13 @@ Reports the median wall time of `forward` on 256 tokens and of
 `generate_naive` for 128 new tokens, with the multiply-accumulates the work
 counter saw for one run of each. Uses a random-weight model of the teacher's
 shape (4 layers, d_model 128, 4 heads, 2 kv heads, 4 experts, top-2).
+
+Then what `Model._mm` does with a few rows (a verify step of speculative
+decoding, an expert's share of a short batch): M rows (M, 128) times a
+weight (128, N), as one matmul `a @ b` and as a stack of single rows
+`(a[:, None, :] @ b)[:, 0]`, which OpenBLAS runs as matrix-vector products.
+The two take turns; the ratio is the median of the per-round ratios, > 1
+where the stack is faster. The model stacks up to reference.model.SMALL_M rows.
 """
 
 from __future__ import annotations
@@ -21,13 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from shared import TEACHER, add_repeats_option, median_seconds  # noqa: E402
 
-from reference.model import Model  # noqa: E402
+from grader import timing  # noqa: E402
+from reference.model import SMALL_M, Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 
 CONFIG = TEACHER  # the teacher's shape, with random weights
 FORWARD_TOKENS = 256
 PROMPT_TOKENS = 8
 NEW_TOKENS = 128
+FEW_ROWS = (1, 2, 3, 4, 5, 8, 16)  # M
+WEIGHT_WIDTHS = (256, 512)  # N: the teacher's fused q|k|v, and an expert's fused gate|up
+CALLS_PER_ROUND = 200
 
 
 def timed(model: Model, run, repeats: int) -> tuple[float, int]:
@@ -68,6 +79,33 @@ def main() -> None:
     print(f"{'run':<{width}}  {'median ms':>10}  {'macs':>15}")
     for name, seconds, macs in rows:
         print(f"{name:<{width}}  {seconds * 1e3:>10.1f}  {macs:>15,}")
+    print()
+    few_rows_table(rng, args.repeats)
+
+
+def few_rows_table(rng: np.random.Generator, repeats: int) -> None:
+    """a @ b against a stack of single rows, for M in FEW_ROWS and N in WEIGHT_WIDTHS."""
+    print(
+        f"a few rows (M, {CONFIG.d_model}) times a weight ({CONFIG.d_model}, N): one matmul against a stack of single "
+        f"rows; us per call, {CALLS_PER_ROUND} calls a round, the two taking turns (Model._mm stacks M <= {SMALL_M})"
+    )
+    print(f"{'N':>5}  {'M':>3}  {'a @ b':>8}  {'stacked':>8}  {'a @ b / stacked':>15}")
+    for n in WEIGHT_WIDTHS:
+        b = rng.standard_normal((CONFIG.d_model, n)).astype(np.float32)
+        for m in FEW_ROWS:
+            a = rng.standard_normal((m, CONFIG.d_model)).astype(np.float32)
+
+            def matmul(_round, a=a, b=b) -> None:
+                for _ in range(CALLS_PER_ROUND):
+                    a @ b
+
+            def stacked(_round, a=a, b=b) -> None:
+                for _ in range(CALLS_PER_ROUND):
+                    (a[:, None, :] @ b)[:, 0]
+
+            rounds = timing.interleave([matmul, stacked], rounds=max(repeats, 5), spread=0.05)
+            per_call = [rounds.median(i) / CALLS_PER_ROUND * 1e6 for i in (0, 1)]
+            print(f"{n:>5}  {m:>3}  {per_call[0]:>8.1f}  {per_call[1]:>8.1f}  {rounds.ratio(0, 1):>14.2f}x")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
-SMALL_M = 4  # up to this many rows, Model._mm multiplies row by row (see there)
+SMALL_M = 5  # up to this many rows, Model._mm multiplies row by row (see there)
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
 
