@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
+from reference.model import SMALL_M, Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
 
@@ -148,9 +148,11 @@ def test_one_token_forward_equals_its_pieces_applied_by_hand(config):
 
 
 @CONFIGS
-def test_forward_agrees_with_per_head_per_position_loops_in_float64(config):
+@pytest.mark.parametrize("T", [2, SMALL_M, 10], ids=["two-rows", "small-m-rows", "ten-rows"])
+def test_forward_agrees_with_per_head_per_position_loops_in_float64(config, T):
+    # Up to SMALL_M rows, every matmul runs as a stack of single rows.
     model = Model.random(config, seed=2)
-    tokens = random_tokens(config, 10, seed=3)
+    tokens = random_tokens(config, T, seed=3)
     np.testing.assert_allclose(model.forward(tokens), loop_forward(model, tokens), atol=INDEPENDENT_ATOL)
 
 
