@@ -167,7 +167,7 @@ SHIPPED_SHAPES = {
         n_experts=4,
         top_k=2,
     ),
-    "draft": Config(vocab_size=VOCAB_SIZE, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=256, max_seq_len=256),
+    "draft": Config(vocab_size=VOCAB_SIZE, d_model=128, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=512, max_seq_len=256),
 }
 
 

@@ -36,6 +36,17 @@ reference/weights/draft_hard.npz and prints its row of TRAINING.md's tables
 every phase it resumes a draft_hard.pt checkpoint in --work-dir; delete that
 file to train from the start.
 
+    python tools/train.py --drafts-only
+
+retrains phases 2 and 3 alone, as a full run whose teacher phase is finished
+does: it distils the draft from the shipped teacher.npz (what a full run
+distils from: the exported teacher, loaded back), then trains the hard-label
+draft for as many steps, both on the committed corpus, from the same seeds,
+with no time cap. It exports draft.npz and draft_hard.npz and prints both
+drafts' rows of TRAINING.md's tables; it does not touch teacher.npz, the
+corpus or TRAINING.md. Checkpoints draft.pt and draft_hard.pt in --work-dir
+resume as above.
+
 `TorchModel` is reference.model.Model in PyTorch: the same weight names and
 layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
 tests/test_parity.py checks that both give the same logits.
@@ -431,21 +442,53 @@ def read_corpus(name: str) -> np.ndarray:
     return np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
 
 
+def shipped_teacher() -> TorchModel | None:
+    """The shipped teacher.npz as a frozen TorchModel, or None when it is not there."""
+    path = WEIGHTS_DIR / "teacher.npz"
+    if not path.is_file():
+        return None
+    teacher = TorchModel.from_reference(Model.load(path)).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def print_draft_rows(name: str, label: str, state: dict, m: dict, teacher: TorchModel | None) -> None:
+    """A draft's rows of TRAINING.md's two results tables."""
+    agreement = f"{m['agreement']:.2%}" if teacher is not None else "(no teacher.npz to compare with)"
+    print(
+        f"| {name} | {state['elapsed'] / 60:.1f} | {state['step']:,} | {state['tokens']:,} | "
+        f"{state['log'][-1]['train_ce']:.3f} | {m['loss']:.3f} | {m['bpc']:.3f} |\n"
+        f"| {label} | {state['step']:,} | {m['bpc']:.3f} | {agreement} |",
+        flush=True,
+    )
+
+
 def train_hard_draft_only(args) -> None:
     """Phase 3 alone (see the module docstring): train, export and print the hard-label draft's rows."""
     train, val = read_corpus("train.txt"), windows(read_corpus("val.txt"))
     hard, state = train_phase("draft_hard", DRAFT, DRAFT_STEPS, math.inf, train, val, args.seed + 1, args.work_dir)
     hard = exported(hard, WEIGHTS_DIR / "draft_hard.npz")
     print("evaluating on all validation windows...", flush=True)
-    teacher_path = WEIGHTS_DIR / "teacher.npz"
-    teacher = TorchModel.from_reference(Model.load(teacher_path)).eval() if teacher_path.is_file() else None
-    m = evaluate(hard, val, teacher)
-    agreement = f"{m['agreement']:.2%}" if teacher is not None else f"(no {teacher_path} to compare with)"
-    print(
-        f"| draft_hard | {state['elapsed'] / 60:.1f} | {state['step']:,} | {state['tokens']:,} | "
-        f"{state['log'][-1]['train_ce']:.3f} | {m['loss']:.3f} | {m['bpc']:.3f} |\n"
-        f"| hard labels only | {state['step']:,} | {m['bpc']:.3f} | {agreement} |"
-    )
+    teacher = shipped_teacher()
+    print_draft_rows("draft_hard", "hard labels only", state, evaluate(hard, val, teacher), teacher)
+
+
+def train_drafts_only(args) -> None:
+    """Phases 2 and 3 (see the module docstring) from the shipped teacher.npz:
+    train, export and print both drafts' rows."""
+    teacher = shipped_teacher()
+    if teacher is None:
+        raise SystemExit(f"--drafts-only distils from {WEIGHTS_DIR / 'teacher.npz'}, which is missing")
+    train, val = read_corpus("train.txt"), windows(read_corpus("val.txt"))
+    seed, work = args.seed + 1, args.work_dir  # the seeds of a full run's drafts
+    draft, d_state = train_phase("draft", DRAFT, DRAFT_STEPS, math.inf, train, val, seed, work, teacher)
+    draft = exported(draft, WEIGHTS_DIR / "draft.npz")
+    hard, h_state = train_phase("draft_hard", DRAFT, d_state["step"], math.inf, train, val, seed, work)
+    hard = exported(hard, WEIGHTS_DIR / "draft_hard.npz")
+    print("evaluating on all validation windows...", flush=True)
+    print_draft_rows("draft", "distilled (shipped)", d_state, evaluate(draft, val, teacher), teacher)
+    print_draft_rows("draft_hard", "hard labels only", h_state, evaluate(hard, val, teacher), teacher)
 
 
 def main() -> None:
@@ -464,12 +507,20 @@ def main() -> None:
         action="store_true",
         help="retrain only the hard-label draft, on the committed corpus, with no teacher and no time cap",
     )
+    parser.add_argument(
+        "--drafts-only",
+        action="store_true",
+        help="retrain both drafts from the shipped teacher.npz, on the committed corpus, with no time cap",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.work_dir.mkdir(parents=True, exist_ok=True)
     if args.hard_draft_only:
         train_hard_draft_only(args)
+        return
+    if args.drafts_only:
+        train_drafts_only(args)
         return
 
     corpus = build_corpus.build(seed=args.seed)
