@@ -22,6 +22,11 @@ the `--target` implementation: katas, or a directory) and both models behind
   turns). With NumPy at this size a call's cost is mostly Python overhead
   per layer, not reading weights, so c is far from the ~0.05 of a real
   deployment and the speedup is small or below 1.
+- v_k, the measured cost of the round's verifying teacher call (k + 1 new
+  positions) over a one-token call: Leviathan's formula counts it as 1,
+  the cost of a call bound by reading the weights. Here it is not: k + 1
+  tokens route to more of the teacher's experts, and each row costs a
+  matrix-vector product of its own. The last column puts v_k in the formula.
 
 Without reference/weights/{teacher,draft}.npz, random models of the same
 configs stand in (their acceptance is near zero) and the table says so.
@@ -58,6 +63,7 @@ from reference.tokenizer import encode  # noqa: E402
 
 PROMPT_CHARS = 32
 SEED = 0
+VERIFY_CALLS = 20  # teacher calls per timed run of verify_costs
 
 
 def prompt() -> list[int]:
@@ -74,6 +80,29 @@ def measured_alpha(teacher: Model, draft: Model, tokens: list[int], n_prompt: in
         return float(np.mean(zt.argmax(axis=1) == zd.argmax(axis=1)))
     p, q = probs_from_logits(zt, temperature), probs_from_logits(zd, temperature)
     return float(np.mean(np.minimum(p, q).sum(axis=1)))
+
+
+def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, float]:
+    """v_k for k = 1..8: the time of a CachedLM teacher call that computes k + 1
+    new positions after a cached prefix (a round's verifying call) over the
+    time of one that computes one (a plain decoding step), the two taking turns."""
+    lm = CachedLM(teacher)
+    extra = list(range(10, 19))  # any 9 token ids after the prompt
+
+    def extend(m: int):
+        def run() -> None:
+            for _ in range(VERIFY_CALLS):
+                lm.logits(start + extra[:m])  # computes the m positions after the cached prompt
+                lm.logits(start)  # back to the prompt alone: nothing computed
+
+        return timing.ignoring_round(run)
+
+    lm.logits(start)
+    costs = {}
+    for k in range(1, 9):
+        rounds = timing.interleave([extend(k + 1), extend(1)], rounds=max(repeats, 5), spread=0.05)
+        costs[k] = rounds.ratio(0, 1)
+    return costs
 
 
 def expected_tokens_per_call(alpha: float, k: int) -> float:
@@ -121,7 +150,13 @@ def main(argv: list[str]) -> int:
     c = calls.ratio(0, 1)
     print(
         f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
-        f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)\n"
+        f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)"
+    )
+    verify = verify_costs(teacher, start, args.repeats)
+    print(
+        "cost of a teacher call that scores k + 1 new tokens / one that scores 1, v_k (median of interleaved rounds): "
+        + ", ".join(f"v_{k} = {v:.2f}" for k, v in verify.items())
+        + "\n"
     )
 
     header = (
@@ -136,6 +171,7 @@ def main(argv: list[str]) -> int:
         "ms",
         "speedup",
         "Leviathan x",
+        "with v_k",
     )
     rows = []
     for temperature in (0.0, 1.0):
@@ -172,6 +208,7 @@ def main(argv: list[str]) -> int:
                     f"{secs * 1e3:.0f}",
                     f"{rounds.ratio(1, 0):.2f}x",
                     f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
+                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k]):.2f}x",
                 )
             )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -183,7 +220,8 @@ def main(argv: list[str]) -> int:
         "\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
         "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
         "speedup = plain cached decoding time / speculative time, same temperature;\n"
-        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c."
+        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c;\n"
+        "with v_k = the same with the verifying call's measured cost: (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k))."
     )
     panels = []
     for temperature in ("0", "1"):
