@@ -69,6 +69,8 @@ cost, more than the matmuls, sets its time. Hence:
 - at one token, RMSNorm takes its sum of squares as a dot product, q and k
   are rotated together, and the MoE block routes in Python and runs only the
   token's K experts;
+- two to SMALL_M rows (a verify step's) multiply as a stack of single rows,
+  which OpenBLAS runs as matrix-vector products (see `Model._mm`);
 - attention skips the causal mask when no key is later than a query;
 - the checks cost O(1) or O(T), never a pass over the weights.
 The results are the plain formulas' up to float32 rounding, and the work
