@@ -38,7 +38,7 @@ fail without it.
 | `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
 | `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
 | `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
-| `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_192_tokens` |
+| `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens` |
 | `PagedKVCache.__init__` | refuses a size that is not a positive int | `test_paged_constructor_rejects_sizes_that_are_not_positive` |
 | `PagedKVCache.__init__` | block_size defaults to 16 tokens | `test_paged_blocks_hold_16_tokens_by_default` |
 | `PagedKVCache.update` | reads back what a dense cache holds, for any interleaving of sequences | `test_paged_cache_reads_back_what_a_dense_cache_holds` |
@@ -87,7 +87,7 @@ array_equal = np.array_equal
 max_abs = lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))  # noqa: E731
 
 LOGITS_ATOL = 1e-4  # cached logits vs a full recompute, float32 throughout
-MIN_GENERATE_SPEEDUP = 3.0  # cached generation vs generate_naive, 192 tokens (the reference: 7.6x or more)
+MIN_GENERATE_SPEEDUP = 3.0  # cached generation vs generate_naive, 384 tokens (see the check for the reference's)
 MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
 
 MAX_SEQ = 24
@@ -1550,30 +1550,35 @@ def test_the_teacher_on_a_quantized_cache_agrees_with_float32_greedy_decoding_at
 
 # Wide attention (8 heads) and one layer: a full recompute costs far more than a
 # decode step's fixed overhead, so the ratio measures the cache, not Python.
+SPEED_PROMPT, SPEED_NEW = 352, 32  # 384 tokens: the model's max_seq_len
 SPEED_MODEL = Model.random(
-    Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128, max_seq_len=192), seed=4
+    Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128, max_seq_len=384), seed=4
 )
 
 
 @pytest.mark.task("speed")
 @pytest.mark.speed
-def test_cached_generation_is_at_least_3x_faster_than_naive_at_192_tokens(kata):
+def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
     """Both run in their jails on a copy of SPEED_MODEL, timed here,
     alternately, on a fresh prompt each round; the tokens each returns
-    while timed must be the same. The reference is 10x faster on a quiet
-    machine and 7.6x beside two busy processes, so the 3x bar leaves it a
-    2x margin; generation that ignores its cache is about 1x."""
+    while timed must be the same. 32 new tokens after 352: a decode step's
+    fixed cost is most of its time, so a shorter text would leave the
+    cache less to win. The reference is about 12.7x faster graded beside
+    another kata and 10.5x in the worst of 20 grades beside two busy
+    processes (bench_suites.py), so the 3x bar leaves it a 3.5x margin;
+    generation that ignores its cache is about 1x."""
     gen = common.rng(18)
     ratio = time_ratio(
         kata.generate,
         load_baseline("kv_cache").generate_naive,
-        lambda i: (SPEED_MODEL, gen.integers(0, V, size=176).tolist(), 16),
+        lambda i: (SPEED_MODEL, gen.integers(0, V, size=SPEED_PROMPT).tolist(), SPEED_NEW),
         repeats=5,
         what="generate",
     )
     common.figure("generate speed-up over generate_naive", 1 / ratio, MIN_GENERATE_SPEEDUP, key="speedup")
     assert 1 / ratio >= MIN_GENERATE_SPEEDUP, (
-        f"generating 16 tokens after a 176-token prompt was only {1 / ratio:.1f}x faster than generate_naive; "
+        f"generating {SPEED_NEW} tokens after a {SPEED_PROMPT}-token prompt was only {1 / ratio:.1f}x faster than "
+        "generate_naive; "
         f"a KV cache should be at least {MIN_GENERATE_SPEEDUP:g}x faster"
     )
 
