@@ -522,14 +522,12 @@ class Model:
                 p = pos.item()
                 qk = _rotated_row(y[:, :k_end], cos2[p], sin2[p])  # (H + Hkv, 1, Dh)
                 return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(-1, 1, Dh)
-            qk = y[:, :k_end].reshape(T, c.n_heads + c.n_kv_heads, 2, Dh // 2)  # q and k rotated together
-            cos2, sin2 = cos2[pos][:, None], sin2[pos][:, None]  # (T, 1, 2, Dh // 2)
-            qk = (qk * cos2 + qk[..., ::-1, :] * sin2).reshape(T, -1, Dh).transpose(1, 0, 2)  # (H + Hkv, T, Dh)
+            qk = y[:, :k_end].reshape(T, -1, Dh).transpose(1, 0, 2)  # (H + Hkv, T, Dh): rotated together
+            qk = rotate_halves(qk, cos2[pos], sin2[pos])
             return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
-        else:
-            q = self._mm("qkv", h, w[names.wq])
-            k = self._mm("qkv", h, w[names.wk])
-            v = self._mm("qkv", h, w[names.wv])
+        q = self._mm("qkv", h, w[names.wq])
+        k = self._mm("qkv", h, w[names.wk])
+        v = self._mm("qkv", h, w[names.wv])
         cos2, sin2 = cos2[pos], sin2[pos]  # (T, 2, Dh // 2): rope_tables(pos, ...), looked up
         q = q.reshape(T, c.n_heads, Dh).transpose(1, 0, 2)
         k = k.reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
