@@ -258,8 +258,19 @@ def _server() -> _JudgeServer | None:
 class _Run:
     """One judge process grading part of a kata."""
 
-    def __init__(self, kata: Kata, target: str, seed: int, only: list[str], limits: Limits, fail_fast: bool):
-        """only: the tasks whose checks run (all when empty)."""
+    def __init__(
+        self,
+        kata: Kata,
+        target: str,
+        seed: int,
+        only: list[str],
+        limits: Limits,
+        fail_fast: bool,
+        checks: list[str] = (),
+        batch: list[dict] | None = None,
+    ):
+        """only: the tasks whose checks run (all when empty); checks: the names of
+        the only checks that run; batch: the judge's --batch gradings instead."""
         self.read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile()
         self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
@@ -285,6 +296,10 @@ class _Run:
         ]
         if only:
             argv += ["--tasks", *only]
+        if checks:
+            argv += ["--checks", *checks]
+        if batch:
+            argv += ["--batch", json.dumps(batch)]
         if fail_fast:
             argv.append("--fail-fast")
         env = _judge_env()
@@ -369,13 +384,18 @@ def _run_checks(
     only: list[str],
     on_result: Callable[[dict[str, Check]], None] | None = None,
     fail_fast: bool = False,
-) -> tuple[dict[str, Check], str]:
+    names: list[str] = (),
+    batch: list[dict] | None = None,
+) -> list[tuple[dict[str, Check], str]]:
     """Run the kata's suite in a judge process until it reports every check.
-    Returns the checks and a note for the kata. on_result(checks) is called
-    after each check's result arrives."""
+    Returns the checks and a note for the kata: one pair, or with batch (the
+    judge's --batch gradings), one pair per grading of it, in its order.
+    on_result(checks) is called after each check's result arrives."""
+    graded: list[tuple[dict[str, Check], str]] = []
+    jobs = len(batch) if batch else 1
     checks: dict[str, Check] = {}
     started = time.monotonic()
-    run = _Run(kata, target, seed, only, limits, fail_fast)
+    run = _Run(kata, target, seed, only, limits, fail_fast, names, batch)
     current, current_start, finished, note = None, None, False, ""
     try:
         while True:
@@ -419,27 +439,35 @@ def _run_checks(
                     current = None
                     if on_result is not None:
                         on_result(checks)
-                elif ev.kind is EventKind.DONE:
-                    finished = True
+                elif ev.kind is EventKind.DONE and len(graded) < jobs:
+                    graded.append((checks, ""))  # the next grading of a batch starts with its own checks and clock
+                    checks, current, started = {}, None, time.monotonic()
+            if len(graded) == jobs:
+                break
     finally:
         code, tail = run.finish()
-    if not finished:
-        death = f"the grader's judge process {_signal_name(code)}"
-        if current is not None and checks[current].outcome is Status.NOT_RUN:
-            checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
-        note = note or f"{death}: {tail.strip()[-500:]}"
-    elif code != 0 and not checks:
-        note = f"the grader's judge process {_signal_name(code)}: {tail.strip()[-500:]}"
-    return checks, note
+    if len(graded) < jobs:
+        if not finished:
+            death = f"the grader's judge process {_signal_name(code)}"
+            if current is not None and checks[current].outcome is Status.NOT_RUN:
+                checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
+            note = note or f"{death}: {tail.strip()[-500:]}"
+        elif code != 0 and not checks:
+            note = f"the grader's judge process {_signal_name(code)}: {tail.strip()[-500:]}"
+        graded.append((checks, note))
+        ended = note or "the judge stopped"
+        graded += [({}, f"not graded: {ended} during an earlier grading of the batch")] * (jobs - len(graded))
+    return graded
 
 
-def _task_result(task: Task, checks: list[Check], note: str) -> TaskResult:
-    """A task passes only when every one of its checks finished and passed."""
+def _task_result(task: Task, checks: list[Check], note: str, no_checks: str = "") -> TaskResult:
+    """A task passes only when every one of its checks finished and passed.
+    no_checks: why there are none, if not for a crash (note)."""
     passed = sum(c.outcome is Status.PASS for c in checks)
     hint = None
     if not checks:
         status = Status.CRASH if note else Status.ERROR
-        message = note or "the suite has no checks for this task"
+        message = note or no_checks or "the suite has no checks for this task"
     else:
 
         def outcome(c: Check) -> Status:
@@ -479,12 +507,15 @@ def grade_kata(
     limits: Limits = Limits(),
     progress: Callable[[Kata, TaskResult], None] | None = None,
     fail_fast: bool = False,
+    checks: list[str] | None = None,
 ) -> KataResult:
     """Grade one kata (or only the named tasks of it) in a child process.
     progress(kata, task_result) is called as each task's last check ends,
     while the rest of the kata is still being graded. fail_fast: stop each
     task at its first check that does not pass (that check's outcome is
-    the task's status, and the rest are reported with it, not run)."""
+    the task's status, and the rest are reported with it, not run).
+    checks: run only the checks (test functions) of these names; a chosen
+    task that has none of them is an error that says so."""
     _target.resolve(target)
     chosen = [kata.task(t) for t in tasks] if tasks else list(kata.tasks)
     started = time.monotonic()
@@ -498,14 +529,33 @@ def grade_kata(
                 told.add(task.name)
                 progress(kata, _task_result(task, mine, ""))
 
-    checks, note = _run_checks(kata, target, seed, limits, only, finished_tasks if progress else None, fail_fast)
+    names = list(checks or ())
+    [(graded, note)] = _run_checks(
+        kata, target, seed, limits, only, finished_tasks if progress else None, fail_fast, names
+    )
+    return _kata_result(kata, chosen, graded, note, names, time.monotonic() - started, progress, told)
+
+
+def _kata_result(
+    kata: Kata,
+    chosen: list[Task],
+    checks: dict[str, Check],
+    note: str,
+    names: list[str],
+    duration: float,
+    progress: Callable[[Kata, TaskResult], None] | None = None,
+    told: set[str] = frozenset(),
+) -> KataResult:
+    """The grade of the chosen tasks from their checks' outcomes (a check that did
+    not run is an error); progress is told of each task it was not told of yet."""
     for c in checks.values():
         if c.outcome is Status.NOT_RUN:
             c.outcome, c.message = Status.ERROR, c.message or "the check did not run"
     results = []
     for task in chosen:
         mine = [c for c in checks.values() if c.task == task.name]
-        results.append(_task_result(task, mine, note))
+        missing = f"the task has no check named {' or '.join(names)}" if names else ""
+        results.append(_task_result(task, mine, note, missing))
         if progress is not None and task.name not in told:
             progress(kata, results[-1])
     return KataResult(
@@ -513,9 +563,45 @@ def grade_kata(
         title=kata.title,
         score=sum(t.score for t in results),
         max_score=sum(t.max_score for t in results),
-        duration=round(time.monotonic() - started, 3),
+        duration=round(duration, 3),
         tasks=results,
     )
+
+
+@dataclass(frozen=True)
+class Grading:
+    """One grading of a batch: a target, and the only tasks and checks of it to grade (all when empty)."""
+
+    target: str
+    tasks: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+
+
+def grade_batch(
+    kata: Kata, gradings: list[Grading], *, seed: int = 0, limits: Limits = Limits(), fail_fast: bool = False
+) -> list[KataResult]:
+    """Grade several targets of one kata, one after another in one judge
+    process, as grade_kata would grade each (its own jails, fixtures and
+    limits, the same seed), but with the suite collected once: for graders
+    of many submissions of a kata, such as the project's mutants. A grading
+    the judge did not reach (it died during an earlier one) crashes with a
+    note that says so."""
+    if not gradings:
+        return []
+    batch = []
+    for g in gradings:
+        _target.resolve(g.target)
+        for t in g.tasks:
+            kata.task(t)  # an unknown task stops here, as in grade_kata
+        target = str(_target.resolve(g.target)) if g.target not in ("katas", "reference") else g.target
+        batch.append({"target": target, "tasks": list(g.tasks), "checks": list(g.checks)})
+    started = time.monotonic()
+    graded = _run_checks(kata, gradings[0].target, seed, limits, [], None, fail_fast, [], batch)
+    duration = (time.monotonic() - started) / len(gradings)
+    return [
+        _kata_result(kata, [kata.task(t) for t in g.tasks] or list(kata.tasks), checks, note, list(g.checks), duration)
+        for g, (checks, note) in zip(gradings, graded)
+    ]
 
 
 def grade(

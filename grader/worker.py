@@ -4,14 +4,23 @@ reaches the learner's module through grader.judge, which holds it in a jail
 process, and every timing, count and comparison happens here.
 
     python -m grader.worker --kata NAME --suite PATH --target T --fd N [--seed S]
-        [--tasks NAME ...] [--fail-fast] [--test-seconds S] [--memory-mb M] [--output-mb O]
+        [--tasks NAME ...] [--checks NAME ...] [--fail-fast] [--test-seconds S] [--memory-mb M]
+        [--output-mb O] [--batch JSON]
 
 Each check grades the task its `@pytest.mark.task("...")` mark names, or its
 `task` parameter (one check for several tasks, case by case); --tasks keeps the checks of those
-tasks only. After one check of a task times out, the task's other checks are
+tasks only, and --checks only the checks of those names (test functions:
+every case of a parametrized one). After one check of a task times out, the task's other checks are
 reported without running (the same code would most likely hang them too);
 with --fail-fast, so are they after any check of the task that does not
 pass, each with that check's outcome.
+
+--batch grades several targets of the kata one after another in this one
+pytest session: a JSON list of {"target", "tasks", "checks"}, each graded as
+its own judge would grade it (--target and --tasks and --checks its own, its
+jails and fixtures started afresh and stopped after it), with the suite
+collected once and one seed for all; each grading's events end with its own
+done event. The project's tests grade their hundreds of mutants this way.
 
 Events are grader.outcome.Event lines. The runner reads them as they come,
 so if this process dies, only the running check is lost.
@@ -23,10 +32,13 @@ import argparse
 import errno
 import faulthandler
 import functools
+import json
 import os
 import re
 import sys
 import time
+
+import pluggy
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -36,6 +48,8 @@ else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
 from grader import confine, examples, judge, judge_server
 from grader.outcome import Event, EventKind, Status
 from grader.suites import common
+
+_hookimpl = pluggy.HookimplMarker("pytest")
 
 
 class Channel:
@@ -147,16 +161,44 @@ class Reporter:
     """The pytest plugin that turns a suite run into events, and gives each
     check its deadline."""
 
-    def __init__(self, channel: Channel, kata: str, only: set[str], limits: dict, fail_fast: bool = False):
-        """only: the tasks whose checks run (every marked check when empty)."""
+    def __init__(
+        self,
+        channel: Channel,
+        kata: str,
+        only: set[str],
+        limits: dict,
+        fail_fast: bool = False,
+        checks: set[str] = frozenset(),
+        batch: list[dict] | None = None,
+    ):
+        """only: the tasks whose checks run (every marked check when empty);
+        checks: the names of the only checks that run (all when empty);
+        batch: the gradings of --batch, which choose their own."""
         self.channel, self.kata, self.only, self.limits, self.fail_fast = channel, kata, only, limits, fail_fast
+        self.checks, self.batch = checks, batch
+        self.collected: list = []  # with batch: every marked check, for each grading to choose from
         self.verdicts: dict[str, tuple[Status, str, str]] = {}
         self.stopped: dict[str, tuple[Status, str]] = {}  # task -> what its remaining checks are reported as
         self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
 
     def pytest_collection_modifyitems(self, session, config, items):
         # A check without a task mark grades nothing (the registry refuses a suite that has one).
-        items[:] = [i for i in items if task_of(i) and (not self.only or task_of(i) in self.only)]
+        if self.batch is not None:
+            items[:] = self.collected = [i for i in items if task_of(i)]
+            return
+        items[:] = self._chosen(items)
+        self._announce(items)
+
+    def _chosen(self, items) -> list:
+        return [
+            i
+            for i in items
+            if task_of(i)
+            and (not self.only or task_of(i) in self.only)
+            and (not self.checks or i.originalname in self.checks)
+        ]
+
+    def _announce(self, items) -> None:
         self.channel.send(
             Event(
                 EventKind.COLLECTED,
@@ -165,6 +207,10 @@ class Reporter:
         )
 
     def pytest_collection_finish(self, session):
+        if self.batch is None:
+            self._load_kata()
+
+    def _load_kata(self) -> None:
         # Import the learner's module once, before any check, so that an import
         # that fails, hangs or crashes costs one check's time limit, not one per check.
         judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
@@ -172,6 +218,32 @@ class Reporter:
             judge.load(self.kata)
         except (judge.KataLoadError, judge.JailCrash, judge.JailTimeout):
             pass  # every check's fixture meets it again and reports it
+
+    @_hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        if self.batch is None:
+            return None  # pytest's own loop
+        for grading in self.batch:
+            self._grade(session, grading)
+        return True
+
+    def _grade(self, session, grading: dict) -> None:
+        """One grading of --batch: its target, its checks, fresh jails and fixtures, then its done event."""
+        judge.stop_all()
+        judge.SETTINGS.target = str(grading["target"])
+        self.only, self.checks = set(grading.get("tasks", ())), set(grading.get("checks", ()))
+        self.verdicts.clear()
+        self.stopped.clear()
+        items = self._chosen(self.collected)
+        self._announce(items)
+        self._load_kata()
+        for n, item in enumerate(items):
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=items[n + 1] if n + 1 < len(items) else None)
+        # Every fixture goes, as at the end of a session: the last check may not have run (fail-fast), and
+        # torn down only what the next one does not share. (pytest's own runner tears down this way.)
+        session._setupstate.teardown_exact(None)
+        judge.stop_all()
+        self.channel.send(Event(EventKind.DONE))
 
     def pytest_runtest_protocol(self, item, nextitem):
         if task_of(item) in self.stopped:
@@ -296,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tasks", nargs="*", default=[], help="run only the checks of these tasks")
+    parser.add_argument("--checks", nargs="*", default=[], help="run only the checks of these names")
+    parser.add_argument("--batch", help="grade several targets one after another: a JSON list of gradings")
     parser.add_argument("--fail-fast", action="store_true", help="stop each task at its first check that fails")
     parser.add_argument("--test-seconds", type=float, default=60.0)
     parser.add_argument("--memory-mb", type=int, default=4096)
@@ -314,10 +388,12 @@ def main(argv: list[str] | None = None) -> int:
 
     channel = Channel(args.fd)
     os.set_inheritable(args.fd, False)
-    reporter = Reporter(channel, args.kata, set(args.tasks), limits, args.fail_fast)
+    batch = json.loads(args.batch) if args.batch else None
+    reporter = Reporter(channel, args.kata, set(args.tasks), limits, args.fail_fast, set(args.checks), batch)
     judge.SETTINGS.target = args.target
     # The speed checks' baselines get their jail now too, unless only some checks run (they may not need it).
-    judge.prestart(args.kata, None if args.tasks else common.baseline_path(args.kata))
+    if batch is None:
+        judge.prestart(args.kata, None if args.tasks or args.checks else common.baseline_path(args.kata))
     pytest_args = [
         args.suite,
         f"--target={args.target}",
@@ -345,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         pytest.main(pytest_args, plugins=[reporter])
     finally:
         judge.stop_all()
-    channel.send(Event(EventKind.DONE))
+    if batch is None:
+        channel.send(Event(EventKind.DONE))
     return 0
 
 

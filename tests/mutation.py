@@ -4,16 +4,36 @@ Each kata's mutants are data, in tests/mutants/<kata>.toml (its header says
 how a mutant is written); tests/test_mutants.py grades every one of them, and
 the alternative implementation tests/fixtures/alt/<kata>.py, with the
 helpers here.
+
+Each mutant names the check that catches it: the first check of its task, in
+the suite's order, that grades it one of its `expect` statuses under every
+seed of SEEDS. The tests grade that check alone, under each seed (a task
+passes only when every check of it passes, so the check's verdict is the
+task's); naming it costs a contributor one command, which finds it:
+
+    python tests/mutation.py KATA [--all] [--write]
+
+prints the catching check of each of KATA's mutants that names none (with
+--all, of every one, and whether the check it names still catches it), and
+with --write puts the checks it found into tests/mutants/KATA.toml.
 """
 
 from __future__ import annotations
 
+import argparse
+import re
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
-from grader.runner import Limits, TaskResult, grade_kata
+from grader.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
 from grader.target import SOLUTIONS_DIR
+
+# `kata grade --seed N`: 0 is the standard draw, the others equally deterministic ones. Every mutant is
+# caught under each, so that no verdict depends on the examples one seed happens to draw.
+SEEDS = (0, 1, 2)
 
 # Mutants run only their task's checks, and stop at the first that does not pass (fail_fast: its outcome
 # is the task's status); generous limits keep a slow machine from flaking.
@@ -29,6 +49,7 @@ MUTANTS = Path(__file__).parent / "mutants"
 class Mutant:
     name: str  # the mistake, in words: the test id
     task: str  # the task whose grade must not be 'pass'
+    check: str  # the check (test function) of that task which catches it under every seed
     old: str  # text of the mutated file (the reference solution unless told), present exactly once
     new: str  # what replaces it
     expect: tuple[str, ...] = ("fail",)  # statuses the grader may give the task
@@ -43,21 +64,53 @@ class Mutant:
         return text.replace(self.old, self.new)
 
 
-def grade_mutant(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> TaskResult:
-    """Write the mutated base/<kata>.py into tmp_path and grade its task (with `seed`)."""
+def grade_mutant(
+    kata: str,
+    mutant: Mutant,
+    tmp_path: Path,
+    base: Path = SOLUTIONS_DIR,
+    seed: int = 0,
+    checks: list[str] | None = None,
+    fail_fast: bool = True,
+) -> TaskResult:
+    """Write the mutated base/<kata>.py into tmp_path and grade its task's
+    `checks` (its own check when None; every check of the task when empty) with `seed`."""
     (tmp_path / f"{kata}.py").write_text(mutant.source(kata, base), encoding="utf-8")
     result = grade_kata(
-        find_kata(kata), str(tmp_path), seed=seed, tasks=[mutant.task], limits=MUTANT_LIMITS, fail_fast=True
+        find_kata(kata),
+        str(tmp_path),
+        seed=seed,
+        tasks=[mutant.task],
+        checks=[mutant.check] if checks is None else checks,
+        limits=MUTANT_LIMITS,
+        fail_fast=fail_fast,
     )
     return result.tasks[0]
 
 
+def grade_mutants(
+    kata: str, mutants: list[Mutant], folder: Path, base: Path = SOLUTIONS_DIR, seed: int = 0, whole_task: bool = False
+) -> dict[str, TaskResult]:
+    """Each mutant's name -> its task's grade by the mutant's check (with
+    whole_task, by every check of the task, stopping at the first that does
+    not pass), with `seed`: all in one judge (runner.grade_batch), each
+    mutated file in a folder of its own under `folder`."""
+    gradings = []
+    for n, mutant in enumerate(mutants):
+        work = folder / str(n)
+        work.mkdir()
+        (work / f"{kata}.py").write_text(mutant.source(kata, base), encoding="utf-8")
+        gradings.append(Grading(str(work), (mutant.task,), () if whole_task else (mutant.check,)))
+    graded = grade_batch(find_kata(kata), gradings, seed=seed, limits=MUTANT_LIMITS, fail_fast=True)
+    return {mutant.name: result.tasks[0] for mutant, result in zip(mutants, graded)}
+
+
 def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> None:
-    """The mutant's task is graded one of mutant.expect (with `seed`)."""
+    """The mutant's check grades it one of mutant.expect (with `seed`), and so does its task."""
     task = grade_mutant(kata, mutant, tmp_path, base, seed)
     assert task.status in mutant.expect, (
-        f"mutant {mutant.name!r} graded {task.status!r} on task {mutant.task!r} with seed {seed}, expected one of "
-        f"{mutant.expect}: {task.message}"
+        f"mutant {mutant.name!r} graded {task.status!r} by {mutant.check} (task {mutant.task!r}) with seed {seed}, "
+        f"expected one of {mutant.expect}: {task.message}"
     )
 
 
@@ -76,6 +129,7 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
 
     def mutant(entry: dict) -> Mutant:
         expect = tuple(entry.pop("expect", ("fail",)))
+        entry.setdefault("check", "")  # one `kata new` just wrote: `python tests/mutation.py KATA --write` names it
         try:
             return Mutant(**entry, expect=expect)
         except TypeError as exc:
@@ -93,3 +147,87 @@ def assert_alternative_passes(kata: str, tmp_path: Path, seed: int = 0) -> None:
     result = grade_kata(registered, str(tmp_path), seed=seed, tasks=tasks, limits=MUTANT_LIMITS)
     failed = [(t.name, t.status, t.message) for t in result.tasks if t.status != "pass"]
     assert not failed, f"the alternative implementation of {kata} lost points with seed {seed}: {failed}"
+
+
+def _check_name(test: str) -> str:
+    """A check's name from a case's node name: test_x[case] -> test_x."""
+    return test.split("[", 1)[0]
+
+
+def catching_check(kata: str, mutant: Mutant, base: Path = SOLUTIONS_DIR) -> str | None:
+    """The first check of the mutant's task, in the suite's order, that grades
+    it one of mutant.expect under every seed of SEEDS; None if there is none."""
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        first = grade_mutant(kata, mutant, work, base, SEEDS[0], checks=[])
+        run = [f for f in first.failures if not f["message"].startswith("not run")]
+        candidate = _check_name(run[0]["test"]) if run and first.status in mutant.expect else None
+        if candidate and all(
+            grade_mutant(kata, mutant, work, base, seed, checks=[candidate]).status in mutant.expect
+            for seed in SEEDS[1:]
+        ):
+            return candidate
+        # The first failure is not the same under every seed: grade every check under each.
+        order: list[str] = []
+        catching: set[str] | None = None
+        for seed in SEEDS:
+            graded = grade_mutant(kata, mutant, work, base, seed, checks=[], fail_fast=False)
+            names = {_check_name(f["test"]) for f in graded.failures if f["outcome"] in mutant.expect}
+            order = order or [_check_name(f["test"]) for f in graded.failures]
+            catching = names if catching is None else catching & names
+        return next((name for name in order if name in (catching or set())), None)
+
+
+def _write_checks(kata: str, found: dict[tuple[str, str], str]) -> None:
+    """Put `check = "..."` after the task line of each mutant named in found
+    ((table, name) -> check), replacing a check line it has."""
+    path = MUTANTS / f"{kata}.toml"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    out: list[str] = []
+    table = name = None
+    for line in lines:
+        header = re.fullmatch(r"\[\[(mutant|alternative)\]\]\s*", line)
+        if header:
+            table, name = header.group(1), None
+        elif table and name is None and line.startswith("name = "):
+            name = tomllib.loads(line)["name"]
+        elif table and line.startswith("check = ") and (table, name) in found:
+            continue
+        out.append(line)
+        if table and line.startswith("task = ") and (table, name) in found:
+            out.append(f'check = "{found[table, name]}"\n')
+            table = None
+    path.write_text("".join(out), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python tests/mutation.py", description="Find the check that catches each mutant."
+    )
+    parser.add_argument("kata")
+    parser.add_argument("--all", action="store_true", help="every mutant, not only those that name no check")
+    parser.add_argument("--write", action="store_true", help="write the checks found into the kata's mutants file")
+    args = parser.parse_args(argv)
+    found: dict[tuple[str, str], str] = {}
+    missed = 0
+    for table, mutants, base in zip(("mutant", "alternative"), load_mutants(args.kata), (SOLUTIONS_DIR, ALTERNATIVES)):
+        for mutant in mutants:
+            if mutant.check and not args.all:
+                continue
+            check = catching_check(args.kata, mutant, base)
+            if check is None:
+                missed += 1
+                print(f"{table} {mutant.name!r}: no check of task {mutant.task!r} catches it under seeds {SEEDS}")
+                continue
+            said = "" if not mutant.check else " (as named)" if check == mutant.check else f" (names {mutant.check})"
+            print(f"{table} {mutant.name!r}: {check}{said}")
+            if check != mutant.check:
+                found[table, mutant.name] = check
+    if args.write and found:
+        _write_checks(args.kata, found)
+        print(f"wrote {len(found)} checks into {MUTANTS / (args.kata + '.toml')}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

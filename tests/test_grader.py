@@ -423,3 +423,33 @@ def test_grading_draws_take_no_constants_from_the_projects_own_modules():
     common.draw_from_the_suites_alone()
     constants = providers._get_local_constants()
     assert not any(constants.set_for_type(kind) for kind in ("integer", "float", "string", "bytes"))
+
+
+def _graded(result) -> list[tuple]:
+    return [(t.name, t.status, t.checks_passed, t.checks_total, t.message) for t in result.tasks]
+
+
+def test_a_batch_grades_each_target_as_a_judge_of_its_own_would(toy):
+    # Fail-fast gradings of the mean task alone stop at its first check and never run its last: the
+    # grading after each must still get none of their fixtures (the module-scoped `toy` proxy) or jails.
+    gradings = [runner.Grading(str(SUBS / "nan"), ("mean",)), runner.Grading(str(SUBS / "correct"))]
+    gradings += [runner.Grading(str(SUBS / sub)) for sub in ("wrong_shape", "syntax", "stub", "no_raise")]
+    gradings += [runner.Grading(str(SUBS / "nan"), ("mean",)), runner.Grading(str(SUBS / "correct"), ("mean",))]
+    batch = runner.grade_batch(toy, gradings, limits=FAST, fail_fast=True)
+    alone = [grade_kata(toy, g.target, tasks=list(g.tasks) or None, limits=FAST, fail_fast=True) for g in gradings]
+    assert [_graded(b) for b in batch] == [_graded(a) for a in alone]
+    assert [t.status for t in batch[1].tasks] == ["pass"] * 3 and batch[0].tasks[0].status == "fail"
+    assert batch[-1].tasks[0].status == "pass"
+
+
+def test_a_batch_grades_only_the_checks_it_names(toy):
+    graded = runner.grade_batch(
+        toy,
+        [
+            runner.Grading(str(SUBS / "nan"), ("mean",), ("test_mean_matches_a_float64_sum",)),
+            runner.Grading(str(SUBS / "nan"), ("mean",), ("test_nope",)),
+        ],
+        limits=FAST,
+    )
+    assert [(t.status, t.checks_total) for t in graded[0].tasks] == [("fail", 1)]
+    assert [(t.status, t.message) for t in graded[1].tasks] == [("error", "the task has no check named test_nope")]

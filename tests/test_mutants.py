@@ -3,12 +3,18 @@ mistake a learner makes, as a one-bug edit of the reference solution or of
 the alternative implementation) and gives full marks to the alternative,
 tests/fixtures/alt/KATA.py: a correct implementation written differently.
 
-The quick tests grade with the standard seed; the slow ones grade the
-reference and the alternative again with OTHER_SEEDS, and the thorough one
-(`python -m pytest -m thorough`, left out of the default run for its
-minutes) every mutant; each requires the same verdict (a mutant caught, the
-reference and the alternative with full marks), so that no verdict depends
-on the examples one seed happens to draw."""
+Each mutant is graded by the check it names, under every seed of SEEDS, and
+must be caught under each: a task passes only when every one of its checks
+passes, so that check's verdict is the task's, and no verdict depends on the
+examples one seed happens to draw. A kata's mutants are graded in one judge
+per seed (runner.grade_batch: the suite collected once, each mutant with
+jails and fixtures of its own), one test per kata and seed, whose failure
+lists every mutant that got through; `python tests/mutation.py KATA --all`
+grades them one by one. The alternative is graded with the standard
+seed here and, in the slow tests, with the others, as is the reference. The
+thorough test (`python -m pytest -m thorough`, left out of the default run
+for its minutes) grades each mutant's whole task, every check in the suite's
+order, as a learner's grade would."""
 
 from __future__ import annotations
 
@@ -16,43 +22,70 @@ from pathlib import Path
 
 import pytest
 
-from grader.registry import load_registry
+from grader.registry import find_kata, load_registry, suite_tasks
 from grader.runner import grade
 from grader.target import SOLUTIONS_DIR
 
-from mutation import ALTERNATIVES, MUTANT_LIMITS, Mutant, assert_alternative_passes, assert_caught, load_mutants
+from mutation import ALTERNATIVES, MUTANT_LIMITS, SEEDS, assert_alternative_passes, grade_mutants, load_mutants
 
 KATAS = [k.name for k in load_registry()]
-OTHER_SEEDS = (1, 2)  # `kata grade --seed N`: other, equally deterministic draws
+OTHER_SEEDS = SEEDS[1:]
 CASES = [
     (kata, mutant, base)
     for kata in KATAS
     for mutants, base in zip(load_mutants(kata), (SOLUTIONS_DIR, ALTERNATIVES))
     for mutant in mutants
 ]
-
-
-CASE_IDS = [f"{kata}:{'alternative:' if base == ALTERNATIVES else ''}{m.name}" for kata, m, base in CASES]
+WITH_MUTANTS = sorted({kata for kata, _, _ in CASES}, key=KATAS.index)
 WITH_ALTERNATIVE = [k for k in KATAS if (ALTERNATIVES / f"{k}.py").is_file()]
 
 
-@pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
-def test_the_grader_does_not_pass_the_mutant(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
-    assert_caught(kata, mutant, tmp_path, base)
+def test_every_mutant_names_a_check_of_its_task():
+    wrong = []
+    for kata, mutant, _ in CASES:
+        owners = suite_tasks(find_kata(kata).suite).get(mutant.check)
+        if owners is None or mutant.task not in owners:
+            wrong.append(f"{kata}: {mutant.name!r} names {mutant.check!r}, not a check of task {mutant.task!r}")
+    assert not wrong, "\n".join(wrong) + "\n(python tests/mutation.py KATA --all --write names the right ones)"
+
+
+def assert_every_mutant_caught(kata: str, seed: int, folder: Path, whole_task: bool = False) -> None:
+    """Grade every mutant of kata with seed, each in one batch per base (the
+    reference solution, the alternative), and require each caught."""
+    missed = []
+    for base in (SOLUTIONS_DIR, ALTERNATIVES):
+        mutants = [m for k, m, b in CASES if k == kata and b == base]
+        if not mutants:
+            continue
+        (folder / base.name).mkdir()
+        graded = grade_mutants(kata, mutants, folder / base.name, base, seed, whole_task=whole_task)
+        by = "its task's checks" if whole_task else "its check"
+        missed += [
+            f"{'alternative: ' if base == ALTERNATIVES else ''}{m.name!r}: graded {graded[m.name].status.value!r} "
+            f"by {by} ({m.task}: {m.check}), expected one of {list(m.expect)}: {graded[m.name].message}"
+            for m in mutants
+            if graded[m.name].status not in m.expect
+        ]
+    assert not missed, f"{len(missed)} mutants of {kata} passed with seed {seed}:\n" + "\n".join(missed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kata", WITH_MUTANTS)
+def test_each_mutant_is_caught_by_its_check(kata: str, seed: int, tmp_path: Path):
+    assert_every_mutant_caught(kata, seed, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.thorough  # minutes of grading on two cores: outside the default run and CI's budget
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kata", WITH_MUTANTS)
+def test_each_mutant_fails_its_whole_task(kata: str, seed: int, tmp_path: Path):
+    assert_every_mutant_caught(kata, seed, tmp_path, whole_task=True)
 
 
 @pytest.mark.parametrize("kata", WITH_ALTERNATIVE)
 def test_a_differently_written_correct_implementation_gets_full_marks(kata: str, tmp_path: Path):
     assert_alternative_passes(kata, tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.thorough  # about 500 s of grading on two cores: outside the default run and CI's budget
-@pytest.mark.parametrize("kata, mutant, base", CASES, ids=CASE_IDS)
-def test_the_grader_does_not_pass_the_mutant_under_other_seeds(kata: str, mutant: Mutant, base: Path, tmp_path: Path):
-    for seed in OTHER_SEEDS:  # with the standard seed's grade above: caught under three seeds
-        (tmp_path / str(seed)).mkdir()
-        assert_caught(kata, mutant, tmp_path / str(seed), base, seed)
 
 
 @pytest.mark.slow
