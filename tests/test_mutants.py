@@ -42,8 +42,9 @@ WITH_ALTERNATIVE = [k for k in KATAS if (ALTERNATIVES / f"{k}.py").is_file()]
 
 def test_every_mutant_names_a_check_of_its_task():
     wrong = []
+    marks = {kata: suite_tasks(find_kata(kata).suite) for kata in WITH_MUTANTS}
     for kata, mutant, _ in CASES:
-        owners = suite_tasks(find_kata(kata).suite).get(mutant.check)
+        owners = marks[kata].get(mutant.check)
         if owners is None or mutant.task not in owners:
             wrong.append(f"{kata}: {mutant.name!r} names {mutant.check!r}, not a check of task {mutant.task!r}")
     assert not wrong, "\n".join(wrong) + "\n(python tests/mutation.py KATA --all --write names the right ones)"
