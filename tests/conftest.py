@@ -1,4 +1,5 @@
-"""Shared test settings: a deterministic Hypothesis profile, loaded for every test run."""
+"""Shared test settings: a deterministic Hypothesis profile, loaded for every test run, and xdist groups
+that hold under pytest 9.2."""
 
 from hypothesis import settings
 
@@ -6,3 +7,27 @@ from hypothesis import settings
 # no per-example deadline (a shared CI machine has noisy timing).
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=25)
 settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep each xdist_group on one worker under pytest 9.2 too.
+
+    With `--dist loadgroup`, pytest-xdist (3.8) tells a worker's groups apart
+    by an "@group" suffix it writes into each marked item's `_nodeid`; pytest
+    9.2 derives `nodeid` from `_id` instead, so the suffix never shows and the
+    tests of a group are spread over the workers. A module whose fixtures
+    grade once for all its tests (test_cheating, test_katas, ...) then grades
+    once per worker. Where the suffix is missing, this writes it the way
+    pytest 9.2 reads it; with versions that agree, it does nothing."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # a pytest before 9.2: xdist's own suffix took
+        return
+    for item in items:
+        groups = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
+        if groups and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
