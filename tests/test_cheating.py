@@ -7,7 +7,7 @@ correct but slow solution, the reference solution with its loop over experts
 made a loop over tokens), then tests/fixtures/cheats/_wrap.py (with which a
 cheat runs itself in every kata function before the stub's own body), then the
 cheat. Each run grades two cheats and an honest kata (the reference solution of
-kv_cache) together, `-j 2`, with the real CLI in a throwaway copy of this
+quantization) together, `-j 2`, with the real CLI in a throwaway copy of this
 checkout, exactly as a course would (`python -m grader.cli grade ... --json
 --gradescope FILE`). Then it asserts that
 
@@ -54,7 +54,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cheating")]
 ROOT = Path(__file__).resolve().parent.parent
 CHEATS = Path(__file__).parent / "fixtures" / "cheats"
 WRAP = CHEATS / "_wrap.py"  # put between the kata's base text and the cheat
-HONEST = "kv_cache"  # graded beside every pair of cheats from its reference solution: it must keep full marks
+HONEST = "quantization"  # graded beside every pair of cheats from its reference solution: it must keep full marks
 SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (made here: its target is per copy)
 SIBLINGS = {"solution_paths": "sol.py"}  # a symlink to the solution placed beside the cheat in the submission
 # Cheats that start from their kata's reference solution, made slow: (the code to replace, its slow version).

@@ -432,14 +432,17 @@ def _graded(result) -> list[tuple]:
 def test_a_batch_grades_each_target_as_a_judge_of_its_own_would(toy):
     # Fail-fast gradings of the mean task alone stop at its first check and never run its last: the
     # grading after each must still get none of their fixtures (the module-scoped `toy` proxy) or jails.
+    # (The speed task, the slowest to grade, only where its verdict differs: correct and nan.)
     gradings = [runner.Grading(str(SUBS / "nan"), ("mean",)), runner.Grading(str(SUBS / "correct"))]
-    gradings += [runner.Grading(str(SUBS / sub)) for sub in ("wrong_shape", "syntax", "stub", "no_raise")]
-    gradings += [runner.Grading(str(SUBS / "nan"), ("mean",)), runner.Grading(str(SUBS / "correct"), ("mean",))]
+    gradings += [
+        runner.Grading(str(SUBS / s), ("mean", "scale")) for s in ("wrong_shape", "syntax", "stub", "no_raise")
+    ]
+    gradings += [runner.Grading(str(SUBS / "nan")), runner.Grading(str(SUBS / "correct"), ("mean",))]
     batch = runner.grade_batch(toy, gradings, limits=FAST, fail_fast=True)
     alone = [grade_kata(toy, g.target, tasks=list(g.tasks) or None, limits=FAST, fail_fast=True) for g in gradings]
     assert [_graded(b) for b in batch] == [_graded(a) for a in alone]
     assert [t.status for t in batch[1].tasks] == ["pass"] * 3 and batch[0].tasks[0].status == "fail"
-    assert batch[-1].tasks[0].status == "pass"
+    assert [t.status for t in batch[-2].tasks] == ["fail", "pass", "fail"] and batch[-1].tasks[0].status == "pass"
 
 
 def test_a_batch_grades_only_the_checks_it_names(toy):

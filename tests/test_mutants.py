@@ -9,8 +9,8 @@ passes, so that check's verdict is the task's, and no verdict depends on the
 examples one seed happens to draw. A kata's mutants are graded in one judge
 per seed (runner.grade_batch: the suite collected once, each mutant with
 jails and fixtures of its own), one test per kata and seed, whose failure
-lists every mutant that got through; `python tests/mutation.py KATA --all`
-grades them one by one. The alternative is graded with the standard
+lists every mutant that got through (`python tests/mutation.py KATA --all`
+grades them one by one); seeds 1 and 2 are among the slow tests. The alternative is graded with the standard
 seed here and, in the slow tests, with the others, as is the reference. The
 thorough test (`python -m pytest -m thorough`, left out of the default run
 for its minutes) grades each mutant's whole task, every check in the suite's
@@ -70,7 +70,11 @@ def assert_every_mutant_caught(kata: str, seed: int, folder: Path, whole_task: b
     assert not missed, f"{len(missed)} mutants of {kata} passed with seed {seed}:\n" + "\n".join(missed)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+# The standard seed in the quick run; the others with the slow tests (CI runs both).
+SEED_CASES = [pytest.param(seed, marks=[pytest.mark.slow] if seed else []) for seed in SEEDS]
+
+
+@pytest.mark.parametrize("seed", SEED_CASES)
 @pytest.mark.parametrize("kata", WITH_MUTANTS)
 def test_each_mutant_is_caught_by_its_check(kata: str, seed: int, tmp_path: Path):
     assert_every_mutant_caught(kata, seed, tmp_path)
