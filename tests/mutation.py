@@ -178,25 +178,26 @@ def catching_check(kata: str, mutant: Mutant, base: Path = SOLUTIONS_DIR) -> str
         return next((name for name in order if name in (catching or set())), None)
 
 
-def _write_checks(kata: str, found: dict[tuple[str, str], str]) -> None:
-    """Put `check = "..."` after the task line of each mutant named in found
-    ((table, name) -> check), replacing a check line it has."""
-    path = MUTANTS / f"{kata}.toml"
+def write_checks(path: Path, found: dict[tuple[str, str], str]) -> None:
+    """Put `check = "..."` after the task line of each mutant of the mutants
+    file `path` named in found ((table, name) -> check), replacing a check
+    line it has."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     out: list[str] = []
     table = name = None
+    written = False  # the check line of the current table
     for line in lines:
         header = re.fullmatch(r"\[\[(mutant|alternative)\]\]\s*", line)
         if header:
-            table, name = header.group(1), None
+            table, name, written = header.group(1), None, False
         elif table and name is None and line.startswith("name = "):
             name = tomllib.loads(line)["name"]
         elif table and line.startswith("check = ") and (table, name) in found:
             continue
         out.append(line)
-        if table and line.startswith("task = ") and (table, name) in found:
+        if table and not written and line.startswith("task = ") and (table, name) in found:
             out.append(f'check = "{found[table, name]}"\n')
-            table = None
+            written = True
     path.write_text("".join(out), encoding="utf-8")
 
 
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             if check != mutant.check:
                 found[table, mutant.name] = check
     if args.write and found:
-        _write_checks(args.kata, found)
+        write_checks(MUTANTS / f"{args.kata}.toml", found)
         print(f"wrote {len(found)} checks into {MUTANTS / (args.kata + '.toml')}")
     return 1 if missed else 0
 

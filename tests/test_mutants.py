@@ -18,15 +18,25 @@ order, as a learner's grade would."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from grader.registry import find_kata, load_registry, suite_tasks
+from grader.registry import find_kata, load_registry, suite_tasks, tomllib
 from grader.runner import grade
 from grader.target import SOLUTIONS_DIR
 
-from mutation import ALTERNATIVES, MUTANT_LIMITS, SEEDS, assert_alternative_passes, grade_mutants, load_mutants
+from mutation import (
+    ALTERNATIVES,
+    MUTANT_LIMITS,
+    SEEDS,
+    assert_alternative_passes,
+    catching_check,
+    grade_mutants,
+    load_mutants,
+    write_checks,
+)
 
 KATAS = [k.name for k in load_registry()]
 OTHER_SEEDS = SEEDS[1:]
@@ -48,6 +58,27 @@ def test_every_mutant_names_a_check_of_its_task():
         if owners is None or mutant.task not in owners:
             wrong.append(f"{kata}: {mutant.name!r} names {mutant.check!r}, not a check of task {mutant.task!r}")
     assert not wrong, "\n".join(wrong) + "\n(python tests/mutation.py KATA --all --write names the right ones)"
+
+
+def test_the_finder_names_the_check_a_mutant_names():
+    # python tests/mutation.py KATA --write: it grades the whole task, then the first check to fail under the others
+    mutant = next(m for m in load_mutants("kv_cache")[0] if m.name == "update returns only the new keys and values")
+    assert catching_check("kv_cache", dataclasses.replace(mutant, check="")) == mutant.check
+
+
+def test_the_finder_writes_each_check_after_its_task_line(tmp_path: Path):
+    path = tmp_path / "toy.toml"
+    path.write_text(
+        '# a header\n\n[[mutant]]\nname = "a"\ntask = "t"\nold = "x"\nnew = "y"\n\n'
+        '[[mutant]]\nname = "b"\ntask = "t"\ncheck = "test_old"\nold = "x"\nnew = "z"\n\n'
+        '[[alternative]]\nname = "a"\ntask = "u"\nold = "p"\nnew = "q"\n',
+        encoding="utf-8",
+    )
+    write_checks(path, {("mutant", "a"): "test_a", ("mutant", "b"): "test_b", ("alternative", "a"): "test_c"})
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    assert [(m["name"], m["check"], m["new"]) for m in data["mutant"]] == [("a", "test_a", "y"), ("b", "test_b", "z")]
+    assert [(m["name"], m["check"]) for m in data["alternative"]] == [("a", "test_c")]
+    assert path.read_text(encoding="utf-8").startswith("# a header\n")
 
 
 def assert_every_mutant_caught(kata: str, seed: int, folder: Path, whole_task: bool = False) -> None:
