@@ -585,7 +585,7 @@ def grade_batch(
     limits, the same seed), but with the suite collected once: for graders
     of many submissions of a kata, such as the project's mutants. A grading
     the judge did not reach (it died during an earlier one) crashes with a
-    note that says so."""
+    note that says so. Each result's duration is the batch's average."""
     if not gradings:
         return []
     batch = []
