@@ -280,7 +280,7 @@ class _Run:
             "--suite",
             str(kata.suite),
             "--target",
-            str(_target.resolve(target)) if target not in ("katas", "reference") else target,
+            _judge_target(target),
             "--fd",
             judge_server.RESULTS_FD,
             "--seed",
@@ -365,6 +365,13 @@ class _Run:
         self.log.close()
         self.cwd.cleanup()
         return code, tail
+
+
+def _judge_target(target: str) -> str:
+    """--target as a judge takes it: 'katas', 'reference' or a folder's absolute
+    path (a target that cannot be graded raises here, as _target.resolve says)."""
+    resolved = _target.resolve(target)
+    return target if target in ("katas", "reference") else str(resolved)
 
 
 def _signal_name(code: int) -> str:
@@ -588,19 +595,15 @@ def grade_batch(
     note that says so. Each result's duration is the batch's average."""
     if not gradings:
         return []
-    batch = []
-    for g in gradings:
-        _target.resolve(g.target)
-        for t in g.tasks:
-            kata.task(t)  # an unknown task stops here, as in grade_kata
-        target = str(_target.resolve(g.target)) if g.target not in ("katas", "reference") else g.target
-        batch.append({"target": target, "tasks": list(g.tasks), "checks": list(g.checks)})
+    batch = [{"target": _judge_target(g.target), "tasks": list(g.tasks), "checks": list(g.checks)} for g in gradings]
+    # An unknown task stops here, as in grade_kata.
+    chosen = [[kata.task(t) for t in g.tasks] or list(kata.tasks) for g in gradings]
     started = time.monotonic()
     graded = _run_checks(kata, gradings[0].target, seed, limits, [], None, fail_fast, [], batch)
     duration = (time.monotonic() - started) / len(gradings)
     return [
-        _kata_result(kata, [kata.task(t) for t in g.tasks] or list(kata.tasks), checks, note, list(g.checks), duration)
-        for g, (checks, note) in zip(gradings, graded)
+        _kata_result(kata, tasks, checks, note, list(g.checks), duration)
+        for g, tasks, (checks, note) in zip(gradings, chosen, graded)
     ]
 
 

@@ -5,11 +5,11 @@ how a mutant is written); tests/test_mutants.py grades every one of them, and
 the alternative implementation tests/fixtures/alt/<kata>.py, with the
 helpers here.
 
-Each mutant names the check that catches it: the first check of its task, in
-the suite's order, that grades it one of its `expect` statuses under every
-seed of SEEDS. The tests grade that check alone, under each seed (a task
-passes only when every check of it passes, so the check's verdict is the
-task's); naming it costs a contributor one command, which finds it:
+Each mutant names a check of its task that grades it one of its `expect`
+statuses under every seed of SEEDS. The tests grade that check alone, under
+each seed (a task passes only when every check of it passes, so the check's
+verdict is the task's); naming it costs a contributor one command, which
+finds the first such check in the suite's order:
 
     python tests/mutation.py KATA [--all] [--write]
 
@@ -35,8 +35,9 @@ from grader.target import SOLUTIONS_DIR
 # caught under each, so that no verdict depends on the examples one seed happens to draw.
 SEEDS = (0, 1, 2)
 
-# Mutants run only their task's checks, and stop at the first that does not pass (fail_fast: its outcome
-# is the task's status); generous limits keep a slow machine from flaking.
+# Mutants run only the checks they name (or their task's, for the finder and the thorough test), and stop at
+# the first that does not pass (fail_fast: its outcome is the task's status); generous limits keep a slow
+# machine from flaking.
 MUTANT_LIMITS = Limits(test_seconds=120, kata_seconds=300)
 
 # tests/fixtures/alt/<kata>.py: a correct implementation of each kata, written differently from the reference.
@@ -47,7 +48,7 @@ MUTANTS = Path(__file__).parent / "mutants"
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # the mistake, in words: the test id
+    name: str  # the mistake, in words
     task: str  # the task whose grade must not be 'pass'
     check: str  # the check (test function) of that task which catches it under every seed
     old: str  # text of the mutated file (the reference solution unless told), present exactly once
@@ -103,15 +104,6 @@ def grade_mutants(
         gradings.append(Grading(str(work), (mutant.task,), () if whole_task else (mutant.check,)))
     graded = grade_batch(find_kata(kata), gradings, seed=seed, limits=MUTANT_LIMITS, fail_fast=True)
     return {mutant.name: result.tasks[0] for mutant, result in zip(mutants, graded)}
-
-
-def assert_caught(kata: str, mutant: Mutant, tmp_path: Path, base: Path = SOLUTIONS_DIR, seed: int = 0) -> None:
-    """The mutant's check grades it one of mutant.expect (with `seed`), and so does its task."""
-    task = grade_mutant(kata, mutant, tmp_path, base, seed)
-    assert task.status in mutant.expect, (
-        f"mutant {mutant.name!r} graded {task.status!r} by {mutant.check} (task {mutant.task!r}) with seed {seed}, "
-        f"expected one of {mutant.expect}: {task.message}"
-    )
 
 
 def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
