@@ -4,12 +4,12 @@
 
 Counts the mutants each kata's suite must catch (tests/mutants/KATA.toml)
 and the checks of each suite, then grades the reference solutions' speed
-tasks `--repeats` times (all katas, two at a time, as `kata grade --jobs 2`
-does), optionally beside `--hogs` processes that keep a core busy, and
-prints, for every figure a speed check measures, its bar and the reference's
-margin:
-how many times over the bar it clears it (value / bar for a figure where
-higher is better, bar / value where lower is), the worst and the median.
+tasks `--repeats` times (two judges at a time, as `kata grade --jobs 2`
+runs two katas; each judge grades one kata up to BATCH times), optionally
+beside `--hogs` processes that keep a core busy, and prints, for every
+figure a speed check measures, its bar and the reference's margin: how
+many times over the bar it clears it (value / bar for a figure where higher
+is better, bar / value where lower is), the worst and the median.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ import multiprocessing
 import os
 import statistics
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from grader.registry import load_registry  # noqa: E402
-from grader.runner import grade  # noqa: E402
+from grader.runner import Grading, grade_batch  # noqa: E402
 
 from mutation import load_mutants  # noqa: E402
+
+BATCH = 10  # gradings of one kata per judge in speed_figures
 
 
 def _hog() -> None:
@@ -45,15 +48,19 @@ def hogs(count: int):
 
 def speed_figures(repeats: int) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], tuple], int]:
     """(kata, figure) -> margins over repeats; (kata, figure) -> (bar, better); how many grades failed a speed task.
-    Grades every kata's speed task `repeats` times, all katas at once (jobs=2), in this process."""
+    Grades every kata's speed task `repeats` times, two judges at a time (as --jobs 2). The gradings of a kata
+    run in batches of at most BATCH, one after another in one judge (grader.runner.grade_batch), each with its
+    own jails and fixtures: the judge's start-up is paid once a batch, and the two lanes stay about as busy."""
     katas = [k for k in load_registry() if any(t.name == "speed" for t in k.tasks)]
+    batches = [(k, min(BATCH, repeats - done)) for k in katas for done in range(0, repeats, BATCH)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        graded = list(pool.map(lambda b: grade_batch(b[0], [Grading("reference", ("speed",))] * b[1]), batches))
     margins: dict[tuple[str, str], list[float]] = {}
     bars: dict[tuple[str, str], tuple] = {}
     failed = 0
-    for _ in range(repeats):
-        result = grade(katas, "reference", jobs=2, tasks={k.name: ["speed"] for k in katas})
-        for kata in result.katas:
-            for task in kata.tasks:
+    for (kata, _), results in zip(batches, graded):
+        for result in results:
+            for task in result.tasks:
                 failed += task.status != "pass"
                 for fig in task.figures:
                     if fig["bar"] is None:
@@ -87,7 +94,8 @@ def main() -> None:
         for hog in busy:
             hog.kill()
     print(
-        f"\nthe reference's speed tasks graded {args.repeats} times, --jobs 2, beside {args.hogs} busy processes "
+        f"\nthe reference's speed tasks graded {args.repeats} times, two judges at a time (batches of {BATCH}), "
+        f"beside {args.hogs} busy processes "
         f"({os.cpu_count()} cores): {failed} grades of a task failed"
     )
     print(f"{'kata':<14}{'figure':<58}{'bar':>14}{'worst margin':>14}{'median':>8}")

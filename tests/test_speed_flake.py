@@ -1,7 +1,9 @@
 """The speed checks never flake on correct code: the reference's speed task
 of every kata, graded 20 times beside two processes that keep both cores
 busy, passes all 20 times (issue 17: a bar that correct code clears only
-narrowly fails it on a loaded machine)."""
+narrowly fails it on a loaded machine). Each kata's gradings run in
+batches of ten in one judge (bench_suites.speed_figures), each grading with
+jails and fixtures of its own, as a separate `kata grade` would have."""
 
 from __future__ import annotations
 
@@ -21,8 +23,7 @@ HOGS = 2
 pytestmark = pytest.mark.xdist_group("speed_flake")
 
 
-@pytest.mark.slow
-@pytest.mark.thorough  # minutes under the hogs: outside the default run and CI's budget
+@pytest.mark.slow  # about 100 s under the hogs: in the default run and CI, not the quick run
 def test_the_reference_passes_every_speed_task_20_times_beside_two_busy_processes():
     busy = hogs(HOGS)
     try:
