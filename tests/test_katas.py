@@ -30,14 +30,26 @@ def suite_tests(kata) -> list[str]:
 pytestmark = pytest.mark.xdist_group("test_katas")
 
 
-@pytest.fixture(scope="module")
-def reference_grade():
-    return grade(list(KATAS), "reference", jobs=2, limits=LIMITS)
+def _selected(request, fixture: str) -> list:
+    """The katas of the tests this session runs that use `fixture`: all of
+    them in a plain run, fewer after -k (the scaffold test runs this module
+    in a copy for its new kata alone)."""
+    names = {
+        item.callspec.params["kata"].name
+        for item in request.session.items
+        if fixture in item.fixturenames and "kata" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    return [k for k in KATAS if k.name in names]
 
 
 @pytest.fixture(scope="module")
-def stub_grade():
-    return grade(list(KATAS), "katas", jobs=2, limits=LIMITS)
+def reference_grade(request):
+    return grade(_selected(request, "reference_grade"), "reference", jobs=2, limits=LIMITS)
+
+
+@pytest.fixture(scope="module")
+def stub_grade(request):
+    return grade(_selected(request, "stub_grade"), "katas", jobs=2, limits=LIMITS)
 
 
 def test_there_are_katas():
