@@ -943,7 +943,7 @@ def test_losses_reject_bad_input(kata):
 SPEED_T, SPEED_D, SPEED_F = 2048, 32, 64
 LOOP_T, LOOP_D, LOOP_F = 4096, 16, 32  # against a per-token loop: small experts, so the loop's overhead shows
 LOOP_SHARE = 4  # the per-token loop runs on 1/LOOP_SHARE of the tokens, its time scaled up
-SPEED_REPEATS = 5
+SPEED_REPEATS = 7
 
 
 def _speed_inputs(salt, D, E, F, k, T=SPEED_T):
