@@ -32,7 +32,7 @@ DIGEST_RTOL = 1e-3
 # Speed checks time in interleaved rounds until their ratios agree within this spread
 # (interquartile range over median), or until this many seconds of rounds have passed.
 SPEED_SPREAD = 0.15
-SPEED_BUDGET_SECONDS = 4.0
+SPEED_BUDGET_SECONDS = 2.0
 
 _COMMON = dict(
     database=None,
