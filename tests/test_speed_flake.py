@@ -23,7 +23,7 @@ HOGS = 2
 pytestmark = pytest.mark.xdist_group("speed_flake")
 
 
-@pytest.mark.slow  # about 100 s under the hogs: in the default run and CI, not the quick run
+@pytest.mark.slow  # 100-150 s under the hogs: in the default run and CI, not the quick run
 def test_the_reference_passes_every_speed_task_20_times_beside_two_busy_processes():
     busy = hogs(HOGS)
     try:
