@@ -410,7 +410,7 @@ class Jail:
             (runtime / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, runtime / rel)
             # Where the jail's Python looks for it (the judge's own sys.pycache_prefix may differ).
-            cached = Path(runtime / rel).parent / "__pycache__" / f"{Path(rel).stem}.{sys.implementation.cache_tag}.pyc"
+            cached = (runtime / rel).parent / "__pycache__" / f"{Path(rel).stem}.{sys.implementation.cache_tag}.pyc"
             cached.parent.mkdir(exist_ok=True)
             cached.write_bytes(_bytecode(root / rel))
         (runtime / "grader" / "__init__.py").write_text("")

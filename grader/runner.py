@@ -453,18 +453,20 @@ def _run_checks(
                 break
     finally:
         code, tail = run.finish()
-    if len(graded) < jobs:
-        if not finished:
-            death = f"the grader's judge process {_signal_name(code)}"
-            if current is not None and checks[current].outcome is Status.NOT_RUN:
-                checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
-            note = note or f"{death}: {tail.strip()[-500:]}"
-        elif code != 0 and not checks:
-            note = f"the grader's judge process {_signal_name(code)}: {tail.strip()[-500:]}"
-        graded.append((checks, note))
-        ended = note or "the judge stopped"
-        graded += [({}, f"not graded: {ended} during an earlier grading of the batch")] * (jobs - len(graded))
-    return graded
+    death = f"the grader's judge process {_signal_name(code)}"
+    if len(graded) == jobs:
+        if code != 0 and not graded[-1][0]:  # every grading ended, then the judge failed, having run no check
+            graded[-1] = (graded[-1][0], f"{death}: {tail.strip()[-500:]}")
+        return graded
+    if not finished:
+        if current is not None and checks[current].outcome is Status.NOT_RUN:
+            checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
+        note = note or f"{death}: {tail.strip()[-500:]}"
+    elif code != 0 and not checks:
+        note = f"{death}: {tail.strip()[-500:]}"
+    graded.append((checks, note))
+    ended = note or "the judge stopped"
+    return graded + [({}, f"not graded: {ended} during an earlier grading of the batch")] * (jobs - len(graded))
 
 
 def _task_result(task: Task, checks: list[Check], note: str, no_checks: str = "") -> TaskResult:
