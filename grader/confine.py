@@ -136,15 +136,16 @@ def readable_paths() -> list[str]:
     return out
 
 
-def launch(argv: list[str], jaildir: str, workdir: str, uid: int, masks: list[str]):
-    """(argv, preexec_fn) that start the jail command argv confined as mode() says."""
+def launch(argv: list[str], jaildir: str, workdir: str, uid: int, masks: list[str], extra: tuple[str, ...] = ()):
+    """(argv, preexec_fn) that start the jail command argv confined as mode() says
+    (extra: as preexec's)."""
     chosen = mode()
     if chosen == "bwrap":
-        return _bwrap_argv(argv, jaildir, workdir, masks), None
-    return argv, preexec(chosen, jaildir, workdir, uid, masks)
+        return _bwrap_argv(argv, jaildir, workdir, masks, extra), None
+    return argv, preexec(chosen, jaildir, workdir, uid, masks, extra)
 
 
-def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str]) -> list[str]:
+def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str], extra=()) -> list[str]:
     out = [
         shutil.which("bwrap") or "bwrap",
         "--die-with-parent",
@@ -166,13 +167,28 @@ def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str]) -
         if any(mask.startswith(p.rstrip("/") + "/") for p in readable_paths())
         for arg in ("--tmpfs", mask)
     ]
-    out += ["--ro-bind", jaildir, jaildir, "--bind", workdir, workdir, "--chdir", workdir, "--"]
+    out += ["--ro-bind", jaildir, jaildir]
+    for folder in extra:
+        out += ["--ro-bind", folder, folder]
+    out += ["--bind", workdir, workdir, "--chdir", workdir, "--"]
     return out + argv
 
 
-def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str]):
+def preexec(
+    chosen: str,
+    jaildir: str,
+    workdir: str,
+    uid: int,
+    masks: list[str],
+    extra: tuple[str, ...] = (),
+    readable: list[str] | None = None,
+):
     """A preexec_fn for the jail in the root, uid or plain mode. Runs in the
-    child after fork, before exec."""
+    child after fork, before exec (or, forked by the zygote, before the jail
+    runs). extra: more folders the jail reads (in the root mode they are
+    bound read-only; elsewhere it reads them anyway). readable: the judge's
+    readable_paths(), for a caller whose own differ (the zygote runs without
+    site, so it does not see a virtual environment)."""
     parent = os.getpid()
     if chosen == "plain":
         return lambda: _last_words(parent)
@@ -185,7 +201,7 @@ def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str])
             _last_words(parent)
 
         return drop
-    binds = readable_paths()
+    binds = readable_paths() if readable is None else readable
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)
 
@@ -212,6 +228,10 @@ def preexec(chosen: str, jaildir: str, workdir: str, uid: int, masks: list[str])
         os.makedirs(newroot + jaildir, 0o755, exist_ok=True)
         _mount(jaildir, newroot + jaildir, None, MS_BIND)
         _mount(None, newroot + jaildir, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        for folder in extra:
+            os.makedirs(newroot + folder, 0o755, exist_ok=True)
+            _mount(folder, newroot + folder, None, MS_BIND)
+            _mount(None, newroot + folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
         _mount(workdir, newroot + workdir, None, MS_BIND)
         os.chroot(newroot)
         os.chdir(workdir)

@@ -307,3 +307,151 @@ def main(config_json: str) -> None:
     except (p.PeerGone, p.ProtocolError):
         pass
     os._exit(0)
+
+
+# ------------------------------------------------------------------ zygote
+# grader.forks starts this process once per `kata` command, as a jail starts
+# (the same flags, environment and sys.path), and it forks every jail with
+# NumPy and the model already imported. It runs nothing of a learner's: each
+# child confines itself (grader.confine) before it runs main().
+
+
+def serve_forks(listen_fd: str, life_fd: str) -> None:
+    """Fork a jail for each request of each judge that connects to the
+    listening socket listen_fd (see grader/forks.py), until life_fd, the
+    runner's socket, closes: then kill every jail and exit. Both are
+    descriptor numbers, as the command line gives them."""
+    import selectors
+
+    listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wakeup pipe
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    selector.register(life, selectors.EVENT_READ)
+    owner: dict[int, socket.socket] = {}  # each live jail's judge connection
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is wake_r:
+                os.read(wake_r, 4096)
+            elif key.fileobj is life:
+                if not life.recv(1):  # the runner is gone
+                    for pid in owner:
+                        _kill_group(pid)
+                    os._exit(0)
+            elif key.fileobj is listener:
+                conn, _ = listener.accept()
+                if _peer_uid(conn) != os.geteuid():  # a judge runs as the runner's user; a jail never does
+                    conn.close()
+                    continue
+                selector.register(conn, selectors.EVENT_READ)
+            else:
+                conn = key.fileobj
+                try:
+                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+                except OSError:
+                    message, fds = b"", []
+                if not message:  # the judge is gone: so are its jails
+                    for fd in fds:
+                        os.close(fd)
+                    selector.unregister(conn)
+                    conn.close()
+                    for pid in [pid for pid, c in owner.items() if c is conn]:
+                        _kill_group(pid)
+                    continue
+                pid = _fork_jail(conn, message, fds)
+                if pid > 0:
+                    owner[pid] = conn
+        _reap_jails(owner)
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket."""
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _fork_jail(conn: socket.socket, message: bytes, fds: list[int]) -> int:
+    """Fork the jail a judge asked for and tell it the pid (or why there is none). Returns the pid, or -1."""
+    from grader import confine
+
+    try:
+        request = json.loads(message)
+        channel, log = fds
+        how = request["confine"]
+        limits = confine.preexec(
+            how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["readable"]
+        )
+        pid = os.fork()
+    except Exception as exc:  # noqa: BLE001 - a bad request or a failed fork: the judge hears why
+        for fd in fds:
+            os.close(fd)
+        _tell(conn, {"error": f"the jail zygote could not fork: {type(exc).__name__}: {exc}"})
+        return -1
+    if pid == 0:
+        _forked(request, channel, log, limits)  # never returns
+    for fd in fds:
+        os.close(fd)
+    _tell(conn, {"pid": pid})
+    return pid
+
+
+def _forked(request: dict, channel: int, log: int, limits) -> None:
+    """In the forked child: become the jail the request describes, as
+    subprocess would have started it, then run main()."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, channel)  # nothing inherited but the channel: not the zygote's sockets
+        os.closerange(channel + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        limits()  # namespaces, root, uid, parent-death signal: as subprocess's preexec_fn
+        sys.path[:] = request["paths"]
+        config = dict(request["config"], fd=channel)
+        main(json.dumps(config))
+    except BaseException:  # noqa: BLE001 - say why in the log the judge reads
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _tell(conn: socket.socket, answer: dict) -> None:
+    try:
+        conn.send(json.dumps(answer).encode())
+    except OSError:
+        pass  # the judge is gone: its next read says so
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap_jails(owner: dict[int, socket.socket]) -> None:
+    """Tell each judge of its jails that have ended."""
+    while owner:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = owner.pop(pid, None)
+        if conn is not None and conn.fileno() >= 0:
+            _tell(conn, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})

@@ -29,7 +29,6 @@ import collections
 import dataclasses
 import json
 import os
-import py_compile
 import shutil
 import signal
 import socket
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import ONE_BLAS_THREAD, confine, examples
+from grader import confine, examples, forks
 from grader import protocol as p
 from grader import target as _target
 from reference.lm import BigramLM, CachedLM, PlainLM
@@ -51,15 +50,6 @@ from reference.model import Config, Model
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
 # Judge objects the jail may call back, and the methods it may call on them.
 EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
-RUNTIME_FILES = (
-    "grader/protocol.py",
-    "grader/jail.py",
-    "reference/__init__.py",
-    "reference/model.py",
-    "reference/sampling.py",
-    "reference/tokenizer.py",
-    "reference/lm.py",
-)
 # What a root-mode jail must not see even where it lies inside a bound path (a non-editable install).
 SECRETS = ("reference/solutions", "tests", ".git")
 
@@ -330,50 +320,6 @@ def api_of(value) -> tuple[str, ...]:
     return tuple(api) if isinstance(api, tuple) else ()
 
 
-def _runtime_paths() -> list[str]:
-    """The jail's sys.path after its runtime copy: the standard library and site-packages, never the checkout."""
-    import sysconfig
-
-    root = str(_target.ROOT)
-    keep = [sys.base_prefix, sys.prefix] + [
-        sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")
-    ]
-    out = []
-    for entry in sys.path:
-        real = os.path.realpath(entry) if entry else ""
-        if not real or not any(real == k or real.startswith(k.rstrip("/") + "/") for k in keep if k):
-            continue
-        if (real == root or real.startswith(root + "/")) and not real.startswith(os.path.realpath(sys.prefix)):
-            continue
-        if real not in out:
-            out.append(real)
-    return out
-
-
-_BYTECODE: dict[tuple[str, int, int], bytes] = {}
-
-
-def _bytecode(source: Path) -> bytes:
-    """The compiled form of a runtime file, as a .pyc that Python loads without
-    checking it against its source (unchecked-hash): each jail gets it beside
-    its copy of the file, so that no jail compiles the model's files again
-    (a tenth of a second of each jail's start). Compiled once per judge and
-    per version of the file (its path, size and modification time)."""
-    stat = source.stat()
-    key = (str(source), stat.st_size, stat.st_mtime_ns)
-    if key not in _BYTECODE:
-        with tempfile.TemporaryDirectory(prefix="kata-pyc-") as tmp:
-            out = Path(tmp, "file.pyc")
-            py_compile.compile(
-                str(source),
-                cfile=str(out),
-                doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-            )
-            _BYTECODE[key] = out.read_bytes()
-    return _BYTECODE[key]
-
-
 def _free_uid() -> int:
     """A uid for a new jail that no live jail of this judge has. Other judges
     use other ranges (the range is the judge's pid), so no two live jails on
@@ -396,31 +342,26 @@ class Jail:
         self.module_remote: Remote | None = None
         self.failed: BaseException | None = None  # the import failed: every use fails the same way
         self.dir: str | None = None
+        self.runtime: str | None = None  # the runtime copy the jail runs: its own, or the zygote's
         self.uid = 0
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
 
     # -- life
-    def _prepare(self) -> None:
+    def _prepare(self, runtime: str | None) -> None:
+        """The jail's folder: its copy of the submission (sub), its working
+        folder (work), and, unless the zygote's shared one is given, its own
+        runtime copy (runtime)."""
         self.uid = _free_uid()
         self.dir = tempfile.mkdtemp(prefix="kata-jail-")
         os.chmod(self.dir, 0o755)
-        root = _target.ROOT
-        runtime = Path(self.dir, "runtime")
-        for rel in RUNTIME_FILES:
-            (runtime / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / rel, runtime / rel)
-            # Where the jail's Python looks for it (the judge's own sys.pycache_prefix may differ).
-            cached = (runtime / rel).parent / "__pycache__" / f"{Path(rel).stem}.{sys.implementation.cache_tag}.pyc"
-            cached.parent.mkdir(exist_ok=True)
-            cached.write_bytes(_bytecode(root / rel))
-        (runtime / "grader" / "__init__.py").write_text("")
-        weights = root / "reference" / "weights"
-        if weights.is_dir():
-            shutil.copytree(weights, runtime / "reference" / "weights")
+        if runtime is None:
+            runtime = str(Path(self.dir, "runtime"))
+            forks.make_runtime(Path(runtime))
+        self.runtime = runtime
         sub = Path(self.dir, "sub")
         sub.mkdir()
         shutil.copyfile(self.source, sub / f"{self.kata}.py", follow_symlinks=False)
-        for path in [runtime, sub, *runtime.rglob("*"), *sub.rglob("*")]:
+        for path in [sub, *sub.rglob("*")]:
             os.chmod(path, 0o555 if path.is_dir() else 0o444)
         work = Path(self.dir, "work")
         work.mkdir(mode=0o700)
@@ -429,7 +370,8 @@ class Jail:
         self.sub, self.work = str(sub), str(work)
 
     def start(self) -> None:
-        self._prepare()
+        zygote = forks.connection()
+        self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
         self.log = tempfile.TemporaryFile()
         config = {
@@ -441,37 +383,47 @@ class Jail:
                 "cpu_seconds": SETTINGS.cpu_seconds,
             },
         }
-        paths = [str(Path(self.dir, "runtime"))] + _runtime_paths()
-        boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail import main; main(sys.argv[1])"
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
-            "HOME": self.work,
-            **ONE_BLAS_THREAD,
-        }
-        env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
+        paths = [self.runtime] + forks.runtime_paths()
+        env = forks.jail_env(self.work)
         masks = [str(_target.ROOT / s) for s in SECRETS]
-        argv, preexec = confine.launch(
-            [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
-            self.dir,
-            self.work,
-            self.uid,
-            masks,
-        )
+        shared = (self.runtime,) if zygote is not None else ()
+        self.proc = None
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=self.log,
-                stderr=self.log,
-                pass_fds=(child.fileno(),),
-                close_fds=True,
-                env=env,
-                cwd=self.work,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+            if zygote is not None:
+                how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
+                request = {
+                    "config": config,
+                    "env": env,
+                    "cwd": self.work,
+                    "paths": paths,
+                    "confine": dict(how, masks=masks, extra=list(shared), readable=confine.readable_paths()),
+                }
+                try:
+                    self.proc = zygote.spawn(request, [child.fileno(), self.log.fileno()])
+                except OSError:
+                    self.proc = None  # started the usual way below
+            if self.proc is None:
+                boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail import main; main(sys.argv[1])"
+                argv, preexec = confine.launch(
+                    [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
+                    self.dir,
+                    self.work,
+                    self.uid,
+                    masks,
+                    shared,
+                )
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=self.log,
+                    stderr=self.log,
+                    pass_fds=(child.fileno(),),
+                    close_fds=True,
+                    env=env,
+                    cwd=self.work,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                )
         except (OSError, subprocess.SubprocessError) as exc:
             parent.close()
             raise JailCrash(
@@ -496,10 +448,7 @@ class Jail:
             self.log.close()
         self.proc, self.peer, self.module_remote = None, None, None
         if self.dir:
-            for path in Path(self.dir).rglob("*"):
-                if not path.is_symlink():
-                    os.chmod(path, 0o700)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            forks.remove_tree(self.dir)
             self.dir = None
 
     def _death(self) -> str:

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import ONE_BLAS_THREAD, judge_server
+from grader import ONE_BLAS_THREAD, forks, judge_server
 from grader import target as _target
 from grader.outcome import Event, EventKind, Status
 from grader.registry import Kata, Task
@@ -147,6 +147,9 @@ def _judge_env() -> dict[str, str]:
         PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
     )
     env[judge_server.PYCACHE_VAR] = _pycache()
+    zygote = forks.start()
+    if zygote is not None:
+        env[forks.VAR] = zygote
     return env
 
 
