@@ -310,8 +310,8 @@ class Connection:
         if self.gone:
             return None
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self.sock.settimeout(timeout)
         try:
+            self.sock.settimeout(timeout)
             message = self.sock.recv(MAX_MESSAGE)
         except (socket.timeout, BlockingIOError):
             return None

@@ -138,7 +138,8 @@ def _pycache() -> str:
 
 def _judge_env() -> dict[str, str]:
     """The environment a judge runs in: the caller's, one BLAS thread, no plugins,
-    the checkout on sys.path, bytecode kept in _pycache()."""
+    the checkout on sys.path, bytecode kept in _pycache(), and where this
+    process's jail zygote listens (grader.forks)."""
     env = dict(
         os.environ,
         PYTHONHASHSEED="0",
@@ -147,9 +148,7 @@ def _judge_env() -> dict[str, str]:
         PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
     )
     env[judge_server.PYCACHE_VAR] = _pycache()
-    zygote = forks.start()
-    if zygote is not None:
-        env[forks.VAR] = zygote
+    env[forks.VAR] = forks.start() or "off"  # where no zygote forks jails, no judge tries to start one
     return env
 
 

@@ -10,16 +10,30 @@ import textwrap
 import numpy as np
 import pytest
 
-from grader import confine, judge
+from grader import confine, forks, judge
 from grader import protocol as p
 from reference.model import Config, Model
 
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
 
 
-@pytest.fixture
-def jail_of(tmp_path, monkeypatch):
-    """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail."""
+@pytest.fixture(scope="module")
+def zygote():
+    """A jail zygote (grader.forks), as a runner starts one."""
+    started = forks.Zygote()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(params=["forked", "new process"])
+def jail_of(request, tmp_path, monkeypatch):
+    """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail:
+    forked by a zygote, or (KATA_JAIL_FORKS=off) a new process."""
+    if request.param == "forked":
+        monkeypatch.setenv(forks.VAR, request.getfixturevalue("zygote").address())
+    else:
+        monkeypatch.setenv(forks.VAR, "off")
+    monkeypatch.setattr(forks, "_CONNECTION", [])  # this test's own connection
     monkeypatch.setattr(judge.SETTINGS, "target", str(tmp_path))
     monkeypatch.setattr(judge.SETTINGS, "deadline", None)
 
@@ -29,6 +43,8 @@ def jail_of(tmp_path, monkeypatch):
 
     yield make
     judge.stop_all()
+    for connection in forks._CONNECTION:
+        connection.sock.close()
 
 
 def roundtrip(value):
@@ -348,3 +364,96 @@ def test_one_array_passed_twice_arrives_as_two_arrays_each_call_its_own(jail_of)
     x = np.zeros(3)
     assert k.scribble(x, x) == 0.0 and x[0] == 0.0
     assert judge.call_many(k.scribble, [(x, x)] * 3) == [0.0, 0.0, 0.0]
+
+
+# ------------------------------------------------------------------ the zygote
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _gone(pid: int, seconds: float = 5.0) -> bool:
+    """Whether process pid has ended (or is a zombie) within `seconds`."""
+    import os
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def _forked_module(started: forks.Zygote, monkeypatch, tmp_path):
+    """The proxy of kata module `k` (returning its pid), in a jail forked by the zygote `started`."""
+    monkeypatch.setenv(forks.VAR, started.address())
+    monkeypatch.setattr(forks, "_CONNECTION", [])
+    monkeypatch.setattr(judge.SETTINGS, "target", str(tmp_path))
+    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+    (tmp_path / "k.py").write_text("import os\n\ndef pid():\n    return os.getpid()\n")
+    k = judge.kata_module("k")
+    assert k.pid() > 0  # the jail answers (its own pid namespace may number it otherwise)
+    assert isinstance(k._jail.proc, forks.ForkedJail) and _parent_of(k._jail.proc.pid) == started.proc.pid
+    return k
+
+
+def test_a_forked_jail_is_the_zygotes_child_and_dies_when_its_judges_connection_closes(zygote, monkeypatch, tmp_path):
+    try:
+        pid = _forked_module(zygote, monkeypatch, tmp_path)._jail.proc.pid
+        forks._CONNECTION[0].sock.close()  # as when the judge dies
+        assert _gone(pid), "a jail outlived its judge's connection to the zygote"
+    finally:
+        judge.stop_all()
+
+
+def test_the_zygote_kills_its_jails_and_ends_when_its_runner_is_gone(monkeypatch, tmp_path):
+    started = forks.Zygote()
+    try:
+        pid = _forked_module(started, monkeypatch, tmp_path)._jail.proc.pid
+        started.life.close()  # the runner's end of its socket: closed as when the runner dies
+        assert _gone(started.proc.pid) and _gone(pid), "the zygote or its jail outlived the runner"
+    finally:
+        judge.stop_all()
+        started.stop()
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="needs Linux")
+def test_the_zygote_answers_no_process_of_another_uid(zygote):
+    """A jail runs as a uid of its own (root and uid modes): were it to reach the zygote's
+    socket, the zygote would still fork nothing for it."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to connect as another uid")
+    name = json.loads(zygote.address())["socket"]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # as a jail's uid: connect and ask for a fork
+        answer = b"no answer"
+        try:
+            os.setuid(confine.UID_BASE - 1)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            sock.connect(name)
+            sock.settimeout(5)
+            socket.send_fds(sock, [json.dumps({"config": {}}).encode()], [0, 1])
+            answer = sock.recv(1 << 16) or b"closed"
+        except OSError as exc:
+            answer = f"closed: {exc}".encode()
+        finally:
+            os.write(write, answer[:200])
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    answer = os.read(read, 200)
+    assert answer.startswith(b"closed"), f"the zygote answered another uid: {answer!r}"
+    test = forks.Connection(json.loads(zygote.address()))  # while its own uid is still served
+    with pytest.raises(OSError, match="could not fork"):
+        test.spawn({"config": {}}, [0, 1])
+    test.sock.close()

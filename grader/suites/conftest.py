@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 from hypothesis import settings
 
-from grader import judge
+from grader import forks, judge
 from grader import target as _target
 from grader.suites import common
 
@@ -39,6 +40,8 @@ def pytest_configure(config):
     common.SEED = config.getoption("seed")
     common.draw_from_the_suites_alone()
     settings.load_profile("grade" if config.getoption("seed") == 0 else "grade-seeded")
+    if forks.VAR not in os.environ:  # plain pytest (kata test), where no runner started a jail zygote
+        os.environ[forks.VAR] = forks.start() or "off"
 
 
 def pytest_report_header(config):
