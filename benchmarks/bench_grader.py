@@ -8,7 +8,8 @@ the jail process, so the overhead ratio is the runner's (a judge process
 per kata, the event pipe), not the jail's. Last, one task graded again and
 again in one process, as `kata watch`, `kata grade-all` and the project's
 tests do: the first grading starts the judge server, every later judge is
-forked from it warm.
+forked from it warm (and its jails from the jail zygote, grader/forks.py);
+then the same with every jail started as a new process.
 
     python benchmarks/bench_grader.py [--repeats 3] [--jobs 2]
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from grader import forks  # noqa: E402
 from grader.registry import find_kata, load_registry  # noqa: E402
 from grader.runner import grade_kata  # noqa: E402
 
@@ -63,15 +65,26 @@ def main() -> None:
         g, p = wall(graded, args.repeats), wall(raw, args.repeats)
         print(f"{label:<34}{g:>14.2f}{p:>16.2f}{g / p:>9.2f}x")
 
-    kata, task, times = find_kata("moe"), "router", []
-    for _ in range(args.repeats + 1):
+    kata, task = find_kata("moe"), "router"
+    times = regrade(kata, task, args.repeats + 1)
+    print(f"\nmoe:{task} graded {len(times)} times in one process:")
+    print(f"  the first (it starts the judge server)       {times[0]:.2f} s")
+    print(f"  each later one (a judge forked from it warm)  {statistics.median(times[1:]):.2f} s (median)")
+    os.environ[forks.VAR] = "off"
+    spawned = regrade(kata, task, args.repeats)
+    median = statistics.median(spawned)
+    print(f"  each, every jail a new process               {median:.2f} s (median; KATA_JAIL_FORKS=off)")
+
+
+def regrade(kata, task: str, n: int) -> list[float]:
+    """Seconds of each of n gradings of one task of kata, one after another in this process."""
+    times = []
+    for _ in range(n):
         t0 = time.perf_counter()
         graded = grade_kata(kata, "reference", tasks=[task])
         times.append(time.perf_counter() - t0)
         assert graded.tasks[0].status.value == "pass", graded.tasks[0].message
-    print(f"\nmoe:{task} graded {len(times)} times in one process:")
-    print(f"  the first (it starts the judge server)       {times[0]:.2f} s")
-    print(f"  each later one (a judge forked from it warm)  {statistics.median(times[1:]):.2f} s (median)")
+    return times
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ sys.path set by the judge to a read-only runtime copy of the model package
 and the standard library and site-packages), in a temporary working
 directory, with the channel socket as its only inherited descriptor:
 
-    python -I -S -B -c BOOT CONFIG_JSON
+    python -s -S -B -c BOOT CONFIG_JSON
+
+or, where the runner started one, forked by the jail zygote (`serve_forks`
+below, grader/forks.py): the same interpreter, flags, sys.path and
+environment, with NumPy and the model already imported.
 
 CONFIG_JSON: {"fd": channel fd, "sub": the submission copy's directory,
 "limits": {"memory_mb", "output_mb", "cpu_seconds"}}.
