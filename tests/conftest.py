@@ -1,7 +1,16 @@
 """Shared test settings: a deterministic Hypothesis profile, loaded for every test run, the longest test
-scheduled first, and xdist groups that hold under pytest 9.2."""
+scheduled first, xdist groups that hold under pytest 9.2, and Ctrl-C not ignored."""
+
+import signal
 
 from hypothesis import settings
+
+# A shell without job control starts a command put in the background (`pytest &`) with SIGINT ignored,
+# and an ignored signal stays ignored across exec: every `kata` these tests start would then ignore
+# the Ctrl-C that the Ctrl-C tests send it, and hang. A handler here is reset to the default in each
+# process the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Same code, same examples: no randomness between runs, no example database,
 # no per-example deadline (a shared CI machine has noisy timing).
