@@ -57,11 +57,13 @@ from pathlib import Path
 from grader import ONE_BLAS_THREAD, confine
 from grader import target as _target
 
-# What a jail runs, copied out of the checkout. confine.py is there for the zygote.
+# What a jail runs, copied out of the checkout. confine.py and judge_server.py (its
+# reaping) are there for the zygote.
 RUNTIME_FILES = (
     "grader/protocol.py",
     "grader/jail.py",
     "grader/confine.py",
+    "grader/judge_server.py",
     "reference/__init__.py",
     "reference/model.py",
     "reference/sampling.py",

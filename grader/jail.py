@@ -327,15 +327,10 @@ def serve_forks(listen_fd: str, life_fd: str) -> None:
     descriptor numbers, as the command line gives them."""
     import selectors
 
+    from grader.judge_server import kill_group, woken_by_children
+
     listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wakeup pipe
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
-    selector.register(wake_r, selectors.EVENT_READ)
-    selector.register(life, selectors.EVENT_READ)
+    selector, wake_r, _ = woken_by_children(listener, life)
     owner: dict[int, socket.socket] = {}  # each live jail's judge connection
     while True:
         for key, _ in selector.select():
@@ -344,7 +339,7 @@ def serve_forks(listen_fd: str, life_fd: str) -> None:
             elif key.fileobj is life:
                 if not life.recv(1):  # the runner is gone
                     for pid in owner:
-                        _kill_group(pid)
+                        kill_group(pid)
                     os._exit(0)
             elif key.fileobj is listener:
                 conn, _ = listener.accept()
@@ -364,7 +359,7 @@ def serve_forks(listen_fd: str, life_fd: str) -> None:
                     selector.unregister(conn)
                     conn.close()
                     for pid in [pid for pid, c in owner.items() if c is conn]:
-                        _kill_group(pid)
+                        kill_group(pid)
                     continue
                 pid = _fork_jail(conn, message, fds)
                 if pid > 0:
@@ -440,22 +435,13 @@ def _tell(conn: socket.socket, answer: dict) -> None:
         pass  # the judge is gone: its next read says so
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _reap_jails(owner: dict[int, socket.socket]) -> None:
     """Tell each judge of its jails that have ended."""
-    while owner:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    from grader.judge_server import reap
+
+    def tell(pid: int, code: int) -> None:
         conn = owner.pop(pid, None)
         if conn is not None and conn.fileno() >= 0:
-            _tell(conn, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+            _tell(conn, {"exited": pid, "code": code})
+
+    reap(tell)

@@ -38,15 +38,23 @@ RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pi
 MAX_MESSAGE = 1 << 20  # bytes of one request (the argv holds the kata's test names)
 
 
-def serve(sock: socket.socket) -> None:
-    """Answer requests on sock until it closes, then kill the judges still running and return."""
+def woken_by_children(*socks) -> tuple[selectors.BaseSelector, int, int]:
+    """A selector of socks and of a pipe that a child's end (SIGCHLD) writes
+    to: (selector, the pipe's read end, its write end). Also serves the jail
+    zygote (grader.jail.serve_forks)."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD writes to the wakeup pipe
     selector = selectors.DefaultSelector()
-    selector.register(sock, selectors.EVENT_READ)
-    selector.register(wake_r, selectors.EVENT_READ)
+    for fileobj in (*socks, wake_r):
+        selector.register(fileobj, selectors.EVENT_READ)
+    return selector, wake_r, wake_w
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer requests on sock until it closes, then kill the judges still running and return."""
+    selector, wake_r, wake_w = woken_by_children(sock)
     judges: set[int] = set()
     while True:
         for key, _ in selector.select():
@@ -59,7 +67,7 @@ def serve(sock: socket.socket) -> None:
                 message, fds = b"", []
             if not message:  # the runner is gone
                 for pid in judges:
-                    _kill(pid)
+                    kill_group(pid)
                 return
             pid = _start(sock, json.loads(message), fds, (wake_r, wake_w))
             if pid > 0:
@@ -137,21 +145,33 @@ def use_pycache() -> None:
 
 def _reap(sock: socket.socket, judges: set[int]) -> None:
     """Tell the runner of every judge that has ended."""
-    while judges:
+
+    def tell(pid: int, code: int) -> None:
+        judges.discard(pid)
+        try:
+            sock.send(json.dumps({"exited": pid, "code": code}).encode())
+        except OSError:
+            pass  # the runner is gone: the next read says so
+
+    reap(tell)
+
+
+def reap(tell) -> None:
+    """Call tell(pid, code) for each child of this process that has ended (code
+    as subprocess's returncode), until none is left to reap. Also serves the
+    jail zygote (grader.jail.serve_forks)."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        judges.discard(pid)
-        try:
-            sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
-        except OSError:
-            pass  # the runner is gone: the next read says so
+        tell(pid, os.waitstatus_to_exitcode(status))
 
 
-def _kill(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group of pid (a judge's or a jail's session), if it is still there."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
