@@ -14,7 +14,8 @@ Only the modes whose confinement runs in the child before exec use it:
 root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/confine.py).
 
-The runner starts the zygote (`start`) with a runtime folder, the read-only
+The runner (or, under `kata test`, the pytest process: grader/suites/conftest.py)
+starts the zygote (`start`) with a runtime folder, the read-only
 copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights),
 shared by every jail it forks; a jail sees that folder besides its own. The
 judges find the zygote by the socket that KATA_JAIL_FORKS names, in a folder
