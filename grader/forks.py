@@ -15,18 +15,19 @@ root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/confine.py).
 
 The runner (or, under `kata test`, the pytest process: grader/suites/conftest.py)
-starts the zygote (`start`) with a runtime folder, the read-only
-copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights),
-shared by every jail it forks; a jail sees that folder besides its own. The
-judges find the zygote by the socket that KATA_JAIL_FORKS names, in a folder
-only the runner's user can enter, and connect one connection each
-(`connection`). No jail can reach the socket: in the root mode it lies
-outside the jail's root, in the uid mode behind a folder the jail's uid
-cannot enter; the plain mode guarantees nothing.
+starts the zygote (`start`) with a runtime folder, the read-only copy of the
+files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
+jail it forks; a jail sees that folder besides its own. The judges find the
+zygote by the abstract Unix socket that KATA_JAIL_FORKS names, and connect
+one connection each (`connection`). The zygote answers only a peer of its
+own uid, so no jail can ask it for anything: in the root and uid modes a
+jail runs as a uid of its own (and in the root mode, in a network namespace
+of its own, it does not even see the socket); the plain mode guarantees
+nothing.
 
 Protocol, over SOCK_SEQPACKET (one JSON message a packet):
 
-    judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "confine": {...}},
+    judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "paths": [...], "confine": {...}},
                       the jail's channel and log descriptors attached
     zygote -> judge   {"pid": N}, or {"error": "..."} when the fork failed
     zygote -> judge   {"exited": N, "code": C}: jail N ended; C as subprocess's returncode
