@@ -266,12 +266,6 @@ class ForkedJail:
             self.returncode = code
         return self.returncode
 
-    def poll(self) -> int | None:
-        try:
-            return self.wait(0)
-        except subprocess.TimeoutExpired:
-            return None
-
 
 class Connection:
     """This judge's connection to the zygote."""
@@ -302,9 +296,7 @@ class Connection:
         while pid not in self.exited:
             if self.gone:  # the zygote died, and its jails with it (their parent-death signal)
                 return -signal.SIGKILL
-            if self._next(deadline) is None and pid not in self.exited:
-                if self.gone:
-                    continue
+            if self._next(deadline) is None and not self.gone:  # the deadline passed
                 return None
         return self.exited.pop(pid)
 

@@ -401,7 +401,7 @@ class Jail:
                 try:
                     self.proc = zygote.spawn(request, [child.fileno(), self.log.fileno()])
                 except OSError:
-                    self.proc = None  # started the usual way below
+                    pass  # no fork: started the usual way below
             if self.proc is None:
                 boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail import main; main(sys.argv[1])"
                 argv, preexec = confine.launch(
