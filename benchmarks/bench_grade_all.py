@@ -10,7 +10,6 @@ keep every core busy and cost nothing on top.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -19,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +34,7 @@ def seconds(cmd: list[str], cwd: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30, help="students in the class (default 30)")
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs of one student alone; the median counts (default 3)"

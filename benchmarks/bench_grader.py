@@ -16,7 +16,6 @@ then the same with every jail started as a new process.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 
 from grader import forks  # noqa: E402
 from grader.registry import find_kata, load_registry  # noqa: E402
@@ -42,7 +43,7 @@ def wall(cmd: list[str], repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the median is reported")
     parser.add_argument("--jobs", type=int, default=2, help="--jobs for grading every kata")
     args = parser.parse_args()

@@ -25,7 +25,6 @@ non-overlapping windows of 256 predicted characters, every full window.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -114,7 +113,7 @@ def prompt_text() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = shared.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--hard-draft",
         type=Path,

@@ -14,7 +14,6 @@ is better, bar / value where lower is), the worst and the median.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import statistics
@@ -24,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 
 from grader.registry import load_registry  # noqa: E402
 from grader.runner import Grading, grade_batch  # noqa: E402
@@ -74,7 +75,7 @@ def speed_figures(repeats: int) -> tuple[dict[tuple[str, str], list[float]], dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10, help="grades of every speed task (default 10)")
     parser.add_argument("--hogs", type=int, default=0, help="processes keeping a core busy meanwhile (default 0)")
     args = parser.parse_args()

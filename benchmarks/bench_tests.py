@@ -11,7 +11,6 @@ cores together, so they add up to more than the wall time).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import re
@@ -20,11 +19,13 @@ import sys
 import time
 from pathlib import Path
 
+from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every test, the slow ones too (as CI runs them)")
     args = parser.parse_args()
 

@@ -1,7 +1,8 @@
 """What the benchmark scripts share: the shipped models' shapes, loading a
 shipped model or a random stand-in of its shape, loading a kata module to
-time, a median timer, the --target and --repeats options; and one BLAS thread
-for every script that imports it.
+time, a median timer, the parser (--native-blas, and a header naming the BLAS
+kernel), the --target and --repeats options; and one BLAS thread for every
+script that imports it.
 
 The scripts put the checkout on sys.path before importing this module.
 """
@@ -13,17 +14,24 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from grader import ONE_BLAS_THREAD, timing
+from grader import ONE_BLAS_THREAD, blas, timing
+
+NATIVE_FLAG = "--native-blas"
 
 
 def _one_blas_thread() -> None:
     """Re-run this script with NumPy on one BLAS thread (grader.ONE_BLAS_THREAD),
     as `kata bench` runs it, unless every variable is set already (a value the
-    caller set is kept). NumPy reads them once, when it loads, which every script
-    has done by the time it imports this module: hence the re-run."""
+    caller set is kept); with --native-blas, also without the variables that
+    force an OpenBLAS kernel (grader.blas). NumPy reads them once, when it
+    loads, which every script has done by the time it imports this module:
+    hence the re-run."""
     missing = {k: v for k, v in ONE_BLAS_THREAD.items() if k not in os.environ}
-    if missing:
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+    environ = {**os.environ, **missing}
+    if NATIVE_FLAG in sys.argv[1:]:
+        environ = blas.without_forcing(environ)
+    if environ != dict(os.environ):
+        os.execve(sys.executable, [sys.executable, *sys.argv], environ)
 
 
 _one_blas_thread()
@@ -82,11 +90,30 @@ def default_target() -> str:
     return "reference" if any(_target.SOLUTIONS_DIR.glob("[!_]*.py")) else "katas"
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser of every benchmark script: it takes --native-blas, and once the
+    arguments parse, prints the BLAS kernel the figures come from (grader.blas)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.add_argument(
+            NATIVE_FLAG,
+            action="store_true",
+            help=f"run on the CPU's own OpenBLAS kernel: drop {' and '.join(blas.FORCING)} for this run "
+            "(where a host sets them, they force an older kernel that multiplies a few rows 2-3x slower)",
+        )
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        print(blas.header(f"run with {NATIVE_FLAG} to measure on this CPU's own kernel") + "\n")
+        return parsed
+
+
 def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = "") -> argparse.ArgumentParser:
     """The parser a benchmark of `kata` starts from: doc's first paragraph as its
-    description, --target, --plot, and --repeats (default `repeats`, `what`
-    says what is done with them) unless repeats is None."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    description, --native-blas, --target, --plot, and --repeats (default
+    `repeats`, `what` says what is done with them) unless repeats is None."""
+    parser = Parser(description=doc.split("\n\n")[0])
     add_target_option(parser, kata)
     if repeats is not None:
         add_repeats_option(parser, repeats, what)

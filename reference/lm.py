@@ -75,8 +75,14 @@ class CachedLM:
         shape = (c.n_layers, c.n_kv_heads, c.max_seq_len, c.head_dim)
         self._keys = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
         self._values = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
-        self._logits = np.zeros((c.max_seq_len, c.vocab_size), dtype=np.float32)  # (max_seq_len, V)
+        self._positions = np.arange(c.max_seq_len)  # every position, sliced for each call
+        self._logits = self._new_logits()  # (max_seq_len, V)
+        self._handed_out = 0  # rows of _logits some returned view shows: never written again
         self._tokens = np.zeros(0, dtype=np.int64)  # the sequence the cache holds
+
+    def _new_logits(self) -> np.ndarray:
+        c = self.model.config
+        return np.empty((c.max_seq_len, c.vocab_size), dtype=np.float32)
 
     def reset(self) -> None:
         """Forget the cached sequence (the counters are kept)."""
@@ -84,15 +90,26 @@ class CachedLM:
 
     def logits(self, tokens) -> np.ndarray:
         """Logits (T, V) at every position of tokens (T,), computing only the
-        positions after the prefix shared with the previous call."""
-        tokens = self.model.check_tokens(tokens)
+        positions after the prefix shared with the previous call.
+
+        The array is read-only, and no later call changes it (a call that
+        rewrites rows an earlier answer shows writes them to a new buffer), so
+        a decode step costs no copy of the T rows."""
+        tokens = self.model.check_tokens(tokens)  # a new array, ours to keep
         self.calls += 1
         T = tokens.size
         n = self._shared_prefix(tokens)
         if n < T:
+            if n < self._handed_out:  # rows n.. of some earlier answer: keep them as they are
+                fresh = self._new_logits()
+                fresh[:n] = self._logits[:n]
+                self._logits, self._handed_out = fresh, n
             self._extend(tokens, n)
-        self._tokens = tokens.copy()
-        return self._logits[:T].copy()
+        self._tokens = tokens
+        self._handed_out = max(self._handed_out, T)
+        out = self._logits[:T]
+        out.flags.writeable = False  # a view: the buffer itself stays writable
+        return out
 
     def _shared_prefix(self, tokens: np.ndarray) -> int:
         """Length of the longest common prefix of tokens and the cached sequence."""
@@ -103,14 +120,14 @@ class CachedLM:
     def _extend(self, tokens: np.ndarray, n: int) -> None:
         """Compute positions n..T-1 of tokens over the cached keys/values of 0..n-1."""
         model, T = self.model, tokens.size
-        new_pos = np.arange(n, T)
-        all_pos = np.arange(T)
+        new_pos, all_pos = self._positions[n:T], self._positions[:T]
         x = model.embed(tokens[n:])  # (T - n, D)
         for layer in range(model.config.n_layers):
             q, k, v = model.qkv(layer, x, new_pos)  # (H, T-n, Dh), (Hkv, T-n, Dh) x2
-            self._keys[layer, :, n:T] = k
-            self._values[layer, :, n:T] = v
-            x = x + model.attend(layer, q, self._keys[layer, :, :T], self._values[layer, :, :T], new_pos, all_pos)
+            keys, values = self._keys[layer], self._values[layer]  # (Hkv, max_seq_len, Dh)
+            keys[:, n:T] = k
+            values[:, n:T] = v
+            x = x + model.attend(layer, q, keys[:, :T], values[:, :T], new_pos, all_pos)
             x = x + model.mlp(layer, x)
         self._logits[n:T] = model.logits(x)
         self.positions += T - n

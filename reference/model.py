@@ -69,9 +69,11 @@ cost, more than the matmuls, sets its time. Hence:
 - at one token, RMSNorm takes its sum of squares as a dot product, q and k
   are rotated together, and the MoE block routes in Python and runs only the
   token's K experts;
-- two to SMALL_M rows (a verify step's) multiply as a stack of single rows,
-  which OpenBLAS runs as matrix-vector products (see `Model._mm`);
-- attention skips the causal mask when no key is later than a query;
+- two to FEW_TOKENS tokens (a verify step's) run the MoE block's experts as
+  two stacked products over a capacity-padded dispatch of the routed rows,
+  the shape grouped-GEMM MoE kernels use (see `Model._experts_stacked`);
+- attention skips the causal mask when no key is later than a query, and
+  adds it as a bias built once per pair of position arrays (`_causal_bias`);
 - the checks cost O(1) or O(T), never a pass over the weights.
 The results are the plain formulas' up to float32 rounding, and the work
 counted is the same. Nothing derived from the weights is kept beside them: a
@@ -96,7 +98,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
-SMALL_M = 5  # up to this many rows, Model._mm multiplies row by row (see there)
+FEW_TOKENS = 8  # up to this many tokens, an MoE block runs its experts as stacked products (Model._experts_stacked)
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
 
@@ -294,6 +296,21 @@ def _rotated_row(x: np.ndarray, cos2: np.ndarray, sin2: np.ndarray) -> np.ndarra
     return (halves * cos2 + halves[:, ::-1] * sin2).reshape(-1, 1, 2 * half)
 
 
+@functools.lru_cache(maxsize=8)
+def _causal_bias_of(q_positions: bytes, k_positions: bytes) -> np.ndarray:
+    """-inf where a key is later than its query, 0 elsewhere (Tq, Tk), float32, read-only."""
+    qpos, kpos = np.frombuffer(q_positions, np.int64), np.frombuffer(k_positions, np.int64)
+    bias = np.where(kpos[None, :] > qpos[:, None], np.float32(-np.inf), np.float32(0))
+    bias.flags.writeable = False
+    return bias
+
+
+def _causal_bias(qpos: np.ndarray, kpos: np.ndarray) -> np.ndarray:
+    """The causal mask of queries at qpos (Tq,) over keys at kpos (Tk,) as an additive
+    bias, built once for each pair of positions and shared by every layer of a call."""
+    return _causal_bias_of(qpos.astype(np.int64, copy=False).tobytes(), kpos.astype(np.int64, copy=False).tobytes())
+
+
 def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """indices (T, K) of the k most probable experts, best first (ties: lower index),
     and their probabilities renormalized to sum to 1 (T, K)."""
@@ -466,20 +483,19 @@ class Model:
         """a (..., M, N) @ b (N, P), counting M * N * P macs per leading index
         and the weight matrix b read once.
 
-        A few rows (2 <= M <= SMALL_M) go through as a stack of single rows:
-        OpenBLAS runs each as a matrix-vector product, where its general
-        matmul first copies b into its own layout, which for a handful of rows
-        costs several times the arithmetic (bench_model.py times both)."""
-        if a.ndim == 2 and 1 < a.shape[0] <= SMALL_M:
-            out = (a[:, None, :] @ b)[:, 0]
-        else:
-            out = a @ b
+        Rows (M, N) multiply with `ndarray.dot`, the same product as `@`
+        without its dispatch (half a microsecond of a decode step's matmuls,
+        which take two or three)."""
+        out = a.dot(b) if a.ndim == 2 else a @ b
         if self._counters:
-            macs = a.size * b.shape[-1]
-            for work in self._counters:
-                work.add(piece, macs)
-                work.add_weight_read(piece, b.nbytes, b.size)
+            self._count_matmul(piece, a.size // a.shape[-1], b)
         return out
+
+    def _count_matmul(self, piece: str, rows: int, b: np.ndarray) -> None:
+        """Count rows (length N) times the weight b (N, P): rows * N * P macs, and b read once."""
+        for work in self._counters:
+            work.add(piece, rows * b.size)
+            work.add_weight_read(piece, b.nbytes, b.size)
 
     def _count(self, piece: str, macs: int) -> None:
         for work in self._counters:
@@ -553,8 +569,7 @@ class Model:
             work.add("attention", H * Tq * Tk * Dh)
             work.add_cache_read(k.nbytes + v.nbytes)
         if future:  # some key is later than some query (never so in a decode step): mask it
-            masked = kpos[None, :] > qpos[:, None]  # (Tq, Tk)
-            scores = np.where(masked, np.float32(-np.inf), scores.reshape(H, Tq, Tk)).reshape(scores.shape)
+            scores.reshape(H, Tq, Tk)[...] += _causal_bias(qpos, kpos)
         probs = _softmax_last_axis_in_place(scores)
         if probs.dtype != np.float32:
             probs = probs.astype(np.float32)
@@ -590,6 +605,8 @@ class Model:
                 out = y if out is None else out + y
             return out
         idx, gates = top_k_route(softmax(logits, axis=-1), c.top_k)  # (T, K), (T, K)
+        if h.shape[0] <= FEW_TOKENS and gate_up is not None:
+            return self._experts_stacked(h, idx, gates, gate_up, w_down)
         out = np.zeros_like(h)
         for e in range(c.n_experts):
             rows, slot = np.nonzero(idx == e)
@@ -599,6 +616,35 @@ class Model:
             ye *= gates[rows, slot][:, None]
             out[rows] += ye  # a token's K experts are distinct: no row repeats within one expert
         return out
+
+    def _experts_stacked(self, h: np.ndarray, idx: np.ndarray, gates: np.ndarray, gate_up, w_down) -> np.ndarray:
+        """The MoE block's experts for a few tokens h (T, D) routed to experts
+        idx (T, K) with gates (T, K), as two stacked products over every
+        expert: each expert's routed rows gathered into C slots (C the most
+        rows any expert got; the empty slots hold row 0 with gate 0), then
+        (E, C, D) @ gate_up (E, D, 2F) and (E, C, F) @ w_down (E, F, D), and
+        the gated sum as one (T, E C) @ (E C, D) product. Only the routed rows
+        are counted: the padding is the price of two calls instead of 3 E."""
+        (T, K), E, F = idx.shape, gate_up.shape[0], w_down.shape[1]
+        by_expert: list[list[int]] = [[] for _ in range(E)]  # per expert: its routed (token, slot) pairs, as t K + slot
+        for i, e in enumerate(idx.ravel().tolist()):
+            by_expert[e].append(i)
+        C = max(map(len, by_expert))
+        rows, columns, routed = [0] * (E * C), [], []
+        for e, pairs in enumerate(by_expert):
+            for j, i in enumerate(pairs):
+                rows[e * C + j] = i // K
+            columns += range(e * C, e * C + len(pairs))
+            routed += pairs
+            if pairs and self._counters:
+                self._count_matmul("experts", len(pairs), gate_up[e])
+                self._count_matmul("experts", len(pairs), w_down[e])
+        combine = np.zeros((T, E * C), dtype=h.dtype)  # (T, E C): the gate of each slot's token, 0 in padding
+        routed = np.array(routed)
+        combine[routed // K, columns] = gates.ravel()[routed]
+        y = np.matmul(h[rows].reshape(E, C, -1), gate_up)  # (E, C, 2F)
+        z = np.matmul(silu(y[..., :F]) * y[..., F:], w_down)  # (E, C, D)
+        return combine.dot(z.reshape(E * C, -1))  # (T, D)
 
     def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down, gate_up=None) -> np.ndarray:
         """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and w_up

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.model import SMALL_M, Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
+from reference.model import FEW_TOKENS, Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
 
@@ -148,9 +148,11 @@ def test_one_token_forward_equals_its_pieces_applied_by_hand(config):
 
 
 @CONFIGS
-@pytest.mark.parametrize("T", [2, SMALL_M, 10], ids=["two-rows", "small-m-rows", "ten-rows"])
+@pytest.mark.parametrize(
+    "T", [2, 5, FEW_TOKENS, FEW_TOKENS + 2], ids=["two-rows", "five-rows", "few-tokens", "more-tokens"]
+)
 def test_forward_agrees_with_per_head_per_position_loops_in_float64(config, T):
-    # Up to SMALL_M rows, every matmul runs as a stack of single rows.
+    # Up to FEW_TOKENS tokens, an MoE block runs its experts as stacked products; more, expert by expert.
     model = Model.random(config, seed=2)
     tokens = random_tokens(config, T, seed=3)
     np.testing.assert_allclose(model.forward(tokens), loop_forward(model, tokens), atol=INDEPENDENT_ATOL)
