@@ -78,8 +78,9 @@ cost, more than the matmuls, sets its time. Hence:
 The results are the plain formulas' up to float32 rounding, and the work
 counted is the same. Nothing derived from the weights is kept beside them: a
 weight edited in place edits its group's array, and a weight replaced after
-construction is multiplied on its own, so either way the weight used is the
-one in `weights`.
+construction joins a new group array at the next call (`weights` then holds
+its view; one of another shape or dtype is multiplied on its own), so either
+way the weight used is the one in `weights`.
 """
 
 from __future__ import annotations
@@ -452,15 +453,22 @@ class Model:
         self._groups[names] = joined, tuple(views)
 
     def _side_by_side(self, names: tuple[str, ...]) -> np.ndarray | None:
-        """The array the weights `names` are views of, or None when any of them
-        is no longer the view it was made as (replaced since): then each weight
+        """The array the weights `names` are views of. A weight replaced since
+        (as quantize_model does to a copy) by a float32 array of its shape is
+        copied into a new group array, and the dict then holds its view; a
+        replacement of another shape or dtype leaves None: then each weight
         must be multiplied on its own."""
         joined, views = self._groups[names]
         weights = self.weights
-        for name, view in zip(names, views):
-            if weights.get(name) is not view:
-                return None
-        return joined
+        if all(weights.get(name) is view for name, view in zip(names, views)):
+            return joined
+        current = [weights.get(name) for name in names]
+        if not all(
+            isinstance(w, np.ndarray) and w.dtype == np.float32 and w.shape == v.shape for w, v in zip(current, views)
+        ):
+            return None
+        self._store_side_by_side(names)
+        return self._groups[names][0]
 
     # ------------------------------------------------------------ work counter
 

@@ -307,6 +307,32 @@ def test_moe_block_on_one_token_equals_its_row_of_a_batch(top_k):
     np.testing.assert_allclose(rows, batch, rtol=0, atol=ONE_ROW_ATOL)
 
 
+@pytest.mark.parametrize("T", [2, 5, FEW_TOKENS])
+def test_a_few_tokens_through_the_stacked_experts_equal_their_rows_of_a_long_batch(T):
+    # Up to FEW_TOKENS tokens the experts run as stacked products; a longer batch, expert by expert.
+    model = Model.random(MOE, seed=21)
+    x = random_stream(MOE, FEW_TOKENS + 4, seed=22)
+    np.testing.assert_allclose(model.mlp(0, x[:T]), model.mlp(0, x)[:T], rtol=0, atol=ONE_ROW_ATOL)
+
+
+def test_a_few_tokens_count_the_macs_of_their_routed_rows_only():
+    model = Model.random(MOE, seed=21)
+    with model.count_work() as work:
+        model.mlp(0, random_stream(MOE, 3, seed=22))
+    D, F, E, K = MOE.d_model, MOE.d_ff, MOE.n_experts, MOE.top_k
+    assert dict(work.by_piece) == {"router": 3 * D * E, "experts": 3 * K * 3 * D * F}
+
+
+def test_a_weight_replaced_by_a_float32_array_of_its_shape_joins_its_group_again():
+    model = Model.random(MOE, seed=25)
+    model.weights["layers.0.wq"] = model.weights["layers.0.wq"] * 2
+    model.weights["layers.1.w_up"] = model.weights["layers.1.w_up"] * 2
+    model.forward(random_tokens(MOE, 3, seed=26))
+    w = model.weights
+    assert w["layers.0.wq"].base is not None and w["layers.0.wq"].base is w["layers.0.wk"].base
+    assert w["layers.1.w_up"].base is not None and w["layers.1.w_up"].base is w["layers.1.w_gate"].base
+
+
 def test_moe_block_on_one_token_counts_the_work_of_its_k_experts():
     model = Model.random(MOE, seed=23)
     with model.count_work() as work:
@@ -336,8 +362,7 @@ def test_a_weight_replaced_or_edited_in_place_after_construction_is_the_weight_u
     _double(model, name, in_place)
     expected = Model(MOE, model.weights).forward(tokens)
     assert not np.allclose(before, expected, rtol=1e-3, atol=1e-3)
-    # A replaced weight is multiplied on its own, where a new model multiplies
-    # it beside the rest of its group: the same sums, rounded apart.
+    # A replaced weight joins a new group array, as a new model's does: the same sums, up to rounding.
     np.testing.assert_allclose(model.forward(tokens), expected, rtol=1e-5, atol=1e-5)
 
 
