@@ -696,7 +696,14 @@ def play_distill(text, at, target):
 
 @play.command("stack")
 @_drafting(48)
-def play_stack(prompt, tokens, k, target):
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rounds behind each row's speed, taking turns with the row before; the median is shown.",
+)
+def play_stack(prompt, tokens, k, target, rounds):
     """The deployed model the katas end on: the MoE teacher, its weights in
     8 bits, served with a KV cache and speculative decoding from the distilled
     draft. One bargain at a time, each measured in this run."""
@@ -711,29 +718,72 @@ def play_stack(prompt, tokens, k, target):
         "speculative": _play_source("speculative", ("greedy_accept",), target),
     }
     ids = _prompt_ids(prompt, tokens, teacher)
+    for kata, source in sources.items():
+        click.echo(f"{kata}: {source.says}")
+    click.echo(f"\n{tokens} characters after {prompt!r}, greedy; {_blas_line()}")
+    click.echo(f"each row: the median of at least {rounds} rounds, taking turns with the row before\n")
+    click.echo(f"{'':<32}{'chars/s':>8}{'x before':>9}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
+    rows = []
     try:
-        rows = demos.stack(teacher, draft, ids, tokens, k, sources)
+        for row in demos.stack(teacher, draft, ids, tokens, k, sources, rounds=rounds):
+            rows.append(row)
+            _stack_row(rows)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # the learner's code
         raise click.ClickException(f"the kata code raised {type(exc).__name__}: {exc}") from None
-    for kata, source in sources.items():
-        click.echo(f"{kata}: {source.says}")
-    click.echo(f"\n{tokens} characters after {prompt!r}, greedy\n")
-    click.echo(f"{'':<32}{'chars/s':>8}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
-    for row in rows:
-        same = "same" if row.tokens == rows[0].tokens else "differs"
-        click.echo(
-            f"{row.name:<32}{len(row.tokens) / row.seconds:>8.0f}{row.weight_bytes:>12,}{row.cache_bytes:>10,}"
-            f"{row.macs_per_token:>12,.0f}  {same}"
-        )
     kept = "yes" if rows[-1].tokens == rows[-2].tokens else "NO"
     click.echo(f"\nspeculative decoding wrote exactly what the int8 teacher writes on its own: {kept}")
     click.echo(f"{prompt}{decode(rows[-1].tokens)}")
+    click.echo("\n(weights: bytes the model holds, 8.5 bits per linear weight once quantized, an fp16 scale per 32)")
+
+
+def _stack_row(rows) -> None:
+    """Print the newest row of `kata play stack`, and why, when it is slower than the row before."""
+    row, before = rows[-1], rows[-2] if len(rows) > 1 else None
+    same = "same" if row.tokens == rows[0].tokens else "differs"
+    speedup = "" if row.speedup is None else f"{row.speedup:.2f}x"
     click.echo(
-        "\n(weights: bytes the model reads, 8.5 bits per linear weight once quantized, an fp16 scale per 32; here the "
-        "quantized weights are kept dequantized in float32, so they buy no speed, only size)"
+        f"{row.name:<32}{len(row.tokens) / row.seconds:>8.0f}{speedup:>9}{row.weight_bytes:>12,}"
+        f"{row.cache_bytes:>10,}{row.macs_per_token:>12,.0f}  {same}"
     )
+    if row.name.startswith("+ int8"):
+        from grader.play import BANDWIDTH
+
+        projected = [BANDWIDTH / r.bytes_per_token for r in (before, row)]
+        _note(
+            "here the int8 weights are kept dequantized in float32: they buy size, not speed. Projection from "
+            f"the byte counts: a device bound by a {BANDWIDTH / 1e9:.0f} GB/s memory bus reads "
+            f"{row.bytes_per_token:,.0f} bytes a character instead of {before.bytes_per_token:,.0f}, "
+            f"about {projected[1]:,.0f} chars/s instead of {projected[0]:,.0f} (a projection, not a measurement)"
+        )
+    elif row.speedup is not None and row.speedup < 1:
+        why = _SLOWER.get(row.name.split(" (")[0], "the trick's own bookkeeping costs more than it saves here")
+        _note(f"slower than the row before: {why}")
+
+
+def _note(text: str) -> None:
+    """An indented note under a table row, wrapped to the terminal's width."""
+    import shutil
+    import textwrap
+
+    width = max(40, min(100, shutil.get_terminal_size().columns))
+    click.echo(textwrap.fill(text, width=width, initial_indent="    ", subsequent_indent="    "))
+
+
+_SLOWER = {
+    "+ KV cache": "this text is short, so re-reading it is cheap; try more characters (-n 200)",
+    "+ speculative": "each round pays k draft calls and a verify call that scores k + 1 characters at once, "
+    "and on this MoE teacher those characters wake more experts than one does; kata bench speculative "
+    "prints what each costs",
+}
+
+
+def _blas_line() -> str:
+    """The BLAS kernel the timings ran on, and a word when a host forces an older one."""
+    from grader import blas
+
+    return blas.header("unset both to time on this CPU's own kernel")
 
 
 _EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")

@@ -13,11 +13,11 @@ import contextlib
 from dataclasses import dataclass
 from fractions import Fraction
 from types import ModuleType
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
-from grader import state
+from grader import state, timing
 from grader import target as _target
 from grader.local import import_kata
 from grader.registry import find_kata
@@ -383,16 +383,33 @@ def distill_positions(teacher: Model, draft: Model, train: list[int], text: list
 # ------------------------------------------------------------------ stack
 
 
+BANDWIDTH = 100e9  # bytes/s of the bandwidth-bound device the int8 row projects onto (a laptop's memory bus)
+
+
 @dataclass(frozen=True)
 class Bargain:
     """One row of the stack: a way of serving the teacher, measured."""
 
     name: str
-    seconds: float  # wall clock for the whole generation
+    seconds: float  # wall clock for the whole generation, median of its interleaved rounds
+    speedup: float | None  # median over rounds of the row before's time / this row's (None for the first row)
     tokens: list[int]  # what it wrote
-    weight_bytes: int  # the weights it reads: float32, or 8.5 bits per linear weight once quantized (+ the draft)
+    weight_bytes: int  # the weights it holds: float32, or 8.5 bits per linear weight once quantized (+ the draft)
     cache_bytes: int  # keys and values held at the end (both models' for speculative decoding)
     macs_per_token: float  # multiply-accumulates per new token, every model counted
+    bytes_per_token: float  # weights and keys/values read per new token (Work), at the bits they are stored in
+
+
+@dataclass(frozen=True)
+class _Way:
+    """A way of serving the teacher, before it is measured."""
+
+    name: str
+    models: list[Model]
+    run: Callable[[], list[int]]
+    weight_bytes: int
+    cache_bytes: int
+    bits: float  # bits per matmul weight of its first model as stored (32, or 8.5 once quantized)
 
 
 def _cache_bytes(model: Model, length: int) -> int:
@@ -400,54 +417,73 @@ def _cache_bytes(model: Model, length: int) -> int:
     return 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * length  # keys and values, float32
 
 
-def stack(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
-    """The bargains one at a time, each measured in this run: re-reading
-    everything; + a KV cache (sources['kv_cache']); + 8-bit grouped weights
-    (sources['quantization']); + speculative decoding from the draft, k
-    guesses a round (sources['speculative']). Every row decodes greedily."""
-    import time
-
-    rows = []
-
-    def measure(name: str, models: list[Model], run, weight_bytes: int, cache_bytes: int) -> None:
-        with contextlib.ExitStack() as counting:
-            works = [counting.enter_context(m.count_work()) for m in models]
-            start = time.perf_counter()
-            tokens = run()
-            seconds = time.perf_counter() - start
-        macs = sum(w.macs for w in works) / len(tokens)
-        rows.append(Bargain(name, seconds, tokens, weight_bytes, cache_bytes, macs))
-
+def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
     length = len(prompt) + n_new
-    measure(
+    cache = _cache_bytes(teacher, length)
+    int8 = _quantized_model(teacher, 8, sources["quantization"])
+    yield _Way(
         "re-read everything",
         [teacher],
         lambda: [s.token for s in naive_steps(teacher, prompt, n_new)],
         _weight_bytes(teacher, None),
         0,
+        32,
     )
-    measure(
+    yield _Way(
         "+ KV cache",
         [teacher],
         lambda: [s.token for s in cached_steps(teacher, prompt, n_new, sources["kv_cache"])],
         _weight_bytes(teacher, None),
-        _cache_bytes(teacher, length),
+        cache,
+        32,
     )
-    int8 = _quantized_model(teacher, 8, sources["quantization"])
-    measure(
+    yield _Way(
         "+ int8 weights (grouped, G=32)",
         [int8],
         lambda: [s.token for s in cached_steps(int8, prompt, n_new, sources["kv_cache"])],
         _weight_bytes(int8, 8),
-        _cache_bytes(int8, length),
+        cache,
+        8.5,
     )
-    measure(
+    yield _Way(
         f"+ speculative (draft, k={k})",
         [int8, draft],
         lambda: [
             t for r in speculative_rounds(int8, draft, prompt, n_new, k, sources["speculative"]) for t in r.emitted
         ],
         _weight_bytes(int8, 8) + _weight_bytes(draft, None),
-        _cache_bytes(int8, length) + _cache_bytes(draft, length),
+        cache + _cache_bytes(draft, length),
+        8.5,
     )
-    return rows
+
+
+def stack(
+    teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
+) -> Iterator[Bargain]:
+    """The bargains one at a time, each yielded as soon as it is measured:
+    re-reading everything; + a KV cache (sources['kv_cache']); + 8-bit grouped
+    weights (sources['quantization']); + speculative decoding from the draft,
+    k guesses a round (sources['speculative']). Every row decodes greedily.
+    Each row is timed like a benchmark: at least `rounds` interleaved rounds
+    (grader.timing) against the row before, so a busy spell slows both alike;
+    its speed-up is the median of the rounds' ratios."""
+    before = None
+    for way in _ways(teacher, draft, prompt, n_new, k, sources):
+        with contextlib.ExitStack() as counting:
+            works = [counting.enter_context(m.count_work()) for m in way.models]
+            tokens = way.run()  # counted once, untimed: it warms the row up too
+        runs = [timing.ignoring_round(way.run)] + ([] if before is None else [timing.ignoring_round(before.run)])
+        measured = timing.interleave(runs, rounds=rounds, spread=0.10, budget_seconds=8.0, warmup=False)
+        read = works[0].weight_bytes_at(way.bits) + works[0].cache_bytes
+        read += sum(w.weight_bytes + w.cache_bytes for w in works[1:])
+        yield Bargain(
+            way.name,
+            measured.median(0),
+            None if before is None else measured.ratio(1, 0),
+            tokens,
+            way.weight_bytes,
+            way.cache_bytes,
+            sum(w.macs for w in works) / len(tokens),
+            read / len(tokens),
+        )
+        before = way
