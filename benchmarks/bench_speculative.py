@@ -23,10 +23,14 @@ the `--target` implementation: katas, or a directory) and both models behind
   per layer, not reading weights, so c is far from the ~0.05 of a real
   deployment and the speedup is small or below 1.
 - v_k, the measured cost of the round's verifying teacher call (k + 1 new
-  positions) over a one-token call: Leviathan's formula counts it as 1,
-  the cost of a call bound by reading the weights. Here it is not: k + 1
-  tokens route to more of the teacher's experts, and each row costs a
-  matrix-vector product of its own. The last column puts v_k in the formula.
+  positions) over a one-token call, beside its floor: the ratio of the
+  weights the two calls read (Work.weight_bytes), and the experts per layer
+  the verifying call runs. Leviathan's formula counts a verify call as 1,
+  the cost of a call bound by reading the weights of a dense model; on this
+  MoE teacher k + 1 tokens route to more experts than one token does, so
+  even a call bound by reading weights costs more. The last column puts v_k
+  in the formula;
+- the best k at each temperature.
 
 Without reference/weights/{teacher,draft}.npz, random models of the same
 configs stand in (their acceptance is near zero) and the table says so.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -82,10 +87,21 @@ def measured_alpha(teacher: Model, draft: Model, tokens: list[int], n_prompt: in
     return float(np.mean(np.minimum(p, q).sum(axis=1)))
 
 
-def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, float]:
-    """v_k for k = 1..8: the time of a CachedLM teacher call that computes k + 1
+@dataclass(frozen=True)
+class Verify:
+    """What a teacher call that scores k + 1 new tokens costs, against one that scores 1."""
+
+    v: float  # time ratio, median of interleaved rounds
+    floor: float  # weight bytes read (Work.weight_bytes) ratio: what a call bound by reading weights would cost
+    experts: float  # experts the call runs, per layer, on average (of E)
+
+
+def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, Verify]:
+    """For k = 1..8: the time of a CachedLM teacher call that computes k + 1
     new positions after a cached prefix (a round's verifying call) over the
-    time of one that computes one (a plain decoding step), the two taking turns."""
+    time of one that computes one (a plain decoding step), the two taking
+    turns; beside it the ratio of their weight bytes, and the experts the
+    longer call runs."""
     lm = CachedLM(teacher)
     extra = list(range(10, 19))  # any 9 token ids after the prompt
 
@@ -97,12 +113,35 @@ def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, fl
 
         return timing.ignoring_round(run)
 
+    def counted(m: int):
+        lm.logits(start)
+        with teacher.count_work() as work:
+            lm.logits(start + extra[:m])
+        return work
+
     lm.logits(start)
+    one = counted(1)
+    c = teacher.config
+    expert_bytes = 3 * c.d_model * c.d_ff * 4  # one expert's gate, up and down, float32
     costs = {}
     for k in range(1, 9):
         rounds = timing.interleave([extend(k + 1), extend(1)], rounds=max(repeats, 5), spread=0.05)
-        costs[k] = rounds.ratio(0, 1)
+        work = counted(k + 1)
+        experts = work.bytes_by_piece["experts"] / expert_bytes / c.n_layers if c.is_moe else 0.0
+        costs[k] = Verify(rounds.ratio(0, 1), work.weight_bytes / one.weight_bytes, experts)
     return costs
+
+
+def verify_table(verify: dict[int, Verify], n_experts: int) -> None:
+    print("the verifying call, k + 1 new tokens, against a one-token call (median of interleaved rounds):")
+    print(f"{'k':>3} {'experts/layer':>14} {'bytes x':>8} {'v_k':>6} {'v_k / bytes x':>14}")
+    for k, cost in verify.items():
+        experts = f"{cost.experts:.2f} of {n_experts}" if n_experts else "dense"
+        print(f"{k:>3} {experts:>14} {cost.floor:>8.2f} {cost.v:>6.2f} {cost.v / cost.floor:>14.2f}")
+    print(
+        "bytes x = the call's weight bytes over a one-token call's (Work.weight_bytes): its cost were it bound by\n"
+        "reading weights, the floor v_k is measured against; a one-token call routes to top_k experts a layer.\n"
+    )
 
 
 def expected_tokens_per_call(alpha: float, k: int) -> float:
@@ -153,11 +192,7 @@ def main(argv: list[str]) -> int:
         f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)"
     )
     verify = verify_costs(teacher, start, args.repeats)
-    print(
-        "cost of a teacher call that scores k + 1 new tokens / one that scores 1, v_k (median of interleaved rounds): "
-        + ", ".join(f"v_{k} = {v:.2f}" for k, v in verify.items())
-        + "\n"
-    )
+    verify_table(verify, teacher.config.n_experts)
 
     header = (
         "k",
@@ -208,7 +243,7 @@ def main(argv: list[str]) -> int:
                     f"{secs * 1e3:.0f}",
                     f"{rounds.ratio(1, 0):.2f}x",
                     f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
-                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k]):.2f}x",
+                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k].v):.2f}x",
                 )
             )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -223,6 +258,9 @@ def main(argv: list[str]) -> int:
         "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c;\n"
         "with v_k = the same with the verifying call's measured cost: (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k))."
     )
+    for temperature in ("0", "1"):
+        best = max((r for r in rows if r[1] == temperature), key=lambda r: float(r[9].rstrip("x")))
+        print(f"best k at temperature {temperature}: k = {best[0]}, {best[9]} over plain cached decoding")
     panels = []
     for temperature in ("0", "1"):
         mine = [r for r in rows if r[1] == temperature]

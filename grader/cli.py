@@ -513,7 +513,8 @@ def play_cache(prompt, tokens, target):
     model = _shipped_teacher()
     ids = _prompt_ids(prompt, tokens, model)
     source = _play_source("kv_cache", ("KVCache", "forward_cached"), target)
-    click.echo(f"The teacher writes {tokens} characters after {prompt!r}, twice; code: {source.says}.\n")
+    click.echo(f"The teacher writes {tokens} characters after {prompt!r}, twice; code: {source.says}.")
+    click.echo(f"{_blas_line()}\n")
     ways = (
         ("1. re-reading everything: the whole text through every layer, for every character", None),
         ("2. remembering: each character through each layer once (a KV cache)", source),
@@ -562,8 +563,9 @@ def play_speculate(prompt, tokens, k, target):
     try:
         rounds = []
         click.echo(
-            f"The draft guesses {k} characters a round, the teacher checks them in one call; code: {source.says}.\n"
+            f"The draft guesses {k} characters a round, the teacher checks them in one call; code: {source.says}."
         )
+        click.echo(f"{_blas_line()}\n")
         click.echo(f"{'round':>5}  {'guessed':<{k + 2}}  kept  {'teacher wrote':<16}  so far")
         for r in demos.speculative_rounds(teacher, draft, ids, tokens, k, source):
             rounds.append(r)
