@@ -306,6 +306,12 @@ def _causal_bias_of(q_positions: bytes, k_positions: bytes) -> np.ndarray:
     return bias
 
 
+@functools.lru_cache(maxsize=8)
+def _inverse_sqrt(n: int) -> np.float32:
+    """1 / sqrt(n) as a float32 scalar: attention's score scale, made once per head width."""
+    return np.float32(1.0 / math.sqrt(n))
+
+
 def _causal_bias(qpos: np.ndarray, kpos: np.ndarray) -> np.ndarray:
     """The causal mask of queries at qpos (Tq,) over keys at kpos (Tk,) as an additive
     bias, built once for each pair of positions and shared by every layer of a call."""
@@ -460,7 +466,10 @@ class Model:
         must be multiplied on its own."""
         joined, views = self._groups[names]
         weights = self.weights
-        if all(weights.get(name) is view for name, view in zip(names, views)):
+        for name, view in zip(names, views):
+            if weights.get(name) is not view:
+                break
+        else:
             return joined
         current = [weights.get(name) for name in names]
         if not all(
@@ -572,7 +581,7 @@ class Model:
         group = H // Hkv
         qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
         scores = qg @ k.transpose(0, 2, 1)  # (Hkv, group*Tq, Tk), a new array: scaled and normalized in place
-        scores /= np.float32(math.sqrt(Dh))
+        scores *= _inverse_sqrt(Dh)
         for work in self._counters:
             work.add("attention", H * Tq * Tk * Dh)
             work.add_cache_read(k.nbytes + v.nbytes)
@@ -745,8 +754,7 @@ def _checked_tokens(config: Config, tokens) -> np.ndarray:
     if arr.dtype.kind not in "iu":  # signed or unsigned integers; bools are kind "b"
         raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
     V = config.vocab_size
-    lo, hi = _span(arr)
-    if lo < 0 or hi >= V:
+    if not _all_in_range(arr, V):
         i = int(np.flatnonzero((arr < 0) | (arr >= V))[0])
         raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
     if arr.size > config.max_seq_len:
@@ -766,6 +774,16 @@ def _checked_stream(config: Config, x) -> np.ndarray:
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ValueError(f"x must have shape (T, D={config.d_model}), got {x.shape}")
     return x
+
+
+def _all_in_range(arr: np.ndarray, bound: int) -> bool:
+    """Whether every value of the integer array arr lies in [0, bound): one
+    comparison of arr viewed as unsigned (a negative value wraps to a huge
+    one), cheaper than a min and a max; one element without an array operation."""
+    if arr.size == 1:
+        return 0 <= arr.item() < bound
+    unsigned = arr.view(f"u{arr.itemsize}") if arr.dtype.kind == "i" else arr
+    return not np.count_nonzero(unsigned >= bound)
 
 
 def _span(arr: np.ndarray) -> tuple[int, int]:
@@ -798,7 +816,10 @@ def _checked_layer_input(config: Config, layer, x) -> tuple[int, np.ndarray]:
 def _checked_qkv_inputs(config: Config, layer, x, positions) -> tuple[int, np.ndarray, np.ndarray]:
     """The inputs of `Model.qkv`: layer as an int, x (T, D) and positions (T,) as arrays."""
     layer, x = _checked_layer_input(config, layer, x)
-    return layer, x, _checked_positions(config, positions, x.shape[0], "positions")[0]
+    pos = np.asarray(positions)
+    if pos.shape == (x.shape[0],) and pos.dtype.kind in "iu" and _all_in_range(pos, config.max_seq_len):
+        return layer, x, pos
+    return layer, x, _checked_positions(config, positions, x.shape[0], "positions")[0]  # says what is wrong
 
 
 def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positions) -> tuple:
@@ -817,6 +838,13 @@ def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positi
         raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
     Tq, Tk = q.shape[1], k.shape[1]
     qpos, q_lo, _ = _checked_positions(config, q_positions, Tq, "q_positions")
+    kpos = np.asarray(k_positions)
+    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
+        # Every key in [0, q_lo] (the common case, a decode step's): valid, and none later than a query.
+        # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
+        unsigned = kpos.view(f"u{kpos.itemsize}") if kpos.dtype.kind == "i" else kpos
+        if not np.count_nonzero(unsigned > q_lo):
+            return layer, q, k, v, qpos, kpos, False
     kpos, k_lo, k_hi = _checked_positions(config, k_positions, Tk, "k_positions")
     # A query before every key would have all its scores masked: a softmax of NaNs.
     if Tq and Tk and k_lo > q_lo:
