@@ -26,7 +26,7 @@ from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
 
-from grader import interview, report, state  # noqa: E402
+from grader import files, interview, report, state  # noqa: E402
 from grader import target as _target  # noqa: E402
 from grader.registry import Kata, RegistryError, load_presets, load_registry  # noqa: E402
 from grader.runner import Limits, grade  # noqa: E402
@@ -223,8 +223,9 @@ def grade_cmd(
         if gradescope_path:  # Gradescope reads the file whatever happened: say why there is no grade
             from grader import gradescope
 
-            text = json.dumps(gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0))
-            state.write_atomically(Path(gradescope_path), text)
+            files.write_json(
+                gradescope_path, gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0)
+            )
         raise
     live = (not as_json) and (sys.stdout.isatty() if live is None else live)
     rows, lock = report.LiveRows(chosen), threading.Lock()
@@ -252,7 +253,7 @@ def grade_cmd(
         _, recaps = state.record_grade(chosen, result)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
-        state.write_atomically(Path(gradescope_path), json.dumps(report.gradescope(result), indent=1))
+        files.write_json(gradescope_path, report.gradescope(result))
     if as_json:
         click.echo(json.dumps(report.as_json(result), indent=1))
     else:

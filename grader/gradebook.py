@@ -21,7 +21,6 @@ import csv
 import hashlib
 import hmac
 import io
-import json
 import tempfile
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader import report, runner
+from grader import files, report, runner
 from grader.outcome import Status
 from grader.registry import Kata
 from grader.runner import GradeResult, KataResult, Limits, TaskResult
@@ -223,8 +222,8 @@ def write(result: ClassResult, out: Path) -> list[Path]:
         data = report.as_json(s.grade(result.katas))
         data["student"], data["note"] = s.name, s.note
         path = students_dir / f"{s.name}.json"
-        path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        files.write_json(path, data)
         written.append(path)
     book = Path(out) / "gradebook.csv"
-    book.write_text(gradebook_csv(result), encoding="utf-8")
+    files.write_atomically(book, gradebook_csv(result))
     return [book, *written]

@@ -23,6 +23,7 @@ results() is also what `kata grade --gradescope FILE` writes.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -33,7 +34,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from grader import release, state
+from grader import files, release
 from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import GradeResult, TaskResult, grade
@@ -218,10 +219,10 @@ def run(root: Path) -> int:
         seed, seed_from = _seed(config, _read_json(root / "submission_metadata.json"))
         data = _graded(root / "submission", seed)
         data["extra_data"]["seed_from"] = seed_from
-        text = json.dumps(data, indent=1, allow_nan=False)
+        text = files.json_text(data)
     except SubmissionError as exc:
         data = error_results(str(exc), seed=seed, execution_time=time.monotonic() - started)
-        text = json.dumps(data, indent=1)
+        text = files.json_text(data)
     except Exception as exc:  # noqa: BLE001 - whatever broke, the student must get a results.json
         traceback.print_exc()
         message = (
@@ -229,9 +230,9 @@ def run(root: Path) -> int:
             "This is not your fault: tell your instructor."
         )
         data = error_results(message, seed=seed, execution_time=time.monotonic() - started)
-        text = json.dumps(data, indent=1)
+        text = files.json_text(data)
     path = root / "results" / "results.json"
-    state.write_atomically(path, text)
+    files.write_atomically(path, text)
     print(f"kata gradescope: {data['score']} points, written to {path}")
     return 0
 
@@ -377,18 +378,15 @@ def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> 
             json.dumps({"seed": seed, "seed_from_metadata": seed_from_metadata}, indent=1) + "\n", encoding="utf-8"
         )
         scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER.replace("@MAX_SCORE@", str(total))}
-        partial = out_zip.with_name(f".{out_zip.name}.{os.getpid()}.tmp")
-        try:
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
-                for name, text in scripts.items():
-                    info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
-                    info.external_attr = 0o100755 << 16  # a regular file, executable
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(info, text)
-                for path in sorted(source.rglob("*")):
-                    rel = path.relative_to(source).as_posix()
-                    if path.is_file() and rel not in scripts:
-                        zf.write(path, rel)
-            os.replace(partial, out_zip)
-        finally:
-            partial.unlink(missing_ok=True)
+        zipped = io.BytesIO()
+        with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, text in scripts.items():
+                info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+                info.external_attr = 0o100755 << 16  # a regular file, executable
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, text)
+            for path in sorted(source.rglob("*")):
+                rel = path.relative_to(source).as_posix()
+                if path.is_file() and rel not in scripts:
+                    zf.write(path, rel)
+        files.write_atomically(out_zip, zipped.getvalue())

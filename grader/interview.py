@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 
+from grader import files
 from grader.outcome import Status
 from grader.registry import MAX_MINUTES, Kata, Question, Task, find_kata, load_presets
 from grader.runner import GradeResult, KataResult, Limits
@@ -458,7 +459,7 @@ def start(p: Plan, directory: Path, *, seed: int | None, practice: bool, clock: 
     (folder / "start").mkdir(parents=True)
     (directory / f"{p.kata.name}.py").write_text(module, encoding="utf-8")
     (directory / "CHECKLIST.md").write_text(checklist, encoding="utf-8")
-    (folder / STATE_FILE).write_text(json.dumps(state.to_json(), indent=1) + "\n", encoding="utf-8")
+    files.write_json(folder / STATE_FILE, state.to_json())
     session = Session(directory, state, [], True)
     session.start_copy.write_text(module, encoding="utf-8")
     session.append(Entry(EntryKind.START, state.started, 0.0, _digest(module.encode())))
@@ -552,7 +553,7 @@ def finish(directory: Path, clock: Clock, limits: Limits = Limits(), reason: End
         path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     graded = _grade_copy(session, session.final_copy.parent, EntryKind.FINAL, clock, limits, reason)
     r = build_report(session)
-    (session.folder / REPORT_JSON).write_text(json.dumps(r.to_json(), indent=1) + "\n", encoding="utf-8")
+    files.write_json(session.folder / REPORT_JSON, r.to_json())
     session.report_path.write_text(r.markdown(), encoding="utf-8")
     graded.report = session.report_path
     return graded

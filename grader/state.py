@@ -5,8 +5,8 @@ to the learner's files) unless $KATA_STATE_DIR says otherwise:
 - hints.json: "kata/task" -> how many of its hints were shown;
 - backups/: the learner's files that `kata reset` replaced.
 
-Every file is written through a temporary file and a rename, so a reader (or
-a Ctrl-C) never leaves half a file. The CLI and `kata watch` call this; the
+Every file is written by grader.files: through a temporary file and a
+rename, so a reader (or a Ctrl-C) never leaves half a file. The CLI and `kata watch` call this; the
 grader itself never reads it.
 """
 
@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-from grader import report
+from grader import files, report
 from grader import target as _target
 from grader.registry import Kata, Task
 
@@ -28,14 +28,6 @@ LAST_GRADE, HINTS, BACKUPS = "last_grade.json", "hints.json", "backups"
 def state_dir() -> Path:
     """.kata/ in the work directory (katas/ or $KATA_WORKDIR), unless $KATA_STATE_DIR names another."""
     return Path(os.environ.get("KATA_STATE_DIR") or _target.workdir() / ".kata")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write text to path through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def read(name: str) -> dict:
@@ -48,7 +40,7 @@ def read(name: str) -> dict:
 
 
 def write(name: str, data: dict) -> None:
-    write_atomically(state_dir() / name, json.dumps(data, indent=1))
+    files.write_json(state_dir() / name, data)
 
 
 def all_pass(kata: Kata, statuses: dict) -> bool:
