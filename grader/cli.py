@@ -95,6 +95,12 @@ def _kata(name: str) -> Kata:
     return known[name]
 
 
+class BrokenRegistry(click.ClickException):
+    """katas.toml does not load: exit 2, like a usage error (exit 1 is a grade that did not pass)."""
+
+    exit_code = 2
+
+
 class _Kata(click.Group):
     """The command group: a broken registry ends a command with one line, not a traceback."""
 
@@ -102,7 +108,7 @@ class _Kata(click.Group):
         try:
             return super().invoke(ctx)
         except RegistryError as exc:
-            raise click.ClickException(f"the kata registry is broken: {exc}") from None
+            raise BrokenRegistry(f"the kata registry is broken: {exc}") from None
 
 
 def _version() -> str:
