@@ -22,6 +22,8 @@ import re
 import shutil
 from pathlib import Path
 
+import tomlkit
+
 from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load_presets, load_registry, suite_tasks
 from grader.stubs import stub_for
 from grader.target import ROOT
@@ -162,33 +164,24 @@ def without_functions(source: str, names: set[str]) -> str:
     return "".join(lines)
 
 
-_BLOCK = re.compile(r"^\s*\[\[(kata|kata\.task|kata\.task\.question|preset)\]\]\s*$", re.M)
-
-
 def registry_text(text: str, drop: dict[str, set[str]], presets: set[str]) -> str:
-    """katas.toml without the dropped tasks (and their questions) and with
-    only the named presets. Works on the text, so every comment and layout of
-    what stays is kept."""
-    starts = [m.start() for m in _BLOCK.finditer(text)]
-    out = [text[: starts[0]] if starts else text]
-    kata, skipping = None, False
-    for start, end in zip(starts, starts[1:] + [len(text)]):
-        block = text[start:end]
-        kind = _BLOCK.match(block).group(1)
-        if kind == "kata":
-            kata, skipping = _value(block, "name"), False
-        elif kind == "kata.task":
-            skipping = _value(block, "name") in drop.get(kata, ())
-        elif kind == "preset":
-            skipping = _value(block, "name") not in presets
-        if not skipping:
-            out.append(block)
-    return "".join(out)
+    """katas.toml without the dropped tasks (and their questions and check hints) and with
+    only the named presets. Edited as a TOML document (tomlkit), so every comment and the
+    layout of what stays are kept."""
+    doc = tomlkit.parse(text)
+    for kata in doc.get("kata", []):
+        _keep(kata.get("task", []), lambda task: task.get("name") not in drop.get(kata.get("name"), ()))
+    _keep(doc.get("preset", []), lambda preset: preset.get("name") in presets)
+    if "preset" in doc and not doc["preset"]:
+        del doc["preset"]  # no `preset = []` left behind
+    return tomlkit.dumps(doc).rstrip("\n") + "\n"
 
 
-def _value(block: str, key: str) -> str:
-    found = re.search(rf'^\s*{key}\s*=\s*"([^"]*)"', block, re.M)
-    return found.group(1) if found else ""
+def _keep(tables, wanted) -> None:
+    """Delete, in place, the tables of an array of tables that `wanted` says no to."""
+    for i in reversed(range(len(tables))):
+        if not wanted(tables[i]):
+            del tables[i]
 
 
 def checklist_text(text: str, drop: dict[str, set[str]]) -> str:
