@@ -885,7 +885,7 @@ def watch_cmd(kata, seed, test_timeout):
 @click.option("--trade", required=True, help='What the technique trades, e.g. "memory for time".')
 def new_cmd(name, title, trade):
     """Scaffold a new kata NAME in every place it lives: reference solution,
-    both stubs, grading suite, registry entry, CHECKLIST section, README row
+    its stub, grading suite, registry entry, CHECKLIST section, README row
     and benchmark script, all around two placeholder functions to replace.
 
     Refuses a name that is not a lowercase Python identifier, is a keyword, a

@@ -1,7 +1,8 @@
 """The student edition: the project as a class receives it, without the answers.
 
-`kata release OUT` writes it: the stubs (from grader/stub_files/, so they do
-not depend on the solutions), the grading suites, the reference model with
+`kata release OUT` writes it: the stubs made from the solutions (into katas/,
+and into grader/stub_files/, which `kata reset` restores from where the
+solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging. It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
@@ -39,7 +40,7 @@ TOP_FILES = (
     "LICENSE.txt",
 )
 TREES = ("grader", "reference", "benchmarks")  # copied whole, except what LEFT_OUT names
-LEFT_OUT = ("reference/solutions",)
+LEFT_OUT = ("reference/solutions", "grader/stub_files")  # the stubs are written afresh below
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
 
 
@@ -122,7 +123,9 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
             put(rel, source=path)
     put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
     for k in katas:
-        put(f"katas/{k.name}.py", stub_for(k.name))
+        stub = stub_for(k.name)
+        put(f"katas/{k.name}.py", stub)
+        put(f"grader/stub_files/{k.name}.py", stub)  # what `kata reset` restores there (package data of its wheel)
     for name in TOP_FILES:
         path = ROOT / name
         if path.is_file():
