@@ -107,7 +107,8 @@ def check_shape(data: dict) -> RegistryFile:
         return RegistryFile.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        others = len(errors) - 1
+        more = f" (and {others} more problem{'s' if others > 1 else ''})" if others else ""
         raise ShapeError(_describe(data, errors[0]) + more) from None
 
 
@@ -124,7 +125,7 @@ def _describe(data: dict, error: dict) -> str:
         node, loc = entry, loc[2:]
     where = " ".join(names) or "the top level"
     if not loc:  # the entry itself is not a table
-        return f"{where}: must be a table ({_ARRAYS[error['loc'][-2]][1]}), got {error['input']!r}"
+        return f"{where}: must be a table ({_ARRAYS[error['loc'][-2]][1]}), got {_shown(error['input'])}"
     key = str(loc[0])
     if error["type"] == "extra_forbidden":
         retired = _RETIRED.get((table, key))
@@ -140,4 +141,10 @@ def _describe(data: dict, error: dict) -> str:
         expected = f"an array of tables ({_ARRAYS[key][1]})"
     else:
         expected = _TYPES.get(error["type"], error["msg"].removeprefix("Input should be ").rstrip("."))
-    return f"{where}: {what} must be {expected}, got {error['input']!r}"
+    return f"{where}: {what} must be {expected}, got {_shown(error['input'])}"
+
+
+def _shown(value, most: int = 80) -> str:
+    """repr(value), cut to `most` characters: a misplaced table can be pages long."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
