@@ -95,14 +95,77 @@ def _kata(name: str) -> Kata:
     return known[name]
 
 
+class BrokenRegistry(click.ClickException):
+    """katas.toml does not load: exit 2, like a usage error (exit 1 is a grade that did not pass)."""
+
+    exit_code = 2
+
+
+# `kata --help` lists the commands by who runs them, each section in the order a newcomer needs them.
+SECTIONS = {
+    "Learner commands": ("grade", "watch", "list", "hint", "reset", "init", "play", "bench"),
+    "Instructor commands (classes and interviews)": ("release", "grade-all", "gradescope", "classroom", "interview"),
+    "Contributor commands": ("new", "test"),
+}
+
+
 class _Kata(click.Group):
-    """The command group: a broken registry ends a command with one line, not a traceback."""
+    """The command group: `--help` lists the commands in SECTIONS; a broken registry ends
+    a command with one line, not a traceback."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except RegistryError as exc:
-            raise click.ClickException(f"the kata registry is broken: {exc}") from None
+            raise BrokenRegistry(f"the kata registry is broken: {exc}") from None
+
+    def format_commands(self, ctx, formatter):
+        commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        shown = {name for name, command in commands.items() if command is not None and not command.hidden}
+        unlisted = sorted(shown - {name for names in SECTIONS.values() for name in names})
+        widest = max(map(len, shown), default=0)  # one column for the names of every section
+        for title, names in [*SECTIONS.items(), ("Other commands", unlisted)]:
+            rows = [
+                (name.ljust(widest), commands[name].get_short_help_str(formatter.width - 6 - widest))
+                for name in names
+                if name in shown
+            ]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _katas_or_none() -> tuple[Kata, ...]:
+    """The registry's katas for a shell completion, which never ends in an error: none if it is broken."""
+    try:
+        return load_registry()
+    except RegistryError:
+        return ()
+
+
+def _complete_kata(ctx, param, incomplete: str) -> list[str]:
+    """The kata names that start with what was typed (a KATA argument's shell completion)."""
+    return [k.name for k in _katas_or_none() if k.name.startswith(incomplete)]
+
+
+def _task_names(kata: str | None) -> list[str]:
+    found = next((k for k in _katas_or_none() if k.name == kata), None)
+    return [t.name for t in found.tasks] if found else []
+
+
+def _complete_task(ctx, param, incomplete: str) -> list[str]:
+    """The names of the tasks of the kata named before, that start with what was typed."""
+    return [t for t in _task_names(ctx.params.get("kata")) if t.startswith(incomplete)]
+
+
+def _complete_grade_word(ctx, param, incomplete: str) -> list[str]:
+    """`kata grade`'s words: KATA, KATA:TASK, or a task of the kata named last before it."""
+    kata, colon, task = incomplete.partition(":")
+    if colon:
+        return [f"{kata}:{t}" for t in _task_names(kata) if t.startswith(task)]
+    known = {k.name for k in _katas_or_none()}
+    last = next((w for w in reversed(ctx.params.get("katas") or ()) if w in known), None)
+    return _complete_kata(ctx, param, incomplete) + [t for t in _task_names(last) if t.startswith(incomplete)]
 
 
 def _version() -> str:
@@ -162,7 +225,7 @@ def _limit_options(fn):
 
 
 @main.command("grade")
-@click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...")
+@click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...", shell_complete=_complete_grade_word)
 @click.option(
     "--target",
     default="katas",
@@ -298,8 +361,8 @@ def list_cmd():
 
 
 @main.command("hint")
-@click.argument("kata")
-@click.argument("task", required=False)
+@click.argument("kata", shell_complete=_complete_kata)
+@click.argument("task", required=False, shell_complete=_complete_task)
 @click.option("--all", "show_all", is_flag=True, help="Show every hint of the task at once.")
 def hint_cmd(kata, task, show_all):
     """Show the next hint for TASK of KATA (by default the first task that does not pass yet).
@@ -361,7 +424,7 @@ def init_cmd(directory):
 
 
 @main.command("reset")
-@click.argument("kata")
+@click.argument("kata", shell_complete=_complete_kata)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset_cmd(kata, yes):
     """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/."""
@@ -376,7 +439,7 @@ def reset_cmd(kata, yes):
 
 
 @main.command("test", context_settings={"ignore_unknown_options": True})
-@click.argument("kata")
+@click.argument("kata", shell_complete=_complete_kata)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--target",
@@ -892,7 +955,7 @@ def play_write(prompt, model_name, tokens, temperature, seed, no_cache):
 
 
 @main.command("bench", context_settings={"ignore_unknown_options": True})
-@click.argument("kata")
+@click.argument("kata", shell_complete=_complete_kata)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):
     """Run KATA's benchmark script (benchmarks/bench_KATA.py) on your code and print its table.
@@ -910,7 +973,7 @@ def bench_cmd(kata, args):
 
 
 @main.command("watch")
-@click.argument("kata", required=False)
+@click.argument("kata", required=False, shell_complete=_complete_kata)
 @_seed_option()
 @_TEST_TIMEOUT
 def watch_cmd(kata, seed, test_timeout):
@@ -932,7 +995,7 @@ def watch_cmd(kata, seed, test_timeout):
 @click.option("--trade", required=True, help='What the technique trades, e.g. "memory for time".')
 def new_cmd(name, title, trade):
     """Scaffold a new kata NAME in every place it lives: reference solution,
-    both stubs, grading suite, registry entry, CHECKLIST section, README row
+    its stub, grading suite, registry entry, CHECKLIST section, README row
     and benchmark script, all around two placeholder functions to replace.
 
     Refuses a name that is not a lowercase Python identifier, is a keyword, a
@@ -1178,8 +1241,8 @@ def _interview_workspace(directory: str | None) -> Path:
 
 
 @main.command("interview")
-@click.argument("kata", required=False)
-@click.argument("tasks", nargs=-1)
+@click.argument("kata", required=False, shell_complete=_complete_kata)
+@click.argument("tasks", nargs=-1, shell_complete=_complete_task)
 @click.option(
     "--minutes",
     type=click.IntRange(1, interview.MAX_MINUTES),

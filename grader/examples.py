@@ -9,8 +9,9 @@ Everything here runs in the judge (grader.worker) on values the judge sent:
 the judge records each call of learner code it makes (grader.judge.Jail.call)
 as a Call whose arguments are frozen by `freeze`, a snapshot cheap enough to
 take on every call (small arrays and lists are copied, large ones keep only
-their shape, dtype or length). Argument names come from the trusted stub in
-grader/stub_files/, parsed with `ast`; learner code is never imported.
+their shape, dtype or length). Argument names come from the trusted stub
+(grader.stubs.stub_for, made from the solution or stored with the grader),
+parsed with `ast`; learner code is never imported.
 When a check recorded no call, `hypothesis_text` tidies Hypothesis's own
 "Falsifying example" note instead.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grader.stubs import STUB_FILES
+from grader.stubs import stub_for
 
 SHOWN = 3  # calls an example shows: the last ones the failing execution made
 MAX_CHARS = 400  # the whole example
@@ -240,12 +241,9 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef, bound: bool) -> Params:
 
 @functools.lru_cache(maxsize=16)
 def _stub(kata: str) -> ast.Module | None:
-    """The kata's stub from grader/stub_files (trusted: shipped with the grader), parsed."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", kata):
-        return None
-    path = STUB_FILES / f"{kata}.py"
+    """The kata's untouched stub (trusted: made by the grader, never the learner's file), parsed."""
     try:
-        return ast.parse(path.read_text(encoding="utf-8"))
+        return ast.parse(stub_for(kata))
     except (OSError, SyntaxError, ValueError):
         return None
 

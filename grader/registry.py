@@ -3,6 +3,9 @@
 The TOML file is the one place that names each kata, its tasks, their
 points, the hints, and for `kata interview`: the functions each task
 writes, its follow-up questions and the ready-made interviews (presets).
+Its shape (which keys each table takes, of which type) is
+grader.registry_schema's: a typo or a wrong type is refused with the
+file, the table and the key; the rules between values are checked here.
 
 Which suite tests grade a task is said once, on the tests themselves:
 `@pytest.mark.task("cache")` on a test function, or, for one check that
@@ -29,13 +32,23 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from grader.registry_schema import (
+    KataTable,
+    PresetTable,
+    QuestionTable,
+    RegistryFile,
+    ShapeError,
+    TaskTable,
+    check_shape,
+)
+
 REGISTRY_PATH = Path(__file__).with_name("katas.toml")
 SUITES_DIR = Path(__file__).with_name("suites")
 MAX_MINUTES = 600  # the longest interview a preset or `kata interview --minutes` may set
 
 
 class RegistryError(ValueError):
-    """katas.toml is malformed; the message names the entry and the problem."""
+    """katas.toml is malformed; the message names the file, the entry and the problem."""
 
 
 @dataclass(frozen=True)
@@ -113,76 +126,45 @@ class Kata:
         )
 
 
-def _need(entry: dict, key: str, kind: type, where: str):
-    if key not in entry:
-        raise RegistryError(f"{where}: missing '{key}'")
-    value = entry[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise RegistryError(f"{where}: '{key}' must be a {kind.__name__}, got {value!r}")
-    return value
-
-
-def _task(entry: dict, where: str) -> Task:
-    name = _need(entry, "name", str, where)
+def _task(entry: TaskTable, where: str) -> Task:
+    name = entry.name
     where = f"{where} task {name!r}"
-    points = _need(entry, "points", int, where)
+    points = entry.points
     if points < 1:
         raise RegistryError(f"{where}: points must be >= 1, got {points}")
-    if "tests" in entry:
-        raise RegistryError(
-            f"{where}: 'tests' is not read any more; mark each of the task's tests in the suite with "
-            f'@pytest.mark.task("{name}") instead'
-        )
-    hints = tuple(_need(entry, "hints", list, where))
-    if not 2 <= len(hints) <= 3 or not all(isinstance(h, str) and h.strip() for h in hints):
+    hints = tuple(entry.hints)
+    if not 2 <= len(hints) <= 3 or not all(h.strip() for h in hints):
         raise RegistryError(f"{where}: give two or three non-empty hints, got {len(hints)}")
-    functions = tuple(_need(entry, "functions", list, where)) if "functions" in entry else ()
-    bad = [f for f in functions if not (isinstance(f, str) and f.isidentifier() and not f.startswith("_"))]
+    functions = tuple(entry.functions)
+    bad = [f for f in functions if not (f.isidentifier() and not f.startswith("_"))]
     if bad:
         raise RegistryError(
             f"{where}: 'functions' must list public function or class names of the kata module, got {bad!r}"
         )
-    questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.get("question", []), 1))
+    questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.question, 1))
     if questions and not 2 <= len(questions) <= 3:
         raise RegistryError(
             f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}"
         )
-    visibility = entry.get("visibility", "visible")
+    visibility = entry.visibility
     if visibility not in VISIBILITIES:
         raise RegistryError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
-    release = entry.get("release", True)
-    if type(release) is not bool:
-        raise RegistryError(f"{where}: release must be true or false, got {release!r}")
     check_hints = []
-    for i, check in enumerate(entry.get("check", []), 1):
+    for i, check in enumerate(entry.check, 1):
         at = f"{where} check {i}"
-        if not isinstance(check, dict):
-            raise RegistryError(f"{at}: must be a table with 'tests' and 'hint'")
-        named, hint = _need(check, "tests", list, at), _need(check, "hint", str, at)
-        if not named or not all(isinstance(t, str) and t.startswith("test_") for t in named):
+        named, hint = check.tests, check.hint
+        if not named or not all(t.startswith("test_") for t in named):
             raise RegistryError(f"{at}: 'tests' must name one or more of the task's tests (test_...), not {named!r}")
         if not hint.strip():
             raise RegistryError(f"{at}: the hint is empty")
         check_hints += [(t, hint.strip()) for t in named]
     if len({t for t, _ in check_hints}) != len(check_hints):
         raise RegistryError(f"{where}: a test has two check hints")
-    return Task(
-        name,
-        _need(entry, "title", str, where),
-        points,
-        hints,
-        functions,
-        questions,
-        visibility,
-        release,
-        tuple(check_hints),
-    )
+    return Task(name, entry.title, points, hints, functions, questions, visibility, entry.release, tuple(check_hints))
 
 
-def _question(entry, where: str) -> Question:
-    if not isinstance(entry, dict):
-        raise RegistryError(f"{where}: must be a table with 'ask' and 'answer', got {entry!r}")
-    ask, answer = _need(entry, "ask", str, where), _need(entry, "answer", str, where)
+def _question(entry: QuestionTable, where: str) -> Question:
+    ask, answer = entry.ask, entry.answer
     if not ask.strip() or not answer.strip():
         raise RegistryError(f"{where}: 'ask' and 'answer' must not be empty")
     return Question(ask.strip(), answer.strip())
@@ -291,15 +273,18 @@ def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task,
     return tuple(out)
 
 
-def _registry_file(path: Path | None) -> tuple[Path, dict]:
+def _registry_file(path: Path | None) -> tuple[Path, RegistryFile]:
+    """The registry's path and its tables, shape-checked; a RegistryError naming the file otherwise."""
     path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     try:
         with open(path, "rb") as f:
-            return path, tomllib.load(f)
+            return path, check_shape(tomllib.load(f))
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
+    except ShapeError as exc:
+        raise RegistryError(f"{path}: {exc}") from None
 
 
 def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:
@@ -312,59 +297,49 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
     unless told). Each task's tests are read from the suite's task marks
     when the suite exists (a missing suite fails when the kata is graded)."""
     path, data = _registry_file(path)
-    katas = []
-    for entry in data.get("kata", []):
-        name = _need(entry, "name", str, "kata")
-        where = f"kata {name!r}"
-        tasks = tuple(_task(t, where) for t in entry.get("task", []))
-        if not tasks:
-            raise RegistryError(f"{where}: has no tasks")
-        task_names = [t.name for t in tasks]
-        if len(set(task_names)) != len(task_names):
-            raise RegistryError(f"{where}: task names repeat: {task_names}")
-        owners: dict[str, str] = {}
-        for t in tasks:
-            for f in t.functions:
-                if f in owners:
-                    raise RegistryError(
-                        f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
-                        "each function belongs to exactly one task"
-                    )
-                owners[f] = t.name
-        suite = path.parent / entry["suite"] if "suite" in entry else (suites_dir or SUITES_DIR) / f"test_{name}.py"
-        if suite.is_file():
-            tasks = _with_tests(tasks, suite, where)
-        recap = entry.get("recap", "")
-        try:
-            fields = (
-                [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None]
-                if isinstance(recap, str)
-                else None
-            )
-        except ValueError:
-            fields = None
-        if fields is None or not all(f.isidentifier() for f in fields):
-            raise RegistryError(
-                f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}"
-            )
-        katas.append(
-            Kata(
-                name,
-                _need(entry, "title", str, where),
-                _need(entry, "trade", str, where),
-                _need(entry, "order", int, where),
-                tasks,
-                suite,
-                recap.strip(),
-            )
-        )
-    names = [k.name for k in katas]
-    if len(set(names)) != len(names):
-        raise RegistryError(f"kata names repeat: {names}")
-    orders = [k.order for k in katas]
-    if len(set(orders)) != len(orders) or min(orders, default=1) < 1:
-        raise RegistryError(f"kata orders must be distinct positive integers, got {orders}")
+    try:
+        katas = [_kata(entry, path, suites_dir) for entry in data.kata]
+        names = [k.name for k in katas]
+        if len(set(names)) != len(names):
+            raise RegistryError(f"kata names repeat: {names}")
+        orders = [k.order for k in katas]
+        if len(set(orders)) != len(orders) or min(orders, default=1) < 1:
+            raise RegistryError(f"kata orders must be distinct positive integers, got {orders}")
+    except RegistryError as exc:
+        raise RegistryError(f"{path}: {exc}") from None
     return tuple(sorted(katas, key=lambda k: k.order))
+
+
+def _kata(entry: KataTable, path: Path, suites_dir: Path | None) -> Kata:
+    """One [[kata]] table as a Kata, its tasks' tests read from its suite; a RegistryError naming the problem."""
+    name = entry.name
+    where = f"kata {name!r}"
+    tasks = tuple(_task(t, where) for t in entry.task)
+    if not tasks:
+        raise RegistryError(f"{where}: has no tasks")
+    task_names = [t.name for t in tasks]
+    if len(set(task_names)) != len(task_names):
+        raise RegistryError(f"{where}: task names repeat: {task_names}")
+    owners: dict[str, str] = {}
+    for t in tasks:
+        for f in t.functions:
+            if f in owners:
+                raise RegistryError(
+                    f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
+                    "each function belongs to exactly one task"
+                )
+            owners[f] = t.name
+    suite = path.parent / entry.suite if entry.suite is not None else (suites_dir or SUITES_DIR) / f"test_{name}.py"
+    if suite.is_file():
+        tasks = _with_tests(tasks, suite, where)
+    recap = entry.recap
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None]
+    except ValueError:
+        fields = None
+    if fields is None or not all(f.isidentifier() for f in fields):
+        raise RegistryError(f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}")
+    return Kata(name, entry.title, entry.trade, entry.order, tasks, suite, recap.strip())
 
 
 def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
@@ -372,41 +347,45 @@ def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
     order it lists them, each checked against its kata; a RegistryError
     names the first problem."""
     katas = {k.name: k for k in load_registry(path)}
-    _, data = _registry_file(path)
-    presets = []
-    for entry in data.get("preset", []):
-        name = _need(entry, "name", str, "preset")
-        where = f"preset {name!r}"
-        if not name or not all(c.isalnum() or c == "-" for c in name):
-            raise RegistryError(f"{where}: a preset name uses only letters, digits and '-'")
-        kata_name = _need(entry, "kata", str, where)
-        if kata_name not in katas:
-            raise RegistryError(f"{where}: no kata named {kata_name!r}; the katas are: {', '.join(katas)}")
-        kata = katas[kata_name]
-        tasks = tuple(_need(entry, "tasks", list, where)) if "tasks" in entry else ()
-        known = [t.name for t in kata.tasks]
-        unknown = [t for t in tasks if t not in known]
-        if unknown:
-            raise RegistryError(
-                f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}"
-            )
-        chosen = [kata.task(t) for t in tasks] or list(kata.tasks)
-        if not any(t.functions for t in chosen):
-            raise RegistryError(f"{where}: none of its tasks lists 'functions', so it leaves nothing to write")
-        minutes = _need(entry, "minutes", int, where)
-        if not 1 <= minutes <= MAX_MINUTES:
-            raise RegistryError(f"{where}: minutes must be in [1, {MAX_MINUTES}], got {minutes}")
-        difficulty = _need(entry, "difficulty", str, where)
-        if difficulty not in {d.value for d in Difficulty}:
-            allowed = ", ".join(d.value for d in Difficulty)
-            raise RegistryError(f"{where}: difficulty must be one of {allowed}, got {difficulty!r}")
-        presets.append(
-            Preset(name, _need(entry, "title", str, where), kata_name, tasks, minutes, Difficulty(difficulty))
-        )
-    names = [p.name for p in presets]
-    if len(set(names)) != len(names):
-        raise RegistryError(f"preset names repeat: {names}")
+    path, data = _registry_file(path)
+    try:
+        presets = [_preset(entry, katas) for entry in data.preset]
+        names = [p.name for p in presets]
+        if len(set(names)) != len(names):
+            raise RegistryError(f"preset names repeat: {names}")
+    except RegistryError as exc:
+        raise RegistryError(f"{path}: {exc}") from None
     return tuple(presets)
+
+
+def _preset(entry: PresetTable, katas: dict[str, Kata]) -> Preset:
+    """One [[preset]] table as a Preset, checked against its kata; a RegistryError naming the problem."""
+    name = entry.name
+    where = f"preset {name!r}"
+    if not name or not all(c.isalnum() or c == "-" for c in name):
+        raise RegistryError(f"{where}: a preset name uses only letters, digits and '-'")
+    kata_name = entry.kata
+    if kata_name not in katas:
+        raise RegistryError(f"{where}: no kata named {kata_name!r}; the katas are: {', '.join(katas)}")
+    kata = katas[kata_name]
+    tasks = tuple(entry.tasks)
+    known = [t.name for t in kata.tasks]
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        raise RegistryError(
+            f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}"
+        )
+    chosen = [kata.task(t) for t in tasks] or list(kata.tasks)
+    if not any(t.functions for t in chosen):
+        raise RegistryError(f"{where}: none of its tasks lists 'functions', so it leaves nothing to write")
+    minutes = entry.minutes
+    if not 1 <= minutes <= MAX_MINUTES:
+        raise RegistryError(f"{where}: minutes must be in [1, {MAX_MINUTES}], got {minutes}")
+    difficulty = entry.difficulty
+    if difficulty not in {d.value for d in Difficulty}:
+        allowed = ", ".join(d.value for d in Difficulty)
+        raise RegistryError(f"{where}: difficulty must be one of {allowed}, got {difficulty!r}")
+    return Preset(name, entry.title, kata_name, tasks, minutes, Difficulty(difficulty))
 
 
 def find_kata(name: str, katas: tuple[Kata, ...] | None = None) -> Kata:

@@ -1,7 +1,8 @@
 """The student edition: the project as a class receives it, without the answers.
 
-`kata release OUT` writes it: the stubs (from grader/stub_files/, so they do
-not depend on the solutions), the grading suites, the reference model with
+`kata release OUT` writes it: the stubs made from the solutions (into katas/,
+and into grader/stub_files/, which `kata reset` restores from where the
+solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging. It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
@@ -22,6 +23,8 @@ import re
 import shutil
 from pathlib import Path
 
+import tomlkit
+
 from grader.registry import REGISTRY_PATH, SUITES_DIR, Kata, RegistryError, load_presets, load_registry, suite_tasks
 from grader.stubs import stub_for
 from grader.target import ROOT
@@ -37,7 +40,7 @@ TOP_FILES = (
     "LICENSE.txt",
 )
 TREES = ("grader", "reference", "benchmarks")  # copied whole, except what LEFT_OUT names
-LEFT_OUT = ("reference/solutions",)
+LEFT_OUT = ("reference/solutions", "grader/stub_files")  # the stubs are written afresh below
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
 
 
@@ -120,7 +123,9 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
             put(rel, source=path)
     put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
     for k in katas:
-        put(f"katas/{k.name}.py", stub_for(k.name))
+        stub = stub_for(k.name)
+        put(f"katas/{k.name}.py", stub)
+        put(f"grader/stub_files/{k.name}.py", stub)  # what `kata reset` restores there (package data of its wheel)
     for name in TOP_FILES:
         path = ROOT / name
         if path.is_file():
@@ -162,33 +167,24 @@ def without_functions(source: str, names: set[str]) -> str:
     return "".join(lines)
 
 
-_BLOCK = re.compile(r"^\s*\[\[(kata|kata\.task|kata\.task\.question|preset)\]\]\s*$", re.M)
-
-
 def registry_text(text: str, drop: dict[str, set[str]], presets: set[str]) -> str:
-    """katas.toml without the dropped tasks (and their questions) and with
-    only the named presets. Works on the text, so every comment and layout of
-    what stays is kept."""
-    starts = [m.start() for m in _BLOCK.finditer(text)]
-    out = [text[: starts[0]] if starts else text]
-    kata, skipping = None, False
-    for start, end in zip(starts, starts[1:] + [len(text)]):
-        block = text[start:end]
-        kind = _BLOCK.match(block).group(1)
-        if kind == "kata":
-            kata, skipping = _value(block, "name"), False
-        elif kind == "kata.task":
-            skipping = _value(block, "name") in drop.get(kata, ())
-        elif kind == "preset":
-            skipping = _value(block, "name") not in presets
-        if not skipping:
-            out.append(block)
-    return "".join(out)
+    """katas.toml without the dropped tasks (and their questions and check hints) and with
+    only the named presets. Edited as a TOML document (tomlkit), so every comment and the
+    layout of what stays are kept."""
+    doc = tomlkit.parse(text)
+    for kata in doc.get("kata", []):
+        _keep(kata.get("task", []), lambda task: task.get("name") not in drop.get(kata.get("name"), ()))
+    _keep(doc.get("preset", []), lambda preset: preset.get("name") in presets)
+    if "preset" in doc and not doc["preset"]:
+        del doc["preset"]  # no `preset = []` left behind
+    return tomlkit.dumps(doc).rstrip("\n") + "\n"
 
 
-def _value(block: str, key: str) -> str:
-    found = re.search(rf'^\s*{key}\s*=\s*"([^"]*)"', block, re.M)
-    return found.group(1) if found else ""
+def _keep(tables, wanted) -> None:
+    """Delete, in place, the tables of an array of tables that `wanted` says no to."""
+    for i in reversed(range(len(tables))):
+        if not wanted(tables[i]):
+            del tables[i]
 
 
 def checklist_text(text: str, drop: dict[str, set[str]]) -> str:

@@ -1,12 +1,11 @@
 """`kata new NAME`: a new kata in every place the project expects one.
 
-A kata lives in eight places (CONTRIBUTING.md draws how they fit). This
+A kata lives in seven places (CONTRIBUTING.md draws how they fit). This
 module writes a working placeholder into each, so that the project's tests
 pass straight after and the kata shows up in `kata list` and `kata grade`:
 
     reference/solutions/NAME.py   two placeholder functions, `as_finite` and `double`, really implemented
-    katas/NAME.py                 its stub (grader.stubs.make_stub) ...
-    grader/stub_files/NAME.py     ... and the stored copy `kata reset` restores
+    katas/NAME.py                 its stub (grader.stubs.make_stub; `kata reset` makes it again from the solution)
     grader/suites/test_NAME.py    per function a Hypothesis property and an error check, and a check
                                   that records the figure the recap quotes
     grader/katas.toml             the kata (order = next free, a recap), a task per function with
@@ -100,7 +99,6 @@ def paths(name: str, root: Path = ROOT) -> dict[str, Path]:
     return {
         "solution": root / "reference" / "solutions" / f"{name}.py",
         "stub": root / "katas" / f"{name}.py",
-        "stored stub": root / "grader" / "stub_files" / f"{name}.py",
         "suite": root / "grader" / "suites" / f"test_{name}.py",
         "benchmark": root / "benchmarks" / f"bench_{name}.py",
     }
@@ -498,7 +496,7 @@ def _preset_name(name: str, taken: set[str]) -> str:
 
 def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Path]:
     """Scaffold the kata `name` under root (a checkout): create its solution,
-    both stubs, suite and benchmark, and add it to grader/katas.toml,
+    its stub, suite and benchmark, and add it to grader/katas.toml,
     CHECKLIST.md and README.md. Returns the paths written, created ones
     first. A ScaffoldError (a ValueError) says why it refused; then nothing
     was written."""
@@ -512,7 +510,6 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     for needed in (
         created["solution"].parent,
         created["stub"].parent,
-        created["stored stub"].parent,
         created["suite"].parent,
         created["benchmark"].parent,
     ):
@@ -533,7 +530,6 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     new_files = {
         created["solution"]: solution,
         created["stub"]: stub,
-        created["stored stub"]: stub,
         created["suite"]: suite_text(name, title),
         created["benchmark"]: bench_text(name, title),
     }

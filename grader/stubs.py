@@ -3,15 +3,17 @@
 A stub is its reference solution with every function body replaced by
 `raise NotImplementedError` (docstrings, signatures, decorators, classes,
 imports and constants kept) and the private helpers, functions and methods
-whose names start with one underscore, removed. Each stub is stored twice:
-in katas/ (the learner's copy, which they edit) and in grader/stub_files/
-(untouched: what `kata reset` restores, so a student edition without the
-solutions can still reset). A project test keeps both equal to this text.
-`kata interview` asks for a partial stub: only some functions and classes
-opened, the rest left as written.
+whose names start with one underscore, removed. The solution is the one
+source: katas/ holds the learner's copy (which they edit; a project test
+keeps it equal to this text), and `stub_for` makes the untouched stub
+(what `kata reset` restores) from the solution again. Where the solutions
+are absent (a student edition, or a wheel built from one), it reads the
+copy `kata release` wrote to grader/stub_files/ instead; the project
+itself never checks that copy in. `kata interview` asks for a partial
+stub: only some functions and classes opened, the rest left as written.
 
-    python -m grader.stubs [KATA ...]          # rewrite both copies of the stubs (all by default)
-    python -m grader.stubs --check [KATA ...]  # exit 1 if any copy differs
+    python -m grader.stubs [KATA ...]          # rewrite katas/KATA.py from the solutions (all by default)
+    python -m grader.stubs --check [KATA ...]  # exit 1 if any of them differs
 """
 
 from __future__ import annotations
@@ -122,15 +124,21 @@ def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], b
     return "".join(lines)
 
 
-STUB_FILES = Path(__file__).with_name("stub_files")  # the untouched stubs, shipped in every edition
+STUB_FILES = Path(__file__).with_name("stub_files")  # the stubs `kata release` stores in an edition without solutions
 
 
 def stub_for(kata: str) -> str:
-    """The untouched stub of kata, as stored in grader/stub_files/."""
-    path = STUB_FILES / f"{kata}.py"
-    if not path.is_file():
-        raise ValueError(f"no stored stub for kata {kata!r} at {path}")
-    return path.read_text(encoding="utf-8")
+    """The untouched stub of kata: made from its reference solution, or, where the
+    solutions are absent (a student edition), the copy stored in grader/stub_files/.
+    ValueError names the kata when neither is there."""
+    if not kata.isidentifier():
+        raise ValueError(f"a kata's name is a Python identifier, not {kata!r}")
+    if (SOLUTIONS_DIR / f"{kata}.py").is_file():
+        return stub_from_solution(kata)
+    stored = STUB_FILES / f"{kata}.py"
+    if not stored.is_file():
+        raise ValueError(f"kata {kata!r} has no reference solution in {SOLUTIONS_DIR} and no stored stub {stored}")
+    return stored.read_text(encoding="utf-8")
 
 
 def stub_from_solution(kata: str) -> str:
@@ -145,16 +153,14 @@ def main(argv: list[str]) -> int:
     for solution in sorted(SOLUTIONS_DIR.glob("[!_]*.py")):
         if names and solution.stem not in names:
             continue
-        stub = stub_from_solution(solution.stem)
-        for path in (KATAS_DIR / solution.name, STUB_FILES / solution.name):
-            if check:
-                if not path.is_file() or path.read_text(encoding="utf-8") != stub:
-                    print(f"{path} differs from the stub made from {solution}")
-                    status = 1
-            else:
-                path.parent.mkdir(exist_ok=True)
-                path.write_text(stub, encoding="utf-8")
-                print(f"wrote {path}")
+        stub, path = stub_from_solution(solution.stem), KATAS_DIR / solution.name
+        if check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != stub:
+                print(f"{path} differs from the stub made from {solution}")
+                status = 1
+        else:
+            path.write_text(stub, encoding="utf-8")
+            print(f"wrote {path}")
     return status
 
 

@@ -255,6 +255,28 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
     assert "test_update_returns_everything_written_so_far" in suite
     assert "**paged**" not in (out / "CHECKLIST.md").read_text() and "**cache**" in (out / "CHECKLIST.md").read_text()
     assert (out / "katas" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert (out / "grader" / "stub_files" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+
+
+def test_kata_reset_in_the_edition_restores_the_stub_it_stored_having_no_solutions(tmp_path):
+    out, work = tmp_path / "edition", tmp_path / "work"
+    release.write_edition(out)
+    stored = out / "grader" / "stub_files" / "moe.py"
+    stored.write_text(stored.read_text() + "# the edition's stored stub\n")  # to tell it from one made here
+    work.mkdir()
+    (work / "moe.py").write_text("my work")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
+    env.update(KATA_WORKDIR=str(work), KATA_STATE_DIR=str(tmp_path / "state"))
+    reset = subprocess.run(  # the edition's own grader: it is in the folder Python starts in
+        [sys.executable, "-c", "from grader.cli import main; main()", "reset", "moe", "--yes"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        timeout=120,
+    )
+    assert reset.returncode == 0, reset.stderr
+    assert (work / "moe.py").read_text() == stored.read_text()
 
 
 def test_the_edition_refuses_a_folder_that_is_not_new_and_empty(tmp_path):

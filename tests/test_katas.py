@@ -69,9 +69,12 @@ def test_the_stub_is_the_reference_with_bodies_removed(kata):
     stub = (KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")
     made = stub_from_solution(kata.name)
     assert stub == made, f"katas/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
-    assert stub_for(kata.name) == made, (
-        f"grader/stub_files/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
-    )
+    assert stub_for(kata.name) == made, "kata reset must restore the stub made from the solution"
+
+
+def test_the_project_checks_in_one_copy_of_each_stub():
+    stored = ROOT / "grader" / "stub_files"
+    assert not stored.exists(), f"{stored} is a second copy of katas/: kata reset makes the stub from the solution"
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)

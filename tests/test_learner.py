@@ -151,10 +151,10 @@ def test_version_and_a_broken_registry_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("KATA_REGISTRY", str(bad))
     for args in (["list"], ["grade"], ["hint", "toy"]):
         result = CliRunner().invoke(main, args)
-        assert result.exit_code == 1 and "not valid TOML" in result.output and "Traceback" not in result.output
+        assert result.exit_code == 2 and "not valid TOML" in result.output and "Traceback" not in result.output
     monkeypatch.setenv("KATA_REGISTRY", str(tmp_path / "missing.toml"))
     result = CliRunner().invoke(main, ["list"])
-    assert result.exit_code == 1 and "cannot read" in result.output
+    assert result.exit_code == 2 and "cannot read" in result.output
 
 
 def test_colour_on_a_terminal_only_and_never_under_no_color(workdir, monkeypatch):

@@ -26,7 +26,6 @@ FLOW_SECONDS = 150  # the issue's bar is five minutes, from `kata new` to a grad
 NEW_FILES = [
     "reference/solutions/toykata.py",
     "katas/toykata.py",
-    "grader/stub_files/toykata.py",
     "grader/suites/test_toykata.py",
     "benchmarks/bench_toykata.py",
 ]
@@ -49,7 +48,7 @@ def small_root(tmp_path) -> Path:
     for rel in ("grader/katas.toml", "CHECKLIST.md", "README.md"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, root / rel)
-    for folder in ("reference/solutions", "katas", "grader/stub_files", "grader/suites", "benchmarks"):
+    for folder in ("reference/solutions", "katas", "grader/suites", "benchmarks"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     return root
 
@@ -123,7 +122,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
     assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "katas.toml")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
-    assert stub == (small_root / "grader" / "stub_files" / "toykata.py").read_text(encoding="utf-8")
+    assert not (small_root / "grader" / "stub_files").exists()  # the stub has one copy, made from the solution
     assert stub.count("raise NotImplementedError") == 2
     assert "`toykata`" in (small_root / "README.md").read_text(encoding="utf-8")
 

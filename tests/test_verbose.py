@@ -16,7 +16,7 @@ from grader.judge import ModuleProxy, Remote, RemoteMethod
 from grader.outcome import Status
 from grader.registry import REGISTRY_PATH, load_registry
 from grader.runner import GradeResult, KataResult, TaskResult, grade_kata
-from grader.stubs import STUB_FILES
+from grader.stubs import stub_for
 from reference.model import Config, Model
 
 from helpers import FAST, SUBS, TOY
@@ -59,7 +59,7 @@ def normalised(text: str) -> str:
 
 def moe_submission(tmp_path: Path, router_body: str) -> str:
     """The moe stub with router_probs written as router_body."""
-    stub = (STUB_FILES / "moe.py").read_text()
+    stub = stub_for("moe")
     head, rest = stub.split("def router_probs(", 1)
     doc, tail = rest.split("    raise NotImplementedError\n", 1)
     (tmp_path / "moe.py").write_text(head + "def router_probs(" + doc + router_body + tail)
@@ -82,7 +82,7 @@ def test_an_untouched_stub_is_one_line_and_a_hint_per_task():
 
 
 def test_an_untouched_real_kata_is_one_line_and_a_hint_per_task(moe, tmp_path):
-    (tmp_path / "moe.py").write_text((STUB_FILES / "moe.py").read_text())
+    (tmp_path / "moe.py").write_text(stub_for("moe"))
     graded, text = verbose(moe, str(tmp_path))
     assert len(text.splitlines()) == 2 * len(moe.tasks), text
     assert text.count("NotImplementedError") == len(moe.tasks)

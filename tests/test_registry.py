@@ -1,0 +1,99 @@
+"""The registry's shape: a key no table takes, or a value of the wrong type, is refused with the
+file, the table path and what is allowed, and `kata` exits 2 saying so."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.registry import REGISTRY_PATH, RegistryError, load_presets, load_registry
+from grader.registry_schema import KataTable, TaskTable
+
+from helpers import TOY
+
+QUESTIONS = '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n' * 2
+PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
+FUNCTIONS = 'functions = ["mean_of"]\n  hints = ["What does the mean'
+
+
+def toy_text() -> str:
+    """The toy registry, with functions for a preset to write and two questions on its last task."""
+    return (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS
+
+
+def a_task_takes_only() -> str:
+    return "[[kata.task]] takes only: " + ", ".join(TaskTable.model_fields)
+
+
+@pytest.mark.parametrize(
+    "edit,says",
+    [
+        (
+            lambda t: t.replace("points = 2", "points = 2\n  recapp = 'x'"),
+            "kata 'toy' task 'mean': unknown key 'recapp'; " + a_task_takes_only(),
+        ),
+        (
+            lambda t: t.replace("order = 1", "order = 1\nrecapp = 'x'"),
+            "kata 'toy': unknown key 'recapp'; [[kata]] takes only: " + ", ".join(KataTable.model_fields),
+        ),
+        (
+            lambda t: t.replace('answer = "Because."', 'answer = "Because."\n  hint = "no"', 1),
+            "kata 'toy' task 'fast' question 1: unknown key 'hint'; [[kata.task.question]] takes only: ask, answer",
+        ),
+        (
+            lambda t: t + PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
+            "preset 'toy-10': unknown key 'minute'; [[preset]] takes only: name, title, kata, tasks, minutes",
+        ),
+        (lambda t: "[[katas]]\nname = 'x'\n" + t, "the top level: unknown key 'katas'; the top level takes only: kata"),
+        (lambda t: t.replace("points = 2", 'points = "2"'), "task 'mean': 'points' must be an integer, got '2'"),
+        (lambda t: t.replace("points = 2", "points = true"), "'points' must be an integer, got True"),
+        (lambda t: t.replace("points = 1", "points = 1\n  release = 1", 1), "'release' must be true or false, got 1"),
+        (lambda t: t.replace('"Is broadcasting enough?"', "7"), "task 'scale': 'hints' item 2 must be a string, got 7"),
+        (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a string"),
+        (lambda t: t + PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
+    ],
+    ids=[
+        "task key",
+        "kata key",
+        "question key",
+        "preset key",
+        "top-level key",
+        "string for an integer",
+        "boolean for an integer",
+        "integer for a boolean",
+        "integer among strings",
+        "array for a string",
+        "missing key",
+    ],
+)
+def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_is_allowed(tmp_path, edit, says):
+    path = tmp_path / "katas.toml"
+    path.write_text(toy_text() + PRESET)
+    assert [p.name for p in load_presets(path)] == ["toy-10"]  # the registry before the edit loads
+    path.write_text(edit(toy_text()))
+    with pytest.raises(RegistryError) as refused:
+        load_presets(path)
+    assert str(refused.value).startswith(f"{path.resolve()}: ")
+    assert says in str(refused.value)
+
+
+def test_a_task_that_still_lists_its_tests_is_told_to_mark_them_in_the_suite(tmp_path):
+    path = tmp_path / "katas.toml"
+    path.write_text(toy_text().replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1))
+    with pytest.raises(RegistryError, match=r"task 'scale': 'tests' is not read any more.*mark\.task\(\"scale\"\)"):
+        load_registry(path)
+
+
+def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_path, monkeypatch):
+    text = REGISTRY_PATH.read_text()
+    at = text.index('name = "router"')
+    path = tmp_path / "katas.toml"
+    path.write_text(text[:at] + 'recapp = "typo"\n  ' + text[at:])
+    monkeypatch.setenv("KATA_REGISTRY", str(path))
+    result = CliRunner().invoke(main, ["list"])
+    assert result.exit_code == 2, result.output
+    assert f"{path.resolve()}: kata 'moe' task 'router': unknown key 'recapp'" in result.output
+    assert a_task_takes_only() in result.output and "Traceback" not in result.output
+    path.write_text(text)
+    assert CliRunner().invoke(main, ["list"]).exit_code == 0
