@@ -130,7 +130,7 @@ def grade_class(
             try:
                 root = unpack_zip(s.source, Path(unpacked) / s.name) if s.source.is_file() else s.source
                 s.katas_dir = find_katas_dir(root, names)
-            except SubmissionError as exc:
+            except (SubmissionError, OSError) as exc:  # an unreadable submission is its own row, not the class's end
                 s.note = str(exc)
                 for k in katas:
                     s.results[k.name] = _not_graded(k, _task_names(k, tasks), f"not graded: {exc}")
@@ -190,8 +190,18 @@ def gradebook_csv(result: ClassResult) -> str:
                 points[f"{k.name}:{t.name}"] = t.score
         note = s.note or ("not graded: interrupted (Ctrl-C)" if len(s.results) < len(result.katas) else "")
         score = sum(kr.score for kr in s.results.values())
-        writer.writerow([s.name, score, max_score, s.seed, note, *(points.get(c, "") for c in columns)])
+        writer.writerow([_cell(s.name), score, max_score, s.seed, _cell(note), *(points.get(c, "") for c in columns)])
     return out.getvalue()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula (OWASP)
+
+
+def _cell(text: str) -> str:
+    """A CSV cell of learner-supplied text (a folder name, a note): control characters escaped, and a
+    leading quote where the text would start a formula, so a spreadsheet shows it as text."""
+    text = report.printable(text, lines=False)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def summary(result: ClassResult, common: int = 2) -> str:
@@ -205,7 +215,9 @@ def summary(result: ClassResult, common: int = 2) -> str:
             passed = sum(t.status is Status.PASS for t in outcomes)
             lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
             why = Counter(
-                f"{t.status.value}: {t.message.splitlines()[0][:120]}" if t.message else t.status.value
+                f"{t.status.value}: {report.printable(t.message.splitlines()[0][:120])}"
+                if t.message
+                else t.status.value
                 for t in outcomes
                 if t.status is not Status.PASS
             )

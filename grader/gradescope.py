@@ -34,7 +34,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from grader import files, release
+from grader import files, release, report
 from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import GradeResult, TaskResult, grade
@@ -140,8 +140,19 @@ def _fenced(text: str) -> str:
     written, never as Markdown, and no backticks inside can close the block."""
     if len(text) > MAX_TEXT:
         text = f"{text[:MAX_TEXT]}\n... ({len(text) - MAX_TEXT} more characters cut)"
+    text = report.printable(text)
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
     return f"{fence}text\n{text}\n{fence}"
+
+
+def _code(text: str) -> str:
+    """text as a Markdown code span that no backtick inside can close (CommonMark: a
+    fence longer than any run of backticks in it, padded with a space where it starts
+    or ends with one), its control characters and newlines escaped."""
+    text = report.printable(text, lines=False)
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _leaderboard(result: GradeResult) -> list[dict]:
@@ -294,7 +305,7 @@ def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:
     note = (
         "Graded the kata modules at the top of your submission."
         if where == "."
-        else f"Graded the kata modules in `{where}/` of your submission."
+        else f"Graded the kata modules in {_code(where + '/')} of your submission."
     )
     missing = [f"`{n}.py`" for n in names if not (katas_dir / f"{n}.py").is_file()]
     if missing:

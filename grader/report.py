@@ -30,6 +30,21 @@ COLOURS = {
 }
 
 
+# Every character that can move a terminal's cursor, clear its screen, ring it, write its clipboard (OSC 52)
+# or reorder text (the bidirectional overrides): C0 but newline and tab, DEL, C1, and the bidi controls.
+_CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F)]
+_CONTROLS += [*range(0x2066, 0x206A)]
+_ESCAPED = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _CONTROLS}
+_ESCAPED_LINES = {**_ESCAPED, 0x0A: "\\n", 0x09: "\\t"}
+
+
+def printable(text: str, *, lines: bool = True) -> str:
+    """text with every control character written as a visible escape (ESC as \\x1b),
+    so text from learner code can neither drive a terminal nor forge a line of a
+    report; newlines and tabs are kept when `lines` is set, escaped otherwise."""
+    return text.translate(_ESCAPED if lines else _ESCAPED_LINES)
+
+
 def styled(status: Status) -> str:
     """The status word in its colour (click.echo drops colours when not writing to a terminal)."""
     return click.style(status.value, fg=COLOURS.get(status))
@@ -256,12 +271,12 @@ def _runs(failures: list[dict]) -> list[list[dict]]:
 
 def _block(text: str, first: str, rest: str) -> list[str]:
     """text's first line after `first`, its other lines (a learner's frames) stripped and after `rest`."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()] or [""]
+    lines = [printable(ln.strip()) for ln in text.splitlines() if ln.strip()] or [""]
     return [first + lines[0]] + [rest + ln for ln in lines[1:]]
 
 
 def _example_lines(example: str) -> list[str]:
-    lines = [ln.rstrip() for ln in example.splitlines() if ln.strip()]
+    lines = [printable(ln.rstrip()) for ln in example.splitlines() if ln.strip()]
     if not lines:
         return []
     if len(lines) == 1:
@@ -271,7 +286,7 @@ def _example_lines(example: str) -> list[str]:
 
 def _one_line(message: str) -> str:
     """A message on one line: its first line, and the last frame it names (the learner's line)."""
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    lines = [printable(ln.strip()) for ln in message.splitlines() if ln.strip()]
     if not lines:
         return ""
     frames = [ln for ln in lines[1:] if ln.startswith("at ")]

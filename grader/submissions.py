@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterable
 
@@ -52,17 +53,25 @@ def find_katas_dir(root: Path, names: Iterable[str]) -> Path:
     return Path(best[3])
 
 
+# What unpacking one member can raise besides SubmissionError: a name the file system refuses (too
+# long, a file where a folder must go), a corrupt or truncated member, an encrypted one, a compression
+# method zipfile lacks.
+UNPACK_ERRORS = (OSError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, ValueError)
+
+
 def unpack_zip(archive: Path, dest: Path) -> Path:
     """Unpack a submission zip into dest (created) and return dest. Refuses,
     with SubmissionError, an archive that is not a zip, holds paths that leave
-    dest, links, or more than MAX_ZIP_FILES members or MAX_ZIP_BYTES."""
+    dest, links, or more than MAX_ZIP_FILES members or MAX_ZIP_BYTES, and one
+    with a member that cannot be unpacked (named in the message): an entry
+    that is both a file and a folder, a name too long for the file system, a
+    corrupt, encrypted or unsupported member."""
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
         raise SubmissionError(f"{archive.name} is not a readable zip file ({exc})") from None
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    top = dest.resolve()
     with zf:
         members = zf.infolist()
         if len(members) > MAX_ZIP_FILES:
@@ -70,24 +79,32 @@ def unpack_zip(archive: Path, dest: Path) -> Path:
         if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
             raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
         for m in members:
-            mode = m.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise SubmissionError(f"{archive.name} holds a link ({m.filename}); submit the files themselves")
-            target = (dest / m.filename).resolve()
-            if target != top and top not in target.parents:
-                raise SubmissionError(f"{archive.name} holds a path outside its folder: {m.filename!r}")
-            if m.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(m) as src, open(target, "wb") as out:
-                written = 0
-                while chunk := src.read(1 << 20):
-                    written += len(chunk)
-                    if written > MAX_ZIP_BYTES:
-                        raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
-                    out.write(chunk)
+            try:
+                _unpack_member(archive, zf, m, dest)
+            except UNPACK_ERRORS as exc:
+                raise SubmissionError(f"{archive.name}: {m.filename!r} cannot be unpacked ({exc})") from None
     return dest
+
+
+def _unpack_member(archive: Path, zf: zipfile.ZipFile, m: zipfile.ZipInfo, dest: Path) -> None:
+    """Unpack one member of zf into dest, or SubmissionError for a link, a path outside dest or too many bytes."""
+    if stat.S_ISLNK(m.external_attr >> 16):
+        raise SubmissionError(f"{archive.name} holds a link ({m.filename}); submit the files themselves")
+    top = dest.resolve()
+    target = (dest / m.filename).resolve()
+    if target != top and top not in target.parents:
+        raise SubmissionError(f"{archive.name} holds a path outside its folder: {m.filename!r}")
+    if m.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zf.open(m) as src, open(target, "wb") as out:
+        written = 0
+        while chunk := src.read(1 << 20):
+            written += len(chunk)
+            if written > MAX_ZIP_BYTES:
+                raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
+            out.write(chunk)
 
 
 def list_students(folder: Path) -> list[tuple[str, Path]]:
