@@ -39,7 +39,7 @@ TOP_FILES = (
     "LICENSE.md",
     "LICENSE.txt",
 )
-TREES = ("grader", "reference", "benchmarks")  # copied whole, except what LEFT_OUT names
+TREES = ("grader", "reference", "benchmarks", "docs")  # copied whole, except what LEFT_OUT names
 LEFT_OUT = ("reference/solutions", "grader/stub_files")  # the stubs are written afresh below
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
 
