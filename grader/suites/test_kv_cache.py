@@ -1564,7 +1564,7 @@ def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
     while timed must be the same. 20 new tokens after 364: a decode step's
     fixed cost is most of its time, so a shorter text would leave the
     cache less to win, and naive generation costs a full forward per token,
-    so a longer one would make the check slow. See bench_suites.py (README)
+    so a longer one would make the check slow. See bench_suites.py (docs/performance.md)
     for how far the reference clears the 3x bar in 20 grades beside two busy
     processes; generation that ignores its cache is about 1x. The untimed
     warm-up generates 2 tokens after 8."""
