@@ -18,8 +18,6 @@ is graded like any other (crash, timeout, error), never an abort.
 from __future__ import annotations
 
 import csv
-import hashlib
-import hmac
 import io
 import tempfile
 import time
@@ -29,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader import files, report, runner
+from grader import files, report, runner, seeds
 from grader.outcome import Status
 from grader.registry import Kata
 from grader.runner import GradeResult, KataResult, Limits, TaskResult
@@ -37,11 +35,10 @@ from grader.submissions import SubmissionError, find_katas_dir, list_students, u
 
 
 def student_seed(secret: str, student: str) -> int:
-    """A seed of the student's own, the same for the same secret and name,
-    not guessable without the secret (HMAC-SHA256); never 0, which is the
-    standard examples everyone else gets."""
-    digest = hmac.new(secret.encode(), student.encode(), hashlib.sha256).digest()
-    return 1 + int.from_bytes(digest[:4], "big") % (2**31 - 1)
+    """A seed of the student's own (grader.seeds.derived): the same for the
+    same secret and name, not guessable without the secret, never the
+    standard seed 0."""
+    return seeds.derived(secret, student)
 
 
 @dataclass

@@ -22,7 +22,6 @@ results() is also what `kata grade --gradescope FILE` writes.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -34,7 +33,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from grader import files, release, report
+from grader import files, release, report, seeds
 from grader.outcome import Status
 from grader.registry import load_registry
 from grader.runner import GradeResult, TaskResult, grade
@@ -281,7 +280,8 @@ def _seed(config: dict, metadata: dict) -> tuple[int, str]:
     """(the grading seed, where it came from). With seed_from_metadata each
     student gets a seed of their own, the same on every resubmission: a hash
     of the submitters' emails (or ids), else of the submission id, salted by
-    the build's seed so that a new term can draw new examples."""
+    the build's seed so that a new term can draw new examples (grader.seeds:
+    never the standard seed 0)."""
     base = config.get("seed", 0)
     if type(base) is not int or base < 0:
         raise ValueError(f"{CONFIG_NAME}: seed must be a whole number >= 0, got {base!r}")
@@ -295,8 +295,7 @@ def _seed(config: dict, metadata: dict) -> tuple[int, str]:
         identity, source = f"submission {metadata['id']}", "the submission id in submission_metadata.json"
     else:
         return base, "the autograder's fixed seed (no submission_metadata.json to derive one from)"
-    digest = hashlib.sha256(f"{base}\n{identity}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % 2**31, source
+    return seeds.derived(str(base), identity), source
 
 
 def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 import stat
 import tempfile
@@ -36,7 +35,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 
-from grader import files
+from grader import files, seeds
 from grader.outcome import Status
 from grader.registry import MAX_MINUTES, Kata, Question, Task, find_kata, load_presets
 from grader.runner import GradeResult, KataResult, Limits
@@ -451,7 +450,7 @@ def start(p: Plan, directory: Path, *, seed: int | None, practice: bool, clock: 
         title=p.title,
         preset=p.preset,
         minutes=p.minutes,
-        seed=secrets.randbelow(2**31 - 1) + 1 if seed is None else seed,
+        seed=seeds.drawn() if seed is None else seed,
         practice=practice,
         started=clock.now(),
     )
