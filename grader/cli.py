@@ -312,8 +312,7 @@ def grade_cmd(
     )
     recaps = []
     if target == "katas":
-        state.use_next_hints(chosen, result)
-        _, recaps = state.record_grade(chosen, result)
+        _, recaps = state.after_grade(chosen, result)
     # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
     if gradescope_path:
         files.write_json(gradescope_path, report.gradescope(result))

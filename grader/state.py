@@ -62,6 +62,15 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     return last, [r for r in recaps if r]
 
 
+def after_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
+    """The one step after a grade of the learner's katas (`kata grade`'s and
+    `kata watch`'s): each failing task's hint becomes the one `kata hint` would
+    give next, then the grade is merged into last_grade.json. Returns what
+    `record_grade` returns."""
+    use_next_hints(katas, result)
+    return record_grade(katas, result)
+
+
 def hints_shown(kata: str, task: str) -> int:
     return int(read(HINTS).get(f"{kata}/{task}", 0))
 

@@ -47,10 +47,10 @@ def last_grades() -> dict[str, dict[str, str]]:
 
 
 def save_last_grade(kata: Kata, result: GradeResult) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """Merge a grade of the learner's kata into the grade state, as `kata
-    grade` does. Returns the new state, and the kata's recap if this grade
-    turned it fully green."""
-    return state.record_grade([kata], result)
+    """Merge a grade of the learner's kata into the grade state, and show each
+    failing task's next hint, as `kata grade` does (state.after_grade). Returns
+    the new state, and the kata's recap if this grade turned it fully green."""
+    return state.after_grade([kata], result)
 
 
 def _fully_passing(kata: Kata, state: dict) -> bool:

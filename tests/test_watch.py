@@ -113,6 +113,15 @@ def test_watch_regrades_on_save_shows_what_changed_and_stops_on_its_event(work, 
     assert state == {"toy": {"mean": "pass", "scale": "pass", "fast": "pass"}}, "the grade state was not written"
 
 
+def test_the_screen_shows_the_hint_kata_hint_would_give_next(work, tmp_path):
+    (tmp_path / "state").mkdir(exist_ok=True)
+    (tmp_path / "state" / "hints.json").write_text(json.dumps({"toy/mean": 1}))  # `kata hint toy mean` once
+    out, stop, thread = _start()
+    first = out.wait_for_screens(1)[0]
+    assert "hint: Which numpy function adds every element?" in first
+    _end(out, stop, thread)
+
+
 def test_editor_temp_files_and_other_paths_do_not_trigger_a_grade_but_a_touch_does(work):
     out, stop, thread = _start()
     out.wait_for_screens(1)
