@@ -280,16 +280,7 @@ def grade_cmd(
     if workspace is not None:
         sys.exit(_grade_interview(workspace, katas, verbose, limits))
     chosen, only = _pick_tasks(katas)
-    try:
-        _check_target(target)
-    except click.BadParameter as exc:
-        if gradescope_path:  # Gradescope reads the file whatever happened: say why there is no grade
-            from grader import gradescope
-
-            files.write_json(
-                gradescope_path, gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0)
-            )
-        raise
+    _check_target_for(target, gradescope_path, seed)
     live = (not as_json) and (sys.stdout.isatty() if live is None else live)
     rows, lock = report.LiveRows(chosen), threading.Lock()
 
@@ -319,22 +310,43 @@ def grade_cmd(
     if as_json:
         click.echo(json.dumps(report.as_json(result), indent=1))
     else:
-        click.echo("\n" + report.total_line(result) if live else report.table(result), color=_colour())
-        click.echo(report.next_step(result, chosen))
-        for text in recaps:
-            click.echo("\n" + click.style(text, fg="green"), color=_colour())
-        if verbose:
-            text = report.details(result)
-            if text:
-                click.echo("\n" + text)
-        else:
-            summary = report.failing_summary(result)
-            if summary:
-                click.echo("\n" + summary + "\n\n(kata grade -v shows each failing check and a hint)")
+        _print_grade(result, chosen, recaps, live=live, verbose=verbose)
     if result.interrupted:
         click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
         sys.exit(130)
     sys.exit(0 if result.passed else 1)
+
+
+def _check_target_for(target: str, gradescope_path: str | None, seed: int) -> None:
+    """_check_target, and on a bad target a Gradescope file that says why there
+    is no grade (Gradescope reads the file whatever happened)."""
+    try:
+        _check_target(target)
+    except click.BadParameter as exc:
+        if gradescope_path:
+            from grader import gradescope
+
+            files.write_json(
+                gradescope_path, gradescope.error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0)
+            )
+        raise
+
+
+def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: bool) -> None:
+    """A grade as text: the table (or, after live rows, the total), the next step,
+    the recaps, then each failing check (-v) or one line per failing task."""
+    click.echo("\n" + report.total_line(result) if live else report.table(result), color=_colour())
+    click.echo(report.next_step(result, chosen))
+    for text in recaps:
+        click.echo("\n" + click.style(text, fg="green"), color=_colour())
+    if verbose:
+        text = report.details(result)
+        if text:
+            click.echo("\n" + text)
+    else:
+        summary = report.failing_summary(result)
+        if summary:
+            click.echo("\n" + summary + "\n\n(kata grade -v shows each failing check and a hint)")
 
 
 def _live_terminal() -> bool:

@@ -101,6 +101,21 @@ def _not_graded(kata: Kata, tasks: list[str], why: str, status: Status = Status.
     )
 
 
+def _find_katas(s: Student, unpacked: Path, katas: list[Kata], tasks: dict, progress) -> None:
+    """Set s.katas_dir to where s's kata modules are, unpacking a zip into
+    unpacked first; a submission that cannot be read gets a note and a row of
+    not-graded katas instead, and the class goes on."""
+    try:
+        root = unpack_zip(s.source, unpacked / s.name) if s.source.is_file() else s.source
+        s.katas_dir = find_katas_dir(root, [k.name for k in katas])
+    except (SubmissionError, OSError) as exc:
+        s.note = str(exc)
+        for k in katas:
+            s.results[k.name] = _not_graded(k, _task_names(k, tasks), f"not graded: {exc}")
+            if progress is not None:
+                progress(s, s.results[k.name])
+
+
 def grade_class(
     folder: Path,
     katas: list[Kata],
@@ -117,22 +132,13 @@ def grade_class(
     judge and returns what was graded, with `interrupted` set."""
     tasks = tasks or {}
     started = time.monotonic()
-    names = [k.name for k in katas]
     students = [
         Student(name, source, student_seed(secret, name) if secret else seed) for name, source in list_students(folder)
     ]
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="kata-class-") as unpacked:
         for s in students:
-            try:
-                root = unpack_zip(s.source, Path(unpacked) / s.name) if s.source.is_file() else s.source
-                s.katas_dir = find_katas_dir(root, names)
-            except (SubmissionError, OSError) as exc:  # an unreadable submission is its own row, not the class's end
-                s.note = str(exc)
-                for k in katas:
-                    s.results[k.name] = _not_graded(k, _task_names(k, tasks), f"not graded: {exc}")
-                    if progress is not None:
-                        progress(s, s.results[k.name])
+            _find_katas(s, Path(unpacked), katas, tasks, progress)
         pairs = [(s, k) for s in students if s.katas_dir is not None for k in katas]
         runner._INTERRUPTED.clear()
         pool = ThreadPoolExecutor(max_workers=max(1, jobs))

@@ -158,8 +158,7 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
     seq = [int(x) for x in _checked_tokens(prompt, "prompt")]
     if not seq:
         raise ValueError("prompt must hold at least one token")
-    stats = SpecStats()
-    new: list[int] = []
+    stats, new = SpecStats(), []
     while len(new) < n_new:
         k_round = min(k, n_new - len(new) - 1)  # the round emits at most k_round + 1 tokens
         drafts, q_rows = [], []
