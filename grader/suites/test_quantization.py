@@ -1,6 +1,7 @@
 """Grading suite of the quantization kata: uniform (symmetric, affine,
 per-channel), grouped, int4 packing, llama.cpp's Q8_0/Q4_0 bytes, a quantized
-model, and the speed of grouped quantization.
+model, calibration, per-matrix sensitivity and a mixed-precision plan,
+activation-aware scaling (AWQ), and the speed of grouped quantization.
 
 Expected values come from the formulas of the issue, computed here in
 float64 (or float32 where llama.cpp computes in float32), never from the
@@ -65,6 +66,24 @@ fail without it.
 | `calibrate` | the scale is a NumPy scalar of x's float dtype | `test_calibrate_minmax_is_max_abs_over_qmax`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
 | `calibrate` | percentile and mse beat min-max on heavy tails; mse scales bring a 4-bit teacher closer | `test_calibrate_percentile_and_mse_beat_minmax_on_heavy_tailed_data`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
 | `calibrate` | ValueError for bits, a method not one of the three (naming them), percentile or grid out of range whatever the method, empty, integer, NaN or inf x | `test_calibrate_rejects_bad_arguments` |
+| `layer_sensitivity` | one mean KL (nats, over the positions) per linear weight, that weight alone quantized grouped at bits | `test_layer_sensitivity_is_the_mean_kl_of_quantizing_each_linear_weight_alone` |
+| `layer_sensitivity` | the model untouched | `test_layer_sensitivity_leaves_the_model_untouched` |
+| `layer_sensitivity` | ValueError for bad bits, group_size and tokens | `test_layer_sensitivity_rejects_bad_bits_group_size_and_tokens` |
+| `mixed_precision_plan` | greedy upgrades to the next choice by sensitivity drop per extra byte, ties to the name that sorts first | `test_mixed_plan_is_the_greedy_choice_by_sensitivity_drop_per_byte`, `test_mixed_plan_ranks_by_the_drop_per_byte_not_by_the_drop_alone`, `test_mixed_plan_breaks_a_tie_toward_the_name_that_sorts_first` |
+| `mixed_precision_plan` | within the budget (codes plus an fp16 scale per group), stopping only when no upgrade fits | `test_mixed_plan_stays_within_the_budget_and_stops_only_when_no_upgrade_fits` |
+| `mixed_precision_plan` | ValueError naming the least budget below it; and for bad choices, sizes, sensitivity, budget, group_size | `test_mixed_plan_refuses_a_budget_below_the_least_naming_it`, `test_mixed_plan_rejects_bad_choices_sizes_sensitivity_and_budget` |
+| `mixed_precision_plan` | at the bytes of uniform 3 and 4 bits the plan's model is closer to the float model | `test_the_mixed_plan_at_the_bytes_of_uniform_bits_is_closer_to_the_float_model` |
+| `quantize_model_mixed` | each linear weight grouped at its planned bits, norms and embedding kept | `test_quantize_model_mixed_quantizes_each_weight_at_its_planned_bits` |
+| `quantize_model_mixed` | ValueError for a plan missing or adding a weight, bad bits, a model that is no Model | `test_quantize_model_mixed_rejects_a_plan_that_misses_or_adds_a_weight` |
+| `activation_scales` | mean abs x per channel (floored) to the alpha, over the geometric mean, float64 | `test_activation_scales_are_mean_abs_to_the_alpha_over_their_geometric_mean` |
+| `activation_scales` | ValueError for bad x and alpha | `test_activation_scales_rejects_bad_x_and_alpha` |
+| `awq_quantize` | the alpha of least output error (ties: smaller), its scales, w_hat the dequantized scaled weight over s | `test_awq_keeps_the_alpha_whose_output_is_closest_to_the_float_output`, `test_awq_breaks_a_tie_toward_the_smaller_alpha`, `test_awq_honours_the_alphas_it_is_given` |
+| `awq_quantize` | never worse than plain grouped quantization on its activations | `test_awq_is_no_worse_than_plain_grouped_quantization_on_its_activations` |
+| `awq_quantize` | ValueError for bad w, x, bits, group_size, alphas | `test_awq_quantize_rejects_bad_input` |
+| `quantize_model_awq` | one scale per RMSNorm for the weights after it, its inverse folded into the gain | `test_quantize_model_awq_folds_the_inverse_scale_into_the_norm_before_each_matrix` |
+| `quantize_model_awq` | wo and w_down scaled by what reaches them, the inverse scale in the weight | `test_quantize_model_awq_folds_the_inverse_scale_of_wo_and_w_down_into_the_weight` |
+| `quantize_model_awq` | closer to the float model than plain grouped on outlier channels; input untouched, embedding kept | `test_quantize_model_awq_is_closer_to_the_float_model_than_plain_grouped_on_outlier_channels`, `test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_float` |
+| `quantize_model_awq` | ValueError for bad bits, group_size and tokens | `test_quantize_model_awq_rejects_bad_bits_group_size_and_tokens` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
