@@ -1785,6 +1785,8 @@ def test_layer_sensitivity_rejects_bad_bits_group_size_and_tokens(kata, small_mo
 
 @pytest.mark.task("sensitive")
 @given(case=plan_inputs())
+# One weight of 32 values, 10 bytes at 2 bits: 14 bytes buy the step to 3 bits, not the one on to 8.
+@example(case=({2: {"a": 1.0}, 3: {"a": 0.5}, 8: {"a": 0.0}}, {"a": 32}, 14, (2, 3, 8), 32))
 def test_mixed_plan_is_the_greedy_choice_by_sensitivity_drop_per_byte(planner, case):
     sensitivity, sizes, budget, choices, group_size = case
     want = _greedy_plan(sensitivity, sizes, budget, choices, group_size)
