@@ -49,7 +49,9 @@ sets one. Then the same AWQ comparison on a random model of the teacher's
 shape with OUTLIERS outlier channels in every RMSNorm (gain x OUTLIER_GAIN,
 the rows of the weights that read them divided by as much: the same
 function, large activations meeting small weights, as in large LLMs), and
-the matrices the 3-bit plan gives more or fewer than 3 bits, with their
+how salient the channels are in each (the largest channel's mean |x| over
+the median's, at the input of every RMSNorm'd group of matrices); and the
+matrices the 3-bit plan gives more or fewer than 3 bits, with their
 sensitivities.
 """
 
@@ -71,7 +73,7 @@ from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_mai
 from grader import timing  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.lm import CachedLM  # noqa: E402
-from reference.model import Model, Work  # noqa: E402
+from reference.model import Model, Work, rms_norm  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
@@ -326,6 +328,24 @@ def outlier_model(model: Model, seed: int = 0) -> Model:
     return Model(c, w)
 
 
+def salience_spread(model: Model, tokens: np.ndarray) -> list[float]:
+    """For the input of every RMSNorm'd matrix group (each layer's q|k|v and MLP, and out): the largest
+    channel's mean |activation| over the median channel's, from the model's own pieces."""
+    c, w = model.config, model.weights
+    x = model.embed(tokens)
+    pos = np.arange(len(tokens))
+    inputs = []
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        inputs.append(rms_norm(x, w[p + "attn_norm"], c.norm_eps))
+        x = x + model.attend(layer, *model.qkv(layer, x, pos), pos, pos)
+        inputs.append(rms_norm(x, w[p + "mlp_norm"], c.norm_eps))
+        x = x + model.mlp(layer, x)
+    inputs.append(rms_norm(x, w["norm"], c.norm_eps))
+    means = [np.mean(np.abs(h), axis=0) for h in inputs]
+    return [float(m.max() / np.median(m)) for m in means]
+
+
 def plan_bytes(model: Model, plan: dict[str, int]) -> int:
     """Bytes of model with each linear weight at its planned bits (an fp16 scale per GROUP), the rest float32."""
     total = sum(w.nbytes for name, w in model.weights.items() if name not in plan)
@@ -369,6 +389,7 @@ def print_art(qz, model: Model, source: str, tokens: np.ndarray) -> None:
     text = (ROOT / "reference" / "data" / "train.txt").read_text(encoding="utf-8")
     calib = np.array(tokenizer.encode("".join(c for c in text if c in tokenizer.VOCAB))[:CALIB_TOKENS])
     rows, sensitivity, plan = art_rows(qz, model, calib, tokens)
+    spreads = {name: salience_spread(m, calib) for name, m in (("teacher", model), ("outliers", outlier_model(model)))}
     print()
     print(
         f"Where the bits go: {source}; sensitivities and AWQ calibrated on {calib.size} tokens of training text, "
@@ -384,6 +405,12 @@ def print_art(qz, model: Model, source: str, tokens: np.ndarray) -> None:
         met = "-" if bar is None else "yes" if kl / base <= bar else "NO"
         shown = "-" if bar is None else f"{bar:.2f}x"
         print(f"{what:<34} {nbytes:>10,} {kl:>9.4f}  {against:<16} {base:>9.4f} {kl / base:>6.2f}x {shown:>6} {met:>4}")
+    print(
+        "(salience: the largest channel's mean |x| over the median channel's, at the input of each RMSNorm'd "
+        "matrix group, on the calibration tokens:\n "
+        + "; ".join(f"{n} {min(v):.1f}-{max(v):.1f}x, median {np.median(v):.1f}x" for n, v in spreads.items())
+        + ")"
+    )
     print("\nThe 3-bit plan (the bytes of uniform 3-bit weights): the matrices it gives other than 3 bits,")
     print("by sensitivity at 3 bits (mean KL, nats, of quantizing that matrix alone)")
     widths = "".join(f"{f'at {b} bits':>11}" for b in PLAN_CHOICES)
