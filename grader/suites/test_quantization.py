@@ -1664,9 +1664,10 @@ def _grouped_back(w: np.ndarray, bits: int, group_size: int) -> np.ndarray:
 
 
 def _log_probs(model: Model, tokens) -> np.ndarray:
-    logits = model.forward(tokens).astype(np.float64)
-    logits -= logits.max(axis=-1, keepdims=True)
-    return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    """log softmax (T, V) of model's logits, float64, as logits minus their log-sum-exp."""
+    z = model.forward(tokens).astype(np.float64)
+    top = np.max(z, axis=1, keepdims=True)
+    return z - top - np.log(np.sum(np.exp(z - top), axis=1, keepdims=True))
 
 
 def _kl_to(p_log: np.ndarray, model: Model, tokens) -> float:
