@@ -36,6 +36,23 @@ reference.lm.CachedLM, which uses no kata code. A copy and STEPS_PER_ROUND
 steps take turns in interleaved rounds (grader.timing.interleave), so that a
 busy machine slows both alike. NumPy runs quantized weights dequantized, in
 float32, so only the float32 row is measured.
+
+Table 5, the art of it: where the bits go. The sensitivity of every linear
+weight of the teacher (layer_sensitivity at 2, 3, 4 and 8 bits, on the
+first CALIB_TOKENS tokens of reference/data/train.txt), the
+mixed-precision plan (mixed_precision_plan, quantize_model_mixed) at the
+bytes of uniform 3-bit and 4-bit weights against uniform 3 and 4 bits, and
+activation-aware quantization (quantize_model_awq, calibrated on the same
+tokens) against plain grouped quantization at 2, 3 and 4 bits; every mean
+KL on table 3's held-out tokens, each ratio beside its bar where the kata
+sets one. Then the same AWQ comparison on a random model of the teacher's
+shape with OUTLIERS outlier channels in every RMSNorm (gain x OUTLIER_GAIN,
+the rows of the weights that read them divided by as much: the same
+function, large activations meeting small weights, as in large LLMs), and
+how salient the channels are in each (the largest channel's mean |x| over
+the median's, at the input of every RMSNorm'd group of matrices); and the
+matrices the 3-bit plan gives more or fewer than 3 bits, with their
+sensitivities.
 """
 
 from __future__ import annotations
@@ -56,7 +73,7 @@ from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_mai
 from grader import timing  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.lm import CachedLM  # noqa: E402
-from reference.model import Model, Work  # noqa: E402
+from reference.model import Model, Work, rms_norm  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 
 N_VALUES = 4 * 1024 * 1024
@@ -67,6 +84,11 @@ CONTEXT = 128  # keys and values per layer the roofline's decode step attends ov
 ROUNDS = 30  # interleaved rounds of a float32 copy and decode steps behind the roofline, at the least
 STEPS_PER_ROUND = 5  # consecutive decode steps timed per round, after one that refills the caches
 ROOFLINE = (("float32", 32.0), ("Q8_0 (llama.cpp)", 8.5), ("Q4_0 (llama.cpp)", 4.5))  # (weights, bits per weight)
+CALIB_TOKENS = 256  # tokens of the training text that sensitivities and AWQ are measured on
+PLAN_CHOICES = (2, 3, 4, 8)  # the widths the mixed-precision plan chooses from
+BARS = {"mixed3": 0.7, "mixed4": 1.0, "awq3": 0.8}  # the kata's bars: KL over the uniform / plain baseline's
+OUTLIERS = 4  # outlier channels per RMSNorm of table 5's random model
+OUTLIER_GAIN = 20.0  # their gain, and the factor the rows that read them are divided by
 
 
 def throughput_rows(qz, repeats: int) -> list[tuple[str, float, float]]:
@@ -286,6 +308,119 @@ def print_roofline(model: Model, tokens: np.ndarray) -> tuple[list[float], list[
     return bits, allowed, measured
 
 
+def outlier_model(model: Model, seed: int = 0) -> Model:
+    """A random model of model's shape, with OUTLIERS channels of every RMSNorm gain OUTLIER_GAIN times
+    larger and the rows that read them in the weights after it as many times smaller."""
+    c = model.config
+    w = dict(Model.random(c, seed=seed).weights)
+    gen = np.random.default_rng(seed + 100)
+    after = {"attn_norm": ("wq", "wk", "wv"), "mlp_norm": ("router", "w_gate", "w_up")}
+    groups = [
+        (f"layers.{i}.{n}", [f"layers.{i}.{r}" for r in rs]) for i in range(c.n_layers) for n, rs in after.items()
+    ]
+    for norm, readers in [*groups, ("norm", ["out"])]:
+        channels = gen.choice(c.d_model, OUTLIERS, replace=False)
+        w[norm] = w[norm].copy()
+        w[norm][channels] *= OUTLIER_GAIN
+        for name in (r for r in readers if r in w):
+            w[name] = w[name].copy()
+            w[name][..., channels, :] /= OUTLIER_GAIN
+    return Model(c, w)
+
+
+def salience_spread(model: Model, tokens: np.ndarray) -> list[float]:
+    """For the input of every RMSNorm'd matrix group (each layer's q|k|v and MLP, and out): the largest
+    channel's mean |activation| over the median channel's, from the model's own pieces."""
+    c, w = model.config, model.weights
+    x = model.embed(tokens)
+    pos = np.arange(len(tokens))
+    inputs = []
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        inputs.append(rms_norm(x, w[p + "attn_norm"], c.norm_eps))
+        x = x + model.attend(layer, *model.qkv(layer, x, pos), pos, pos)
+        inputs.append(rms_norm(x, w[p + "mlp_norm"], c.norm_eps))
+        x = x + model.mlp(layer, x)
+    inputs.append(rms_norm(x, w["norm"], c.norm_eps))
+    means = [np.mean(np.abs(h), axis=0) for h in inputs]
+    return [float(m.max() / np.median(m)) for m in means]
+
+
+def plan_bytes(model: Model, plan: dict[str, int]) -> int:
+    """Bytes of model with each linear weight at its planned bits (an fp16 scale per GROUP), the rest float32."""
+    total = sum(w.nbytes for name, w in model.weights.items() if name not in plan)
+    return total + sum(model.weights[n].size * (b * GROUP + 16) // (8 * GROUP) for n, b in plan.items())
+
+
+def art_rows(qz, model: Model, calib: np.ndarray, tokens: np.ndarray):
+    """Table 5's rows (what, bytes, KL, against, its KL, bar key or None) and the sensitivities and 3-bit plan."""
+    sensitivity = {b: qz.layer_sensitivity(model, calib, b, group_size=GROUP) for b in PLAN_CHOICES}
+    sizes = {name: int(model.weights[name].size) for name in sensitivity[PLAN_CHOICES[0]]}
+    rows, plans = [], {}
+    for bits in (3, 4):
+        budget = sum(n * (bits * GROUP + 16) / (8 * GROUP) for n in sizes.values())
+        plans[bits] = qz.mixed_precision_plan(sensitivity, sizes, budget, group_size=GROUP)
+        mixed = qz.quantize_model_mixed(model, plans[bits], group_size=GROUP)
+        uniform = compare(model, qz.quantize_model(model, bits, GROUP), tokens)[0]
+        what = f"mixed plan, uniform {bits}-bit bytes"
+        rows.append(
+            (
+                what,
+                plan_bytes(model, plans[bits]),
+                compare(model, mixed, tokens)[0],
+                f"uniform {bits}-bit",
+                uniform,
+                f"mixed{bits}",
+            )
+        )
+    for source, m in (("teacher", model), ("outliers", outlier_model(model))):
+        for bits in (3, 4) if source == "outliers" else (2, 3, 4):
+            awq = compare(m, qz.quantize_model_awq(m, calib, bits, group_size=GROUP), tokens)[0]
+            plain = compare(m, qz.quantize_model(m, bits, GROUP), tokens)[0]
+            key = "awq3" if (source, bits) == ("teacher", 3) else None
+            rows.append(
+                (f"{source}: AWQ {bits}-bit", grouped_bytes(qz, m, bits), awq, f"grouped {bits}-bit", plain, key)
+            )
+    return rows, sensitivity, plans[3]
+
+
+def print_art(qz, model: Model, source: str, tokens: np.ndarray) -> None:
+    """Table 5."""
+    text = (ROOT / "reference" / "data" / "train.txt").read_text(encoding="utf-8")
+    calib = np.array(tokenizer.encode("".join(c for c in text if c in tokenizer.VOCAB))[:CALIB_TOKENS])
+    rows, sensitivity, plan = art_rows(qz, model, calib, tokens)
+    spreads = {name: salience_spread(m, calib) for name, m in (("teacher", model), ("outliers", outlier_model(model)))}
+    print()
+    print(
+        f"Where the bits go: {source}; sensitivities and AWQ calibrated on {calib.size} tokens of training text, "
+        f"KL on the {tokens.size} held-out tokens of table 3\n(outliers: a random model of its shape, {OUTLIERS} "
+        f"channels of every RMSNorm gain x{OUTLIER_GAIN:g}, the rows that read them /{OUTLIER_GAIN:g})"
+    )
+    print(
+        f"{'model: weights':<34} {'bytes':>10} {'mean KL':>9}  {'against':<16} {'its KL':>9} {'ratio':>7} "
+        f"{'bar':>6} {'met':>4}"
+    )
+    for what, nbytes, kl, against, base, key in rows:
+        bar = BARS.get(key)
+        met = "-" if bar is None else "yes" if kl / base <= bar else "NO"
+        shown = "-" if bar is None else f"{bar:.2f}x"
+        print(f"{what:<34} {nbytes:>10,} {kl:>9.4f}  {against:<16} {base:>9.4f} {kl / base:>6.2f}x {shown:>6} {met:>4}")
+    print(
+        "(salience: the largest channel's mean |x| over the median channel's, at the input of each RMSNorm'd "
+        "matrix group, on the calibration tokens:\n "
+        + "; ".join(f"{n} {min(v):.1f}-{max(v):.1f}x, median {np.median(v):.1f}x" for n, v in spreads.items())
+        + ")"
+    )
+    print("\nThe 3-bit plan (the bytes of uniform 3-bit weights): the matrices it gives other than 3 bits,")
+    print("by sensitivity at 3 bits (mean KL, nats, of quantizing that matrix alone)")
+    widths = "".join(f"{f'at {b} bits':>11}" for b in PLAN_CHOICES)
+    print(f"{'matrix':<20} {'bits':>4}{widths}")
+    moved = sorted((n for n, b in plan.items() if b != 3), key=lambda n: -sensitivity[3][n])
+    for name in moved:
+        print(f"{name:<20} {plan[name]:>4}" + "".join(f"{sensitivity[b][name]:>11.5f}" for b in PLAN_CHOICES))
+    print(f"({sum(b == 3 for b in plan.values())} of {len(plan)} matrices stay at 3 bits)")
+
+
 def main() -> None:
     args = bench_parser(__doc__, "quantization", 5, "timed runs per cell; the median is reported").parse_args()
     qz = load_kata(args.target, "quantization")
@@ -326,6 +461,7 @@ def main() -> None:
         )
     print("(bytes: linear weights at bits/weight, scales included; norms and the embedding table in float32)")
     roof_bits, roof_allowed, measured = print_roofline(model, tokens)
+    print_art(qz, model, source, tokens)
     bpw, nbytes, kls = (list(col) for col in zip(*drawn))
     error = Panel("what is lost", "bits per weight", "mean KL to float32 (nats)", log_y=True)
     error.lines = [(f"grouped, G={GROUP}", bpw, kls)]

@@ -729,6 +729,43 @@ def play_quantize(name, index, prompt, target):
     click.echo(f"\nwhat the quantized teacher writes\n{'bits':>4}  {'grouped':<{width}}  per tensor")
     for r in rows:
         click.echo(f"{r.bits:>4}  {prompt + r.text!r:<{width}}  {prompt + r.text_per_tensor!r}")
+    _play_spent(model, encode(prompt), target)
+
+
+def _play_spent(model, prompt_ids: list[int], target: str) -> None:
+    """`kata play quantize`'s last rows: the bytes of uniform 4- and 3-bit weights spent by a mixed plan
+    and by activation-aware scales, once the sensitive and salient tasks pass."""
+    from grader import play as demos
+    from reference.tokenizer import decode, encode
+
+    source = _play_source("quantization", demos.ART_FUNCTIONS, target)
+    if source.module is None:
+        why = source.says.split("since ", 1)[-1]
+        click.echo(f"\n(no mixed-precision or activation-aware rows: they run only your code, and {why})")
+        return
+    calib = encode(demos.training_text(256))
+    held_out = encode(demos.held_out_text(256))
+    try:
+        rows = demos.spent(model, (4, 3), calib, held_out, prompt_ids, 24, source)
+    except Exception as exc:  # the learner's code
+        raise click.ClickException(f"{source.says} raised {type(exc).__name__}: {exc}") from None
+    click.echo(
+        f"\nthe bytes of uniform weights spent where they matter, code: {source.says}\n"
+        "mean KL from the float teacher on held-out text (mixed: a plan from each matrix's sensitivity; "
+        "AWQ: activation-aware scales)"
+    )
+    click.echo(f"{'bits':>4}  {'uniform':>8}  {'mixed':>8}  {'AWQ':>8}")
+    for r in rows:
+        click.echo(f"{r.bits:>4}  {r.kl['uniform']:>8.4f}  {r.kl['mixed']:>8.4f}  {r.kl['awq']:>8.4f}")
+    prompt = decode(prompt_ids)
+    width = len(prompt) + len(rows[0].text["mixed"]) + 2
+    click.echo(f"\n{'bits':>4}  {'mixed':<{width}}  AWQ")
+    for r in rows:
+        click.echo(f"{r.bits:>4}  {prompt + r.text['mixed']!r:<{width}}  {prompt + r.text['awq']!r}")
+    for r in rows:
+        shown = ", ".join(f"{name} {b} bits ({kl:.4f})" for name, b, kl in r.protected[:6])
+        more = f" and {len(r.protected) - 6} more" if len(r.protected) > 6 else ""
+        click.echo(f"the {r.bits}-bit plan protects (sensitivity at {r.bits} bits, nats): {shown}{more}")
 
 
 @play.command("distill")

@@ -312,6 +312,68 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
     return out
 
 
+ART_FUNCTIONS = (
+    "layer_sensitivity",
+    "mixed_precision_plan",
+    "quantize_model_mixed",
+    "activation_scales",
+    "awq_quantize",
+    "quantize_model_awq",
+)  # what `spent` runs: the sensitive and salient tasks'
+ART_CHOICES = (2, 3, 4, 8)  # the widths the mixed plan chooses from
+
+
+@dataclass(frozen=True)
+class Spent:
+    """The teacher at the bytes of uniform `bits`-bit weights, spent three ways."""
+
+    bits: int
+    kl: dict[str, float]  # "uniform", "mixed", "awq" -> mean KL (nats) from the float model on held-out text
+    text: dict[str, str]  # the same keys -> what that model writes after the prompt
+    protected: list[tuple[str, int, float]]  # (matrix, its bits, its sensitivity at `bits`) given more than `bits`
+
+
+def _mean_kl(p_log: np.ndarray, model: Model, tokens: list[int]) -> float:
+    q_log = _log_softmax(model.forward(tokens).astype(np.float64))
+    return float(np.mean(np.sum(np.exp(p_log) * (p_log - q_log), axis=-1)))
+
+
+def spent(model: Model, widths, calib: list[int], held_out: list[int], prompt: list[int], n_text: int, source: Source):
+    """For each width of widths: model quantized uniformly (source's quantize_model), by a mixed plan at
+    the same bytes (source's layer_sensitivity on calib at every width of ART_CHOICES,
+    mixed_precision_plan, quantize_model_mixed) and activation-aware (source's quantize_model_awq on
+    calib); the mean KL of each from the float model on held_out, and what each writes. Needs the
+    source's module: the model package has no code of its own for these."""
+    from reference.lm import generate
+
+    qz = source.module
+    sensitivity = {b: qz.layer_sensitivity(model, calib, b, group_size=GROUP) for b in ART_CHOICES}
+    sizes = {name: int(model.weights[name].size) for name in sensitivity[ART_CHOICES[0]]}
+    p_log = _log_softmax(model.forward(held_out).astype(np.float64))
+    out = []
+    for bits in widths:
+        budget = sum(n * (bits * GROUP + 16) / (8 * GROUP) for n in sizes.values())
+        plan = qz.mixed_precision_plan(sensitivity, sizes, budget, group_size=GROUP)
+        models = {
+            "uniform": qz.quantize_model(model, bits, GROUP),
+            "mixed": qz.quantize_model_mixed(model, plan, group_size=GROUP),
+            "awq": qz.quantize_model_awq(model, calib, bits, group_size=GROUP),
+        }
+        protected = sorted(
+            ((name, int(b), float(sensitivity[bits][name])) for name, b in plan.items() if b > bits),
+            key=lambda row: -row[2],
+        )
+        out.append(
+            Spent(
+                bits=bits,
+                kl={k: _mean_kl(p_log, m, held_out) for k, m in models.items()},
+                text={k: decode(generate(CachedLM(m), prompt, n_text)) for k, m in models.items()},
+                protected=protected,
+            )
+        )
+    return out
+
+
 # ------------------------------------------------------------------ distill
 
 
@@ -328,13 +390,22 @@ class Position:
 
 def training_text(n: int) -> str:
     """n characters of the corpus the shipped models were trained on (reference/data/train.txt)."""
+    return _corpus("train", "training", n)
+
+
+def held_out_text(n: int) -> str:
+    """n characters of the held-out corpus (reference/data/val.txt)."""
+    return _corpus("val", "held-out", n)
+
+
+def _corpus(name: str, what: str, n: int) -> str:
     from reference.model import WEIGHTS_DIR
 
-    path = WEIGHTS_DIR.parent / "data" / "train.txt"
+    path = WEIGHTS_DIR.parent / "data" / f"{name}.txt"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"the training text is missing ({path}): {exc}") from None
+        raise ValueError(f"the {what} text is missing ({path}): {exc}") from None
     return text[:n]
 
 

@@ -36,6 +36,7 @@ from grader.runner import GradeResult, KataResult, Limits, TaskResult, grade, st
 STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
 HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
 MESSAGE_LINES, EXAMPLE_LINES, HINT_LINES = 3, 3, 2  # how much of a failure the screen shows
+CHANGED_LINES = 2  # lines of "changed since last run", the last ending in "..." when more changed
 
 
 # ------------------------------------------------------------------ grade state
@@ -165,7 +166,10 @@ def screen(
         lines.append("changed since last run: nothing changed")
     else:
         said = _joined("changed since last run:", moved, width)
-        lines += said[:2] + ([said[2] + (" ..." if len(said) > 3 else "")] if len(said) > 2 else [])
+        shown = said[:CHANGED_LINES]
+        if len(said) > CHANGED_LINES:
+            shown[-1] += " ..."
+        lines += shown
     failing: TaskResult | None = next((t for t in result.tasks if t.status.value != "pass"), None)
     if failing is None:
         lines.append(f"every task of {kata.name} passes.")

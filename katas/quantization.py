@@ -17,6 +17,17 @@ many, and at 4 bits that brings a quantized model's predictions far closer
 to the float model's. The art is quantizing the parts that tolerate it
 while protecting the sensitive ones.
 
+That art takes two measurements. Sensitivity: quantize one weight matrix
+alone and see how far the model's predictions move (KL from the float
+model); then spend a byte budget unevenly, more bits where a byte buys the
+largest drop, as llama.cpp's Q4_K_M keeps some matrices at 6 bits and the
+rest at 4. Salience (AWQ, Lin et al. 2024, arXiv:2306.00978): an input
+channel that carries large activations multiplies its weights' rounding
+errors, so scale those rows up before quantizing (their relative error
+shrinks) and divide the activations by the same scale, folded into the
+RMSNorm gain before the matrix; the scale is mean |activation| to a power
+alpha, searched for the least output error.
+
 Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
 PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
 ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
@@ -27,13 +38,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.model import Model
+from reference.model import Model, rms_norm, silu, softmax, top_k_route
 
 BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
 Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
 Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
 LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
 CALIBRATIONS = ("minmax", "percentile", "mse")  # the methods calibrate knows
+PLAN_CHOICES = (2, 3, 4, 8)  # the bit widths mixed_precision_plan chooses from by default
+ALPHAS = tuple(i / 19 for i in range(20))  # awq_quantize's default exponents: 20 points from 0 to 1
+MIN_MEAN = 1e-8  # activation_scales floors each channel's mean |x| here, so a silent channel gets no 0 scale
 
 
 def quantize_symmetric(x, bits: int, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -236,5 +250,138 @@ def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9,
     outside 2..8, a method other than the three, percentile not a number in
     (0, 100] or grid not a positive int (both checked whatever the method),
     and an x that is empty, not floating point, or holds NaN or inf.
+    """
+    raise NotImplementedError
+
+
+def layer_sensitivity(model: Model, tokens, bits: int, *, group_size: int = 32) -> dict[str, float]:
+    """How far the model's predictions move when one weight matrix alone is quantized.
+
+    For every linear weight of model (the names quantize_model quantizes, in
+    the order of model.weights; an expert stack (E, in, out) is one weight):
+    the mean over the T positions of tokens (T,) of KL(p || q) in nats, p the
+    float model's next-token distribution and q that of a copy with only that
+    weight grouped-quantized at `bits` in groups of group_size along its input
+    axis, as quantize_model does, every other weight left in float. Both
+    distributions are taken in float64 from the float32 logits (a log-softmax).
+
+    Returns {name: KL} as Python floats, each >= 0 up to rounding. model is
+    untouched. Raises ValueError for a model that is no Model, bits outside
+    2..8, a group_size that is not a positive int or does not divide a
+    weight's input width (naming the weight), and tokens the model rejects.
+    """
+    raise NotImplementedError
+
+
+def mixed_precision_plan(
+    sensitivity, sizes, budget_bytes, *, choices=PLAN_CHOICES, group_size: int = 32
+) -> dict[str, int]:
+    """Bits per weight matrix, from `choices`, spending a byte budget where it buys the most.
+
+    sensitivity: {bits: {name: KL}} for every bits of choices, each a
+    layer_sensitivity measurement at that width, naming exactly the weights
+    of sizes. sizes: {name: number of values}, each a positive multiple of
+    group_size. budget_bytes: a finite number. choices: distinct ints from
+    2 to 8 (any order). A weight of n values at b bits costs n * b / 8 bytes
+    of codes plus an fp16 scale per group, 2 * n / group_size (as
+    Work.weight_bytes_at counts it at bits_per_weight(b, group_size)).
+
+    Every weight starts at the smallest choice. Then, while some upgrade fits,
+    one is made: a weight at choice b moves to the next larger choice b',
+    for extra bytes n * (b' - b) / 8, where the total stays within
+    budget_bytes; of those that fit, the one whose drop in measured
+    sensitivity per extra byte, (sensitivity[b][name] -
+    sensitivity[b'][name]) / extra, is the largest (ties: the name that sorts
+    first; a negative drop is taken only when nothing better fits). It stops
+    when no upgrade fits.
+
+    Returns {name: bits} in the order of sizes. Raises ValueError, naming the
+    least budget (the bytes of every weight at the smallest choice), for a
+    budget below it; and for choices, sizes, sensitivity or budget_bytes that
+    break the rules above, or a group_size that is not a positive int.
+    """
+    raise NotImplementedError
+
+
+def quantize_model_mixed(model: Model, plan, *, group_size: int = 32) -> Model:
+    """A copy of model whose every linear weight is grouped-quantized (then
+    dequantized) at the bits the plan gives it, as quantize_model does at one width.
+
+    plan: {name: bits} naming exactly the linear weights of model (those
+    quantize_model quantizes), each bits an int from 2 to 8, as
+    mixed_precision_plan returns it. Norms and tok_emb stay in float. model
+    is untouched; returns a new Model with the same config. Raises
+    ValueError for a model that is no Model, a plan that misses or adds a
+    name (naming it) or gives bits outside 2..8, and a group_size that is
+    not a positive int or does not divide a weight's input width.
+    """
+    raise NotImplementedError
+
+
+def activation_scales(x, alpha) -> np.ndarray:
+    """AWQ's per-input-channel scales: how salient each channel of the activations is.
+
+    x: float activations (N, D), N >= 1, finite. alpha: a number in [0, 1].
+    Per channel j, m_j = mean over the N rows of |x[:, j]| (floored at
+    MIN_MEAN, so a channel of zeros still gets a positive scale), and
+    s_j = m_j ** alpha, divided by the geometric mean of all D of them,
+    exp(mean(log s)), so that the scales' geometric mean is 1 (alpha = 0
+    gives all ones). Computed and returned in float64: s (D,).
+
+    Raises ValueError for an x that is not 2-D with a row, not floating
+    point or not finite, and an alpha that is not a number in [0, 1].
+    """
+    raise NotImplementedError
+
+
+def awq_quantize(w, x, bits: int, *, group_size: int = 32, alphas=ALPHAS):
+    """Activation-aware grouped quantization of one weight matrix (AWQ).
+
+    w: float weight (D, F), input axis first as the model's x @ w. x: float
+    activations (N, D) that reach it. bits: 2..8. group_size: G dividing D;
+    groups run along the input axis, as quantize_model's. alphas: a
+    non-empty sequence of numbers in [0, 1] (default 20 evenly spaced from 0
+    to 1, ALPHAS).
+
+    For each alpha: s = activation_scales(x, alpha); the scaled weight
+    w * s[:, None] is grouped-quantized and dequantized (dq), and it takes
+    x / s as its input, so the pair computes (x / s) @ dq. The alpha whose
+    output error sum(((x / s) @ dq - x @ w) ** 2), in float64, is the
+    smallest is kept (ties: the smaller alpha). alpha = 0 is plain grouped quantization, so with 0 among
+    alphas the error is never above it.
+
+    Returns (w_hat, s, alpha): the effective weight w_hat = dq / s[:, None]
+    (D, F) in w's dtype, so that x @ w_hat is what the scaled pair computes;
+    the scales s (D,), float64; alpha, a Python float. Raises ValueError for
+    a w or x that is not 2-D floating point and finite (x with a row), x's
+    width not D, bad bits, a group_size that is not a positive int dividing
+    D, and alphas that are not a non-empty sequence of numbers in [0, 1].
+    """
+    raise NotImplementedError
+
+
+def quantize_model_awq(model: Model, calib_tokens, bits: int, *, group_size: int = 32) -> Model:
+    """A copy of model with every linear weight quantized activation-aware (AWQ) at `bits`.
+
+    The activations are the float model's on calib_tokens (T,), one forward
+    pass. Each linear weight gets awq_quantize's search (the default alphas)
+    on the activations that reach it:
+    - q|k|v of a layer, one search on wq | wk | wv side by side, on the normed
+      residual before them; the router and every expert's w_gate and w_up
+      (of a dense MLP, w_gate and w_up), one search side by side, on the normed
+      residual before the MLP; out on the final normed residual. The inverse
+      scale is folded into the RMSNorm gain before them (attn_norm, mlp_norm,
+      norm become gain / s), and each weight is stored as its scaled weight
+      w * s[:, None] quantized and dequantized: the model computes (h / s) @ dq.
+    - wo on the attention output before it, and w_down on the SwiGLU product
+      silu(h @ w_gate) * (h @ w_up) before it (an expert's on the rows routed
+      to it by the float router; an expert no row reaches gets plain grouped
+      quantization). No norm precedes them: each is stored as awq_quantize's
+      w_hat, the inverse scale folded into the weight.
+    tok_emb stays in float. model is untouched; returns a new Model, same config.
+
+    Raises ValueError for a model that is no Model, bits outside 2..8, a
+    group_size that is not a positive int or does not divide a weight's input
+    width (naming it), and calib_tokens the model rejects.
     """
     raise NotImplementedError

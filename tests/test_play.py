@@ -259,6 +259,34 @@ def test_play_quantize_snaps_the_weight_to_its_nearest_level_at_every_width(cli)
         assert f"{2 * qmax + 1} levels" in result.output
 
 
+def test_play_quantize_says_why_it_shows_no_mixed_precision_rows_before_those_tasks_pass(cli):
+    result = cli.invoke(main, ["play", "quantize"])
+    assert result.exit_code == 0, result.output
+    assert "no mixed-precision or activation-aware rows" in result.output
+    assert "tasks sensitive and salient do not pass yet" in result.output
+
+
+def test_spent_gives_a_mixed_plan_at_the_bytes_of_uniform_weights_and_the_matrices_it_protects():
+    from grader import play as demos
+    from grader.local import import_kata
+    from reference.model import Config, Model
+
+    config = Config(vocab_size=96, d_model=64, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=64, n_experts=2, top_k=1)
+    model = Model.random(config, seed=2)
+    gen = np.random.default_rng(0)
+    calib, held_out = ([int(t) for t in gen.integers(0, 96, 48)] for _ in range(2))
+    source = demos.Source(import_kata("reference", "quantization"), "the reference solution's")
+    rows = demos.spent(model, (4, 3), calib, held_out, encode("Return "), 5, source)
+    assert [r.bits for r in rows] == [4, 3]
+    for r in rows:
+        p = softmax(model.forward(held_out).astype(np.float64))
+        q = softmax(source.module.quantize_model(model, r.bits).forward(held_out).astype(np.float64))
+        assert r.kl["uniform"] == pytest.approx(float(np.mean(np.sum(p * np.log(p / q), axis=-1))), rel=1e-6)
+        assert set(r.text) == {"uniform", "mixed", "awq"} and all(len(t) == 5 for t in r.text.values())
+        assert r.protected and all(b > r.bits for _, b, _ in r.protected)
+        assert [kl for _, _, kl in r.protected] == sorted((kl for _, _, kl in r.protected), reverse=True)
+
+
 def test_play_quantize_runs_the_learners_quantizers(cli, tmp_path):
     (tmp_path / "katas" / "quantization.py").write_text(TRUNCATES)
     _passes(tmp_path, "quantization", ["symmetric", "grouped", "model"])

@@ -1,6 +1,7 @@
 """Grading suite of the quantization kata: uniform (symmetric, affine,
 per-channel), grouped, int4 packing, llama.cpp's Q8_0/Q4_0 bytes, a quantized
-model, and the speed of grouped quantization.
+model, calibration, per-matrix sensitivity and a mixed-precision plan,
+activation-aware scaling (AWQ), and the speed of grouped quantization.
 
 Expected values come from the formulas of the issue, computed here in
 float64 (or float32 where llama.cpp computes in float32), never from the
@@ -65,6 +66,24 @@ fail without it.
 | `calibrate` | the scale is a NumPy scalar of x's float dtype | `test_calibrate_minmax_is_max_abs_over_qmax`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
 | `calibrate` | percentile and mse beat min-max on heavy tails; mse scales bring a 4-bit teacher closer | `test_calibrate_percentile_and_mse_beat_minmax_on_heavy_tailed_data`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
 | `calibrate` | ValueError for bits, a method not one of the three (naming them), percentile or grid out of range whatever the method, empty, integer, NaN or inf x | `test_calibrate_rejects_bad_arguments` |
+| `layer_sensitivity` | one mean KL (nats, over the positions) per linear weight, that weight alone quantized grouped at bits | `test_layer_sensitivity_is_the_mean_kl_of_quantizing_each_linear_weight_alone` |
+| `layer_sensitivity` | the model untouched | `test_layer_sensitivity_leaves_the_model_untouched` |
+| `layer_sensitivity` | ValueError for bad bits, group_size and tokens | `test_layer_sensitivity_rejects_bad_bits_group_size_and_tokens` |
+| `mixed_precision_plan` | greedy upgrades to the next choice by sensitivity drop per extra byte, ties to the name that sorts first | `test_mixed_plan_is_the_greedy_choice_by_sensitivity_drop_per_byte`, `test_mixed_plan_ranks_by_the_drop_per_byte_not_by_the_drop_alone`, `test_mixed_plan_breaks_a_tie_toward_the_name_that_sorts_first` |
+| `mixed_precision_plan` | within the budget (codes plus an fp16 scale per group), stopping only when no upgrade fits | `test_mixed_plan_stays_within_the_budget_and_stops_only_when_no_upgrade_fits` |
+| `mixed_precision_plan` | ValueError naming the least budget below it; and for bad choices, sizes, sensitivity, budget, group_size | `test_mixed_plan_refuses_a_budget_below_the_least_naming_it`, `test_mixed_plan_rejects_bad_choices_sizes_sensitivity_and_budget` |
+| `mixed_precision_plan` | at the bytes of uniform 3 and 4 bits the plan's model is closer to the float model | `test_the_mixed_plan_at_the_bytes_of_uniform_bits_is_closer_to_the_float_model` |
+| `quantize_model_mixed` | each linear weight grouped at its planned bits, norms and embedding kept | `test_quantize_model_mixed_quantizes_each_weight_at_its_planned_bits` |
+| `quantize_model_mixed` | ValueError for a plan missing or adding a weight, bad bits, a model that is no Model | `test_quantize_model_mixed_rejects_a_plan_that_misses_or_adds_a_weight` |
+| `activation_scales` | mean abs x per channel (floored) to the alpha, over the geometric mean, float64 | `test_activation_scales_are_mean_abs_to_the_alpha_over_their_geometric_mean` |
+| `activation_scales` | ValueError for bad x and alpha | `test_activation_scales_rejects_bad_x_and_alpha` |
+| `awq_quantize` | the alpha of least output error (ties: smaller), its scales, w_hat the dequantized scaled weight over s | `test_awq_keeps_the_alpha_whose_output_is_closest_to_the_float_output`, `test_awq_breaks_a_tie_toward_the_smaller_alpha`, `test_awq_honours_the_alphas_it_is_given` |
+| `awq_quantize` | never worse than plain grouped quantization on its activations | `test_awq_is_no_worse_than_plain_grouped_quantization_on_its_activations` |
+| `awq_quantize` | ValueError for bad w, x, bits, group_size, alphas | `test_awq_quantize_rejects_bad_input` |
+| `quantize_model_awq` | one scale per RMSNorm for the weights after it, its inverse folded into the gain | `test_quantize_model_awq_folds_the_inverse_scale_into_the_norm_before_each_matrix` |
+| `quantize_model_awq` | wo and w_down scaled by what reaches them, the inverse scale in the weight | `test_quantize_model_awq_folds_the_inverse_scale_of_wo_and_w_down_into_the_weight` |
+| `quantize_model_awq` | closer to the float model than plain grouped on outlier channels; input untouched, embedding kept | `test_quantize_model_awq_is_closer_to_the_float_model_than_plain_grouped_on_outlier_channels`, `test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_float` |
+| `quantize_model_awq` | ValueError for bad bits, group_size and tokens | `test_quantize_model_awq_rejects_bad_bits_group_size_and_tokens` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
@@ -82,7 +101,7 @@ from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, rng, time_ratio
 from reference.lm import CachedLM
 from reference.lm import generate as generate_cached
-from reference.model import WEIGHTS_DIR, Config, Model
+from reference.model import WEIGHTS_DIR, Config, Model, rms_norm, softmax, top_k_route
 from reference.sampling import probs_from_logits
 from reference.tokenizer import encode
 
@@ -1614,6 +1633,703 @@ def test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_m
         f"the 4-bit teacher with mse scales is {kl['mse']:.4g} nats (mean KL) from the float teacher, no closer "
         f"than with min-max scales ({kl['minmax']:.4g})"
     )
+
+
+# ---------------------------------------------------------------- sensitive
+
+PLAN_CHOICES = (2, 3, 4, 8)
+# Groups of 16: two per input column of the small models' width 32.
+MIXED_GROUP = 16
+# A sensitivity may differ from the suite's float64 quantization by this share (plus SENS_ATOL nats): float32
+# arithmetic moves a code only where a value sits at a near-tie, which moves a mean KL by far less.
+SENS_RTOL = 1e-2
+SENS_ATOL = 1e-8
+# The small model's mean KL with the plan at the bytes of uniform b bits, over uniform b bits', may be at most
+# this (measured over seeds 0-2: 0.67-0.77 at 3 bits, 0.49-0.94 at 4).
+MIXED_SHARE = {3: 0.85, 4: 1.0}
+# The calibration and held-out tokens of the small models.
+MIXED_TOKENS = 64
+NAMES = ("wq.a", "wv.b", "out", "router.c", "w_up.d", "w_down.e")  # plan checks' weight names, not all sorted
+
+
+def _grouped_back(w: np.ndarray, bits: int, group_size: int) -> np.ndarray:
+    """w (..., in, out) through grouped quantization along its input axis and back, by the formula in
+    float64 (scale max|group| / qmax, codes round half to even), cast to w's dtype."""
+    qmax = 2 ** (bits - 1) - 1
+    rows = np.swapaxes(w.astype(np.float64), -1, -2)  # (..., out, in)
+    groups = rows.reshape(*rows.shape[:-1], -1, group_size)
+    scale = np.max(np.abs(groups), axis=-1, keepdims=True) / qmax
+    back = np.round(groups / np.where(scale > 0, scale, 1.0)) * scale
+    return np.swapaxes(back.reshape(rows.shape), -1, -2).astype(w.dtype)
+
+
+def _log_probs(model: Model, tokens) -> np.ndarray:
+    """log softmax (T, V) of model's logits, float64, as logits minus their log-sum-exp."""
+    z = model.forward(tokens).astype(np.float64)
+    top = np.max(z, axis=1, keepdims=True)
+    return z - top - np.log(np.sum(np.exp(z - top), axis=1, keepdims=True))
+
+
+def _kl_to(p_log: np.ndarray, model: Model, tokens) -> float:
+    """Mean KL(p || model) over the positions, p given by its log-probabilities (T, V)."""
+    return float(np.mean(np.sum(np.exp(p_log) * (p_log - _log_probs(model, tokens)), axis=-1)))
+
+
+def _linear_names(model: Model) -> list[str]:
+    return [name for name in model.weights if name.split(".")[-1] in LINEAR]
+
+
+def _with(model: Model, replaced: dict[str, np.ndarray]) -> Model:
+    """A fresh reference Model: model's weights with some replaced."""
+    return Model(model.config, {**model.weights, **{n: np.asarray(w) for n, w in replaced.items()}})
+
+
+def _bits_of(n: int, bits: int, group_size: int) -> int:
+    """Bits a weight of n values takes at `bits`: codes and an fp16 scale per group."""
+    return n * bits + 16 * n // group_size
+
+
+def _greedy_plan(sensitivity, sizes, budget, choices, group_size) -> dict[str, int]:
+    """The plan the docstring describes, written for clarity: every weight at the smallest choice, then
+    the upgrade to the next choice of largest sensitivity drop per extra byte that fits, until none does."""
+    ladder = sorted(choices)
+    plan = {name: ladder[0] for name in sizes}
+    spent = sum(_bits_of(n, ladder[0], group_size) for n in sizes.values())
+    while True:
+        options = []
+        for name in sizes:
+            at = ladder.index(plan[name])
+            if at + 1 < len(ladder):
+                up = ladder[at + 1]
+                extra = sizes[name] * (up - plan[name])
+                if spent + extra <= 8 * budget:
+                    gain = (sensitivity[plan[name]][name] - sensitivity[up][name]) / (extra / 8)
+                    options.append((-gain, name, up, extra))
+        if not options:
+            return plan
+        _, name, up, extra = min(options)  # the largest gain, then the name that sorts first
+        plan[name] = up
+        spent += extra
+
+
+@pytest.fixture(scope="module")
+def planner(kata):
+    _probe(lambda: kata.mixed_precision_plan({2: {"a": 0.0}}, {"a": 32}, 100, choices=(2,)))
+    return kata
+
+
+@st.composite
+def plan_inputs(draw):
+    """(sensitivity, sizes, budget, choices, group_size): up to six weights of up to 8 groups, sensitivities
+    in [0, 1] drawn independently per width (so some drops are negative), a budget from below the least
+    spent on the smallest choice to above the most."""
+    group_size = draw(st.sampled_from([16, 32]))
+    choices = tuple(draw(st.lists(st.integers(2, 8), min_size=1, max_size=4, unique=True)))
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=len(NAMES), unique=True))
+    sizes = {name: group_size * draw(st.integers(1, 8)) for name in names}
+    level = st.floats(0.0, 1.0)
+    sensitivity = {b: {name: draw(level) for name in names} for b in choices}
+    least = sum(_bits_of(n, min(choices), group_size) for n in sizes.values()) / 8
+    most = sum(_bits_of(n, max(choices), group_size) for n in sizes.values()) / 8
+    budget = draw(st.one_of(st.integers(int(least) + 1, int(most) + 8), st.just(least), st.just(most)))
+    return sensitivity, sizes, budget, choices, group_size
+
+
+def _plan(planner, sensitivity, sizes, budget, choices, group_size) -> dict[str, int]:
+    got = planner.mixed_precision_plan(sensitivity, sizes, budget, choices=choices, group_size=group_size)
+    assert isinstance(got, dict) and set(got) == set(sizes), (
+        f"the plan must give bits to exactly the weights of sizes {sorted(sizes)}, got {got!r}"
+    )
+    bad = {name: b for name, b in got.items() if b not in choices}
+    assert not bad, f"the plan gives bits outside choices {choices}: {bad}"
+    return {name: int(b) for name, b in got.items()}
+
+
+@pytest.mark.task("sensitive")
+@pytest.mark.parametrize("bits, group_size", [(3, 16), (2, 32)])
+def test_layer_sensitivity_is_the_mean_kl_of_quantizing_each_linear_weight_alone(kata, small_model, bits, group_size):
+    tokens = rng(61).integers(0, MODEL_CONFIG.vocab_size, 24)
+    got = kata.layer_sensitivity(small_model, tokens, bits, group_size=group_size)
+    names = _linear_names(small_model)
+    assert isinstance(got, dict) and set(got) == set(names), (
+        f"layer_sensitivity must give one KL for each linear weight {names}, got keys {sorted(got)[:5]}"
+    )
+    p_log = _log_probs(small_model, tokens)
+    for name in names:
+        want = _kl_to(
+            p_log, _with(small_model, {name: _grouped_back(small_model.weights[name], bits, group_size)}), tokens
+        )
+        assert math.isclose(float(got[name]), want, rel_tol=SENS_RTOL, abs_tol=SENS_ATOL), (
+            f"the sensitivity of {name!r} at {bits} bits in groups of {group_size} is {float(got[name]):.6g} nats; "
+            f"quantizing that weight alone moves the predictions {want:.6g} nats (mean KL over the positions)"
+        )
+
+
+@pytest.mark.task("sensitive")
+def test_layer_sensitivity_leaves_the_model_untouched(kata):
+    model = Model.random(MODEL_CONFIG, seed=5)
+    before = {name: w.copy() for name, w in model.weights.items()}
+    kata.layer_sensitivity(model, rng(62).integers(0, MODEL_CONFIG.vocab_size, 8), 3, group_size=MIXED_GROUP)
+    changed = [n for n, w in model.weights.items() if not np.array_equal(w, before[n])]
+    assert not changed, f"layer_sensitivity changed the model's weights {changed[:3]}; quantize a copy"
+
+
+@pytest.mark.task("sensitive")
+@pytest.mark.parametrize(
+    "bits, group_size, tokens",
+    [(1, 32, [1, 2]), (9, 32, [1, 2]), (3, 0, [1, 2]), (3, 5, [1, 2]), (3, 32, [48]), (3, 32, [])],
+)
+def test_layer_sensitivity_rejects_bad_bits_group_size_and_tokens(kata, small_model, bits, group_size, tokens):
+    with pytest.raises(ValueError):
+        kata.layer_sensitivity(small_model, np.array(tokens, dtype=np.int64), bits, group_size=group_size)
+
+
+@pytest.mark.task("sensitive")
+@given(case=plan_inputs())
+# One weight of 32 values, 10 bytes at 2 bits: 14 bytes buy the step to 3 bits, not the one on to 8.
+@example(case=({2: {"a": 1.0}, 3: {"a": 0.5}, 8: {"a": 0.0}}, {"a": 32}, 14, (2, 3, 8), 32))
+def test_mixed_plan_is_the_greedy_choice_by_sensitivity_drop_per_byte(planner, case):
+    sensitivity, sizes, budget, choices, group_size = case
+    want = _greedy_plan(sensitivity, sizes, budget, choices, group_size)
+    got = _plan(planner, sensitivity, sizes, budget, choices, group_size)
+    assert got == want, (
+        f"with choices {choices}, sizes {sizes}, budget {budget} bytes and sensitivities {sensitivity}, the plan "
+        f"is {got}; upgrading greedily by sensitivity drop per extra byte gives {want}"
+    )
+
+
+@pytest.mark.task("sensitive")
+@given(case=plan_inputs())
+def test_mixed_plan_stays_within_the_budget_and_stops_only_when_no_upgrade_fits(planner, case):
+    sensitivity, sizes, budget, choices, group_size = case
+    got = _plan(planner, sensitivity, sizes, budget, choices, group_size)
+    spent = sum(_bits_of(sizes[name], b, group_size) for name, b in got.items())
+    assert spent <= 8 * budget, f"the plan {got} takes {spent / 8:g} bytes, over the budget of {budget}"
+    ladder = sorted(choices)
+    for name, b in got.items():
+        if b != ladder[-1]:
+            up = ladder[ladder.index(b) + 1]
+            assert spent + sizes[name] * (up - b) > 8 * budget, (
+                f"the plan {got} leaves {budget - spent / 8:g} bytes unspent, enough to move {name!r} from {b} "
+                f"to {up} bits"
+            )
+
+
+@pytest.mark.task("sensitive")
+def test_mixed_plan_ranks_by_the_drop_per_byte_not_by_the_drop_alone(kata):
+    # Upgrading "big" (3200 values) from 2 to 3 bits drops 1.0 for 400 bytes; "small" (32 values) drops 0.1
+    # for 4 bytes, ten times more per byte. The budget holds one of the two upgrades.
+    sizes = {"big": 3200, "small": 32}
+    sensitivity = {2: {"big": 1.5, "small": 0.3}, 3: {"big": 0.5, "small": 0.2}}
+    least = sum(_bits_of(n, 2, 32) for n in sizes.values()) / 8
+    got = kata.mixed_precision_plan(sensitivity, sizes, least + 400, choices=(2, 3))
+    assert dict(got) == {"big": 2, "small": 3}, (
+        f"the plan is {dict(got)}; 'small' buys 0.025 nats per byte and 'big' 0.0025, so 'small' goes first and "
+        "'big' no longer fits"
+    )
+
+
+@pytest.mark.task("sensitive")
+def test_mixed_plan_breaks_a_tie_toward_the_name_that_sorts_first(kata):
+    sizes = {"layers.1.wq": 64, "layers.0.wq": 64}  # the later name first, so dict order does not decide
+    same = {"layers.1.wq": 0.5, "layers.0.wq": 0.5}
+    sensitivity = {2: same, 4: {name: 0.1 for name in sizes}}
+    least = sum(_bits_of(n, 2, 32) for n in sizes.values()) / 8
+    got = kata.mixed_precision_plan(sensitivity, sizes, least + 16, choices=(2, 4))
+    assert dict(got) == {"layers.0.wq": 4, "layers.1.wq": 2}, (
+        f"two upgrades gain exactly as much per byte and one fits: the name that sorts first, 'layers.0.wq', "
+        f"takes it; the plan is {dict(got)}"
+    )
+
+
+@pytest.mark.task("sensitive")
+def test_mixed_plan_refuses_a_budget_below_the_least_naming_it(kata):
+    sizes = {"a": 1024, "b": 2048}
+    sensitivity = {b: {"a": 0.0, "b": 0.0} for b in PLAN_CHOICES}
+    least = sum(_bits_of(n, 2, 32) for n in sizes.values()) // 8  # 960 bytes
+    with pytest.raises(ValueError) as info:
+        kata.mixed_precision_plan(sensitivity, sizes, least - 1)
+    message = str(info.value).replace(",", "")
+    assert str(least) in message, f"the error should name the least budget, {least} bytes: {info.value}"
+    kata.mixed_precision_plan(sensitivity, sizes, least)  # the least budget itself is allowed
+
+
+@pytest.mark.task("sensitive")
+@pytest.mark.parametrize(
+    "case",
+    [
+        "choices empty",
+        "choices repeat",
+        "choices out of range",
+        "size not a multiple",
+        "size zero",
+        "a width unmeasured",
+        "a name unmeasured",
+        "sensitivity NaN",
+        "budget NaN",
+        "group_size zero",
+    ],
+)
+def test_mixed_plan_rejects_bad_choices_sizes_sensitivity_and_budget(kata, case):
+    sizes = {"a": 64, "b": 32}
+    sensitivity = {b: {"a": 0.2, "b": 0.1} for b in PLAN_CHOICES}
+    kwargs = {"choices": PLAN_CHOICES, "group_size": 32}
+    budget = 1000.0
+    if case == "choices empty":
+        kwargs["choices"] = ()
+    elif case == "choices repeat":
+        kwargs["choices"] = (2, 2, 4)
+    elif case == "choices out of range":
+        kwargs["choices"] = (1, 4)
+    elif case == "size not a multiple":
+        sizes = {"a": 48, "b": 32}
+    elif case == "size zero":
+        sizes = {"a": 0, "b": 32}
+    elif case == "a width unmeasured":
+        sensitivity = {b: v for b, v in sensitivity.items() if b != 8}
+    elif case == "a name unmeasured":
+        sensitivity[3] = {"a": 0.2}
+    elif case == "sensitivity NaN":
+        sensitivity[4] = {"a": float("nan"), "b": 0.1}
+    elif case == "budget NaN":
+        budget = float("nan")
+    else:
+        kwargs["group_size"] = 0
+    with pytest.raises(ValueError):
+        kata.mixed_precision_plan(sensitivity, sizes, budget, **kwargs)
+
+
+@pytest.mark.task("sensitive")
+def test_quantize_model_mixed_quantizes_each_weight_at_its_planned_bits(kata, small_model):
+    names = _linear_names(small_model)
+    plan = {name: PLAN_CHOICES[i % len(PLAN_CHOICES)] for i, name in enumerate(names)}
+    out = kata.quantize_model_mixed(small_model, plan, group_size=MIXED_GROUP)
+    assert isinstance(out, Model) and out is not small_model, "quantize_model_mixed must return a new Model"
+    for name, w in small_model.weights.items():
+        got = np.asarray(out.weights[name], dtype=np.float64)
+        if name not in plan:
+            assert np.array_equal(got, w), f"{name!r} is a norm or the embedding table and must stay in float"
+            continue
+        rows, back = np.swapaxes(w.astype(np.float64), -1, -2), np.swapaxes(got, -1, -2)  # (..., out, in)
+        _assert_within_half_a_step(
+            rows, back, _group_amax(rows, MIXED_GROUP), plan[name], f" at its planned {plan[name]} bits ({name})"
+        )
+        again = _grouped_back(got, plan[name], MIXED_GROUP)
+        assert np.allclose(again, got, rtol=0, atol=REL_TOL * np.max(np.abs(w))), (
+            f"{name!r} is not on the grid of {plan[name]}-bit groups of {MIXED_GROUP}: quantizing it again moves it"
+        )
+
+
+@pytest.mark.task("sensitive")
+@pytest.mark.parametrize("case", ["a weight missing", "a norm added", "bits 9", "a model that is no Model"])
+def test_quantize_model_mixed_rejects_a_plan_that_misses_or_adds_a_weight(kata, small_model, case):
+    plan = dict.fromkeys(_linear_names(small_model), 4)
+    model = small_model
+    if case == "a weight missing":
+        del plan["out"]
+    elif case == "a norm added":
+        plan["norm"] = 4
+    elif case == "bits 9":
+        plan["out"] = 9
+    else:
+        model = {"weights": dict(small_model.weights)}
+    with pytest.raises(ValueError):
+        kata.quantize_model_mixed(model, plan, group_size=MIXED_GROUP)
+
+
+@pytest.mark.task("sensitive")
+@pytest.mark.parametrize("bits", [3, 4])
+def test_the_mixed_plan_at_the_bytes_of_uniform_bits_is_closer_to_the_float_model(kata, small_model, bits):
+    """Sensitivities on calibration tokens at every choice, a plan at the bytes of uniform `bits` bits, the
+    model quantized by it; its mean KL on other tokens against uniform `bits` bits (the suite's own)."""
+    gen = rng(63)
+    calib, held_out = (gen.integers(0, MODEL_CONFIG.vocab_size, MIXED_TOKENS) for _ in range(2))
+    names = _linear_names(small_model)
+    sizes = {name: int(small_model.weights[name].size) for name in names}
+    budget = sum(_bits_of(n, bits, MIXED_GROUP) for n in sizes.values()) / 8
+    sensitivity = {b: kata.layer_sensitivity(small_model, calib, b, group_size=MIXED_GROUP) for b in PLAN_CHOICES}
+    plan = {
+        name: int(b)
+        for name, b in kata.mixed_precision_plan(sensitivity, sizes, budget, group_size=MIXED_GROUP).items()
+    }
+    spent = sum(_bits_of(sizes[name], plan[name], MIXED_GROUP) for name in names) / 8
+    assert spent <= budget, f"the plan takes {spent:g} bytes, over the {budget:g} of uniform {bits}-bit weights"
+    mixed = kata.quantize_model_mixed(small_model, plan, group_size=MIXED_GROUP)
+    p_log = _log_probs(small_model, held_out)
+    kl_mixed = _kl_to(p_log, _with(small_model, {n: mixed.weights[n] for n in names}), held_out)
+    uniform = {n: _grouped_back(small_model.weights[n], bits, MIXED_GROUP) for n in names}
+    kl_uniform = _kl_to(p_log, _with(small_model, uniform), held_out)
+    share = kl_mixed / kl_uniform
+    if bits == 3:
+        common.figure(
+            "mean KL, mixed plan at the bytes of uniform 3-bit", kl_mixed, unit="nats", better="lower", key="mixed3"
+        )
+        common.figure("mean KL, uniform 3-bit", kl_uniform, unit="nats", better="lower", key="uniform3")
+    common.figure(f"mixed plan's KL over uniform {bits}-bit's, same bytes", share, MIXED_SHARE[bits], better="lower")
+    assert share <= MIXED_SHARE[bits], (
+        f"at the bytes of uniform {bits}-bit weights the mixed plan's model is {kl_mixed:.4g} nats (mean KL) from "
+        f"the float model, {share:.2f}x uniform {bits}-bit's {kl_uniform:.4g}; allowed {MIXED_SHARE[bits]}x"
+    )
+
+
+# ---------------------------------------------------------------- salient
+
+SUITE_ALPHAS = tuple(i / 19 for i in range(20))  # the documented default grid
+MIN_MEAN = 1e-8  # the documented floor of a channel's mean |x|
+# Scales are float64 formulas: they may differ from the suite's by this share (another order of operations).
+SCALE_RTOL = 1e-9
+# A chosen alpha's output error may exceed the least over the grid by this share (summation order).
+AWQ_RTOL = 1e-6
+# A scale read back from a float32 RMSNorm gain (float model's gain over the quantized model's) is this close.
+GAIN_RTOL = 1e-5
+# Activation-aware 3-bit over plain grouped 3-bit, mean KL on a small model with outlier channels: at most
+# this (measured over seeds 0-2: 0.41-0.57).
+AWQ_SHARE = 0.8
+OUTLIERS = 4  # outlier channels per RMSNorm of the suite's outlier models
+OUTLIER_GAIN = 20.0  # their gain; the rows of the weights that read them are divided by as much
+DENSE_CONFIG = Config(vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64)
+
+
+def _scales(x: np.ndarray, alpha: float) -> np.ndarray:
+    """The documented scales, float64: mean |x| per column (floored), to the alpha, over their geometric mean."""
+    mean = np.maximum(np.mean(np.abs(x.astype(np.float64)), axis=0), MIN_MEAN)
+    s = mean**alpha
+    return s / math.exp(float(np.mean(np.log(s))))
+
+
+def _awq_errors(w: np.ndarray, x: np.ndarray, bits: int, group_size: int, alphas=SUITE_ALPHAS) -> dict:
+    """alpha -> (output error, scales, the scaled weight quantized and back) for each alpha, float64."""
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    want = x64 @ w64
+    out = {}
+    for alpha in alphas:
+        s = _scales(x, alpha)
+        dq = _grouped_back(w64 * s[:, None], bits, group_size)
+        out[alpha] = (float(np.sum(((x64 / s) @ dq - want) ** 2)), s, dq)
+    return out
+
+
+def _outlier_model(config: Config, seed: int) -> Model:
+    """A random model computing what Model.random(config, seed) computes, but OUTLIERS channels of every
+    RMSNorm gain are OUTLIER_GAIN times larger and the rows of the weights after it that read them as many
+    times smaller: large activations meeting small weights, which plain grouped quantization rounds away."""
+    w = dict(Model.random(config, seed=seed).weights)
+    gen = np.random.default_rng(seed + 100)
+    readers = {"attn_norm": ("wq", "wk", "wv"), "mlp_norm": ("router", "w_gate", "w_up")}
+    groups = [
+        (f"layers.{i}.{norm}", [f"layers.{i}.{n}" for n in names])
+        for i in range(config.n_layers)
+        for norm, names in readers.items()
+    ]
+    for norm, names in [*groups, ("norm", ["out"])]:
+        channels = gen.choice(config.d_model, OUTLIERS, replace=False)
+        w[norm] = w[norm].copy()
+        w[norm][channels] *= OUTLIER_GAIN
+        for name in names:
+            if name in w:  # a dense model has no router
+                w[name] = w[name].copy()
+                w[name][..., channels, :] /= OUTLIER_GAIN
+    return Model(config, w)
+
+
+def _reaching(model: Model, tokens) -> tuple[list[dict], np.ndarray]:
+    """What reaches each linear weight of model on tokens, from the reference model's pieces: per layer
+    the normed residual before q|k|v ("attn"), the attention output before wo ("wo", through a copy whose
+    wo is an identity), the normed residual before the MLP ("mlp") and each expert's SwiGLU product on the
+    rows routed to it, or the dense MLP's ("down"); and the final normed residual."""
+    c, w = model.config, model.weights
+    probe = _with(model, {f"layers.{i}.wo": np.eye(c.d_model, dtype=np.float32) for i in range(c.n_layers)})
+    x = model.embed(tokens)
+    pos = np.arange(len(tokens))
+    out = []
+    for i in range(c.n_layers):
+        p = f"layers.{i}."
+        acts = {"attn": rms_norm(x, w[p + "attn_norm"], c.norm_eps)}
+        acts["wo"] = probe.attend(i, *model.qkv(i, x, pos), pos, pos)
+        x = x + acts["wo"] @ w[p + "wo"]
+        h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)
+        acts["mlp"] = h
+        gate, up = w[p + "w_gate"].reshape(-1, c.d_model, c.d_ff), w[p + "w_up"].reshape(-1, c.d_model, c.d_ff)
+        if c.is_moe:
+            experts = top_k_route(softmax(h @ w[p + "router"]), c.top_k)[0]
+            rows = [h[(experts == e).any(axis=1)] for e in range(c.n_experts)]
+        else:
+            rows = [h]
+        acts["down"] = [(r @ g) / (1 + np.exp(-(r @ g))) * (r @ u) for r, g, u in zip(rows, gate, up)]
+        out.append(acts)
+        x = x + model.mlp(i, x)
+    return out, rms_norm(x, w["norm"], c.norm_eps)
+
+
+@pytest.fixture(scope="module")
+def scales(kata):
+    _probe(lambda: kata.activation_scales(np.ones((2, 2), np.float32), 0.5))
+    return kata
+
+
+@st.composite
+def activations(draw):
+    shape = (draw(st.integers(1, 6)), draw(st.integers(1, 8)))
+    return draw(hnp.arrays(draw(FLOATS), shape, elements=VALUE))
+
+
+@pytest.mark.task("salient")
+@given(x=activations(), alpha=st.floats(0.0, 1.0))
+@example(x=np.array([[1.0, -4.0, 0.0]], np.float32), alpha=0.0)
+@example(x=np.array([[1.0, -4.0, 0.0], [3.0, 2.0, 0.0]]), alpha=1.0)
+def test_activation_scales_are_mean_abs_to_the_alpha_over_their_geometric_mean(scales, x, alpha):
+    got = np.asarray(scales.activation_scales(x, alpha))
+    want = _scales(x, alpha)
+    assert got.shape == want.shape, (
+        f"scales for x of shape {x.shape} have shape {got.shape}, expected (D,) = {want.shape}"
+    )
+    assert got.dtype == np.float64, f"the scales come in float64, got {got.dtype}"
+    assert np.allclose(got, want, rtol=SCALE_RTOL, atol=0), (
+        f"for x {x.tolist()} and alpha {alpha}, the scales are {got.tolist()}; mean |x| per column (floored at "
+        f"{MIN_MEAN}) to the alpha, over their geometric mean, is {want.tolist()}"
+    )
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize(
+    "x, alpha",
+    [
+        (np.ones((2, 3), np.float32), -0.1),
+        (np.ones((2, 3), np.float32), 1.5),
+        (np.ones((2, 3), np.float32), True),
+        (np.ones(3, np.float32), 0.5),
+        (np.ones((0, 3), np.float32), 0.5),
+        (np.ones((2, 3), np.int64), 0.5),
+        (np.array([[1.0, np.nan]]), 0.5),
+    ],
+)
+def test_activation_scales_rejects_bad_x_and_alpha(kata, x, alpha):
+    with pytest.raises(ValueError):
+        kata.activation_scales(x, alpha)
+
+
+def _salient_case(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """w (64, 48) and x (96, 64) whose four channels run 20x the others, as large activations in LLMs do."""
+    gen = rng(seed)
+    x = gen.standard_normal((96, 64)).astype(np.float32)
+    x[:, gen.choice(64, 4, replace=False)] *= 20
+    return (gen.standard_normal((64, 48)) / 8).astype(np.float32), x
+
+
+def _assert_awq_result(
+    got, w: np.ndarray, x: np.ndarray, bits: int, group_size: int, alphas=SUITE_ALPHAS, s_rtol: float = SCALE_RTOL
+) -> float:
+    """got = (w_hat, s, alpha) is the documented search's: alpha of the grid with the least output error
+    (the smaller on a tie), s its scales (within s_rtol), w_hat its dequantized scaled weight over s.
+    Returns alpha."""
+    w_hat, s, alpha = np.asarray(got[0]), np.asarray(got[1], dtype=np.float64), float(got[2])
+    errors = _awq_errors(w, x, bits, group_size, alphas)
+    assert any(math.isclose(alpha, a, abs_tol=1e-12) for a in alphas), f"alpha {alpha} is not one of {alphas}"
+    alpha = min(alphas, key=lambda a: abs(a - alpha))
+    error, want_s, dq = errors[alpha]
+    least = min(e for e, _, _ in errors.values())
+    first = min(a for a, (e, _, _) in errors.items() if e <= least * (1 + AWQ_RTOL))
+    assert error <= least * (1 + AWQ_RTOL) and alpha == first, (
+        f"alpha {alpha} leaves an output error of {error:.6g}; the least over the grid is {least:.6g}, at alpha "
+        f"{first} (the output (x / s) @ dequantized against x @ w, not the weights, decides)"
+    )
+    assert np.allclose(s, want_s, rtol=s_rtol, atol=0), f"the scales returned are not activation_scales(x, {alpha})"
+    assert w_hat.shape == w.shape and w_hat.dtype == w.dtype, (
+        f"w_hat must have w's shape {w.shape} and dtype {w.dtype}, got {w_hat.shape} {w_hat.dtype}"
+    )
+    scaled = w.astype(np.float64) * s[:, None]
+    step = _group_amax(scaled.T, group_size).T / (2 ** (bits - 1) - 1)  # (D, F): each weight's group's step
+    codes = np.round(w_hat * s[:, None] / np.where(step > 0, step, 1))
+    ok = _codes_match(codes, scaled / np.where(step > 0, step, 1)) & np.isclose(
+        w_hat * s[:, None], codes * step, rtol=1e-5, atol=1e-12
+    )
+    assert ok.all(), (
+        f"w_hat times s at {_first(~ok)} is {(w_hat * s[:, None])[~ok][0]:.6g}, not w * s quantized in groups of "
+        f"{group_size} along the input axis ({dq[~ok][0]:.6g}): w_hat is the dequantized scaled weight over s"
+    )
+    return alpha
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize("bits, group_size, seed", [(3, 32, 71), (4, 16, 72), (2, 32, 73)])
+def test_awq_keeps_the_alpha_whose_output_is_closest_to_the_float_output(kata, bits, group_size, seed):
+    w, x = _salient_case(seed)
+    _assert_awq_result(kata.awq_quantize(w, x, bits, group_size=group_size), w, x, bits, group_size)
+
+
+@pytest.mark.task("salient")
+def test_awq_is_no_worse_than_plain_grouped_quantization_on_its_activations(kata):
+    w, x = _salient_case(74)
+    w_hat, _, alpha = kata.awq_quantize(w, x, 3)
+    x64, want = x.astype(np.float64), x.astype(np.float64) @ w.astype(np.float64)
+    awq = float(np.sum((x64 @ np.asarray(w_hat, dtype=np.float64) - want) ** 2))
+    plain = float(np.sum((x64 @ _grouped_back(w.astype(np.float64), 3, 32) - want) ** 2))
+    common.figure(
+        "AWQ's output error over plain grouped quantization's, 3 bits, outlier channels", awq / plain, better="lower"
+    )
+    assert awq < plain, (
+        f"x @ w_hat is {awq:.4g} (squared error) from x @ w, no closer than plain grouped 3-bit quantization "
+        f"({plain:.4g}), though four input channels carry 20x the activations (alpha {alpha})"
+    )
+
+
+@pytest.mark.task("salient")
+def test_awq_breaks_a_tie_toward_the_smaller_alpha(kata):
+    # Every channel has mean |x| = 1, so every alpha gives scales of 1 and the same error.
+    gen = rng(75)
+    x = np.where(gen.random((16, 32)) < 0.5, -1.0, 1.0).astype(np.float32)
+    w = gen.standard_normal((32, 8)).astype(np.float32)
+    for alphas, want in ((SUITE_ALPHAS, 0.0), ((0.75, 0.25, 0.5), 0.25)):
+        kwargs = {} if alphas is SUITE_ALPHAS else {"alphas": alphas}
+        got = float(kata.awq_quantize(w, x, 3, **kwargs)[2])
+        assert got == want, f"every alpha of {alphas} gives the same error; the smallest, {want}, wins, not {got}"
+
+
+@pytest.mark.task("salient")
+def test_awq_honours_the_alphas_it_is_given(kata):
+    w, x = _salient_case(76)
+    _assert_awq_result(kata.awq_quantize(w, x, 3, alphas=(0.5,)), w, x, 3, 32, (0.5,))
+    _assert_awq_result(kata.awq_quantize(w, x, 3, alphas=[0.9, 0.1, 0.3]), w, x, 3, 32, (0.1, 0.3, 0.9))
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize(
+    "case", ["w 1-D", "x narrower", "group_size 5", "no alphas", "alpha 1.5", "bits 9", "x NaN", "x no rows"]
+)
+def test_awq_quantize_rejects_bad_input(kata, case):
+    w, x = np.ones((32, 4), np.float32), np.ones((3, 32), np.float32)
+    kwargs, bits = {}, 3
+    if case == "w 1-D":
+        w = np.ones(32, np.float32)
+    elif case == "x narrower":
+        x = np.ones((3, 16), np.float32)
+    elif case == "group_size 5":
+        kwargs["group_size"] = 5
+    elif case == "no alphas":
+        kwargs["alphas"] = ()
+    elif case == "alpha 1.5":
+        kwargs["alphas"] = (0.5, 1.5)
+    elif case == "bits 9":
+        bits = 9
+    elif case == "x NaN":
+        x[1, 2] = np.nan
+    else:
+        x = np.ones((0, 32), np.float32)
+    with pytest.raises(ValueError):
+        kata.awq_quantize(w, x, bits, **kwargs)
+
+
+def _awq_models(kata, config: Config, bits: int):
+    model = _outlier_model(config, seed=7)
+    calib = rng(77).integers(0, config.vocab_size, MIXED_TOKENS)
+    return model, calib, kata.quantize_model_awq(model, calib, bits, group_size=MIXED_GROUP)
+
+
+def _norm_groups(config: Config) -> list[tuple[str, list[str], str | None, int | None]]:
+    """(norm, the weights after it, the activation key, the layer) of every RMSNorm before linear weights."""
+    mlp = ["router", "w_gate", "w_up"] if config.is_moe else ["w_gate", "w_up"]
+    groups = []
+    for i in range(config.n_layers):
+        groups.append((f"layers.{i}.attn_norm", [f"layers.{i}.{n}" for n in ("wq", "wk", "wv")], "attn", i))
+        groups.append((f"layers.{i}.mlp_norm", [f"layers.{i}.{n}" for n in mlp], "mlp", i))
+    return groups + [("norm", ["out"], None, None)]
+
+
+def _side_by_side(model: Model, names: list[str]) -> np.ndarray:
+    """The weights `names` (each (in, out), or an expert stack (E, in, out)) side by side: (in, columns)."""
+    mats = [np.asarray(model.weights[n]) for n in names]
+    return np.concatenate([m if m.ndim == 2 else np.concatenate(list(m), axis=1) for m in mats], axis=1)
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize("config", [MODEL_CONFIG, DENSE_CONFIG], ids=["moe", "dense"])
+def test_quantize_model_awq_folds_the_inverse_scale_into_the_norm_before_each_matrix(kata, config):
+    """After an RMSNorm the scale is shared by every weight that reads it; the model must hold gain / s
+    and the weights w * s quantized: the effective pair is awq_quantize's search on them side by side."""
+    bits = 3
+    model, calib, out = _awq_models(kata, config, bits)
+    layers, final = _reaching(model, calib)
+    for norm, names, key, layer in _norm_groups(config):
+        x = final if key is None else layers[layer][key]
+        gain = np.asarray(out.weights[norm], dtype=np.float64)
+        assert np.all(gain != 0), f"the gain of {norm!r} holds a 0"
+        s = model.weights[norm].astype(np.float64) / gain  # the scale folded in
+        stored = _side_by_side(out, names)
+        got = ((stored / s[:, None]).astype(stored.dtype), s, _alpha_of(s, x, norm))
+        _assert_awq_result(got, _side_by_side(model, names), x, bits, MIXED_GROUP, s_rtol=GAIN_RTOL)
+
+
+def _alpha_of(s: np.ndarray, x: np.ndarray, norm: str) -> float:
+    """The alpha of the grid whose scales are s, or a failure saying that none is."""
+    for alpha in SUITE_ALPHAS:
+        if np.allclose(s, _scales(x, alpha), rtol=GAIN_RTOL, atol=0):
+            return alpha
+    raise AssertionError(
+        f"{norm!r}'s gain over the float model's is no 1 / activation_scales(x, alpha) of the activations after "
+        "it for any alpha of the grid: is the inverse scale folded into the gain, with the weights after it scaled?"
+    )
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize("config", [MODEL_CONFIG, DENSE_CONFIG], ids=["moe", "dense"])
+def test_quantize_model_awq_folds_the_inverse_scale_of_wo_and_w_down_into_the_weight(kata, config):
+    bits = 3
+    model, calib, out = _awq_models(kata, config, bits)
+    layers, _ = _reaching(model, calib)
+    for i, acts in enumerate(layers):
+        pairs = [(f"layers.{i}.wo", model.weights[f"layers.{i}.wo"], out.weights[f"layers.{i}.wo"], acts["wo"])]
+        downs = model.weights[f"layers.{i}.w_down"].reshape(-1, config.d_ff, config.d_model)
+        got = np.asarray(out.weights[f"layers.{i}.w_down"]).reshape(downs.shape)
+        pairs += [(f"layers.{i}.w_down[{e}]", d, g, x) for e, (d, g, x) in enumerate(zip(downs, got, acts["down"]))]
+        for name, w, stored, x in pairs:
+            stored = np.asarray(stored)
+            if len(x) == 0:  # an expert no row reaches: plain grouped quantization
+                assert np.allclose(stored, _grouped_back(w, bits, MIXED_GROUP), atol=REL_TOL), (
+                    f"{name} is not plain grouped"
+                )
+                continue
+            best = min(_awq_errors(w, x, bits, MIXED_GROUP).items(), key=lambda kv: kv[1][0])
+            alpha, (_, s, _) = best
+            _assert_awq_result((stored, s, alpha), w, x, bits, MIXED_GROUP)
+
+
+@pytest.mark.task("salient")
+def test_quantize_model_awq_is_closer_to_the_float_model_than_plain_grouped_on_outlier_channels(kata):
+    bits = 3
+    model, _, out = _awq_models(kata, MODEL_CONFIG, bits)
+    held_out = rng(78).integers(0, MODEL_CONFIG.vocab_size, MIXED_TOKENS)
+    p_log = _log_probs(model, held_out)
+    kl_awq = _kl_to(p_log, _with(model, dict(out.weights)), held_out)
+    plain = {n: _grouped_back(model.weights[n], bits, MIXED_GROUP) for n in _linear_names(model)}
+    kl_plain = _kl_to(p_log, _with(model, plain), held_out)
+    share = kl_awq / kl_plain
+    common.figure("mean KL, activation-aware 3-bit, outlier channels", kl_awq, unit="nats", better="lower", key="awq3")
+    common.figure("mean KL, plain grouped 3-bit, outlier channels", kl_plain, unit="nats", better="lower", key="plain3")
+    common.figure("activation-aware KL over plain grouped KL, 3 bits", share, AWQ_SHARE, better="lower")
+    assert share <= AWQ_SHARE, (
+        f"the activation-aware 3-bit model is {kl_awq:.4g} nats (mean KL) from the float model on held-out "
+        f"tokens, {share:.2f}x plain grouped 3-bit's {kl_plain:.4g}; allowed {AWQ_SHARE}x"
+    )
+
+
+@pytest.mark.task("salient")
+def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_float(kata):
+    model = _outlier_model(MODEL_CONFIG, seed=8)
+    before = {name: w.copy() for name, w in model.weights.items()}
+    out = kata.quantize_model_awq(model, rng(79).integers(0, MODEL_CONFIG.vocab_size, 16), 4, group_size=MIXED_GROUP)
+    assert isinstance(out, Model) and out is not model, "quantize_model_awq must return a new Model"
+    changed = [n for n, w in model.weights.items() if not np.array_equal(w, before[n])]
+    assert not changed, f"quantize_model_awq changed the input model's weights {changed[:3]}; work on a copy"
+    assert np.array_equal(np.asarray(out.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
+
+
+@pytest.mark.task("salient")
+@pytest.mark.parametrize(
+    "bits, group_size, tokens", [(1, 16, [1, 2]), (9, 16, [1, 2]), (3, 0, [1, 2]), (3, 5, [1, 2]), (3, 16, [48])]
+)
+def test_quantize_model_awq_rejects_bad_bits_group_size_and_tokens(kata, small_model, bits, group_size, tokens):
+    with pytest.raises(ValueError):
+        kata.quantize_model_awq(small_model, np.array(tokens, dtype=np.int64), bits, group_size=group_size)
 
 
 # ---------------------------------------------------------------------- speed

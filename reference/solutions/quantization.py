@@ -17,6 +17,17 @@ many, and at 4 bits that brings a quantized model's predictions far closer
 to the float model's. The art is quantizing the parts that tolerate it
 while protecting the sensitive ones.
 
+That art takes two measurements. Sensitivity: quantize one weight matrix
+alone and see how far the model's predictions move (KL from the float
+model); then spend a byte budget unevenly, more bits where a byte buys the
+largest drop, as llama.cpp's Q4_K_M keeps some matrices at 6 bits and the
+rest at 4. Salience (AWQ, Lin et al. 2024, arXiv:2306.00978): an input
+channel that carries large activations multiplies its weights' rounding
+errors, so scale those rows up before quantizing (their relative error
+shrinks) and divide the activations by the same scale, folded into the
+RMSNorm gain before the matrix; the scale is mean |activation| to a power
+alpha, searched for the least output error.
+
 Rounding in the uniform quantizers is NumPy's round-half-to-even (as in
 PyTorch); Q8_0/Q4_0 round exactly as llama.cpp does. Every function raises
 ValueError, naming what was wrong, for bits outside 2..8, a non-float input,
@@ -27,13 +38,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.model import Model
+from reference.model import Model, rms_norm, silu, softmax, top_k_route
 
 BLOCK = 32  # values per llama.cpp Q8_0 / Q4_0 block
 Q8_0_BYTES = 2 + BLOCK  # fp16 scale + 32 int8 codes
 Q4_0_BYTES = 2 + BLOCK // 2  # fp16 scale + 32 4-bit codes, two per byte
 LINEAR_WEIGHTS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # name suffixes
 CALIBRATIONS = ("minmax", "percentile", "mse")  # the methods calibrate knows
+PLAN_CHOICES = (2, 3, 4, 8)  # the bit widths mixed_precision_plan chooses from by default
+ALPHAS = tuple(i / 19 for i in range(20))  # awq_quantize's default exponents: 20 points from 0 to 1
+MIN_MEAN = 1e-8  # activation_scales floors each channel's mean |x| here, so a silent channel gets no 0 scale
 
 
 def _check_bits(bits) -> int:
@@ -397,22 +411,38 @@ def quantize_model(model: Model, bits: int, group_size: int = 32) -> Model:
     model is untouched; returns a new Model with the same config.
     """
     bits = _check_bits(bits)
+    group_size = _check_model(model, group_size)
+    out = model.copy()
+    for name in _linear_names(out, group_size):
+        out.weights[name] = _grouped_weight(out.weights[name], bits, group_size)
+    return out
+
+
+def _check_model(model, group_size) -> int:
+    """group_size as an int, or a ValueError for a model that is no Model or a bad group_size."""
     if not isinstance(model, Model):
         raise ValueError(f"model must be a reference.model.Model, got {type(model).__name__}")
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
-    out = model.copy()
-    for name, w in out.weights.items():
-        if name.split(".")[-1] not in LINEAR_WEIGHTS:
-            continue
-        if w.shape[-2] % group_size:
-            raise ValueError(
-                f"group_size {group_size} does not divide the input width {w.shape[-2]} of weight {name!r}"
-            )
-        rows = np.swapaxes(w, -1, -2)  # (..., out, in): groups run along the input axis
-        q, scales = quantize_grouped(rows, bits, group_size)
-        out.weights[name] = np.swapaxes(dequantize_grouped(q, scales, group_size), -1, -2).copy()
-    return out
+    return int(group_size)
+
+
+def _linear_names(model: Model, group_size: int) -> list[str]:
+    """The names of model's linear weights, in its order, or a ValueError naming
+    the first whose input width group_size does not divide."""
+    names = [name for name in model.weights if name.split(".")[-1] in LINEAR_WEIGHTS]
+    for name in names:
+        width = model.weights[name].shape[-2]
+        if width % group_size:
+            raise ValueError(f"group_size {group_size} does not divide the input width {width} of weight {name!r}")
+    return names
+
+
+def _grouped_weight(w: np.ndarray, bits: int, group_size: int) -> np.ndarray:
+    """w (..., in, out) grouped-quantized along its input axis and dequantized, in w's dtype."""
+    rows = np.swapaxes(w, -1, -2)  # (..., out, in): groups run along the input axis
+    q, scales = quantize_grouped(rows, bits, group_size)
+    return np.swapaxes(dequantize_grouped(q, scales, group_size), -1, -2).copy()
 
 
 def bits_per_weight(bits: int, group_size: int, scale_bytes: int = 2) -> float:
@@ -518,3 +548,349 @@ def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9,
         errors = _squared_errors(a, clips, qmax)
         clip = clips[np.flatnonzero(errors == errors.min())[-1]]  # the larger clip wins a tie
     return x.dtype.type(clip / qmax)
+
+
+def _log_probs(model: Model, tokens) -> np.ndarray:
+    """log softmax of model's logits for tokens, in float64: (T, V)."""
+    logits = model.forward(tokens).astype(np.float64)
+    logits -= logits.max(axis=-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+
+
+def layer_sensitivity(model: Model, tokens, bits: int, *, group_size: int = 32) -> dict[str, float]:
+    """How far the model's predictions move when one weight matrix alone is quantized.
+
+    For every linear weight of model (the names quantize_model quantizes, in
+    the order of model.weights; an expert stack (E, in, out) is one weight):
+    the mean over the T positions of tokens (T,) of KL(p || q) in nats, p the
+    float model's next-token distribution and q that of a copy with only that
+    weight grouped-quantized at `bits` in groups of group_size along its input
+    axis, as quantize_model does, every other weight left in float. Both
+    distributions are taken in float64 from the float32 logits (a log-softmax).
+
+    Returns {name: KL} as Python floats, each >= 0 up to rounding. model is
+    untouched. Raises ValueError for a model that is no Model, bits outside
+    2..8, a group_size that is not a positive int or does not divide a
+    weight's input width (naming the weight), and tokens the model rejects.
+    """
+    bits = _check_bits(bits)
+    group_size = _check_model(model, group_size)
+    names = _linear_names(model, group_size)
+    tokens = model.check_tokens(tokens)
+    probe = model.copy()
+    p_log = _log_probs(probe, tokens)
+    p = np.exp(p_log)
+    out = {}
+    for name in names:
+        original = probe.weights[name]
+        probe.weights[name] = _grouped_weight(original, bits, group_size)
+        kl = np.sum(p * (p_log - _log_probs(probe, tokens)), axis=-1)  # (T,)
+        probe.weights[name] = original  # the very view it was: the model's side-by-side weights stay joined
+        out[name] = float(np.mean(kl))
+    return out
+
+
+def _check_choices(choices) -> tuple[int, ...]:
+    if not isinstance(choices, (tuple, list)) or not choices:
+        raise ValueError(f"choices must be a non-empty tuple of bit widths from 2 to 8, got {choices!r}")
+    widths = tuple(_check_bits(b) for b in choices)
+    if len(set(widths)) != len(widths):
+        raise ValueError(f"choices must not repeat a bit width, got {choices!r}")
+    return tuple(sorted(widths))
+
+
+def _check_plan_inputs(sensitivity, sizes, budget_bytes, choices, group_size) -> None:
+    """A ValueError for the first input of mixed_precision_plan that breaks its docstring."""
+    if not isinstance(sizes, dict) or not sizes:
+        raise ValueError("sizes must be a non-empty dict {weight name: number of values}")
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or n % group_size:
+            raise ValueError(f"sizes[{name!r}] must be a positive multiple of group_size {group_size}, got {n!r}")
+    if not isinstance(sensitivity, dict):
+        raise ValueError("sensitivity must be a dict {bits: {weight name: KL}}, one entry per bit width of choices")
+    for bits in choices:
+        measured = sensitivity.get(bits)
+        if not isinstance(measured, dict) or set(measured) != set(sizes):
+            raise ValueError(f"sensitivity[{bits}] must be a dict with exactly the names of sizes")
+        for name, kl in measured.items():
+            if isinstance(kl, bool) or not isinstance(kl, (int, float, np.integer, np.floating)) or not np.isfinite(kl):
+                raise ValueError(f"sensitivity[{bits}][{name!r}] must be a finite number, got {kl!r}")
+    if (
+        isinstance(budget_bytes, bool)
+        or not isinstance(budget_bytes, (int, float, np.integer, np.floating))
+        or not np.isfinite(budget_bytes)
+    ):
+        raise ValueError(f"budget_bytes must be a finite number of bytes, got {budget_bytes!r}")
+
+
+def mixed_precision_plan(
+    sensitivity, sizes, budget_bytes, *, choices=PLAN_CHOICES, group_size: int = 32
+) -> dict[str, int]:
+    """Bits per weight matrix, from `choices`, spending a byte budget where it buys the most.
+
+    sensitivity: {bits: {name: KL}} for every bits of choices, each a
+    layer_sensitivity measurement at that width, naming exactly the weights
+    of sizes. sizes: {name: number of values}, each a positive multiple of
+    group_size. budget_bytes: a finite number. choices: distinct ints from
+    2 to 8 (any order). A weight of n values at b bits costs n * b / 8 bytes
+    of codes plus an fp16 scale per group, 2 * n / group_size (as
+    Work.weight_bytes_at counts it at bits_per_weight(b, group_size)).
+
+    Every weight starts at the smallest choice. Then, while some upgrade fits,
+    one is made: a weight at choice b moves to the next larger choice b',
+    for extra bytes n * (b' - b) / 8, where the total stays within
+    budget_bytes; of those that fit, the one whose drop in measured
+    sensitivity per extra byte, (sensitivity[b][name] -
+    sensitivity[b'][name]) / extra, is the largest (ties: the name that sorts
+    first; a negative drop is taken only when nothing better fits). It stops
+    when no upgrade fits.
+
+    Returns {name: bits} in the order of sizes. Raises ValueError, naming the
+    least budget (the bytes of every weight at the smallest choice), for a
+    budget below it; and for choices, sizes, sensitivity or budget_bytes that
+    break the rules above, or a group_size that is not a positive int.
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    choices = _check_choices(choices)
+    _check_plan_inputs(sensitivity, sizes, budget_bytes, choices, group_size)
+    # Counted in bits, integers: n * b + 16 * n / G is exact, and so is every comparison with 8 * budget.
+    budget_bits = 8 * float(budget_bytes)
+    plan = dict.fromkeys(sizes, choices[0])
+    spent = sum(int(n) * choices[0] + 16 * int(n) // group_size for n in sizes.values())
+    if spent > budget_bits:
+        raise ValueError(
+            f"budget_bytes {budget_bytes} is below the least budget, {spent / 8:g} bytes: every weight at "
+            f"{choices[0]} bits, the smallest choice"
+        )
+    while True:
+        best = None  # (gain, name, next bits, extra bits)
+        for name in sorted(sizes):
+            i = choices.index(plan[name])
+            if i + 1 == len(choices):
+                continue
+            up = choices[i + 1]
+            extra = int(sizes[name]) * (up - plan[name])
+            if spent + extra > budget_bits:
+                continue
+            gain = (float(sensitivity[plan[name]][name]) - float(sensitivity[up][name])) / (extra / 8)
+            if best is None or gain > best[0]:
+                best = (gain, name, up, extra)
+        if best is None:
+            return plan
+        _, name, plan[name], extra = best
+        spent += extra
+
+
+def quantize_model_mixed(model: Model, plan, *, group_size: int = 32) -> Model:
+    """A copy of model whose every linear weight is grouped-quantized (then
+    dequantized) at the bits the plan gives it, as quantize_model does at one width.
+
+    plan: {name: bits} naming exactly the linear weights of model (those
+    quantize_model quantizes), each bits an int from 2 to 8, as
+    mixed_precision_plan returns it. Norms and tok_emb stay in float. model
+    is untouched; returns a new Model with the same config. Raises
+    ValueError for a model that is no Model, a plan that misses or adds a
+    name (naming it) or gives bits outside 2..8, and a group_size that is
+    not a positive int or does not divide a weight's input width.
+    """
+    group_size = _check_model(model, group_size)
+    names = _linear_names(model, group_size)
+    if not isinstance(plan, dict):
+        raise ValueError(f"plan must be a dict {{weight name: bits}}, got {type(plan).__name__}")
+    missing, extra = [n for n in names if n not in plan], sorted(set(plan) - set(names), key=str)
+    if missing or extra:
+        raise ValueError(
+            f"plan must name exactly the model's linear weights: missing {missing[:3]}, not linear weights {extra[:3]}"
+        )
+    widths = {name: _check_bits(plan[name]) for name in names}
+    out = model.copy()
+    for name in names:
+        out.weights[name] = _grouped_weight(out.weights[name], widths[name], group_size)
+    return out
+
+
+def _check_alpha(alpha) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    return float(alpha)
+
+
+def _check_activations(x, what: str = "x") -> np.ndarray:
+    x = _check_floats(x, what)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"{what} must be activations (N, D) with at least one row, got shape {x.shape}")
+    return x
+
+
+def activation_scales(x, alpha) -> np.ndarray:
+    """AWQ's per-input-channel scales: how salient each channel of the activations is.
+
+    x: float activations (N, D), N >= 1, finite. alpha: a number in [0, 1].
+    Per channel j, m_j = mean over the N rows of |x[:, j]| (floored at
+    MIN_MEAN, so a channel of zeros still gets a positive scale), and
+    s_j = m_j ** alpha, divided by the geometric mean of all D of them,
+    exp(mean(log s)), so that the scales' geometric mean is 1 (alpha = 0
+    gives all ones). Computed and returned in float64: s (D,).
+
+    Raises ValueError for an x that is not 2-D with a row, not floating
+    point or not finite, and an alpha that is not a number in [0, 1].
+    """
+    alpha = _check_alpha(alpha)
+    x = _check_activations(x)
+    mean = np.maximum(np.mean(np.abs(x.astype(np.float64)), axis=0), MIN_MEAN)  # (D,)
+    log_s = alpha * np.log(mean)
+    return np.exp(log_s - np.mean(log_s))
+
+
+def _check_alphas(alphas) -> tuple[float, ...]:
+    if not isinstance(alphas, (tuple, list, np.ndarray)) or len(alphas) == 0:
+        raise ValueError(f"alphas must be a non-empty sequence of numbers in [0, 1], got {alphas!r}")
+    return tuple(_check_alpha(a) for a in np.asarray(alphas).tolist())
+
+
+def _scaled_grouped(w: np.ndarray, s: np.ndarray, bits: int, group_size: int) -> np.ndarray:
+    """w * s[:, None] (in, out) grouped-quantized along its input axis and dequantized, float64."""
+    return _grouped_weight(w.astype(np.float64) * s[:, None], bits, group_size)
+
+
+def awq_quantize(w, x, bits: int, *, group_size: int = 32, alphas=ALPHAS):
+    """Activation-aware grouped quantization of one weight matrix (AWQ).
+
+    w: float weight (D, F), input axis first as the model's x @ w. x: float
+    activations (N, D) that reach it. bits: 2..8. group_size: G dividing D;
+    groups run along the input axis, as quantize_model's. alphas: a
+    non-empty sequence of numbers in [0, 1] (default 20 evenly spaced from 0
+    to 1, ALPHAS).
+
+    For each alpha: s = activation_scales(x, alpha); the scaled weight
+    w * s[:, None] is grouped-quantized and dequantized (dq), and it takes
+    x / s as its input, so the pair computes (x / s) @ dq. The alpha whose
+    output error sum(((x / s) @ dq - x @ w) ** 2), in float64, is the
+    smallest is kept (ties: the smaller alpha). alpha = 0 is plain grouped quantization, so with 0 among
+    alphas the error is never above it.
+
+    Returns (w_hat, s, alpha): the effective weight w_hat = dq / s[:, None]
+    (D, F) in w's dtype, so that x @ w_hat is what the scaled pair computes;
+    the scales s (D,), float64; alpha, a Python float. Raises ValueError for
+    a w or x that is not 2-D floating point and finite (x with a row), x's
+    width not D, bad bits, a group_size that is not a positive int dividing
+    D, and alphas that are not a non-empty sequence of numbers in [0, 1].
+    """
+    bits = _check_bits(bits)
+    w = _check_floats(w, "w")
+    x = _check_activations(x)
+    if w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise ValueError(f"w must be (D, F) with D = x's width {x.shape[1]}, got w {w.shape} and x {x.shape}")
+    group_size = _check_group_size(group_size, w.shape[0])
+    dq, s, alpha = _awq(w, x, bits, group_size, _check_alphas(alphas))
+    return (dq / s[:, None]).astype(w.dtype), s, alpha
+
+
+def _awq(w: np.ndarray, x: np.ndarray, bits: int, group_size: int, alphas) -> tuple[np.ndarray, np.ndarray, float]:
+    """awq_quantize's search on checked inputs: (dq, the scaled weight quantized, float64 (D, F); s; alpha)."""
+    x64 = x.astype(np.float64)
+    want = x64 @ w.astype(np.float64)  # (N, F)
+    best = None  # (error, alpha, s, dq)
+    for alpha in sorted(alphas):
+        s = activation_scales(x, alpha)
+        dq = _scaled_grouped(w, s, bits, group_size)
+        diff = (x64 / s) @ dq - want
+        error = float(np.sum(diff * diff))
+        if best is None or error < best[0]:
+            best = (error, alpha, s, dq)
+    _, alpha, s, dq = best
+    return dq, s, alpha
+
+
+def _activations(model: Model, tokens: np.ndarray) -> tuple[list[dict], np.ndarray]:
+    """What reaches each linear weight of the float model on tokens: per layer
+    {"attn": the normed residual (T, D) before q|k|v, "wo": the attention
+    output (T, H Dh) before wo, "mlp": the normed residual before the MLP or
+    router and experts, "down": the SwiGLU product (rows, F) before w_down, one
+    per expert (the rows routed to it) or one for a dense MLP}; and the normed
+    final residual (T, D) before out."""
+    c, w = model.config, model.weights
+    probe = model.copy()  # its wo an identity, so that attend hands back the heads' output before wo
+    x = model.embed(tokens)
+    positions = np.arange(x.shape[0])
+    layers = []
+    for layer in range(c.n_layers):
+        p = f"layers.{layer}."
+        probe.weights[p + "wo"] = np.eye(c.n_heads * c.head_dim, dtype=np.float32)
+        q, k, v = model.qkv(layer, x, positions)
+        heads = probe.attend(layer, q, k, v, positions, positions)  # (T, H Dh)
+        acts = {"attn": rms_norm(x, w[p + "attn_norm"], c.norm_eps), "wo": heads}
+        x = x + heads @ w[p + "wo"]
+        h = rms_norm(x, w[p + "mlp_norm"], c.norm_eps)  # (T, D)
+        acts["mlp"] = h
+        if c.is_moe:
+            experts, _ = top_k_route(softmax(h @ w[p + "router"]), c.top_k)  # (T, K)
+            rows = [h[np.any(experts == e, axis=1)] for e in range(c.n_experts)]
+            acts["down"] = [silu(r @ w[p + "w_gate"][e]) * (r @ w[p + "w_up"][e]) for e, r in enumerate(rows)]
+        else:
+            acts["down"] = [silu(h @ w[p + "w_gate"]) * (h @ w[p + "w_up"])]
+        layers.append(acts)
+        x = x + model.mlp(layer, x)
+    return layers, rms_norm(x, w["norm"], c.norm_eps)
+
+
+def _fold_into_norm(out: Model, norm: str, names: list[str], x: np.ndarray, bits: int, group_size: int) -> None:
+    """AWQ with one scale s for every weight read after RMSNorm `norm` (their
+    columns side by side, experts' too): out's gain becomes gain / s and each
+    weight the quantized w * s[:, None]."""
+    w = out.weights
+    mats = [w[n] if w[n].ndim == 2 else np.concatenate(list(w[n]), axis=1) for n in names]  # each (D, columns)
+    dq, s, _ = _awq(np.concatenate(mats, axis=1), x, bits, group_size, ALPHAS)
+    w[norm] = (w[norm] / s).astype(np.float32)
+    start = 0
+    for name, m in zip(names, mats):
+        cols = dq[:, start : start + m.shape[1]].astype(np.float32)
+        start += m.shape[1]
+        w[name] = cols if w[name].ndim == 2 else np.stack(np.split(cols, w[name].shape[0], axis=1))
+
+
+def quantize_model_awq(model: Model, calib_tokens, bits: int, *, group_size: int = 32) -> Model:
+    """A copy of model with every linear weight quantized activation-aware (AWQ) at `bits`.
+
+    The activations are the float model's on calib_tokens (T,), one forward
+    pass. Each linear weight gets awq_quantize's search (the default alphas)
+    on the activations that reach it:
+    - q|k|v of a layer, one search on wq | wk | wv side by side, on the normed
+      residual before them; the router and every expert's w_gate and w_up
+      (of a dense MLP, w_gate and w_up), one search side by side, on the normed
+      residual before the MLP; out on the final normed residual. The inverse
+      scale is folded into the RMSNorm gain before them (attn_norm, mlp_norm,
+      norm become gain / s), and each weight is stored as its scaled weight
+      w * s[:, None] quantized and dequantized: the model computes (h / s) @ dq.
+    - wo on the attention output before it, and w_down on the SwiGLU product
+      silu(h @ w_gate) * (h @ w_up) before it (an expert's on the rows routed
+      to it by the float router; an expert no row reaches gets plain grouped
+      quantization). No norm precedes them: each is stored as awq_quantize's
+      w_hat, the inverse scale folded into the weight.
+    tok_emb stays in float. model is untouched; returns a new Model, same config.
+
+    Raises ValueError for a model that is no Model, bits outside 2..8, a
+    group_size that is not a positive int or does not divide a weight's input
+    width (naming it), and calib_tokens the model rejects.
+    """
+    bits = _check_bits(bits)
+    group_size = _check_model(model, group_size)
+    _linear_names(model, group_size)
+    layers, final = _activations(model, model.check_tokens(calib_tokens))
+    out = model.copy()
+    w = out.weights
+    for layer, acts in enumerate(layers):
+        p = f"layers.{layer}."
+        _fold_into_norm(out, p + "attn_norm", [p + "wq", p + "wk", p + "wv"], acts["attn"], bits, group_size)
+        readers = ["router", "w_gate", "w_up"] if model.config.is_moe else ["w_gate", "w_up"]
+        _fold_into_norm(out, p + "mlp_norm", [p + n for n in readers], acts["mlp"], bits, group_size)
+        w[p + "wo"] = awq_quantize(w[p + "wo"], acts["wo"], bits, group_size=group_size)[0]
+        down = w[p + "w_down"].reshape(-1, *w[p + "w_down"].shape[-2:])  # (E or 1, F, D)
+        done = [
+            awq_quantize(d, x, bits, group_size=group_size)[0] if len(x) else _grouped_weight(d, bits, group_size)
+            for d, x in zip(down, acts["down"])
+        ]
+        w[p + "w_down"] = np.stack(done).reshape(w[p + "w_down"].shape)
+    _fold_into_norm(out, "norm", ["out"], final, bits, group_size)
+    return out
