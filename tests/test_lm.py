@@ -28,6 +28,17 @@ def test_cached_logits_equal_a_full_forward_pass_after_any_sequence_of_calls(cal
             np.testing.assert_allclose(lm.logits(seq), model.forward(seq), atol=ATOL)
 
 
+@given(calls=st.lists(tokens, min_size=2, max_size=6))
+def test_cached_logits_once_returned_never_change_and_cannot_be_written(calls):
+    model = Model.random(CONFIG, seed=3)
+    lm = CachedLM(model)
+    answers = [(lm.logits(seq), model.forward(seq)) for seq in calls]
+    for got, expected in answers:  # later calls that diverge earlier rewrite no row an answer shows
+        np.testing.assert_allclose(got, expected, atol=ATOL)
+    with pytest.raises(ValueError, match="read-only"):
+        answers[-1][0][0, 0] = 1.0
+
+
 def test_cached_lm_recomputes_only_the_positions_after_the_shared_prefix():
     model = Model.random(CONFIG, seed=4)
     lm = CachedLM(model)
