@@ -10,8 +10,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from grader import confine, forks, judge
-from grader import protocol as p
+from grader.grading import jail_client as judge
+from grader.jail import confine
+from grader.jail import protocol as p
+from grader.jail import zygote as forks
 from reference.model import Config, Model
 
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
@@ -19,7 +21,7 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 @pytest.fixture(scope="module")
 def zygote():
-    """A jail zygote (grader.forks), as a runner starts one."""
+    """A jail zygote (grader.jail.zygote), as a runner starts one."""
     started = forks.Zygote()
     yield started
     started.stop()
@@ -292,7 +294,7 @@ def _confining_modes() -> list:
 def test_a_confined_jail_sees_no_checkout_no_solutions_no_other_process_and_cannot_fork(jail_of, monkeypatch, mode):
     import os
 
-    from grader import target
+    from grader.kata import target
 
     monkeypatch.setenv("KATA_JAIL", mode)
     k = jail_of(f"""
@@ -326,7 +328,7 @@ def test_the_judge_refuses_a_forged_callback_for_a_method_it_does_not_offer(jail
             raise AssertionError("the judge ran a method it does not offer")
 
     k = jail_of("""
-        from grader import jail
+        from grader.jail import server as jail
 
         def forge(lm):
             return jail.call_judge(lm._peer, lm._ref, "secret", (), {})

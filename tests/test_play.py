@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.commands import main
 from reference.lm import shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.sampling import generate_naive

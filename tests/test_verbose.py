@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import examples, report
-from grader.judge import ModuleProxy, Remote, RemoteMethod
-from grader.outcome import Status
-from grader.registry import REGISTRY_PATH, load_registry
-from grader.runner import GradeResult, KataResult, TaskResult, grade_kata
-from grader.stubs import stub_for
+from grader.grading import failing_calls as examples
+from grader.grading.events import Status
+from grader.grading.jail_client import ModuleProxy, Remote, RemoteMethod
+from grader.grading.runner import GradeResult, KataResult, TaskResult, grade_kata
+from grader.kata.registry import REGISTRY_PATH, load_registry
+from grader.kata.stubs import stub_for
+from grader.output import report
 from reference.model import Config, Model
 
 from helpers import FAST, SUBS, TOY

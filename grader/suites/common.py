@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import judge, protocol, timing
+from grader.grading import jail_client as judge
+from grader.grading import timing
+from grader.jail import protocol
 
 # Set by conftest.pytest_configure from --seed (the target goes to judge.SETTINGS).
 SEED = 0  # 0 is the standard grading draw; suites mix it into their own numpy seeds
@@ -95,7 +97,7 @@ def baseline_path(kata: str) -> Path:
     return Path(__file__).with_name(f"baseline_{kata}.py")
 
 
-FIGURES: list[dict] = []  # what the running check measured (grader.worker reports and clears it)
+FIGURES: list[dict] = []  # what the running check measured (grader.grading.judge reports and clears it)
 
 
 def figure(
@@ -141,7 +143,7 @@ def time_ratio(
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (judge.timed), in rounds that
-    grader.timing.interleave runs: at least `repeats`, more (up to three
+    grader.grading.timing.interleave runs: at least `repeats`, more (up to three
     times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
     still spread by more than SPEED_SPREAD. mine and baseline are kata
     proxies (the learner's function and a trusted baseline's), or tuples of

@@ -8,8 +8,9 @@ import os
 
 from hypothesis import settings
 
-from grader import forks, judge
-from grader import target as _target
+from grader.grading import jail_client as judge
+from grader.jail import zygote as forks
+from grader.kata import target as _target
 from grader.suites import common
 
 

@@ -75,7 +75,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader import judge, protocol, timing
+from grader.grading import jail_client as judge
+from grader.grading import timing
+from grader.jail import protocol
 from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, time_ratio
 from reference.lm import shipped_model
@@ -1592,7 +1594,7 @@ def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
 @pytest.mark.speed
 def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     """Two caches, one holding 16 tokens and one 4096, take turns
-    (grader.timing.interleave: which goes first alternates too, and rounds
+    (grader.grading.timing.interleave: which goes first alternates too, and rounds
     are added while they disagree), so a machine busy with something else
     slows both alike. Each turn times `steps` one-token updates in one round trip
     (judge.timed with batch), so the channel's fixed cost is shared; each

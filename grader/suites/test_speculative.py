@@ -75,7 +75,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import judge
+from grader.grading import jail_client as judge
 from grader.suites import common
 from grader.suites.common import load_kata
 from reference.lm import BigramLM, CachedLM, generate, shipped_model
