@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.grading import failing_calls as examples
+from grader.grading import failing_calls
 from grader.jail import confine
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
@@ -95,7 +95,7 @@ def _record(jail: "Jail", obj: "Remote", method: str | None, args, kwargs, batch
     else:
         n = 1
     try:
-        frozen = examples.Call(
+        frozen = failing_calls.Call(
             jail.kata,
             str(obj._ref.get("type")),
             str(obj._ref.get("kind")),
@@ -117,7 +117,7 @@ _UPLOADED: "weakref.WeakKeyDictionary[Remote, object]" = weakref.WeakKeyDictiona
 def _freeze(value):
     if isinstance(value, Remote) and value in _UPLOADED:
         return _UPLOADED[value]  # an array sent ahead of a timed call: described as the array
-    return examples.freeze(value)
+    return failing_calls.freeze(value)
 
 
 def is_load_failure(exc: BaseException) -> bool:
@@ -680,7 +680,7 @@ def upload(fn, args) -> list:
         if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES:
             handle = jail.put(a)
             if jail.learner:
-                _UPLOADED[handle] = examples.freeze(a)
+                _UPLOADED[handle] = failing_calls.freeze(a)
             a = handle
         out.append(a)
     return out

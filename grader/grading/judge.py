@@ -45,9 +45,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader.grading import bytecode
-from grader.grading import failing_calls as examples
-from grader.grading import jail_client as judge
+from grader.grading import bytecode, failing_calls, jail_client
 from grader.grading.events import Event, EventKind, Status
 from grader.jail import confine
 from grader.suites import common
@@ -119,21 +117,21 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
 
     leaves = _leaves(exc)
     for e in leaves:
-        if isinstance(e, judge.JailTimeout):
+        if isinstance(e, jail_client.JailTimeout):
             return Status.TIMEOUT, str(e)
-        if isinstance(e, judge.JailCrash):
+        if isinstance(e, jail_client.JailCrash):
             return Status.CRASH, str(e)
     if all(isinstance(e, NotImplementedError) for e in leaves):
         return Status.TODO, "not implemented yet (raises NotImplementedError)"
     for e in leaves:
-        if isinstance(e, judge.KataLoadError):
+        if isinstance(e, jail_client.KataLoadError):
             return Status.ERROR, str(e)
     for e in leaves:
         if isinstance(e, MemoryError):
             return Status.ERROR, f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
         if isinstance(e, OSError) and e.errno == errno.EFBIG:
             return Status.ERROR, f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
-        if isinstance(e, judge.LearnerBaseException):
+        if isinstance(e, jail_client.LearnerBaseException):
             if type(e).__name__ == "SystemExit":
                 return Status.ERROR, f"called sys.exit() inside a check; a kata must return, not exit ({e})"
             return Status.ERROR, f"raised {type(e).__name__}, which is not an Exception: {e}"
@@ -216,10 +214,10 @@ class Reporter:
     def _load_kata(self) -> None:
         # Import the learner's module once, before any check, so that an import
         # that fails, hangs or crashes costs one check's time limit, not one per check.
-        judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
+        jail_client.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         try:
-            judge.load(self.kata)
-        except (judge.KataLoadError, judge.JailCrash, judge.JailTimeout):
+            jail_client.load(self.kata)
+        except (jail_client.KataLoadError, jail_client.JailCrash, jail_client.JailTimeout):
             pass  # every check's fixture meets it again and reports it
 
     @_hookimpl(tryfirst=True)
@@ -232,8 +230,8 @@ class Reporter:
 
     def _grade(self, session, grading: dict) -> None:
         """One grading of --batch: its target, its checks, fresh jails and fixtures, then its done event."""
-        judge.stop_all()
-        judge.SETTINGS.target = str(grading["target"])
+        jail_client.stop_all()
+        jail_client.SETTINGS.target = str(grading["target"])
         self.only, self.checks = set(grading.get("tasks", ())), set(grading.get("checks", ()))
         self.verdicts.clear()
         self.stopped.clear()
@@ -245,7 +243,7 @@ class Reporter:
         # Every fixture goes, as at the end of a session: the last check may not have run (fail-fast), and
         # torn down only what the next one does not share. (pytest's own runner tears down this way.)
         session._setupstate.teardown_exact(None)
-        judge.stop_all()
+        jail_client.stop_all()
         self.channel.send(Event(EventKind.DONE))
 
     def pytest_runtest_protocol(self, item, nextitem):
@@ -255,10 +253,10 @@ class Reporter:
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
         common.FIGURES.clear()
-        judge.forget_calls()
+        jail_client.forget_calls()
         self.failing_calls = None
         self._track_examples(item)
-        judge.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
+        jail_client.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         return None
 
     def _track_examples(self, item) -> None:
@@ -285,13 +283,13 @@ class Reporter:
 
         @functools.wraps(inner)
         def one_example(*args, **kwargs):
-            judge.forget_calls()
+            jail_client.forget_calls()
             try:
                 return inner(*args, **kwargs)
             except control:
                 raise
             except BaseException:
-                self.failing_calls = judge.recorded_calls()
+                self.failing_calls = jail_client.recorded_calls()
                 raise
 
         one_example._kata_tracks_calls = True
@@ -303,13 +301,13 @@ class Reporter:
         if outcome is Status.TODO:
             return ""
         leaves = _leaves(exc)
-        if any(judge.is_load_failure(e) or isinstance(e, judge.KataLoadError) for e in [exc, *leaves]):
+        if any(jail_client.is_load_failure(e) or isinstance(e, jail_client.KataLoadError) for e in [exc, *leaves]):
             return ""  # every check says the same; the report shows it once
-        calls, total = self.failing_calls if self.failing_calls is not None else judge.recorded_calls()
+        calls, total = self.failing_calls if self.failing_calls is not None else jail_client.recorded_calls()
         try:
             if calls:
-                return examples.calls_text(calls, total)
-            return examples.hypothesis_text(_falsifying_example(exc, item.originalname))
+                return failing_calls.calls_text(calls, total)
+            return failing_calls.hypothesis_text(_falsifying_example(exc, item.originalname))
         except Exception as err:  # noqa: BLE001 - an example is a courtesy; it never changes a verdict
             return f"(the grader could not show the example: {type(err).__name__})"
 
@@ -347,7 +345,7 @@ class Reporter:
             self.verdicts[report.nodeid] = (Status.PASS, "", "")
 
     def pytest_runtest_logfinish(self, nodeid, location):
-        judge.SETTINGS.deadline = None
+        jail_client.SETTINGS.deadline = None
         outcome, message, example = self.verdicts.get(
             nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", "")
         )
@@ -383,8 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     bytecode.use_pycache()  # a judge the server forked uses it already; one started from scratch, from here
 
     limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
-    judge.SETTINGS.memory_mb, judge.SETTINGS.output_mb = args.memory_mb, args.output_mb
-    judge.SETTINGS.cpu_seconds, judge.SETTINGS.load_seconds = args.cpu_seconds, args.test_seconds
+    jail_client.SETTINGS.memory_mb, jail_client.SETTINGS.output_mb = args.memory_mb, args.output_mb
+    jail_client.SETTINGS.cpu_seconds, jail_client.SETTINGS.load_seconds = args.cpu_seconds, args.test_seconds
     faulthandler.enable()
 
     import pytest
@@ -393,10 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(args.fd, False)
     batch = json.loads(args.batch) if args.batch else None
     reporter = Reporter(channel, args.kata, set(args.tasks), limits, args.fail_fast, set(args.checks), batch)
-    judge.SETTINGS.target = args.target
+    jail_client.SETTINGS.target = args.target
     # The speed checks' baselines get their jail now too, unless only some checks run (they may not need it).
     if batch is None:
-        judge.prestart(args.kata, None if args.tasks or args.checks else common.baseline_path(args.kata))
+        jail_client.prestart(args.kata, None if args.tasks or args.checks else common.baseline_path(args.kata))
     pytest_args = [
         args.suite,
         f"--target={args.target}",
@@ -423,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pytest.main(pytest_args, plugins=[reporter])
     finally:
-        judge.stop_all()
+        jail_client.stop_all()
     if batch is None:
         channel.send(Event(EventKind.DONE))
     return 0

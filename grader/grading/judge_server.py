@@ -105,9 +105,9 @@ def _judge(sock: socket.socket, request: dict, fds: list[int], wake: tuple[int, 
         argv = [str(results) if a == RESULTS_FD else a for a in request["argv"]]
         sys.argv = ["grader.grading.judge", *argv]
         use_pycache()
-        from grader.grading import judge as worker
+        from grader.grading import judge
 
-        code = worker.main(argv) or 0
+        code = judge.main(argv) or 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
