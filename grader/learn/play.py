@@ -2,7 +2,7 @@
 own code once it passes, and on the model package's own code before that.
 
 The library runs a demo and returns plain data (the steps of a generation,
-the experts of each character); grader/cli/commands.py renders it. Work is counted by
+the experts of each character); grader/cli.py renders it. Work is counted by
 the reference model's work counter, never by the code the demo runs, so
 the figures are what the code did.
 """
@@ -466,7 +466,7 @@ def stack(
     weights (sources['quantization']); + speculative decoding from the draft,
     k guesses a round (sources['speculative']). Every row decodes greedily.
     Each row is timed like a benchmark: at least `rounds` interleaved rounds
-    (grader.grading.timing) against the row before, so a busy spell slows both alike;
+    (grader.timing) against the row before, so a busy spell slows both alike;
     its speed-up is the median of the rounds' ratios."""
     before = None
     for way in _ways(teacher, draft, prompt, n_new, k, sources):
