@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 
-from grader import target as _target  # noqa: E402
-from grader import timing  # noqa: E402
+from grader.grading import timing  # noqa: E402
+from grader.kata import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -59,7 +59,7 @@ def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int,
 
 def taking_turns(runs: list, repeats: int) -> list[list[float]]:
     """Seconds of each function in runs over at least `repeats` interleaved
-    rounds (grader.timing.interleave: which goes first alternates, and rounds
+    rounds (grader.grading.timing.interleave: which goes first alternates, and rounds
     are added while they disagree), so that a busy spell slows them alike."""
     rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05, warmup=False)
     return rounds.seconds

@@ -13,7 +13,7 @@ the `--target` implementation: katas, or a directory) and both models behind
 - tokens per target call, measured, next to Leviathan's expected
   (1 - alpha^(k+1)) / (1 - alpha) at the measured alpha;
 - wall-clock speedup over plain cached decoding of the teacher (one cached
-  teacher call per token): the two take turns (grader.timing.interleave),
+  teacher call per token): the two take turns (grader.grading.timing.interleave),
   and the speedup is the median of their rounds' ratios (at least --repeats
   rounds), next to
   Leviathan's expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)),
@@ -59,8 +59,8 @@ from shared import (  # noqa: E402
     shipped_or_random,
 )
 
-from grader import target as _target  # noqa: E402
-from grader import timing  # noqa: E402
+from grader.grading import timing  # noqa: E402
+from grader.kata import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402

@@ -14,7 +14,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from grader import ONE_BLAS_THREAD, blas, timing
+from grader import ONE_BLAS_THREAD
+from grader.grading import blas, timing
 
 NATIVE_FLAG = "--native-blas"
 
@@ -23,7 +24,7 @@ def _one_blas_thread() -> None:
     """Re-run this script with NumPy on one BLAS thread (grader.ONE_BLAS_THREAD),
     as `kata bench` runs it, unless every variable is set already (a value the
     caller set is kept); with --native-blas, also without the variables that
-    force an OpenBLAS kernel (grader.blas). NumPy reads them once, when it
+    force an OpenBLAS kernel (grader.grading.blas). NumPy reads them once, when it
     loads, which every script has done by the time it imports this module:
     hence the re-run."""
     missing = {k: v for k, v in ONE_BLAS_THREAD.items() if k not in os.environ}
@@ -60,7 +61,7 @@ def load_kata(target: str, kata: str):
     """The module of `kata` from a --target ('katas', 'reference' or a
     directory), imported into this process. A benchmark only reports; unlike
     grading, it runs the code it times in its own process."""
-    from grader.local import import_kata
+    from grader.kata.in_process import import_kata
 
     try:
         return import_kata(target, kata)
@@ -71,7 +72,7 @@ def load_kata(target: str, kata: str):
 def median_seconds(fn, repeats: int, warmup: bool = True):
     """(median wall seconds of fn's calls, the last call's result): at least
     `repeats` calls (more, up to 3 x repeats within 10 s, while their times
-    spread by more than 5%), through grader.timing.interleave, the one timing
+    spread by more than 5%), through grader.grading.timing.interleave, the one timing
     primitive, after one untimed call when warmup is set."""
     result = [None]
 
@@ -85,14 +86,14 @@ def median_seconds(fn, repeats: int, warmup: bool = True):
 def default_target() -> str:
     """'reference' where this copy of the project ships the reference
     solutions, else 'katas' (a student edition ships none)."""
-    from grader import target as _target
+    from grader.kata import target as _target
 
     return "reference" if any(_target.SOLUTIONS_DIR.glob("[!_]*.py")) else "katas"
 
 
 class Parser(argparse.ArgumentParser):
     """The parser of every benchmark script: it takes --native-blas, and once the
-    arguments parse, prints the BLAS kernel the figures come from (grader.blas)."""
+    arguments parse, prints the BLAS kernel the figures come from (grader.grading.blas)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

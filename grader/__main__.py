@@ -1,5 +1,5 @@
 """`python -m grader`: the `kata` command (grader/__init__ has already taken the start folder off sys.path)."""
 
-from grader.cli import main
+from grader.cli.commands import main
 
 main()

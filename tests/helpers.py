@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from grader.runner import Limits
+from grader.grading.runner import Limits
 
 TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
@@ -65,7 +65,7 @@ def _jails_under(folder) -> list[int]:
     for pid in processes_under(folder):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"grader.jail" in f.read():
+                if b"grader.jail.server" in f.read():
                     found.append(pid)
         except OSError:
             continue

@@ -27,9 +27,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
-from grader.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
-from grader.target import SOLUTIONS_DIR
+from grader.grading.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
+from grader.kata.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
+from grader.kata.target import SOLUTIONS_DIR
 
 # `kata grade --seed N`: 0 is the standard draw, the others equally deterministic ones. Every mutant is
 # caught under each, so that no verdict depends on the examples one seed happens to draw.

@@ -22,8 +22,8 @@ checkout, exactly as a course would (`python -m grader.cli grade ... --json
 
 Cheats that only a confined jail can stop (reading the checkout, writing into
 it, signalling or outliving other processes) run only when the grader runs as
-root (grader.confine.mode() == "root"), as it does in CI and on Gradescope;
-a plain user account does not promise that (see grader/confine.py).
+root (grader.jail.confine.mode() == "root"), as it does in CI and on Gradescope;
+a plain user account does not promise that (see grader/jail/confine.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import confine
+from grader.jail import confine
 
 from helpers import spawn
 

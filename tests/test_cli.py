@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.commands import main
 
 from helpers import TOY
 

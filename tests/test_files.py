@@ -1,4 +1,4 @@
-"""grader.files, the one writer of the files the grader keeps: whole or not at
+"""grader.output.files, the one writer of the files the grader keeps: whole or not at
 all, strict JSON, and never through a name someone could have planted."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import files
-from grader.cli import main
+from grader.cli.commands import main
+from grader.output import files
 
 from helpers import SUBS, TOY
 

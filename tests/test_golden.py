@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import report
-from grader.registry import load_registry
-from grader.runner import grade
+from grader.grading.runner import grade
+from grader.kata.registry import load_registry
+from grader.output import report
 
 from helpers import FAST, SUBS, TOY
 

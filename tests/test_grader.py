@@ -13,11 +13,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from grader import report, runner
-from grader.cli import main
-from grader.outcome import Event, EventKind
-from grader.registry import load_registry
-from grader.runner import grade, grade_kata
+from grader.cli.commands import main
+from grader.grading import runner
+from grader.grading.events import Event, EventKind
+from grader.grading.runner import grade, grade_kata
+from grader.kata.registry import load_registry
+from grader.output import report
 
 from helpers import FAST, SUBS, TOY, hanging_grade, wait_for_processes
 
@@ -270,7 +271,7 @@ def test_reset_asks_first_and_leaves_the_file_alone_when_told_no(cli, tmp_path, 
 
 
 def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, monkeypatch):
-    from grader.stubs import stub_for
+    from grader.kata.stubs import stub_for
 
     monkeypatch.setenv("KATA_REGISTRY", "")
     monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
@@ -285,7 +286,7 @@ def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, m
 
 @pytest.mark.parametrize("text", ["DID NOT RAISE <class 'ValueError'>", "DID NOT RAISE ValueError"])
 def test_a_missing_exception_reads_the_same_whatever_pytest_version_wrote_it(text):
-    from grader.worker import _fail_message
+    from grader.grading.judge import _fail_message
 
     assert _fail_message(text) == "expected ValueError, but the call returned without raising it"
     assert _fail_message("something else") == "something else"
@@ -349,7 +350,7 @@ def _judge_servers_of(pid: int) -> list[int]:
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"grader.judge_server" in cmd:
+        if parent == pid and b"grader.grading.judge_server" in cmd:
             found.append(int(child))
     return found
 

@@ -1,4 +1,4 @@
-"""The Gradescope kit (grader.gradescope): results.json as Gradescope's
+"""The Gradescope kit (grader.instructor.gradescope_kit, grader.output.gradescope_results): results.json as Gradescope's
 specification describes it (checked against a JSON Schema of it), the
 autograder run against a fake /autograder tree, the run_autograder script
 itself, and the zip `kata gradescope build` writes. Grading uses the toy
@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import gradescope, report
-from grader.cli import main
-from grader.outcome import Status
-from grader.registry import load_registry
-from grader.runner import GradeResult, KataResult, TaskResult, grade
+from grader.cli.commands import main
+from grader.grading.events import Status
+from grader.grading.runner import GradeResult, KataResult, TaskResult, grade
+from grader.instructor import gradescope_kit as gradescope
+from grader.kata.registry import load_registry
+from grader.output import gradescope_results, report
 
 from helpers import FAST, SUBS, TOY
 
@@ -105,7 +106,7 @@ def test_the_schema_rejects_a_wrong_type_an_unknown_value_and_an_unknown_field(c
 
 
 def test_a_correct_submission_scores_every_point_with_one_passed_test_per_task(graded):
-    data = valid(gradescope.results(graded["correct"], seed=0))
+    data = valid(gradescope_results.results(graded["correct"], seed=0))
     assert data["score"] == 4 and data["extra_data"] == {"seed": 0, "score": 4, "max_score": 4, "version": 1}
     assert [(t["name"], t["number"], t["score"], t["max_score"], t["status"]) for t in data["tests"]] == [
         ("toy / mean: mean_of: the mean of an array", "1.1", 2, 2, "passed"),
@@ -130,7 +131,7 @@ def test_a_correct_submission_scores_every_point_with_one_passed_test_per_task(g
 
 
 def test_the_stub_scores_nothing_and_every_task_gives_its_hint(graded):
-    data = valid(gradescope.results(graded["stub"], seed=5))
+    data = valid(gradescope_results.results(graded["stub"], seed=5))
     assert data["score"] == 0 and [t["status"] for t in data["tests"]] == ["failed"] * 3
     scale = by_task(data)["scale"]
     assert scale["extra_data"]["status"] == "todo" and scale["extra_data"]["seed"] == 5
@@ -140,7 +141,7 @@ def test_the_stub_scores_nothing_and_every_task_gives_its_hint(graded):
 
 
 def test_a_failing_check_shows_its_message_its_minimal_example_and_the_hint(graded):
-    data = valid(gradescope.results(graded["nan"], seed=0))
+    data = valid(gradescope_results.results(graded["nan"], seed=0))
     assert data["score"] == 1
     assert [t["status"] for t in data["tests"]] == ["failed", "passed", "failed"]
     out = by_task(data)["mean"]["output"]
@@ -155,7 +156,7 @@ def test_a_failing_check_shows_its_message_its_minimal_example_and_the_hint(grad
 
 
 def test_kata_grade_gradescope_writes_the_same_richer_file(graded):
-    assert report.gradescope(graded["nan"]) == gradescope.results(graded["nan"], seed=graded["nan"].seed)
+    assert report.gradescope(graded["nan"]) == gradescope_results.results(graded["nan"], seed=graded["nan"].seed)
 
 
 def test_a_hidden_task_shows_after_the_due_date_and_stays_out_of_the_visible_total(tmp_path, monkeypatch):
@@ -164,7 +165,7 @@ def test_a_hidden_task_shows_after_the_due_date_and_stays_out_of_the_visible_tot
     (tmp_path / "katas.toml").write_text(text)
     monkeypatch.setenv("KATA_REGISTRY", str(tmp_path / "katas.toml"))
     result = grade(list(load_registry()), str(SUBS / "nan"), limits=FAST)
-    data = valid(gradescope.results(result, seed=0))
+    data = valid(gradescope_results.results(result, seed=0))
     assert {k: t["visibility"] for k, t in by_task(data).items()} == {
         "mean": "visible",
         "scale": "after_due_date",
@@ -206,7 +207,7 @@ def test_the_leaderboard_ranks_the_figures_of_passing_shown_tasks_only():
             task("secret", Status.PASS, figures=[dict(speedup, name="hidden")], visibility="hidden"),
         ]
     )
-    data = valid(gradescope.results(result, seed=0))
+    data = valid(gradescope_results.results(result, seed=0))
     assert data["leaderboard"] == [
         {"name": "toy: speed-up over np.mean", "value": 12.35, "order": "desc"},
         {"name": "toy: bytes per weight", "value": 0.53, "order": "asc"},
@@ -216,18 +217,18 @@ def test_the_leaderboard_ranks_the_figures_of_passing_shown_tasks_only():
 def test_long_messages_are_cut_and_say_so_and_backticks_cannot_close_the_block():
     failures = [
         {"test": f"test_{i}", "outcome": "fail", "message": "m" * 10_000, "example": "x = ```"}
-        for i in range(gradescope.MAX_FAILURES_SHOWN + 2)
+        for i in range(gradescope_results.MAX_FAILURES_SHOWN + 2)
     ]
-    data = valid(gradescope.results(toy_result([task("long", Status.FAIL, failures=failures)]), seed=0))
+    data = valid(gradescope_results.results(toy_result([task("long", Status.FAIL, failures=failures)]), seed=0))
     out = data["tests"][0]["output"]
-    assert f"... ({10_000 - gradescope.MAX_TEXT} more characters cut)" in out
+    assert f"... ({10_000 - gradescope_results.MAX_TEXT} more characters cut)" in out
     assert "... and 2 more checks that did not pass, not shown." in out
     assert "````text\nx = ```\n````" in out
-    assert len(out) < (gradescope.MAX_FAILURES_SHOWN + 1) * (gradescope.MAX_TEXT + 200)
+    assert len(out) < (gradescope_results.MAX_FAILURES_SHOWN + 1) * (gradescope_results.MAX_TEXT + 200)
 
 
 def test_error_results_score_0_out_of_every_point_with_the_message():
-    data = valid(gradescope.error_results("no kata modules here", seed=None, execution_time=0.25))
+    data = valid(gradescope_results.error_results("no kata modules here", seed=None, execution_time=0.25))
     assert data["score"] == 0 and data["execution_time"] == 0.25
     assert "no kata modules here" in data["output"]
     (test,) = data["tests"]
@@ -353,7 +354,7 @@ def test_kata_gradescope_run_takes_its_root_from_the_environment(tmp_path, monke
 
 
 def fake_edition(out: Path, *, held_back: bool = False) -> list[Path]:
-    """Stands in for grader.release.write_edition, which ships only suites from grader/suites/ (not the toy's)."""
+    """Stands in for grader.instructor.release.write_edition, which ships only grader/suites/ (not the toy's)."""
     assert held_back
     out.mkdir(parents=True)
     (out / "pyproject.toml").write_text("[project]\n")
@@ -411,9 +412,10 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
             "setup.sh",
             "run_autograder",
             "pyproject.toml",
-            "grader/cli.py",
-            "grader/gradescope.py",
-            "grader/katas.toml",
+            "grader/cli/commands.py",
+            "grader/instructor/gradescope_kit.py",
+            "grader/output/gradescope_results.py",
+            "grader/kata/katas.toml",
             gradescope.CONFIG_NAME,
         } <= names
         assert modes["run_autograder"] == modes["setup.sh"] == 0o755

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import gradescope
-from grader.cli import main
+from grader.cli.commands import main
+from grader.instructor import gradescope_kit as gradescope
 
 from helpers import SUBS, TOY
 

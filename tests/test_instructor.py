@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import gradebook, release, submissions
-from grader.cli import main
-from grader.registry import load_registry
-from grader.target import ROOT, SOLUTIONS_DIR
+from grader.cli.commands import main
+from grader.instructor import gradebook, release, submissions
+from grader.kata.registry import REGISTRY_PATH, load_registry
+from grader.kata.target import ROOT, SOLUTIONS_DIR
 
 from helpers import SUBS, TOY
 
@@ -202,7 +202,7 @@ def solution_windows() -> set[str]:
     """Every WINDOW consecutive code lines of the reference solutions that
     neither their stubs nor the reference model (which every learner gets)
     have: a file holding one holds part of an answer."""
-    from grader.stubs import stub_for
+    from grader.kata.stubs import stub_for
 
     given = "\n".join("\n".join(stripped(p.read_text())) for p in (ROOT / "reference").glob("*.py"))
     out = set()
@@ -219,9 +219,7 @@ def solution_windows() -> set[str]:
 def test_the_edition_refuses_to_hold_back_a_task_whose_check_also_grades_a_released_one(tmp_path):
     # test_per_tensor_quantizers_reject_bits_out_of_range grades symmetric and affine case by case.
     registry = tmp_path / "katas.toml"
-    registry.write_text(
-        (ROOT / "grader" / "katas.toml").read_text().replace('name = "affine"', 'name = "affine"\n  release = false')
-    )
+    registry.write_text(REGISTRY_PATH.read_text().replace('name = "affine"', 'name = "affine"\n  release = false'))
     with pytest.raises(ValueError, match="test_per_tensor_quantizers_reject_bits_out_of_range grades the held-back"):
         release.write_edition(tmp_path / "edition", registry=registry)
     assert not (tmp_path / "edition").exists() or not any((tmp_path / "edition").iterdir())
@@ -229,9 +227,7 @@ def test_the_edition_refuses_to_hold_back_a_task_whose_check_also_grades_a_relea
 
 def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_path):
     registry = tmp_path / "katas.toml"
-    registry.write_text(
-        (ROOT / "grader" / "katas.toml").read_text().replace('name = "paged"', 'name = "paged"\n  release = false')
-    )
+    registry.write_text(REGISTRY_PATH.read_text().replace('name = "paged"', 'name = "paged"\n  release = false'))
     out = tmp_path / "edition"
     written = release.write_edition(out, registry=registry)
     rel = {p.relative_to(out).as_posix() for p in written}
@@ -246,7 +242,7 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
             leaked = [w for w in answers if w in text]
             assert not leaked, f"{path} holds {len(leaked)} runs of solution lines, e.g. {leaked[0]!r}"
     assert any(w in "\n".join(stripped((SOLUTIONS_DIR / "moe.py").read_text())) for w in answers)  # the check can fire
-    edition = load_registry(out / "grader" / "katas.toml", suites_dir=out / "grader" / "suites")
+    edition = load_registry(out / "grader" / "kata" / "katas.toml", suites_dir=out / "grader" / "suites")
     shipped = {k.name: [t.name for t in k.tasks] for k in edition}
     assert "paged" not in shipped["kv_cache"] and "cache" in shipped["kv_cache"]
     paged_tests = next(t for t in load_registry(registry)[0].tasks if t.name == "paged").tests
@@ -255,20 +251,21 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
     assert "test_update_returns_everything_written_so_far" in suite
     assert "**paged**" not in (out / "CHECKLIST.md").read_text() and "**cache**" in (out / "CHECKLIST.md").read_text()
     assert (out / "katas" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
-    assert (out / "grader" / "stub_files" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    stored = out / "grader" / "kata" / "stub_files" / "kv_cache.py"
+    assert stored.read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
 
 
 def test_kata_reset_in_the_edition_restores_the_stub_it_stored_having_no_solutions(tmp_path):
     out, work = tmp_path / "edition", tmp_path / "work"
     release.write_edition(out)
-    stored = out / "grader" / "stub_files" / "moe.py"
+    stored = out / "grader" / "kata" / "stub_files" / "moe.py"
     stored.write_text(stored.read_text() + "# the edition's stored stub\n")  # to tell it from one made here
     work.mkdir()
     (work / "moe.py").write_text("my work")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
     env.update(KATA_WORKDIR=str(work), KATA_STATE_DIR=str(tmp_path / "state"))
     reset = subprocess.run(  # the edition's own grader: it is in the folder Python starts in
-        [sys.executable, "-c", "from grader.cli import main; main()", "reset", "moe", "--yes"],
+        [sys.executable, "-c", "from grader.cli.commands import main; main()", "reset", "moe", "--yes"],
         capture_output=True,
         text=True,
         env=env,
@@ -354,7 +351,7 @@ def test_the_student_edition_installs_grades_todo_resets_and_benches_without_sol
 
 
 def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, monkeypatch):
-    from grader import interview
+    from grader.interview import session as interview
 
     monkeypatch.setattr(interview, "SOLUTIONS_DIR", tmp_path)
     whole = interview.plan("moe")

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import interview
-from grader.cli import main
-from grader.registry import RegistryError, load_presets, load_registry
-from grader.target import SOLUTIONS_DIR
+from grader.cli.commands import main
+from grader.interview import session as interview
+from grader.kata.registry import RegistryError, load_presets, load_registry
+from grader.kata.target import SOLUTIONS_DIR
 
 KATAS = load_registry()
 SEED = 987654321  # distinctive enough that finding it in an output means it was printed

@@ -10,8 +10,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from grader import confine, forks, judge
-from grader import protocol as p
+from grader.grading import jail_client
+from grader.jail import confine
+from grader.jail import protocol as p
+from grader.jail import zygote as forks
 from reference.model import Config, Model
 
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
@@ -19,7 +21,7 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 @pytest.fixture(scope="module")
 def zygote():
-    """A jail zygote (grader.forks), as a runner starts one."""
+    """A jail zygote (grader.jail.zygote), as a runner starts one."""
     started = forks.Zygote()
     yield started
     started.stop()
@@ -34,15 +36,15 @@ def jail_of(request, tmp_path, monkeypatch):
     else:
         monkeypatch.setenv(forks.VAR, "off")
     monkeypatch.setattr(forks, "_CONNECTION", [])  # this test's own connection
-    monkeypatch.setattr(judge.SETTINGS, "target", str(tmp_path))
-    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+    monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
+    monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
 
     def make(source: str, name: str = "k"):
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        return judge.kata_module(name)
+        return jail_client.kata_module(name)
 
     yield make
-    judge.stop_all()
+    jail_client.stop_all()
     for connection in forks._CONNECTION:
         connection.sock.close()
 
@@ -153,7 +155,7 @@ def test_sys_exit_in_learner_code_is_an_ordinary_error_here(jail_of):
         def leave():
             sys.exit(3)
     """)
-    with pytest.raises(judge.LearnerBaseException) as info:
+    with pytest.raises(jail_client.LearnerBaseException) as info:
         k.leave()
     assert type(info.value).__name__ == "SystemExit" and not isinstance(info.value, SystemExit)
 
@@ -176,7 +178,7 @@ def test_learner_objects_stay_in_the_jail_and_answer_through_proxies(jail_of):
                 return sum(self.items)
     """)
     box = k.Box(3)
-    assert isinstance(box, judge.Remote)
+    assert isinstance(box, jail_client.Remote)
     assert box.add(10) is box  # the same object comes back as the same proxy
     assert (len(box), box.total, box.items) == (4, 13, [0, 1, 2, 10])
 
@@ -252,10 +254,10 @@ def test_a_hang_times_out_the_check_and_the_next_use_gets_a_fresh_jail(jail_of, 
         def one():
             return 1
     """)
-    monkeypatch.setattr(judge.SETTINGS, "deadline", time.monotonic() + 1.0)
-    with pytest.raises(judge.JailTimeout):
+    monkeypatch.setattr(jail_client.SETTINGS, "deadline", time.monotonic() + 1.0)
+    with pytest.raises(jail_client.JailTimeout):
         k.spin()
-    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+    monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
     assert k.one() == 1
 
 
@@ -270,9 +272,9 @@ def test_a_dead_jail_is_a_crash_and_its_objects_are_gone(jail_of):
             os._exit(0)
     """)
     thing = k.Thing()
-    with pytest.raises(judge.JailCrash, match="exited with code 0"):
+    with pytest.raises(jail_client.JailCrash, match="exited with code 0"):
         k.die()
-    with pytest.raises(judge.JailCrash, match="before the kata process restarted"):
+    with pytest.raises(jail_client.JailCrash, match="before the kata process restarted"):
         thing.anything  # noqa: B018
 
 
@@ -292,7 +294,7 @@ def _confining_modes() -> list:
 def test_a_confined_jail_sees_no_checkout_no_solutions_no_other_process_and_cannot_fork(jail_of, monkeypatch, mode):
     import os
 
-    from grader import target
+    from grader.kata import target
 
     monkeypatch.setenv("KATA_JAIL", mode)
     k = jail_of(f"""
@@ -326,7 +328,7 @@ def test_the_judge_refuses_a_forged_callback_for_a_method_it_does_not_offer(jail
             raise AssertionError("the judge ran a method it does not offer")
 
     k = jail_of("""
-        from grader import jail
+        from grader.jail import server as jail
 
         def forge(lm):
             return jail.call_judge(lm._peer, lm._ref, "secret", (), {})
@@ -346,11 +348,11 @@ def test_two_live_jails_never_share_a_uid_however_often_one_restarts(jail_of, tm
             return 1
     """)
     (tmp_path / "base.py").write_text("def two():\n    return 2\n")
-    base = judge.baseline_module(tmp_path / "base.py")
+    base = jail_client.baseline_module(tmp_path / "base.py")
     assert base.two() == 2
     base_uid = base._jail.uid
     for _ in range(confine.UIDS_PER_JUDGE + 2):
-        with pytest.raises(judge.JailCrash):
+        with pytest.raises(jail_client.JailCrash):
             k.die()
         assert k.one() == 1 and k._jail.uid != base_uid
 
@@ -363,7 +365,7 @@ def test_one_array_passed_twice_arrives_as_two_arrays_each_call_its_own(jail_of)
     """)
     x = np.zeros(3)
     assert k.scribble(x, x) == 0.0 and x[0] == 0.0
-    assert judge.call_many(k.scribble, [(x, x)] * 3) == [0.0, 0.0, 0.0]
+    assert jail_client.call_many(k.scribble, [(x, x)] * 3) == [0.0, 0.0, 0.0]
 
 
 # ------------------------------------------------------------------ the zygote
@@ -395,10 +397,10 @@ def _forked_module(started: forks.Zygote, monkeypatch, tmp_path):
     """The proxy of kata module `k` (returning its pid), in a jail forked by the zygote `started`."""
     monkeypatch.setenv(forks.VAR, started.address())
     monkeypatch.setattr(forks, "_CONNECTION", [])
-    monkeypatch.setattr(judge.SETTINGS, "target", str(tmp_path))
-    monkeypatch.setattr(judge.SETTINGS, "deadline", None)
+    monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
+    monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
     (tmp_path / "k.py").write_text("import os\n\ndef pid():\n    return os.getpid()\n")
-    k = judge.kata_module("k")
+    k = jail_client.kata_module("k")
     assert k.pid() > 0  # the jail answers (its own pid namespace may number it otherwise)
     assert isinstance(k._jail.proc, forks.ForkedJail) and _parent_of(k._jail.proc.pid) == started.proc.pid
     return k
@@ -410,7 +412,7 @@ def test_a_forked_jail_is_the_zygotes_child_and_dies_when_its_judges_connection_
         forks._CONNECTION[0].sock.close()  # as when the judge dies
         assert _gone(pid), "a jail outlived its judge's connection to the zygote"
     finally:
-        judge.stop_all()
+        jail_client.stop_all()
 
 
 def test_the_zygote_kills_its_jails_and_ends_when_its_runner_is_gone(monkeypatch, tmp_path):
@@ -420,7 +422,7 @@ def test_the_zygote_kills_its_jails_and_ends_when_its_runner_is_gone(monkeypatch
         started.life.close()  # the runner's end of its socket: closed as when the runner dies
         assert _gone(started.proc.pid) and _gone(pid), "the zygote or its jail outlived the runner"
     finally:
-        judge.stop_all()
+        jail_client.stop_all()
         started.stop()
 
 

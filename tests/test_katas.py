@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.registry import load_presets, load_registry
-from grader.runner import Limits, grade
-from grader.stubs import stub_for, stub_from_solution
-from grader.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
+from grader.grading.runner import Limits, grade
+from grader.kata.registry import load_presets, load_registry
+from grader.kata.stubs import stub_for, stub_from_solution
+from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
 
 KATAS = load_registry()
 NAMES = [k.name for k in KATAS]
@@ -68,12 +68,12 @@ def test_every_suite_test_belongs_to_exactly_one_task(kata):
 def test_the_stub_is_the_reference_with_bodies_removed(kata):
     stub = (KATAS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")
     made = stub_from_solution(kata.name)
-    assert stub == made, f"katas/{kata.name}.py is stale: run python -m grader.stubs {kata.name}"
+    assert stub == made, f"katas/{kata.name}.py is stale: run python -m grader.kata.stubs {kata.name}"
     assert stub_for(kata.name) == made, "kata reset must restore the stub made from the solution"
 
 
 def test_the_project_checks_in_one_copy_of_each_stub():
-    stored = ROOT / "grader" / "stub_files"
+    stored = ROOT / "grader" / "kata" / "stub_files"
     assert not stored.exists(), f"{stored} is a second copy of katas/: kata reset makes the stub from the solution"
 
 

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import ONE_BLAS_THREAD, report, runner
-from grader.cli import main
-from grader.registry import load_registry
-from grader.target import ROOT
+from grader import ONE_BLAS_THREAD
+from grader.cli.commands import main
+from grader.grading import runner
+from grader.kata.registry import load_registry
+from grader.kata.target import ROOT
+from grader.output import report
 
 from helpers import SUBS, TOY
 
@@ -169,7 +171,7 @@ def test_colour_on_a_terminal_only_and_never_under_no_color(workdir, monkeypatch
 
 def test_every_kata_command_runs_numpy_on_one_blas_thread():
     env = {k: v for k, v in os.environ.items() if k not in ONE_BLAS_THREAD}
-    code = "import grader.cli, os; print([os.environ[k] for k in sorted(grader.ONE_BLAS_THREAD)])"
+    code = "import grader.cli.commands, os; print([os.environ[k] for k in sorted(grader.ONE_BLAS_THREAD)])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT).stdout
     assert out.strip() == "['1', '1', '1']"
     env["OMP_NUM_THREADS"] = "3"  # a caller's own choice is kept
@@ -244,7 +246,7 @@ def test_otherwise_the_task_hint_shown_is_the_next_one_kata_hint_would_give(hint
 
 
 def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
-    from grader.registry import RegistryError
+    from grader.kata.registry import RegistryError
 
     path = Path(os.environ["KATA_REGISTRY"])
     path.write_text(

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.registry import find_kata, load_registry, suite_tasks, tomllib
-from grader.runner import grade
-from grader.target import SOLUTIONS_DIR
+from grader.grading.runner import grade
+from grader.kata.registry import find_kata, load_registry, suite_tasks, tomllib
+from grader.kata.target import SOLUTIONS_DIR
 
 from mutation import (
     ALTERNATIVES,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.commands import main
 from reference.lm import shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.sampling import generate_naive
@@ -267,8 +267,8 @@ def test_play_quantize_says_why_it_shows_no_mixed_precision_rows_before_those_ta
 
 
 def test_spent_gives_a_mixed_plan_at_the_bytes_of_uniform_weights_and_the_matrices_it_protects():
-    from grader import play as demos
-    from grader.local import import_kata
+    from grader.kata.in_process import import_kata
+    from grader.learn import play as demos
     from reference.model import Config, Model
 
     config = Config(vocab_size=96, d_model=64, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=64, n_experts=2, top_k=1)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
-from grader.registry import REGISTRY_PATH, RegistryError, load_presets, load_registry
-from grader.registry_schema import KataTable, TaskTable
+from grader.cli.commands import main
+from grader.kata.registry import REGISTRY_PATH, RegistryError, load_presets, load_registry
+from grader.kata.registry_schema import KataTable, TaskTable
 
 from helpers import TOY
 

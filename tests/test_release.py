@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from grader import release
-from grader.registry import REGISTRY_PATH, load_presets
+from grader.instructor import release
+from grader.kata.registry import REGISTRY_PATH, load_presets
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import scaffold
-from grader.cli import main
-from grader.registry import load_presets, load_registry
-from grader.target import ROOT
+from grader.cli.commands import main
+from grader.dev import scaffold
+from grader.kata.registry import load_presets, load_registry
+from grader.kata.target import ROOT
 
 FLOW_SECONDS = 150  # the issue's bar is five minutes, from `kata new` to a graded toy kata; this is half of it
 NEW_FILES = [
@@ -29,7 +29,7 @@ NEW_FILES = [
     "grader/suites/test_toykata.py",
     "benchmarks/bench_toykata.py",
 ]
-EDITED_FILES = ["grader/katas.toml", "CHECKLIST.md", "README.md"]
+EDITED_FILES = ["grader/kata/katas.toml", "CHECKLIST.md", "README.md"]
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -45,7 +45,7 @@ def snapshot(root: Path) -> dict[str, str]:
 def small_root(tmp_path) -> Path:
     """The parts of a checkout `kata new` reads and edits, and the folders it writes into."""
     root = tmp_path / "checkout"
-    for rel in ("grader/katas.toml", "CHECKLIST.md", "README.md"):
+    for rel in ("grader/kata/katas.toml", "CHECKLIST.md", "README.md"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, root / rel)
     for folder in ("reference/solutions", "katas", "grader/suites", "benchmarks"):
@@ -111,7 +111,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
     after = snapshot(small_root)
     assert sorted(set(after) - set(before)) == sorted(NEW_FILES)
     assert sorted(k for k in before if before[k] != after[k]) == sorted(EDITED_FILES)
-    katas = load_registry(small_root / "grader" / "katas.toml")
+    katas = load_registry(small_root / "grader" / "kata" / "katas.toml")
     new = katas[-1]
     assert (new.name, new.title, new.trade, new.order) == (
         "toykata",
@@ -120,9 +120,9 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
         max(k.order for k in katas[:-1]) + 1,
     )
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
-    assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "katas.toml")}
+    assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "kata" / "katas.toml")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
-    assert not (small_root / "grader" / "stub_files").exists()  # the stub has one copy, made from the solution
+    assert not (small_root / "grader" / "kata" / "stub_files").exists()  # the stub has one copy, made from the solution
     assert stub.count("raise NotImplementedError") == 2
     assert "`toykata`" in (small_root / "README.md").read_text(encoding="utf-8")
 
@@ -132,12 +132,12 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
 
 def _copy_checkout(dest: Path) -> None:
     """The git-tracked files of this checkout as they are in the working tree,
-    plus grader/scaffold.py (the module under test, maybe not committed yet)."""
+    plus grader/dev/scaffold.py (the module under test, maybe not committed yet)."""
     try:
         listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: nothing to copy")
-    for rel in set(listed.decode().split("\0")) - {""} | {"grader/scaffold.py"}:
+    for rel in set(listed.decode().split("\0")) - {""} | {"grader/dev/scaffold.py"}:
         src = ROOT / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +183,7 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
     assert reference.returncode == 0, reference.stderr
     assert _statuses(reference) == {"finite": "pass", "double": "pass"}
 
-    stubs = _run(copy, "-m", "grader.stubs", "--check")
+    stubs = _run(copy, "-m", "grader.kata.stubs", "--check")
     assert stubs.returncode == 0, stubs.stdout + stubs.stderr
 
     bench = _run(copy, "benchmarks/bench_toykata.py", "--target", "reference", "--repeats", "1")

@@ -1,11 +1,11 @@
-"""grader.seeds, the one seed scheme: own seeds are stable, keyed, and never the standard seed."""
+"""grader.grading.seeds, the one seed scheme: own seeds are stable, keyed, and never the standard seed."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader import seeds
+from grader.grading import seeds
 
 
 @given(st.text(), st.text())

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.registry import RegistryError, load_registry, suite_tasks
-from grader.runner import grade_kata
+from grader.grading.runner import grade_kata
+from grader.kata.registry import RegistryError, load_registry, suite_tasks
 
 from helpers import FAST, SUBS, TOY
 

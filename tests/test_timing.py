@@ -1,4 +1,4 @@
-"""grader.timing.interleave, the one timing primitive: runs take turns,
+"""grader.grading.timing.interleave, the one timing primitive: runs take turns,
 alternating who goes first, and rounds continue only while they disagree."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from grader import timing
+from grader.grading import timing
 
 
 def scripted(name: str, times, log: list):

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import examples, report
-from grader.judge import ModuleProxy, Remote, RemoteMethod
-from grader.outcome import Status
-from grader.registry import REGISTRY_PATH, load_registry
-from grader.runner import GradeResult, KataResult, TaskResult, grade_kata
-from grader.stubs import stub_for
+from grader.grading import failing_calls
+from grader.grading.events import Status
+from grader.grading.jail_client import ModuleProxy, Remote, RemoteMethod
+from grader.grading.runner import GradeResult, KataResult, TaskResult, grade_kata
+from grader.kata.registry import REGISTRY_PATH, load_registry
+from grader.kata.stubs import stub_for
+from grader.output import report
 from reference.model import Config, Model
 
 from helpers import FAST, SUBS, TOY
@@ -201,8 +202,8 @@ def test_a_speed_check_describes_the_large_arrays_it_timed():
 
 
 def test_values_are_compact_one_liners():
-    frozen = examples.freeze
-    text = examples.value_text
+    frozen = failing_calls.freeze
+    text = failing_calls.value_text
     assert text(frozen(np.array([[0.5, -1.0]], dtype=np.float32))) == "array([[0.5, -1.0]], dtype=float32)"
     assert text(frozen(np.array([1, 2, 3]))) == "array([1, 2, 3])"
     assert text(frozen(np.zeros((64, 128), dtype=np.float32))) == "array(shape=(64, 128), dtype=float32, ...)"
@@ -222,7 +223,7 @@ def test_proxies_are_named_from_what_the_judge_holds_without_a_round_trip():
     module = ModuleProxy.__new__(ModuleProxy)  # no jail behind it: asking it anything would raise
     cache = Remote.__new__(Remote)
     object.__setattr__(cache, "_ref", {"kind": "object", "type": "KVCache"})
-    assert [examples.describe(v) for v in (module, cache, RemoteMethod(cache, "update"))] == [
+    assert [failing_calls.describe(v) for v in (module, cache, RemoteMethod(cache, "update"))] == [
         "<the kata module>",
         "<KVCache>",
         "<KVCache>.update",
@@ -230,33 +231,33 @@ def test_proxies_are_named_from_what_the_judge_holds_without_a_round_trip():
 
 
 def test_a_call_takes_the_stubs_argument_names_and_stays_within_its_length():
-    call = examples.Call(
+    call = failing_calls.Call(
         "kv_cache",
         "generate",
         "function",
         None,
-        (examples.Text("<Model n_layers=1, d_model=16>"), [3, 1, 4], 5),
+        (failing_calls.Text("<Model n_layers=1, d_model=16>"), [3, 1, 4], 5),
         {"temperature": 0.7},
     )
-    assert examples.call_text(call) == (
+    assert failing_calls.call_text(call) == (
         "kv_cache.generate(model=<Model n_layers=1, d_model=16>, prompt=[3, 1, 4], n_new=5, temperature=0.7)"
     )
-    method = examples.Call("kv_cache", "KVCache", "object", "update", (0, np.ones((1, 2), np.float32), 1.0))
-    assert examples.call_text(method) == "<KVCache>.update(layer=0, k=array([[1.0, 1.0]], dtype=float32), v=1.0)"
-    build = examples.Call("kv_cache", "KVCache", "class", None, (2, 2, 4, 12))
-    assert examples.call_text(build) == "kv_cache.KVCache(n_layers=2, n_kv_heads=2, head_dim=4, max_len=12)"
-    unknown = examples.Call("toy", "mean_of", "function", None, (1.5,))  # no stub: positional
-    assert examples.call_text(unknown) == "toy.mean_of(1.5)"
-    big = examples.Call(
+    method = failing_calls.Call("kv_cache", "KVCache", "object", "update", (0, np.ones((1, 2), np.float32), 1.0))
+    assert failing_calls.call_text(method) == "<KVCache>.update(layer=0, k=array([[1.0, 1.0]], dtype=float32), v=1.0)"
+    build = failing_calls.Call("kv_cache", "KVCache", "class", None, (2, 2, 4, 12))
+    assert failing_calls.call_text(build) == "kv_cache.KVCache(n_layers=2, n_kv_heads=2, head_dim=4, max_len=12)"
+    unknown = failing_calls.Call("toy", "mean_of", "function", None, (1.5,))  # no stub: positional
+    assert failing_calls.call_text(unknown) == "toy.mean_of(1.5)"
+    big = failing_calls.Call(
         "moe",
         "router_probs",
         "function",
         None,
-        tuple(examples.freeze(np.full((4, 5), 1 / 3, np.float32)) for _ in range(2)),
+        tuple(failing_calls.freeze(np.full((4, 5), 1 / 3, np.float32)) for _ in range(2)),
     )
-    text = examples.calls_text([big] * 5, total=7)
+    text = failing_calls.calls_text([big] * 5, total=7)
     assert text.startswith("(after 2 earlier calls)\nmoe.router_probs(x=") and text.endswith("  (5 times)")
-    assert all(len(line) <= examples.MAX_CHARS for line in text.splitlines())
+    assert all(len(line) <= failing_calls.MAX_CHARS for line in text.splitlines())
 
 
 def test_without_recorded_calls_hypothesis_own_example_is_tidied():
@@ -265,7 +266,7 @@ def test_without_recorded_calls_hypothesis_own_example_is_tidied():
         "    scale=1.0,\n)"
     )
     want = "Falsifying explicit example: test_x(\n    tokens=[1, 2, 3],\n    scale=1.0,\n)"
-    assert examples.hypothesis_text(note) == want
+    assert failing_calls.hypothesis_text(note) == want
 
 
 # ------------------------------------------------------------------ snapshots

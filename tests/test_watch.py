@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
-from grader.outcome import Status
-from grader.registry import load_registry
-from grader.runner import KataResult, TaskResult
-from grader.watch import first_unfinished, screen, watch
+from grader.cli.commands import main
+from grader.grading.events import Status
+from grader.grading.runner import KataResult, TaskResult
+from grader.kata.registry import load_registry
+from grader.learn.watch import first_unfinished, screen, watch
 
 from helpers import SUBS, TOY, spawn, wait_for_processes
 

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import judge, protocol, timing
+from grader.grading import jail_client, timing
+from grader.jail import protocol
 
-# Set by conftest.pytest_configure from --seed (the target goes to judge.SETTINGS).
+# Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).
 SEED = 0  # 0 is the standard grading draw; suites mix it into their own numpy seeds
 
 # Hypothesis examples per test in grading. Fixed, so the same code and seed
@@ -73,7 +74,7 @@ def draw_from_the_suites_alone() -> None:
 
 def load_kata(name: str):
     """The kata module under test (from --target), as a proxy to the jail that holds it."""
-    return judge.kata_module(name)
+    return jail_client.kata_module(name)
 
 
 def rng(salt: int) -> np.random.Generator:
@@ -87,7 +88,7 @@ def load_baseline(kata_or_path):
     (grader/suites/baseline_KATA.py, or a file), in a jail of their own, so
     both sides cross the same channel."""
     path = Path(kata_or_path)
-    return judge.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
+    return jail_client.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
 
 
 def baseline_path(kata: str) -> Path:
@@ -95,7 +96,7 @@ def baseline_path(kata: str) -> Path:
     return Path(__file__).with_name(f"baseline_{kata}.py")
 
 
-FIGURES: list[dict] = []  # what the running check measured (grader.worker reports and clears it)
+FIGURES: list[dict] = []  # what the running check measured (grader.grading.judge reports and clears it)
 
 
 def figure(
@@ -128,9 +129,9 @@ class WrongWhileTimed(AssertionError):
 def _timed_all(fns, args) -> tuple[float, list]:
     """Total time and digests of calling each of fns (of one jail) with args, one after another."""
     total, digests = 0.0, []
-    args = judge.upload(fns[0], args)  # once for all of them
+    args = jail_client.upload(fns[0], args)  # once for all of them
     for fn in fns:
-        seconds, d = judge.timed(fn, args)
+        seconds, d = jail_client.timed(fn, args)
         total += seconds
         digests.append(d)
     return total, digests
@@ -140,8 +141,8 @@ def time_ratio(
     mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call", expect=None, baseline_args=None
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
-    in the judge around its round trip (judge.timed), in rounds that
-    grader.timing.interleave runs: at least `repeats`, more (up to three
+    in the judge around its round trip (jail_client.timed), in rounds that
+    grader.grading.timing.interleave runs: at least `repeats`, more (up to three
     times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
     still spread by more than SPEED_SPREAD. mine and baseline are kata
     proxies (the learner's function and a trusted baseline's), or tuples of
@@ -194,9 +195,9 @@ def time_ratio(
 def extra_rounds_budget() -> float:
     """Seconds a speed check may spend on rounds past its first ones: at most
     SPEED_BUDGET_SECONDS, and at most a third of what is left of the check's
-    time limit (judge.SETTINGS.deadline), so that extra rounds never make a
+    time limit (jail_client.SETTINGS.deadline), so that extra rounds never make a
     check time out; none when nothing is left."""
-    deadline = judge.SETTINGS.deadline
+    deadline = jail_client.SETTINGS.deadline
     if deadline is None:
         return SPEED_BUDGET_SECONDS
     return max(0.0, min(SPEED_BUDGET_SECONDS, (deadline - time.monotonic()) / 3))

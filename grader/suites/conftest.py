@@ -8,8 +8,9 @@ import os
 
 from hypothesis import settings
 
-from grader import forks, judge
-from grader import target as _target
+from grader.grading import jail_client
+from grader.jail import zygote as forks
+from grader.kata import target as _target
 from grader.suites import common
 
 
@@ -36,7 +37,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs(module): a check that exists only where the optional module is installed")
     target = config.getoption("target")
     _target.resolve(target)  # a bad --target stops here with a clear message
-    judge.SETTINGS.target = target
+    jail_client.SETTINGS.target = target
     common.SEED = config.getoption("seed")
     common.draw_from_the_suites_alone()
     settings.load_profile("grade" if config.getoption("seed") == 0 else "grade-seeded")

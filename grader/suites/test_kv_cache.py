@@ -75,7 +75,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader import judge, protocol, timing
+from grader.grading import jail_client, timing
+from grader.jail import protocol
 from grader.suites import common
 from grader.suites.common import load_baseline, load_kata, time_ratio
 from reference.lm import shipped_model
@@ -1592,10 +1593,10 @@ def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
 @pytest.mark.speed
 def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     """Two caches, one holding 16 tokens and one 4096, take turns
-    (grader.timing.interleave: which goes first alternates too, and rounds
+    (grader.grading.timing.interleave: which goes first alternates too, and rounds
     are added while they disagree), so a machine busy with something else
     slows both alike. Each turn times `steps` one-token updates in one round trip
-    (judge.timed with batch), so the channel's fixed cost is shared; each
+    (jail_client.timed with batch), so the channel's fixed cost is shared; each
     update answers with a sampled digest of the keys and values it returns,
     checked against what the suite wrote, so skipping or deferring the write
     cannot look fast."""
@@ -1611,7 +1612,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
             self.cache = kata.KVCache(1, hkv, dh, size)
             self.want_k, self.want_v = np.zeros((hkv, size, dh), np.float32), np.zeros((hkv, size, dh), np.float32)
             self.want_k[:, :held], self.want_v[:, :held] = _kv_pair(rng, held, hkv, dh)
-            judge.timed(self.cache.update, (0, self.want_k[:, :held], self.want_v[:, :held]))
+            jail_client.timed(self.cache.update, (0, self.want_k[:, :held], self.want_v[:, :held]))
             self.n = held
 
         def turn(self, r: int) -> float:
@@ -1623,7 +1624,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
                 self.n += 1
                 calls.append((0, k, v))
                 expected.append(protocol.digest((self.want_k[:, : self.n], self.want_v[:, : self.n]), probe=r))
-            seconds, got = judge.timed(self.cache.update, calls, probe=r, batch=True)
+            seconds, got = jail_client.timed(self.cache.update, calls, probe=r, batch=True)
             assert protocol.digests_agree(got, expected), (
                 f"with {self.n - steps} to {self.n - 1} tokens cached, update returned keys and values that differ "
                 "from what was written"

@@ -75,7 +75,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import judge
+from grader.grading import jail_client
 from grader.suites import common
 from grader.suites.common import load_kata
 from reference.lm import BigramLM, CachedLM, generate, shipped_model
@@ -179,7 +179,7 @@ def run_rounds(kata, p: np.ndarray, q: np.ndarray, trials: int, salt: int) -> tu
     gen = common.rng(salt)
     drafts = sample_rows(q, trials, gen)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    outs = judge.call_many(kata.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
+    outs = jail_client.call_many(kata.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
     return drafts, [[int(t) for t in out] for out in outs]
 
 
@@ -395,7 +395,7 @@ def test_a_rejection_with_a_zero_residual_is_replaced_from_the_target_row(kata):
     q = p[:1].copy()  # p == q, so max(0, p - q) sums to 0; token 2 is drafted though q(2) = 0
     gen = common.rng(19)
     outs = _without_crashing(
-        lambda: judge.call_many(
+        lambda: jail_client.call_many(
             kata.accept_reject, [(np.array([2]), q, p, np.random.default_rng(gen.integers(2**63))) for _ in range(200)]
         ),
         "accept_reject of draft token 2 with q(2) = 0 and draft_probs equal to target_probs (a residual of zeros)",
@@ -420,7 +420,7 @@ def test_the_same_seed_gives_the_same_tokens(kata):
     runs = []
     for _ in range(2):
         learner_rng = np.random.default_rng(seed)
-        outs = judge.call_many(kata.accept_reject, [(d, Q_SKEWED, P_SKEWED, learner_rng) for d in drafts])
+        outs = jail_client.call_many(kata.accept_reject, [(d, Q_SKEWED, P_SKEWED, learner_rng) for d in drafts])
         runs.append([[int(t) for t in out] for out in outs])
     assert runs[0] == runs[1], (
         "40 rounds run twice with generators seeded alike gave different tokens; rng must be accept_reject's only "
@@ -476,7 +476,7 @@ def test_rows_straying_from_1_by_less_than_row_sum_tolerance_are_distributions(k
     drafts = sample_rows(Q_SKEWED, 5, gen)
     learner_rng = np.random.default_rng(gen.integers(2**63))
     outs = _without_crashing(
-        lambda: judge.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d in drafts]),
+        lambda: jail_client.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d in drafts]),
         f"accept_reject with rows summing to 1 {'+' if stray > 0 else '-'} {abs(stray) * ROW_SUM_TOLERANCE:g} "
         f"(within ROW_SUM_TOLERANCE = {ROW_SUM_TOLERANCE:g} of 1, so distributions)",
     )
@@ -495,7 +495,7 @@ def _a_round(kata, task: str):
         p = P_TWO.copy()
         cases = [(np.array([0, 0]), p[:2].copy()), (np.array([1, 3]), Q_TWO)]  # all accepted; mixed
         learner_rng = np.random.default_rng(gen.integers(2**63))
-        return judge.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d, q in cases for _ in range(10)])
+        return jail_client.call_many(kata.accept_reject, [(d, q, p, learner_rng) for d, q in cases for _ in range(10)])
     logits = np.array([[0.0, 3.0, 1.0], [2.0, 0.0, 1.0], [0.0, 0.0, 5.0]])  # argmaxes 1, 0, 2
     if task == "greedy":
         return [kata.greedy_accept(d, logits) for d in (np.array([1, 0]), np.array([1, 2]), np.array([0, 0]))]
@@ -707,7 +707,7 @@ def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kat
     joint = first[:, None] * probs(target.table)  # (V, V): P(t1, t2) of the target sampling alone
     counts = np.zeros((V, V), dtype=np.int64)
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    runs = judge.call_many(
+    runs = jail_client.call_many(
         kata.speculative_generate,
         [(target, draft, prompt, 3)] * LOOP_RUNS,
         k=2,
@@ -894,7 +894,7 @@ def test_a_draft_equal_to_the_target_is_always_accepted_when_sampling(kata):
     gen = common.rng(31)
     lm = BigramLM(gen.normal(0, 1.5, (V, V)))
     learner_rng = np.random.default_rng(gen.integers(2**63))
-    outs = judge.call_many(
+    outs = jail_client.call_many(
         kata.speculative_generate,
         [(lm, lm, [int(gen.integers(V))], n_new) for _ in range(runs)],
         k=k,

@@ -1,0 +1,1 @@
+"""The `kata` command line: click commands that parse, call the library below, and print."""

@@ -1,0 +1,1 @@
+"""For contributors: `kata new` scaffolds a kata in every place it lives."""

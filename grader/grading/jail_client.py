@@ -1,0 +1,718 @@
+"""The judge's side of the jail: start a kata's jail, and see the learner's
+module and objects through proxies.
+
+    kv = kata_module("kv_cache")          # a proxy: nothing of the learner's runs here
+    cache = kv.KVCache(2, 2, 4, 12)       # built in the jail; `cache` is a proxy
+    k, v = cache.update(0, keys, values)  # arrays come back as data
+
+A suite never imports learner code: every attribute, call, `len` and
+exception comes over the channel (grader.jail.protocol). A reference `Model`
+goes as a copy the jail keeps (sent once), except while the suite counts
+its work (inside `with model.count_work()`): then it goes as a handle, its
+pieces run here when the learner's code calls them, and the count is the
+judge's own. Objects whose class lists the methods it offers in
+`__jail_api__` (the suites' language models) also stay here and are called
+back. Exceptions from the learner's code are raised here
+as classes of the same name with the same built-in bases, carrying the
+learner's own frames as file:line.
+
+A jail that dies, hangs past the check's deadline or breaks the protocol is
+killed, and the check fails with JailCrash or JailTimeout (BaseException
+subclasses, so no `except Exception` in a suite swallows them); the next use
+starts a fresh jail. A module that fails to import fails the same way on
+every use, without a new try.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from grader.grading import failing_calls
+from grader.jail import confine
+from grader.jail import protocol as p
+from grader.jail import zygote as forks
+from grader.kata import target as _target
+from reference.lm import BigramLM, CachedLM, PlainLM
+from reference.model import Config, Model
+
+MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
+# Judge objects the jail may call back, and the methods it may call on them.
+EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
+# What a root-mode jail must not see even where it lies inside a bound path (a non-editable install).
+SECRETS = ("reference/solutions", "tests", ".git")
+
+
+@dataclasses.dataclass
+class Settings:
+    """Set by the judge process (grader.grading.judge) or left at the defaults (kata test)."""
+
+    target: str = "katas"
+    memory_mb: int = 4096  # address space of a jail
+    output_mb: int = 64  # what a jail may write to its log
+    cpu_seconds: int = 600  # CPU time one jail may use in all
+    load_seconds: float = 60.0  # wall clock importing the kata module may take
+    deadline: float | None = None  # time.monotonic() by which the running check must end
+
+
+SETTINGS = Settings()
+
+# The latest calls of learner code (grader.grading.failing_calls.Call, arguments frozen), for the example a failing
+# check shows. Only a few are kept; grader.grading.judge forgets them when a check or a Hypothesis example starts.
+CALLS: collections.deque = collections.deque(maxlen=8)
+_CALLS_MADE = [0]  # calls since they were last forgotten, the ones no longer kept included
+
+
+def forget_calls() -> None:
+    CALLS.clear()
+    _CALLS_MADE[0] = 0
+
+
+def recorded_calls() -> tuple[list, int]:
+    """(the latest calls of learner code, oldest first; how many were made since forget_calls)."""
+    return list(CALLS), _CALLS_MADE[0]
+
+
+def _record(jail: "Jail", obj: "Remote", method: str | None, args, kwargs, batch: bool) -> None:
+    """Note a call of the learner's module (never of a baseline's) before it is sent."""
+    if method is not None and method.startswith("__"):
+        return  # len() and [] of a learner object: not a call the learner wrote out
+    if batch:
+        n, args = len(args), (args[-1] if args else ())
+    else:
+        n = 1
+    try:
+        frozen = failing_calls.Call(
+            jail.kata,
+            str(obj._ref.get("type")),
+            str(obj._ref.get("kind")),
+            method,
+            tuple(_freeze(a) for a in args),
+            {str(k): _freeze(v) for k, v in kwargs.items()},
+            n,
+        )
+    except Exception:  # noqa: BLE001 - an example is a courtesy; it never fails a check
+        return
+    CALLS.append(frozen)
+    _CALLS_MADE[0] += n
+
+
+# Arrays upload() sent ahead of a timed call, by the handle that stands for them, described.
+_UPLOADED: "weakref.WeakKeyDictionary[Remote, object]" = weakref.WeakKeyDictionary()
+
+
+def _freeze(value):
+    if isinstance(value, Remote) and value in _UPLOADED:
+        return _UPLOADED[value]  # an array sent ahead of a timed call: described as the array
+    return failing_calls.freeze(value)
+
+
+def is_load_failure(exc: BaseException) -> bool:
+    """True if exc is why a kata module could not be loaded (raised again by every check)."""
+    return any(jail.failed is exc for jail in _JAILS.values())
+
+
+class JailCrash(BaseException):
+    """The jail died (or broke the protocol) during this check."""
+
+
+class JailTimeout(BaseException):
+    """The jail did not answer before the check's deadline."""
+
+
+class KataLoadError(Exception):
+    """The kata module could not be loaded; the message says why."""
+
+
+class BadResult(AssertionError):
+    """The learner's code returned something that cannot be data (an object
+    array, a malformed Model): a wrong answer, in the learner's words."""
+
+
+class LearnerBaseException(Exception):
+    """Base of mirrored learner exceptions that were not Exceptions in the jail
+    (SystemExit, KeyboardInterrupt, pytest's skip): here they are plain errors."""
+
+
+_MIRRORS: dict[tuple, type] = {}
+
+
+def mirror_class(name: str, module: str, qualname: str, bases: tuple[str, ...]) -> type:
+    """One judge-side class per learner exception class, with its built-in bases."""
+    found = p.builtin_exceptions(bases)
+    if not found or not all(issubclass(b, Exception) for b in found):
+        found = (LearnerBaseException,)
+    key = (module, qualname, found)
+    if key not in _MIRRORS:
+        _MIRRORS[key] = type(name, found, {"__module__": f"kata.{module}", "__qualname__": qualname})
+    return _MIRRORS[key]
+
+
+def raise_remote(err: p.RemoteError):
+    if err.name == "KataImportError":
+        raise KataLoadError(err.message)
+    cls = mirror_class(err.name, err.module, err.qualname, err.bases)
+    text = err.message + "".join(f"\n    at {f}" for f in err.frames)
+    try:
+        exc = cls(text)
+    except Exception:  # a built-in base whose constructor wants other arguments
+        exc = mirror_class(err.name, err.module, err.qualname, ())(text)
+    if err.errno is not None and isinstance(exc, OSError):
+        exc.errno = err.errno
+    raise exc
+
+
+class Remote:
+    """A learner object in the jail: attributes, calls, len() and [] go over the channel."""
+
+    __slots__ = ("_jail", "_ref", "_gen", "__weakref__")
+
+    def __init__(self, jail: "Jail", ref: dict):
+        object.__setattr__(self, "_jail", jail)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_gen", jail.generation)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in LOCAL_MISSES or name == "_repr_pretty_":
+            raise AttributeError(name)
+        if name in self._ref.get("methods", ()):
+            return RemoteMethod(self, name)
+        return self._jail.request(p.Op.GETATTR, obj=self, name=name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("the grader does not set attributes of kata objects")
+
+    def __call__(self, *args, **kwargs):
+        return self._jail.call(self, None, args, kwargs)
+
+    def __len__(self):
+        n = self._jail.call(self, "__len__", (), {})
+        if type(n) is not int:
+            raise BadResult(f"len() of a {self._ref.get('type')} returned {n!r}, not an int")
+        return n
+
+    def __getitem__(self, key):
+        return self._jail.call(self, "__getitem__", (key,), {})
+
+    def __bool__(self):
+        return True
+
+    def __repr__(self):
+        return f"<kata {self._ref.get('kind')} {self._ref.get('type')}>"
+
+    def __del__(self):
+        try:
+            if self._gen == self._jail.generation and self._jail.peer is not None:
+                self._jail.peer.pending_release.append(self._ref["id"])
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class RemoteMethod:
+    """obj.name of a learner object: calling it is one round trip."""
+
+    __slots__ = ("owner", "name")
+
+    def __init__(self, owner: Remote, name: str):
+        self.owner, self.name = owner, name
+
+    def __call__(self, *args, **kwargs):
+        return self.owner._jail.call(self.owner, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"<kata method {self.owner._ref.get('type')}.{self.name}>"
+
+
+class JudgeCodec(p.Codec):
+    side = "judge"
+
+    def __init__(self, jail: "Jail"):
+        super().__init__()
+        self.jail = jail
+        self.sent_rngs: list[np.random.Generator] = []
+        self.proxies: dict[int, weakref.ref] = {}  # jail handle -> its one proxy
+        self.sent_local: set[int] = set()  # models this jail already holds a copy of
+
+    def encode_special(self, value, buffers, depth):
+        if isinstance(value, Remote):
+            if value._gen != self.jail.generation:
+                raise JailCrash("this kata object was made before the kata process restarted")
+            return value._ref
+        if isinstance(value, Model) and value._counters:  # the suite counts its work: its pieces run here
+            ref = self.ref(value, "model")
+            ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
+            return ref
+        if isinstance(value, Model):  # otherwise a copy runs in the jail, sent once
+            key = self.handle(value)  # kept alive here, so the key stays its own
+            out = {"$": "model", "key": key}
+            if key not in self.sent_local:
+                self.sent_local.add(key)
+                out["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
+                out["weights"] = self.encode(value.weights, buffers, depth + 1)
+            return out
+        if isinstance(value, Config):
+            return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
+        if type(value) is BigramLM:  # keeps no counts: a copy runs in the jail
+            return {"$": "bigram", "table": self.encode(value.table, buffers, depth + 1)}
+        if isinstance(value, np.random.Generator):
+            for slot, gen in enumerate(self.sent_rngs):
+                if gen is value:  # the same generator again in this message: the jail uses one object
+                    return {"$": "rng", "slot": slot}
+            self.sent_rngs.append(value)
+            return {"$": "rng", **p.rng_state(value)}
+        api = api_of(value)
+        if api:
+            return self.ref(value, "object", api)
+        return None
+
+    def decode_special(self, tag, data, buffers, depth):
+        if tag == "model":
+            fields = self.decode(data.get("config"), buffers, depth + 1)
+            weights = self.decode(data.get("weights"), buffers, depth + 1)
+            try:
+                return Model(Config(**fields), weights)
+            except (TypeError, ValueError) as exc:
+                raise BadResult(f"returned a Model the reference model rejects: {exc}") from None
+        if tag == "config":
+            try:
+                return Config(**self.decode(data.get("fields"), buffers, depth + 1))
+            except (TypeError, ValueError) as exc:
+                raise BadResult(f"returned a Config the reference model rejects: {exc}") from None
+        if tag == "excclass":
+            return mirror_class(
+                str(data.get("name"))[:200],
+                str(data.get("module"))[:200],
+                str(data.get("qualname"))[:200],
+                tuple(str(b) for b in data.get("bases") or ()),
+            )
+        raise p.ProtocolError(f"an unknown value tag {tag!r}")
+
+    def remote(self, data):
+        """One proxy per live handle: the jail forgets the object when that proxy dies."""
+        h = data["id"]
+        known = self.proxies.get(h)
+        proxy = known() if known is not None else None
+        if proxy is None:
+            pending = self.jail.peer.pending_release
+            if h in pending:  # it died while its handle was on its way back: revive it
+                pending.remove(h)
+            proxy = Remote(self.jail, {k: data[k] for k in ("$", "side", "id", "kind", "type", "methods") if k in data})
+            self.proxies[h] = weakref.ref(proxy)
+        return proxy
+
+
+def api_of(value) -> tuple[str, ...]:
+    for cls, methods in EXPORTS.items():
+        if type(value) is cls:
+            return methods
+    api = getattr(type(value), "__jail_api__", None)
+    return tuple(api) if isinstance(api, tuple) else ()
+
+
+def _free_uid() -> int:
+    """A uid for a new jail that no live jail of this judge has. Other judges
+    use other ranges (the range is the judge's pid), so no two live jails on
+    the machine share one and none can signal another."""
+    taken = {jail.uid for jail in _JAILS.values() if jail.proc is not None}
+    base = confine.UID_BASE + confine.UIDS_PER_JUDGE * os.getpid()
+    return next(uid for uid in range(base, base + confine.UIDS_PER_JUDGE) if uid not in taken)
+
+
+class Jail:
+    """One jail process holding one module file, restarted after a crash.
+
+    kata: the module's name (kv_cache); source: the file it is copied from."""
+
+    def __init__(self, kata: str, source: Path):
+        self.kata, self.source = kata, source
+        self.generation = 0
+        self.proc: subprocess.Popen | None = None
+        self.peer: p.Peer | None = None
+        self.module_remote: Remote | None = None
+        self.failed: BaseException | None = None  # the import failed: every use fails the same way
+        self.dir: str | None = None
+        self.runtime: str | None = None  # the runtime copy the jail runs: its own, or the zygote's
+        self.uid = 0
+        self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
+
+    # -- life
+    def _prepare(self, runtime: str | None) -> None:
+        """The jail's folder: its copy of the submission (sub), its working
+        folder (work), and, unless the zygote's shared one is given, its own
+        runtime copy (runtime)."""
+        self.uid = _free_uid()
+        self.dir = tempfile.mkdtemp(prefix="kata-jail-")
+        os.chmod(self.dir, 0o755)
+        if runtime is None:
+            runtime = str(Path(self.dir, "runtime"))
+            forks.make_runtime(Path(runtime))
+        self.runtime = runtime
+        sub = Path(self.dir, "sub")
+        sub.mkdir()
+        shutil.copyfile(self.source, sub / f"{self.kata}.py", follow_symlinks=False)
+        for path in [sub, *sub.rglob("*")]:
+            os.chmod(path, 0o555 if path.is_dir() else 0o444)
+        work = Path(self.dir, "work")
+        work.mkdir(mode=0o700)
+        if confine.mode() in ("root", "uid"):
+            os.chown(work, self.uid, self.uid)
+        self.sub, self.work = str(sub), str(work)
+
+    def start(self) -> None:
+        zygote = forks.connection()
+        self._prepare(zygote.runtime if zygote is not None else None)
+        parent, child = socket.socketpair()
+        self.log = tempfile.TemporaryFile()
+        config = {
+            "fd": child.fileno(),
+            "sub": self.sub,
+            "limits": {
+                "memory_mb": SETTINGS.memory_mb,
+                "output_mb": SETTINGS.output_mb,
+                "cpu_seconds": SETTINGS.cpu_seconds,
+            },
+        }
+        paths = [self.runtime] + forks.runtime_paths()
+        env = forks.jail_env(self.work)
+        masks = [str(_target.ROOT / s) for s in SECRETS]
+        shared = (self.runtime,) if zygote is not None else ()
+        self.proc = None
+        try:
+            if zygote is not None:
+                how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
+                request = {
+                    "config": config,
+                    "env": env,
+                    "cwd": self.work,
+                    "paths": paths,
+                    "confine": dict(how, masks=masks, extra=list(shared), readable=confine.readable_paths()),
+                }
+                try:
+                    self.proc = zygote.spawn(request, [child.fileno(), self.log.fileno()])
+                except OSError:
+                    pass  # no fork: started the usual way below
+            if self.proc is None:
+                boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail.server import main; main(sys.argv[1])"
+                argv, preexec = confine.launch(
+                    [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
+                    self.dir,
+                    self.work,
+                    self.uid,
+                    masks,
+                    shared,
+                )
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=self.log,
+                    stderr=self.log,
+                    pass_fds=(child.fileno(),),
+                    close_fds=True,
+                    env=env,
+                    cwd=self.work,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            parent.close()
+            raise JailCrash(
+                f"the grader could not start the kata process in {confine.mode()!r} mode ({exc}); "
+                "see grader/jail/confine.py for the modes, KATA_JAIL to choose one"
+            ) from None
+        finally:
+            child.close()
+        self.generation += 1
+        self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
+
+    def stop(self) -> None:
+        """Kill the jail and everything it started; remove its directory."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.kill()
+            self.proc.wait()
+            self.peer.sock.close()
+            self.log.close()
+        self.proc, self.peer, self.module_remote = None, None, None
+        if self.dir:
+            forks.remove_tree(self.dir)
+            self.dir = None
+
+    def _death(self) -> str:
+        """Why the jail ended, with the tail of what it printed (faulthandler's traceback)."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            why = "broke the protocol"
+        elif code < 0:
+            try:
+                why = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"was killed by signal {-code}"
+        else:
+            why = f"exited with code {code}"
+        self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(0, self.log.tell() - 3000))
+        tail = self.log.read().decode(errors="replace").replace(self.sub + "/", "")
+        lines = [ln.strip() for ln in tail.splitlines() if f"{self.kata}.py" in ln or "Fatal Python" in ln]
+        return f"the kata process {why}" + (": " + "; ".join(lines[-4:]) if lines else "")
+
+    # -- requests
+    def ensure(self) -> None:
+        """A live jail with the module loaded, or the reason there cannot be one."""
+        if self.failed is not None:
+            raise self.failed
+        if self.peer is None:
+            self.start()
+        if self.module_remote is not None:
+            return
+        start = time.monotonic()
+        deadline = start + SETTINGS.load_seconds
+        if SETTINGS.deadline is not None:
+            deadline = min(deadline, max(SETTINGS.deadline, start + 1))
+        try:
+            self.module_remote = self._send(p.Op.LOAD, deadline, name=self.kata)[0]
+        except JailTimeout:
+            self.failed = JailTimeout(f"importing the kata module took longer than {deadline - start:.0f} s")
+        except JailCrash as exc:
+            self.failed = JailCrash(f"{exc} while importing the kata module")
+        except KataLoadError as exc:
+            self.failed = exc
+        if self.failed is not None:
+            self.stop()
+            raise self.failed
+
+    def _send(self, op: p.Op, deadline: float | None, **fields):
+        peer = self.peer
+        peer.deadline = deadline
+        peer.codec.sent_rngs = []
+        try:
+            header, bufs = peer.request(op, **fields)
+            rngs = list(peer.codec.sent_rngs)
+            if header["op"] == p.Op.ERR.value:
+                raise_remote(p.RemoteError.from_json(header.get("error")))
+            try:
+                value = peer.codec.decode(header.get("value"), bufs)
+                states = header.get("rngs") or []
+                if len(states) != len(rngs):
+                    raise p.ProtocolError("random generator states that do not match the call")
+                for gen, state in zip(rngs, states):
+                    p.set_rng_state(gen, state)
+            except p.ProtocolError as exc:
+                raise BadResult(f"the kata code returned something that cannot be graded: {exc}") from None
+            return value, header
+        except p.PeerTimeout:
+            self.stop()
+            raise JailTimeout("the kata code did not finish before the check's time limit") from None
+        except (p.PeerGone, p.ProtocolError) as exc:
+            why = self._death() if isinstance(exc, p.PeerGone) else f"the kata process broke the protocol ({exc})"
+            self.stop()
+            raise JailCrash(why) from None
+
+    def request(self, op: p.Op, **fields):
+        self.ensure()
+        return self._send(op, SETTINGS.deadline, **fields)[0]
+
+    def call(
+        self,
+        obj: Remote,
+        method: str | None,
+        args,
+        kwargs,
+        keep: bool = False,
+        probe: int | None = None,
+        batch: bool = False,
+    ):
+        """obj(*args, **kwargs) or obj.method(*args, **kwargs). keep: leave the
+        result in the jail and return (its proxy, its digest, sampled if a
+        probe seed is given) instead of its data. batch: args is a list of
+        argument lists, one call each, in order, in one round trip; returns
+        the list of results."""
+        self.ensure()
+        if obj._gen != self.generation:
+            raise JailCrash("this kata object was made before the kata process restarted")
+        if self.learner and not keep:  # a timed call (keep) is recorded by timed(), before its clock starts
+            _record(self, obj, method, args, kwargs, batch)
+        fields = {"obj": obj, "method": method, "args": list(args), "kwargs": dict(kwargs)}
+        if keep:
+            fields["keep"] = True
+        if batch:
+            fields["batch"] = True
+        if probe is not None:
+            fields["probe"] = probe
+        value, header = self._send(p.Op.CALL, SETTINGS.deadline, **fields)
+        return (value, header.get("digest")) if keep else value
+
+    def put(self, value) -> Remote:
+        """Keep value in the jail; its proxy can then be passed without sending it again."""
+        return self.request(p.Op.PUT, value=value)
+
+    def module(self) -> "ModuleProxy":
+        return ModuleProxy(self)
+
+    # -- serving the jail's callbacks: only what a model or an exported object offers
+    def serve(self, header: dict, bufs: list[bytes]):
+        codec = self.peer.codec
+        target = codec.decode(header.get("obj"), bufs)
+        op, name = header.get("op"), header.get("method") or header.get("name")
+        if isinstance(target, Model):
+            allowed = MODEL_PIECES if op == p.Op.CALL.value else ("weights",)
+        else:
+            allowed = api_of(target) if op == p.Op.CALL.value else ()
+        if name not in allowed:
+            raise p.ProtocolError(f"the grader's {type(target).__name__} offers {list(allowed)}, not {name!r}")
+        if op == p.Op.GETATTR.value:
+            return {n: w.copy() for n, w in target.weights.items()}, {}
+        args, kwargs = codec.decode_call(header, bufs)
+        return getattr(target, name)(*args, **kwargs), {}
+
+
+# Names test tools look up on any object (Hypothesis on a test's arguments): answered here, not asked of the jail.
+LOCAL_MISSES = frozenset(
+    {"hypothesis_internal_is_this_a_mock_check", "execute_example", "setup_example", "teardown_example"}
+)
+
+
+class ModuleProxy:
+    """The learner's kata module as the judge sees it. It outlives jail restarts."""
+
+    def __init__(self, jail: Jail):
+        self._jail = jail
+        self._known: dict[str, Remote] = {}  # functions and classes already looked up, in this jail
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name in LOCAL_MISSES:
+            raise AttributeError(name)
+        self._jail.ensure()
+        known = self._known.get(name)
+        if known is not None and known._gen == self._jail.generation:
+            return known
+        value = self._jail.request(p.Op.GETATTR, obj=self._jail.module_remote, name=name)
+        if isinstance(value, Remote) and value._ref.get("kind") in ("function", "class"):
+            self._known[name] = value
+        return value
+
+    def __repr__(self):
+        return f"<kata module {self._jail.kata}>"
+
+
+_JAILS: dict[tuple[str, str], Jail] = {}
+
+
+def prestart(name: str, baseline: Path | None = None) -> None:
+    """Start the jail of kata `name` now (and the baseline's, when given), so
+    that their interpreters start while the judge collects the suite."""
+    try:
+        jails = [kata_module(name)._jail]
+    except KataLoadError:
+        jails = []  # the suite meets the same error and reports it
+    if baseline is not None and baseline.is_file():
+        jails.append(baseline_module(baseline)._jail)
+    for jail in jails:
+        if jail.peer is None and jail.failed is None:
+            jail.start()
+
+
+def load(name: str) -> None:
+    """Start kata `name`'s jail and import its module now (or raise why it cannot be)."""
+    kata_module(name)._jail.ensure()
+
+
+def kata_module(name: str) -> ModuleProxy:
+    """The module of kata `name` from the configured target, in its jail."""
+    source = _target.kata_path(SETTINGS.target, name)
+    key = (name, str(source))
+    if key not in _JAILS:
+        if not source.is_file() or source.is_symlink():
+            what = "is a symlink; submit the file itself" if source.is_symlink() else "does not exist"
+            raise KataLoadError(f"no module {source.name} in {source.parent} ({what})")
+        text = source.read_text(encoding="utf-8", errors="replace")
+        if SETTINGS.target != "reference" and _target.USES_SOLUTIONS.search(text):
+            raise KataLoadError(f"{source.name} uses the reference solution; a kata must be your own code")
+        _JAILS[key] = Jail(name, source)
+        _JAILS[key].learner = True
+    return _JAILS[key].module()
+
+
+def baseline_module(path) -> ModuleProxy:
+    """A module of trusted baselines, in a jail of its own, so that a speed
+    check times both sides through the same channel."""
+    source = Path(path)
+    key = (source.stem, str(source))
+    if key not in _JAILS:
+        _JAILS[key] = Jail(source.stem, source)
+    return _JAILS[key].module()
+
+
+UPLOAD_BYTES = 4096  # arguments of a timed call larger than this are sent before the clock starts
+
+
+def _owner(fn, what: str) -> tuple[Remote, str | None]:
+    owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
+    if not isinstance(owner, Remote):
+        raise TypeError(f"{what}() takes a kata function or method, a proxy from the jail")
+    return owner, method
+
+
+def upload(fn, args) -> list:
+    """args with every array larger than UPLOAD_BYTES already sent to fn's
+    jail (as handles), so that timing a call of fn does not time the copy."""
+    jail = _owner(fn, "upload")[0]._jail
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES:
+            handle = jail.put(a)
+            if jail.learner:
+                _UPLOADED[handle] = failing_calls.freeze(a)
+            a = handle
+        out.append(a)
+    return out
+
+
+def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
+    """(seconds, digest) of one call of a kata function or method, timed here
+    around its round trip. Large array arguments are sent to the jail first
+    (see upload), outside the timing; the result stays there and only its
+    digest (protocol.digest, sampled with a probe seed) comes back, so the
+    time is the work, not the copying. batch: args is a list of argument
+    lists, called in order in one round trip (the digest is then a list),
+    for calls too quick to time one by one."""
+    owner, method = _owner(fn, "timed")
+    sent = [upload(fn, one) for one in args] if batch else upload(fn, args)
+    if owner._jail.learner:
+        _record(owner._jail, owner, method, sent, {}, batch)
+    t0 = time.perf_counter()
+    _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
+    return time.perf_counter() - t0, digest
+
+
+def call_many(fn, arg_lists, **kwargs) -> list:
+    """[fn(*args, **kwargs) for args in arg_lists] in one round trip: the same
+    calls in the same order (a generator shared by the calls advances through
+    them exactly as in a loop). For suites that call a kata function
+    thousands of times."""
+    owner, method = _owner(fn, "call_many")
+    return owner._jail.call(owner, method, [list(a) for a in arg_lists], kwargs, batch=True)
+
+
+def stop_all() -> None:
+    for jail in _JAILS.values():
+        jail.stop()
+    _JAILS.clear()

@@ -1,0 +1,1 @@
+"""For courses: the student edition, submissions, class grading, Gradescope and Classroom kits."""

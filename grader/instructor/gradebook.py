@@ -1,0 +1,245 @@
+"""Grade a class: every student's submission, in parallel, into one gradebook.
+
+`kata grade-all SUBMISSIONS/` reads one folder or zip per student (the kata
+modules anywhere inside, see grader.instructor.submissions), grades every (student,
+kata) pair as its own judge and jail, `jobs` at a time, and writes:
+
+- OUT/gradebook.csv: a row per student: student, score, max_score, seed,
+  note, then the points of each kata and of each task (columns KATA and
+  KATA:TASK);
+- OUT/students/STUDENT.json: that student's grade in `kata grade --json`'s
+  shape.
+
+A submission that cannot be graded (no kata modules, a bad zip) is a row of
+zeros with the reason in `note`; one that crashes, hangs or fails to import
+is graded like any other (crash, timeout, error), never an abort.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from grader.grading import runner, seeds
+from grader.grading.events import Status
+from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult
+from grader.instructor.submissions import SubmissionError, find_katas_dir, list_students, unpack_zip
+from grader.kata.registry import Kata
+from grader.output import files, report
+
+
+def student_seed(secret: str, student: str) -> int:
+    """A seed of the student's own (grader.grading.seeds.derived): the same for the
+    same secret and name, not guessable without the secret, never the
+    standard seed 0."""
+    return seeds.derived(secret, student)
+
+
+@dataclass
+class Student:
+    name: str
+    source: Path  # their folder or zip
+    seed: int
+    katas_dir: Path | None = None  # where their kata modules are, once found
+    note: str = ""  # why their submission could not be graded, if it could not
+    results: dict[str, KataResult] = field(default_factory=dict)
+
+    def grade(self, katas: list[Kata]) -> GradeResult:
+        ordered = [self.results[k.name] for k in katas if k.name in self.results]
+        return GradeResult(
+            target=str(self.katas_dir or self.source),
+            seed=self.seed,
+            score=sum(k.score for k in ordered),
+            max_score=sum(k.max_score for k in ordered),
+            duration=round(sum(k.duration for k in ordered), 3),
+            katas=ordered,
+            interrupted=len(ordered) < len(katas),
+        )
+
+
+@dataclass
+class ClassResult:
+    students: list[Student]
+    katas: list[Kata]
+    tasks: dict[str, list[str]]  # kata -> the only tasks graded (all when absent)
+    duration: float
+    interrupted: bool = False
+
+    def task_names(self, kata: Kata) -> list[str]:
+        return _task_names(kata, self.tasks)
+
+
+def _not_graded(kata: Kata, tasks: list[str], why: str, status: Status = Status.ERROR) -> KataResult:
+    chosen = [kata.task(t) for t in tasks]
+    return KataResult(
+        name=kata.name,
+        title=kata.title,
+        score=0,
+        max_score=sum(t.points for t in chosen),
+        duration=0.0,
+        tasks=[
+            TaskResult(
+                name=t.name,
+                title=t.title,
+                status=status,
+                score=0,
+                max_score=t.points,
+                checks_passed=0,
+                checks_total=0,
+                message=why,
+                hint="",
+                visibility=t.visibility,
+            )
+            for t in chosen
+        ],
+    )
+
+
+def _find_katas(s: Student, unpacked: Path, katas: list[Kata], tasks: dict, progress) -> None:
+    """Set s.katas_dir to where s's kata modules are, unpacking a zip into
+    unpacked first; a submission that cannot be read gets a note and a row of
+    not-graded katas instead, and the class goes on."""
+    try:
+        root = unpack_zip(s.source, unpacked / s.name) if s.source.is_file() else s.source
+        s.katas_dir = find_katas_dir(root, [k.name for k in katas])
+    except (SubmissionError, OSError) as exc:
+        s.note = str(exc)
+        for k in katas:
+            s.results[k.name] = _not_graded(k, _task_names(k, tasks), f"not graded: {exc}")
+            if progress is not None:
+                progress(s, s.results[k.name])
+
+
+def grade_class(
+    folder: Path,
+    katas: list[Kata],
+    *,
+    tasks: dict[str, list[str]] | None = None,
+    jobs: int = 1,
+    seed: int = 0,
+    secret: str | None = None,
+    limits: Limits = Limits(),
+    progress: Callable[[Student, KataResult], None] | None = None,
+) -> ClassResult:
+    """Grade every submission in folder. progress(student, kata_result) is
+    called as each pair finishes. Ctrl-C (KeyboardInterrupt) stops every
+    judge and returns what was graded, with `interrupted` set."""
+    tasks = tasks or {}
+    started = time.monotonic()
+    students = [
+        Student(name, source, student_seed(secret, name) if secret else seed) for name, source in list_students(folder)
+    ]
+    interrupted = False
+    with tempfile.TemporaryDirectory(prefix="kata-class-") as unpacked:
+        for s in students:
+            _find_katas(s, Path(unpacked), katas, tasks, progress)
+        pairs = [(s, k) for s in students if s.katas_dir is not None for k in katas]
+        runner._INTERRUPTED.clear()
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        futures = {
+            pool.submit(runner.grade_kata, k, str(s.katas_dir), seed=s.seed, limits=limits, tasks=tasks.get(k.name)): (
+                s,
+                k,
+            )
+            for s, k in pairs
+        }
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    s, k = futures[future]
+                    try:
+                        s.results[k.name] = future.result()
+                    except Exception as exc:  # the grader's own failure: this pair's row says so, the class goes on
+                        s.results[k.name] = _not_graded(
+                            k, _task_names(k, tasks), f"the grader failed: {exc}", Status.CRASH
+                        )
+                    if progress is not None:
+                        progress(s, s.results[k.name])
+        except KeyboardInterrupt:
+            interrupted = True
+            runner.interrupt_all(futures)
+        pool.shutdown(wait=True)
+        for future, (s, k) in futures.items():
+            if k.name not in s.results and future.done() and not future.cancelled() and future.exception() is None:
+                s.results[k.name] = future.result()
+    return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted)
+
+
+def _task_names(kata: Kata, tasks: dict[str, list[str]]) -> list[str]:
+    return tasks.get(kata.name) or [t.name for t in kata.tasks]
+
+
+def gradebook_csv(result: ClassResult) -> str:
+    """The gradebook: a row per student, columns for each kata and task's points."""
+    columns = [k.name for k in result.katas] + [f"{k.name}:{t}" for k in result.katas for t in result.task_names(k)]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", "score", "max_score", "seed", "note", *columns])
+    max_score = sum(t.points for k in result.katas for t in k.tasks if t.name in result.task_names(k))
+    for s in result.students:
+        points: dict[str, object] = {}
+        for k in result.katas:
+            kr = s.results.get(k.name)
+            points[k.name] = kr.score if kr else ""
+            for t in kr.tasks if kr else []:
+                points[f"{k.name}:{t.name}"] = t.score
+        note = s.note or ("not graded: interrupted (Ctrl-C)" if len(s.results) < len(result.katas) else "")
+        score = sum(kr.score for kr in s.results.values())
+        writer.writerow([_cell(s.name), score, max_score, s.seed, _cell(note), *(points.get(c, "") for c in columns)])
+    return out.getvalue()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula (OWASP)
+
+
+def _cell(text: str) -> str:
+    """A CSV cell of learner-supplied text (a folder name, a note): control characters escaped, and a
+    leading quote where the text would start a formula, so a spreadsheet shows it as text."""
+    text = report.printable(text, lines=False)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def summary(result: ClassResult, common: int = 2) -> str:
+    """Per task: how many students passed, and the most common failure messages."""
+    lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
+    for k in result.katas:
+        for name in result.task_names(k):
+            outcomes = [
+                t for s in result.students if k.name in s.results for t in s.results[k.name].tasks if t.name == name
+            ]
+            passed = sum(t.status is Status.PASS for t in outcomes)
+            lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
+            why = Counter(
+                f"{t.status.value}: {report.printable(t.message.splitlines()[0][:120])}"
+                if t.message
+                else t.status.value
+                for t in outcomes
+                if t.status is not Status.PASS
+            )
+            lines += [f"    {n} x {message}" for message, n in why.most_common(common)]
+    return "\n".join(lines)
+
+
+def write(result: ClassResult, out: Path) -> list[Path]:
+    """OUT/gradebook.csv and OUT/students/STUDENT.json; returns the paths."""
+    students_dir = Path(out) / "students"
+    students_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for s in result.students:
+        data = report.as_json(s.grade(result.katas))
+        data["student"], data["note"] = s.name, s.note
+        path = students_dir / f"{s.name}.json"
+        files.write_json(path, data)
+        written.append(path)
+    book = Path(out) / "gradebook.csv"
+    files.write_atomically(book, gradebook_csv(result))
+    return [book, *written]

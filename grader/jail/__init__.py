@@ -1,0 +1,1 @@
+"""The untrusted side: wire protocol, jail server, jail zygote, confinement; imports nothing from grader.grading."""

@@ -1,0 +1,447 @@
+"""The jail: the only process that imports a learner's kata module. It runs
+what the judge asks (import, read an attribute, call) and answers with data.
+
+Started by grader.grading.jail_client as an isolated interpreter (no site, no user site,
+sys.path set by the judge to a read-only runtime copy of the model package
+and the standard library and site-packages), in a temporary working
+directory, with the channel socket as its only inherited descriptor:
+
+    python -s -S -B -c BOOT CONFIG_JSON
+
+or, where the runner started one, forked by the jail zygote (`serve_forks`
+below, grader/jail/zygote.py): the same interpreter, flags, sys.path and
+environment, with NumPy and the model already imported.
+
+CONFIG_JSON: {"fd": channel fd, "sub": the submission copy's directory,
+"limits": {"memory_mb", "output_mb", "cpu_seconds"}}.
+
+Objects the judge passes that are not data arrive as proxies that call back
+over the same channel: a reference `Model` (its pieces run in the judge,
+which counts their work) and language models with a `logits` method. A
+numpy Generator arrives as its bit-generator state and goes back after the
+call, so the judge's generator advances exactly as if it had been used there.
+
+Nothing here decides a grade: a learner's code can rewrite all of this
+process, and the judge trusts none of it.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.util
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+
+import numpy as np
+
+from grader.jail import protocol as p
+from reference.lm import BigramLM
+from reference.model import Config, Model
+
+MIB = 1024 * 1024
+
+
+class JudgeObject:
+    """A judge-side object (a language model) seen from the jail."""
+
+    def __init__(self, peer: p.Peer, data: dict):
+        self._peer, self._ref = peer, data
+        self._methods = {m for m in data.get("methods", []) if type(m) is str}
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in self._methods:
+            raise AttributeError(f"{self._ref.get('type', 'object')} offers {sorted(self._methods)}, not {name!r}")
+        return lambda *args, **kwargs: call_judge(self._peer, self._ref, name, args, kwargs)
+
+    def __repr__(self):
+        return f"<{self._ref.get('type', 'object')} of the grader>"
+
+
+def call_judge(peer: p.Peer, ref: dict, method: str, args, kwargs):
+    header, bufs = peer.request(p.Op.CALL, obj=_Raw(ref), method=method, args=list(args), kwargs=kwargs)
+    if header["op"] == p.Op.ERR.value:
+        raise mirror(p.RemoteError.from_json(header.get("error")))
+    return peer.codec.decode(header.get("value"), bufs)
+
+
+_MIRRORS: dict[tuple, type] = {}
+
+
+def mirror(err: p.RemoteError) -> BaseException:
+    """The judge's exception as one the learner's code can catch by its built-in class."""
+    bases = tuple(b for b in p.builtin_exceptions(err.bases) if issubclass(b, Exception)) or (Exception,)
+    key = (err.name, bases)
+    cls = _MIRRORS.get(key) or _MIRRORS.setdefault(key, type(err.name, bases, {"__module__": "grader"}))
+    return cls(err.message)
+
+
+class JudgeModel(Model):
+    """A reference Model whose pieces run in the judge (which counts their work).
+    Its weights are fetched once, on first use (quantize_model reads them)."""
+
+    def __init__(self, peer: p.Peer, ref: dict, config: Config):  # no weights here: they stay with the judge
+        self.config = config
+        self._counters = []
+        self._peer, self._ref, self._weights = peer, ref, None
+
+    @property
+    def weights(self):
+        if self._weights is None:
+            header, bufs = self._peer.request(p.Op.GETATTR, obj=_Raw(self._ref), name="weights")
+            if header["op"] == p.Op.ERR.value:
+                raise mirror(p.RemoteError.from_json(header.get("error")))
+            self._weights = self._peer.codec.decode(header.get("value"), bufs)
+        return self._weights
+
+    def count_work(self):
+        raise RuntimeError("the grader counts this model's work; count_work is not available to kata code")
+
+
+def _piece(name):
+    def run(self, *args, **kwargs):
+        return call_judge(self._peer, self._ref, name, args, kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = getattr(Model, name).__doc__
+    return run
+
+
+for _name in ("embed", "qkv", "attend", "mlp", "logits", "forward"):
+    setattr(JudgeModel, _name, _piece(_name))
+JudgeModel.__name__ = JudgeModel.__qualname__ = "Model"
+
+
+class _Raw:
+    """A value encoded as it is (a judge handle going back to the judge)."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+class _Kept:
+    """A result the judge asked to keep here: it gets a handle, not the data."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class JailCodec(p.Codec):
+    side = "jail"
+
+    def __init__(self):
+        super().__init__()
+        self.peer: p.Peer | None = None
+        self.rngs: list[np.random.Generator] = []  # generators decoded for the request being served
+        self.models: dict[int, JudgeModel] = {}  # judge handle -> its proxy model, one per model
+        self.local_models: dict[int, Model] = {}  # key -> a model the judge sent as data
+
+    def encode_special(self, value, buffers, depth):
+        if isinstance(value, _Raw):
+            return value.data
+        if isinstance(value, _Kept):
+            return self.export(value.value)
+        if isinstance(value, JudgeModel):
+            return value._ref
+        if isinstance(value, Model):  # a model built here: its config and weights
+            return {
+                "$": "model",
+                "config": self.encode(_config_fields(value.config), buffers, depth + 1),
+                "weights": self.encode(dict(value.weights), buffers, depth + 1),
+            }
+        if isinstance(value, Config):
+            return {"$": "config", "fields": self.encode(_config_fields(value), buffers, depth + 1)}
+        if isinstance(value, JudgeObject):
+            return value._ref
+        if isinstance(value, type) and issubclass(value, BaseException):
+            return {
+                "$": "excclass",
+                "name": value.__name__,
+                "module": str(value.__module__),
+                "qualname": value.__qualname__,
+                "bases": list(p.builtin_bases(value)),
+            }
+        return None
+
+    def export(self, value):
+        kind = "class" if isinstance(value, type) else "function" if callable(value) else "object"
+        return self.ref(value, kind, _methods(type(value)) if kind == "object" else ())
+
+    def decode_special(self, tag, data, buffers, depth):
+        if tag == "rng":
+            if "slot" in data:  # a generator this message already carried
+                slot = data["slot"]
+                if type(slot) is not int or not 0 <= slot < len(self.rngs):
+                    raise p.ProtocolError("a generator slot that was not sent")
+                return self.rngs[slot]
+            gen = p.new_rng(data)
+            self.rngs.append(gen)
+            return gen
+        if tag == "config":
+            return Config(**self.decode(data.get("fields"), buffers, depth + 1))
+        if tag == "bigram":
+            return BigramLM(self.decode(data.get("table"), buffers, depth + 1))
+        if tag == "model":  # a model sent as data, to run here (a speed check's model)
+            key = data.get("key")
+            if "weights" in data:
+                fields = self.decode(data.get("config"), buffers, depth + 1)
+                self.local_models[key] = Model(Config(**fields), self.decode(data["weights"], buffers, depth + 1))
+            if key not in self.local_models:
+                raise p.ProtocolError("a model key that was never sent")
+            return self.local_models[key]
+        raise p.ProtocolError(f"an unknown value tag {tag!r}")
+
+    def remote(self, data):
+        if data.get("kind") == "model":
+            h = data["id"]
+            if h not in self.models:
+                config = Config(**self.decode(data.get("config"), [], 1))
+                self.models[h] = JudgeModel(self.peer, {k: v for k, v in data.items() if k != "config"}, config)
+            return self.models[h]
+        return JudgeObject(self.peer, data)
+
+
+_METHODS: dict[type, list[str]] = {}
+
+
+def _methods(cls: type) -> list[str]:
+    """The public methods of a class, which the judge calls in one round trip."""
+    if cls not in _METHODS:
+        _METHODS[cls] = [n for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n, None))]
+    return _METHODS[cls]
+
+
+def _config_fields(config: Config) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+class KataImportError(Exception):
+    """The kata module could not be imported; the message says why."""
+
+
+class Server:
+    def __init__(self, sock: socket.socket, sub: str):
+        self.sub = os.path.realpath(sub)
+        self.codec = JailCodec()
+        self.peer = p.Peer(sock, self.codec, self.serve, self.error)
+        self.codec.peer = self.peer
+
+    def error(self, exc: BaseException) -> p.RemoteError:
+        return p.error_of(exc, keep_frame=lambda f: os.path.realpath(f).startswith(self.sub + os.sep))
+
+    def load(self, name: str):
+        path = os.path.join(self.sub, f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise KataImportError(f"{name}.py has a syntax error at line {exc.lineno}: {exc.msg}") from None
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: importing must not end the jail
+            err = self.error(exc)
+            where = f" (at {err.frames[-1]})" if err.frames else ""
+            raise KataImportError(f"importing {name}.py raised {type(exc).__name__}: {err.message}{where}") from None
+        return module
+
+    def serve(self, header: dict, bufs: list[bytes]):
+        op = header.get("op")
+        self.codec.rngs = []
+        if op == p.Op.LOAD.value:
+            name = header.get("name")
+            if type(name) is not str or not name.isidentifier():
+                raise p.ProtocolError("a bad module name")
+            return _Kept(self.load(name)), {}
+        if op == p.Op.PUT.value:
+            return _Kept(self.codec.decode(header.get("value"), bufs)), {}
+        target = self.codec.decode(header.get("obj"), bufs)
+        if op == p.Op.GETATTR.value:
+            return getattr(target, str(header.get("name"))), {}
+        if op == p.Op.CALL.value:
+            method = header.get("method")
+            fn = target if method is None else getattr(target, str(method))
+            args, kwargs = self.codec.decode_call(header, bufs)
+            rngs = list(self.codec.rngs)
+            if header.get("batch"):
+                if not all(type(a) is list for a in args):
+                    raise p.ProtocolError("a batch call needs a list of argument lists")
+                result = [fn(*a, **kwargs) for a in args]
+            else:
+                result = fn(*args, **kwargs)
+            extra = {"rngs": [p.rng_state(g) for g in rngs]}
+            if header.get("keep"):
+                probe = header.get("probe")
+                result, extra["digest"] = _Kept(result), p.digest(result, probe if type(probe) is int else None)
+            return result, extra
+        raise p.ProtocolError(f"an unknown request {op!r}")
+
+    def run(self) -> None:
+        while True:
+            header, bufs = p.recv_frame(self.peer.reader)
+            self.codec.release(header.get("release") or [])
+            if header.get("op") == p.Op.BYE.value:
+                return
+            self.peer.answer(header, bufs)
+
+
+def _limit(kind: int, value: int) -> None:
+    resource.setrlimit(kind, (value, value))
+
+
+def main(config_json: str) -> None:
+    config = json.loads(config_json)
+    limits = config["limits"]
+    sock = socket.socket(fileno=config["fd"])
+    faulthandler.enable()  # a segfault's traceback goes to the log the judge reads
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead of killing us
+    _limit(resource.RLIMIT_AS, limits["memory_mb"] * MIB)
+    _limit(resource.RLIMIT_FSIZE, limits["output_mb"] * MIB)
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_NOFILE, 64)
+    _limit(resource.RLIMIT_CPU, limits["cpu_seconds"])
+    _limit(resource.RLIMIT_NPROC, 1)  # no child process, no thread: nothing can outlive the kata
+    server = Server(sock, config["sub"])
+    try:
+        server.run()
+    except (p.PeerGone, p.ProtocolError):
+        pass
+    os._exit(0)
+
+
+# ------------------------------------------------------------------ zygote
+# grader.jail.zygote starts this process once per `kata` command, as a jail starts
+# (the same flags, environment and sys.path), and it forks every jail with
+# NumPy and the model already imported. It runs nothing of a learner's: each
+# child confines itself (grader.jail.confine) before it runs main().
+
+
+def serve_forks(listen_fd: str, life_fd: str) -> None:
+    """Fork a jail for each request of each judge that connects to the
+    listening socket listen_fd (see grader/jail/zygote.py), until life_fd, the
+    runner's socket, closes: then kill every jail and exit. Both are
+    descriptor numbers, as the command line gives them."""
+    import selectors
+
+    from grader.jail.reaping import kill_group, woken_by_children
+
+    listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
+    selector, wake_r, _ = woken_by_children(listener, life)
+    owner: dict[int, socket.socket] = {}  # each live jail's judge connection
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is wake_r:
+                os.read(wake_r, 4096)
+            elif key.fileobj is life:
+                if not life.recv(1):  # the runner is gone
+                    for pid in owner:
+                        kill_group(pid)
+                    os._exit(0)
+            elif key.fileobj is listener:
+                conn, _ = listener.accept()
+                if _peer_uid(conn) != os.geteuid():  # a judge runs as the runner's user; a jail never does
+                    conn.close()
+                    continue
+                selector.register(conn, selectors.EVENT_READ)
+            else:
+                conn = key.fileobj
+                try:
+                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+                except OSError:
+                    message, fds = b"", []
+                if not message:  # the judge is gone: so are its jails
+                    for fd in fds:
+                        os.close(fd)
+                    selector.unregister(conn)
+                    conn.close()
+                    for pid in [pid for pid, c in owner.items() if c is conn]:
+                        kill_group(pid)
+                    continue
+                pid = _fork_jail(conn, message, fds)
+                if pid > 0:
+                    owner[pid] = conn
+        _reap_jails(owner)
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket."""
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _fork_jail(conn: socket.socket, message: bytes, fds: list[int]) -> int:
+    """Fork the jail a judge asked for and tell it the pid (or why there is none). Returns the pid, or -1."""
+    from grader.jail import confine
+
+    try:
+        request = json.loads(message)
+        channel, log = fds
+        how = request["confine"]
+        limits = confine.preexec(
+            how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["readable"]
+        )
+        pid = os.fork()
+    except Exception as exc:  # noqa: BLE001 - a bad request or a failed fork: the judge hears why
+        for fd in fds:
+            os.close(fd)
+        _tell(conn, {"error": f"the jail zygote could not fork: {type(exc).__name__}: {exc}"})
+        return -1
+    if pid == 0:
+        _forked(request, channel, log, limits)  # never returns
+    for fd in fds:
+        os.close(fd)
+    _tell(conn, {"pid": pid})
+    return pid
+
+
+def _forked(request: dict, channel: int, log: int, limits) -> None:
+    """In the forked child: become the jail the request describes, as
+    subprocess would have started it, then run main()."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, channel)  # nothing inherited but the channel: not the zygote's sockets
+        os.closerange(channel + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        limits()  # namespaces, root, uid, parent-death signal: as subprocess's preexec_fn
+        sys.path[:] = request["paths"]
+        config = dict(request["config"], fd=channel)
+        main(json.dumps(config))
+    except BaseException:  # noqa: BLE001 - say why in the log the judge reads
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _tell(conn: socket.socket, answer: dict) -> None:
+    try:
+        conn.send(json.dumps(answer).encode())
+    except OSError:
+        pass  # the judge is gone: its next read says so
+
+
+def _reap_jails(owner: dict[int, socket.socket]) -> None:
+    """Tell each judge of its jails that have ended."""
+    from grader.jail.reaping import reap
+
+    def tell(pid: int, code: int) -> None:
+        conn = owner.pop(pid, None)
+        if conn is not None and conn.fileno() >= 0:
+            _tell(conn, {"exited": pid, "code": code})
+
+    reap(tell)

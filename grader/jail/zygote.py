@@ -1,0 +1,344 @@
+"""The jail zygote: one process per `kata` command that forks the jails.
+
+A jail is a new Python that imports NumPy and the model before it serves
+anything: about 0.16 s of the 0.2 s a grading of one quick check takes, paid
+again for every jail of every grading. The zygote (`grader.jail.server.serve_forks`)
+is that Python, started once with the jail's own flags, environment and
+sys.path, and it forks each jail with NumPy and the model already loaded.
+The child confines itself exactly as a jail started with subprocess does
+(grader.jail.confine.preexec, in the same order: session, descriptors,
+namespaces and root, uid, parent-death signal) and then runs
+`grader.jail.server.main`.
+
+Only the modes whose confinement runs in the child before exec use it:
+root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
+so every jail is still a new process (see grader/jail/confine.py).
+
+The runner (or, under `kata test`, the pytest process: grader/suites/conftest.py)
+starts the zygote (`start`) with a runtime folder, the read-only copy of the
+files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
+jail it forks; a jail sees that folder besides its own. The judges find the
+zygote by the abstract Unix socket that KATA_JAIL_FORKS names, and connect
+one connection each (`connection`). The zygote answers only a peer of its
+own uid, so no jail can ask it for anything: in the root and uid modes a
+jail runs as a uid of its own (and in the root mode, in a network namespace
+of its own, it does not even see the socket); the plain mode guarantees
+nothing.
+
+Protocol, over SOCK_SEQPACKET (one JSON message a packet):
+
+    judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "paths": [...], "confine": {...}},
+                      the jail's channel and log descriptors attached
+    zygote -> judge   {"pid": N}, or {"error": "..."} when the fork failed
+    zygote -> judge   {"exited": N, "code": C}: jail N ended; C as subprocess's returncode
+
+A jail dies with its zygote (its parent-death signal); the zygote kills
+every jail and exits when the runner is gone (its end of a socketpair reads
+end-of-file: a parent-death signal would come when the runner's thread that
+started it ends); when a judge's connection closes (the judge ended or was killed)
+the zygote kills every jail it forked for that judge.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import py_compile
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from grader import ONE_BLAS_THREAD
+from grader.jail import confine
+from grader.kata import target as _target
+
+# What a jail runs, copied out of the checkout. confine.py and reaping.py are there for the zygote.
+RUNTIME_FILES = (
+    "grader/jail/__init__.py",
+    "grader/jail/protocol.py",
+    "grader/jail/server.py",
+    "grader/jail/confine.py",
+    "grader/jail/reaping.py",
+    "reference/__init__.py",
+    "reference/model.py",
+    "reference/sampling.py",
+    "reference/tokenizer.py",
+    "reference/lm.py",
+)
+VAR = "KATA_JAIL_FORKS"  # set by the runner for its judges: the zygote's socket; "off": no zygote
+MODES = ("root", "uid", "plain")  # the confinement modes the zygote serves
+MAX_MESSAGE = 1 << 20
+SPAWN_SECONDS = 30  # how long a judge waits for the zygote's answer to a fork
+
+_BYTECODE: dict[tuple[str, int, int], bytes] = {}
+
+
+def _bytecode(source: Path) -> bytes:
+    """The compiled form of a runtime file, as a .pyc that Python loads without
+    checking it against its source (unchecked-hash): no jail compiles the
+    model's files again. Compiled once per process and per version of the
+    file (its path, size and modification time)."""
+    stat = source.stat()
+    key = (str(source), stat.st_size, stat.st_mtime_ns)
+    if key not in _BYTECODE:
+        with tempfile.TemporaryDirectory(prefix="kata-pyc-") as tmp:
+            out = Path(tmp, "file.pyc")
+            py_compile.compile(
+                str(source),
+                cfile=str(out),
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            _BYTECODE[key] = out.read_bytes()
+    return _BYTECODE[key]
+
+
+def make_runtime(runtime: Path) -> None:
+    """Fill the new folder runtime with the files a jail runs, compiled, and the
+    shipped weights, all read-only."""
+    root = _target.ROOT
+    for rel in RUNTIME_FILES:
+        (runtime / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, runtime / rel)
+        # Where the jail's Python looks for it (the judge's own sys.pycache_prefix may differ).
+        cached = (runtime / rel).parent / "__pycache__" / f"{Path(rel).stem}.{sys.implementation.cache_tag}.pyc"
+        cached.parent.mkdir(exist_ok=True)
+        cached.write_bytes(_bytecode(root / rel))
+    (runtime / "grader" / "__init__.py").write_text("")
+    weights = root / "reference" / "weights"
+    if weights.is_dir():
+        shutil.copytree(weights, runtime / "reference" / "weights")
+    for path in [runtime, *runtime.rglob("*")]:
+        os.chmod(path, 0o555 if path.is_dir() else 0o444)
+
+
+def runtime_paths() -> list[str]:
+    """A jail's sys.path after its runtime copy: the standard library and site-packages, never the checkout."""
+    import sysconfig
+
+    root = str(_target.ROOT)
+    keep = [sys.base_prefix, sys.prefix] + [
+        sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+    ]
+    out = []
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if not real or not any(real == k or real.startswith(k.rstrip("/") + "/") for k in keep if k):
+            continue
+        if (real == root or real.startswith(root + "/")) and not real.startswith(os.path.realpath(sys.prefix)):
+            continue
+        if real not in out:
+            out.append(real)
+    return out
+
+
+def jail_env(home: str) -> dict[str, str]:
+    """The whole environment of a jail whose home is `home`."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home, **ONE_BLAS_THREAD}
+    env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
+    return env
+
+
+def remove_tree(folder: str) -> None:
+    """Remove a folder of read-only files (a runtime or a jail's folder)."""
+    for path in Path(folder).rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# ------------------------------------------------------------ runner side
+
+
+class Zygote:
+    """The zygote this process started, and its folder (the runtime)."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="kata-forks-")
+        try:
+            self._start()
+        except BaseException:
+            remove_tree(self.folder)
+            raise
+
+    def _start(self) -> None:
+        os.chmod(self.folder, 0o755)  # the jails' uids read the runtime
+        self.runtime = Path(self.folder, "runtime")
+        make_runtime(self.runtime)
+        # An abstract socket (no file, so no limit on TMPDIR's length); the zygote
+        # answers only connections of its own uid (grader.jail.server.serve_forks).
+        self.socket_name = "\0kata-forks-" + secrets.token_hex(16)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.life, theirs = socket.socketpair()  # its end reads EOF once this process is gone
+        try:
+            listener.bind(self.socket_name)
+            listener.listen(64)
+            paths = [str(self.runtime)] + runtime_paths()
+            boot = (
+                f"import sys; sys.path[:] = {paths!r}; "
+                "from grader.jail.server import serve_forks; serve_forks(*sys.argv[1:])"
+            )
+            fds = (listener.fileno(), theirs.fileno())
+            self.proc = subprocess.Popen(
+                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, *map(str, fds)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=fds,
+                env=jail_env("/"),
+                cwd="/",
+                start_new_session=True,
+            )
+        except BaseException:
+            self.life.close()
+            raise
+        finally:
+            listener.close()
+            theirs.close()
+
+    def address(self) -> str:
+        """What KATA_JAIL_FORKS holds for the judges: the socket, then the runtime folder."""
+        return json.dumps({"socket": self.socket_name, "runtime": str(self.runtime)})
+
+    def stop(self) -> None:
+        self.life.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        remove_tree(self.folder)
+
+
+_ZYGOTE: list[Zygote] = []
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def start() -> str | None:
+    """KATA_JAIL_FORKS for this process's judges: its zygote, started on first
+    use; None where jails are not forked (bubblewrap, or KATA_JAIL_FORKS=off)
+    or it cannot start."""
+    if os.environ.get(VAR) == "off":
+        return None
+    try:
+        if confine.mode() not in MODES:
+            return None
+    except ValueError:
+        return None  # a bad KATA_JAIL: the judge reports it
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE and _ZYGOTE[0].proc.poll() is not None:
+            _ZYGOTE.pop().stop()
+        if not _ZYGOTE:
+            try:
+                _ZYGOTE.append(Zygote())
+            except OSError:
+                return None
+            atexit.register(_ZYGOTE[0].stop)
+        return _ZYGOTE[0].address()
+
+
+# ------------------------------------------------------------- judge side
+
+
+class ForkedJail:
+    """A jail the zygote forked: what grader.grading.jail_client uses of a Popen (pid, kill, wait)."""
+
+    def __init__(self, connection: "Connection", pid: int):
+        self.connection, self.pid = connection, pid
+        self.returncode: int | None = None
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            code = self.connection.wait(self.pid, timeout)
+            if code is None:
+                raise subprocess.TimeoutExpired(f"jail {self.pid}", timeout)
+            self.returncode = code
+        return self.returncode
+
+
+class Connection:
+    """This judge's connection to the zygote."""
+
+    def __init__(self, address: dict):
+        self.runtime = address["runtime"]
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(address["socket"])
+        self.exited: dict[int, int] = {}
+        self.gone = False
+
+    def spawn(self, request: dict, fds: list[int]) -> ForkedJail:
+        """A jail forked for request, or OSError saying why there is none."""
+        socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+        deadline = time.monotonic() + SPAWN_SECONDS
+        while True:
+            answer = self._next(deadline)
+            if answer is None:
+                raise OSError("the jail zygote did not answer")
+            if "pid" in answer:
+                return ForkedJail(self, answer["pid"])
+            if "error" in answer:
+                raise OSError(answer["error"])
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        """Jail pid's exit code once it has ended, or None after timeout seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pid not in self.exited:
+            if self.gone:  # the zygote died, and its jails with it (their parent-death signal)
+                return -signal.SIGKILL
+            if self._next(deadline) is None and not self.gone:  # the deadline passed
+                return None
+        return self.exited.pop(pid)
+
+    def _next(self, deadline: float | None) -> dict | None:
+        """The zygote's next answer (exit notices are kept in self.exited and
+        returned too), or None at the deadline or once the zygote is gone."""
+        if self.gone:
+            return None
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            self.sock.settimeout(timeout)
+            message = self.sock.recv(MAX_MESSAGE)
+        except (socket.timeout, BlockingIOError):
+            return None
+        except OSError:
+            message = b""
+        if not message:
+            self.gone = True
+            return None
+        answer = json.loads(message)
+        if "exited" in answer:
+            self.exited[answer["exited"]] = answer["code"]
+        return answer
+
+
+_CONNECTION: list[Connection] = []
+
+
+def connection() -> Connection | None:
+    """This judge's connection to its runner's zygote, made on first use; None
+    when there is none (no KATA_JAIL_FORKS, bubblewrap, or it is gone)."""
+    if _CONNECTION and not _CONNECTION[0].gone:
+        return _CONNECTION[0]
+    _CONNECTION.clear()
+    raw = os.environ.get(VAR)
+    if not raw or raw == "off" or confine.mode() not in MODES:
+        return None
+    try:
+        _CONNECTION.append(Connection(json.loads(raw)))
+    except (OSError, ValueError, KeyError, TypeError):
+        os.environ.pop(VAR, None)  # not again in this judge
+        return None
+    return _CONNECTION[0]

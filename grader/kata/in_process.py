@@ -1,0 +1,27 @@
+"""A kata module imported into this process, for `kata bench` and `kata play`.
+
+Unlike grading, which only ever runs kata code in a jail (grader.grading.jail_client),
+these only report: they run the learner's code on the learner's own machine,
+in the process that times or shows it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+from grader.kata import target as _target
+
+
+def import_kata(target: str, kata: str) -> ModuleType:
+    """The module of `kata` from a target ('katas', 'reference' or a directory),
+    imported here; a ValueError when the target holds no such file."""
+    path = _target.kata_path(target, kata)
+    if not path.is_file():
+        raise ValueError(f"no module {path.name} in {path.parent}")
+    spec = importlib.util.spec_from_file_location(f"_local_{kata}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,168 @@
+"""Learner stubs, made from the reference solutions.
+
+A stub is its reference solution with every function body replaced by
+`raise NotImplementedError` (docstrings, signatures, decorators, classes,
+imports and constants kept) and the private helpers, functions and methods
+whose names start with one underscore, removed. The solution is the one
+source: katas/ holds the learner's copy (which they edit; a project test
+keeps it equal to this text), and `stub_for` makes the untouched stub
+(what `kata reset` restores) from the solution again. Where the solutions
+are absent (a student edition, or a wheel built from one), it reads the
+copy `kata release` wrote to grader/kata/stub_files/ instead; the project
+itself never checks that copy in. `kata interview` asks for a partial
+stub: only some functions and classes opened, the rest left as written.
+
+    python -m grader.kata.stubs [KATA ...]          # rewrite katas/KATA.py from the solutions (all by default)
+    python -m grader.kata.stubs --check [KATA ...]  # exit 1 if any of them differs
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Callable, Collection
+
+from grader.kata.target import KATAS_DIR, SOLUTIONS_DIR
+
+
+def _is_private_helper(node: ast.stmt) -> bool:
+    name = getattr(node, "name", "")
+    return (
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and name.startswith("_") and not name.startswith("__")
+    )
+
+
+def _first_line(node: ast.stmt) -> int:
+    """1-based first line of a definition, decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+def make_stub(source: str, only: Collection[str] | None = None) -> str:
+    """The stub text for a reference solution's source.
+
+    only: the names of the top-level functions and classes to open (their
+    bodies replaced, their private methods removed); the others stay as the
+    solution wrote them, with the private helpers they use. None opens
+    everything and removes every private helper: the learner's stub.
+    """
+    if only is None:
+        return _stub(source, lambda name: True, lambda name: True).rstrip("\n") + "\n"  # no blank lines a helper left
+    opened = set(only)
+    text = _stub(source, lambda name: name in opened, lambda name: False)
+    needed = _helpers_in_use(ast.parse(text))
+    return _stub(text, lambda name: False, lambda name: name not in needed).rstrip("\n") + "\n"
+
+
+def _helpers_in_use(tree: ast.Module) -> set[str]:
+    """The private helpers that the module's other statements use, directly or through another helper."""
+    helpers = {node.name: node for node in tree.body if _is_private_helper(node)}
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in helpers}
+
+    todo = set().union(*(names(node) for node in tree.body if not _is_private_helper(node)))
+    used: set[str] = set()
+    while todo:
+        name = todo.pop()
+        used.add(name)
+        todo |= names(helpers[name]) - used
+    return used
+
+
+def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], bool]) -> str:
+    """source with the bodies of the opened top-level functions and classes
+    replaced and the dropped private helpers (and the opened classes' private methods) removed."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end) 0-based half-open, replacement
+
+    classes = [
+        c
+        for top in tree.body
+        if isinstance(top, ast.ClassDef) and opened(top.name)
+        for c in ast.walk(top)
+        if isinstance(c, ast.ClassDef)
+    ]  # with the classes they hold
+    for node in tree.body + [m for c in classes for m in c.body]:
+        if _is_private_helper(node) and (node not in tree.body or dropped(node.name)):
+            start, end = _first_line(node) - 1, node.end_lineno
+            while end < len(lines) and not lines[end].strip():
+                end += 1  # swallow the blank lines that followed it
+            edits.append((start, end, []))
+
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and opened(n.name)]
+    for node in functions + [m for c in classes for m in c.body]:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_private_helper(node):
+            continue
+        body = node.body
+        keep = (
+            1
+            if (
+                isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            )
+            else 0
+        )
+        if keep == len(body):
+            continue
+        first_stmt = body[keep]
+        if first_stmt.lineno == node.lineno:
+            raise ValueError(f"line {node.lineno}: put the body of {node.name} on its own lines")
+        indent = " " * first_stmt.col_offset
+        edits.append((first_stmt.lineno - 1, body[-1].end_lineno, [f"{indent}raise NotImplementedError\n"]))
+
+    # Apply from the bottom up so earlier line numbers stay valid.
+    edits.sort(key=lambda e: e[0], reverse=True)
+    applied_from = len(lines) + 1
+    for start, end, repl in edits:
+        if end > applied_from:
+            continue
+        lines[start:end] = repl
+        applied_from = start
+    return "".join(lines)
+
+
+STUB_FILES = Path(__file__).with_name("stub_files")  # the stubs `kata release` stores in an edition without solutions
+
+
+def stub_for(kata: str) -> str:
+    """The untouched stub of kata: made from its reference solution, or, where the
+    solutions are absent (a student edition), the copy stored in grader/kata/stub_files/.
+    ValueError names the kata when neither is there."""
+    if not kata.isidentifier():
+        raise ValueError(f"a kata's name is a Python identifier, not {kata!r}")
+    if (SOLUTIONS_DIR / f"{kata}.py").is_file():
+        return stub_from_solution(kata)
+    stored = STUB_FILES / f"{kata}.py"
+    if not stored.is_file():
+        raise ValueError(f"kata {kata!r} has no reference solution in {SOLUTIONS_DIR} and no stored stub {stored}")
+    return stored.read_text(encoding="utf-8")
+
+
+def stub_from_solution(kata: str) -> str:
+    """The stub made from kata's reference solution (which only the full project ships)."""
+    return make_stub((SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8"))
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    names = [a for a in argv if not a.startswith("-")]
+    status = 0
+    for solution in sorted(SOLUTIONS_DIR.glob("[!_]*.py")):
+        if names and solution.stem not in names:
+            continue
+        stub, path = stub_from_solution(solution.stem), KATAS_DIR / solution.name
+        if check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != stub:
+                print(f"{path} differs from the stub made from {solution}")
+                status = 1
+        else:
+            path.write_text(stub, encoding="utf-8")
+            print(f"wrote {path}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

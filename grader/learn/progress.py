@@ -1,0 +1,113 @@
+"""What `kata` remembers between runs, in .kata/ of the work directory (next
+to the learner's files) unless $KATA_STATE_DIR says otherwise:
+
+- last_grade.json: kata -> task -> status of the latest grade of each task;
+- hints.json: "kata/task" -> how many of its hints were shown;
+- backups/: the learner's files that `kata reset` replaced.
+
+Every file is written by grader.output.files: through a temporary file and a
+rename, so a reader (or a Ctrl-C) never leaves half a file. The CLI and `kata watch` call this; the
+grader itself never reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from grader.kata import target as _target
+from grader.kata.registry import Kata, Task
+from grader.output import files, report
+
+LAST_GRADE, HINTS, BACKUPS = "last_grade.json", "hints.json", "backups"
+
+
+def state_dir() -> Path:
+    """.kata/ in the work directory (katas/ or $KATA_WORKDIR), unless $KATA_STATE_DIR names another."""
+    return Path(os.environ.get("KATA_STATE_DIR") or _target.workdir() / ".kata")
+
+
+def read(name: str) -> dict:
+    """A state file's contents; {} when it is missing or unreadable."""
+    try:
+        data = json.loads((state_dir() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write(name: str, data: dict) -> None:
+    files.write_json(state_dir() / name, data)
+
+
+def all_pass(kata: Kata, statuses: dict) -> bool:
+    return all(statuses.get(t.name) == "pass" for t in kata.tasks)
+
+
+def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
+    """Merge a grade of the learner's katas into last_grade.json (a task
+    graded alone keeps its kata's other statuses). Returns the new state and
+    the recaps of the katas this grade turned fully green."""
+    last = read(LAST_GRADE)
+    recaps = []
+    for k, graded in zip(katas, result.katas):
+        was_done = all_pass(k, last.get(k.name, {}))
+        last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
+        if all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
+            recaps.append(report.recap(k, graded))
+    write(LAST_GRADE, last)
+    return last, [r for r in recaps if r]
+
+
+def after_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
+    """The one step after a grade of the learner's katas (`kata grade`'s and
+    `kata watch`'s): each failing task's hint becomes the one `kata hint` would
+    give next, then the grade is merged into last_grade.json. Returns what
+    `record_grade` returns."""
+    use_next_hints(katas, result)
+    return record_grade(katas, result)
+
+
+def hints_shown(kata: str, task: str) -> int:
+    return int(read(HINTS).get(f"{kata}/{task}", 0))
+
+
+def next_hint(kata: str, task: Task, shown: dict | None = None) -> tuple[int, str]:
+    """(its number from 1, the hint) that `kata hint` shows next for task; the
+    last one once all were shown. shown: hints.json as read (read here if None)."""
+    shown = read(HINTS) if shown is None else shown
+    n = min(int(shown.get(f"{kata}/{task.name}", 0)), len(task.hints) - 1)
+    return n + 1, task.hints[n]
+
+
+def mark_hint_shown(kata: str, task: Task) -> None:
+    shown = read(HINTS)
+    key = f"{kata}/{task.name}"
+    shown[key] = min(int(shown.get(key, 0)), len(task.hints) - 1) + 1
+    write(HINTS, shown)
+
+
+def use_next_hints(katas: list[Kata], result) -> None:
+    """A graded task whose failing check has no hint of its own shows the
+    task's next hint, the one `kata hint` would give, not always the first."""
+    known, shown = {k.name: k for k in katas}, read(HINTS)
+    for graded in result.katas:
+        for task in graded.tasks:
+            registered = known[graded.name].task(task.name)
+            if task.hint in registered.hints:
+                task.hint = next_hint(graded.name, registered, shown)[1]
+
+
+def back_up(path: Path, kata: str) -> Path:
+    """Copy the learner's file to backups/KATA-YYYYmmdd-HHMMSS[-N].py; returns the copy's path."""
+    backups = state_dir() / BACKUPS
+    backups.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup, n = backups / f"{kata}-{stamp}.py", 1
+    while backup.exists():
+        backup, n = backups / f"{kata}-{stamp}-{n}.py", n + 1
+    shutil.copy2(path, backup)
+    return backup

@@ -1,0 +1,393 @@
+"""`kata watch [KATA]`: re-grade a kata each time its file is saved and
+redraw one compact screen, like rustlings' watch mode.
+
+The loop: a thread runs watchfiles on the learner's work directory
+(grader.kata.target.workdir()) and queues the names of the kata files that
+changed; the calling thread grades (grader.grading.runner.grade, so Ctrl-C there
+stops every judge and jail) and draws. Only `<kata>.py` files of registered
+katas, directly in the work directory, count: editor temp files,
+__pycache__ and .kata/ never trigger a grade. A burst of saves is one
+grade: watchfiles groups events until the directory has been quiet for
+STEP_MS, the queue is drained before each grade, and a file whose stat and
+digest are those it was last graded with is not graded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import shutil
+import signal
+import sys
+import textwrap
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade, stop_everything
+from grader.kata import target as _target
+from grader.kata.registry import Kata, load_registry
+from grader.learn import progress as state
+
+STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
+HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
+MESSAGE_LINES, EXAMPLE_LINES, HINT_LINES = 3, 3, 2  # how much of a failure the screen shows
+CHANGED_LINES = 2  # lines of "changed since last run", the last ending in "..." when more changed
+
+
+# ------------------------------------------------------------------ grade state
+
+
+def last_grades() -> dict[str, dict[str, str]]:
+    """kata -> task -> status of the last grade (`kata grade`'s or `kata watch`'s)."""
+    return state.read(state.LAST_GRADE)
+
+
+def save_last_grade(kata: Kata, result: GradeResult) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Merge a grade of the learner's kata into the grade state, and show each
+    failing task's next hint, as `kata grade` does (state.after_grade). Returns
+    the new state, and the kata's recap if this grade turned it fully green."""
+    return state.after_grade([kata], result)
+
+
+def _fully_passing(kata: Kata, state: dict) -> bool:
+    mine = state.get(kata.name, {})
+    return all(mine.get(t.name) == "pass" for t in kata.tasks)
+
+
+def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = None) -> Kata | None:
+    """The first kata in registry order that does not fully pass (those after
+    `after` first, then from the start), or None when every one passes."""
+    order = list(katas)
+    if after is not None and after in order:
+        i = order.index(after)
+        order = order[i + 1 :] + order[:i]
+    return next((k for k in order if not _fully_passing(k, state)), None)
+
+
+# ------------------------------------------------------------------ the screen
+
+
+def _shown(path: Path) -> str:
+    """path relative to the current directory when it lies below it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _trim(text: str, lines: int, width: int, indent: str) -> list[str]:
+    """text wrapped to width under indent, at most `lines` lines, the last one
+    marked when something was cut."""
+    out: list[str] = []
+    for para in text.strip().splitlines() or [""]:
+        if para.strip():
+            out.extend(
+                textwrap.wrap(
+                    para, width=width, initial_indent=indent, subsequent_indent=indent + "  ", drop_whitespace=True
+                )
+                or [indent]
+            )
+        else:
+            out.append(indent.rstrip())
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: max(len(indent) + 1, width - 4)].rstrip() + " ..."
+    return out
+
+
+def _example_text(example: str) -> str:
+    """A failure's example (grader.grading.failing_calls already left out the kata module
+    argument) on as few lines as the screen allows: without the "Falsifying
+    example" heading, the call's arguments on one line."""
+    lines = example.strip().splitlines()
+    if lines:
+        lines[0] = lines[0].removeprefix("Falsifying example: ")
+    if len(lines) >= 2 and lines[0].rstrip().endswith("(") and ")" in (line.strip() for line in lines):
+        end = [line.strip() for line in lines].index(")")
+        args = [line.strip().removesuffix(",") for line in lines[1:end]]
+        lines = ([", ".join(args)] if args else []) + lines[end + 1 :]
+    return "\n".join(lines)
+
+
+def _joined(head: str, items: list[str], width: int) -> list[str]:
+    """head followed by items separated by "; ", broken between items (never inside one) to fit width."""
+    lines, line = [], head
+    for i, item in enumerate(items):
+        piece = item + (";" if i < len(items) - 1 else "")
+        if line.strip() and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = "  " + piece
+        else:
+            line = f"{line} {piece}" if line.strip() else line + piece
+    return lines + [line]
+
+
+def changes(result: KataResult, before: dict[str, str] | None) -> list[str]:
+    """["mean: todo -> pass", "scale: fail -> pass"]: the tasks whose status moved since `before`."""
+    before = before or {}
+    return [
+        f"{t.name}: {before.get(t.name, 'not graded')} -> {t.status.value}"
+        for t in result.tasks
+        if before.get(t.name) != t.status.value
+    ]
+
+
+def screen(
+    kata: Kata,
+    result: KataResult,
+    before: dict[str, str] | None,
+    *,
+    file: Path,
+    when: datetime,
+    next_kata: Kata | None,
+    watching_all: bool,
+    width: int = 80,
+) -> str:
+    """The watch screen for one grade of `kata`, as one string of at most about 24 lines."""
+    lines = [
+        f"kata watch: {kata.name} ({_shown(file)}) — graded {when.strftime('%H:%M:%S')}, "
+        f"{result.score}/{result.max_score} points",
+        "",
+    ]
+    name_width = max([len(t.name) for t in result.tasks] + [8])
+    for t in result.tasks:
+        checks = f"{t.checks_passed}/{t.checks_total}"
+        lines.append(f"  {t.status.value:<7}{t.name:<{name_width}} {checks:>7} checks  {t.score}/{t.max_score} pts")
+    lines.append("")
+    moved = changes(result, before)
+    if not before:
+        lines.append("changed since last run: nothing to compare with (first grade of this kata)")
+    elif not moved:
+        lines.append("changed since last run: nothing changed")
+    else:
+        said = _joined("changed since last run:", moved, width)
+        shown = said[:CHANGED_LINES]
+        if len(said) > CHANGED_LINES:
+            shown[-1] += " ..."
+        lines += shown
+    failing: TaskResult | None = next((t for t in result.tasks if t.status.value != "pass"), None)
+    if failing is None:
+        lines.append(f"every task of {kata.name} passes.")
+        if next_kata is None:
+            lines.append("every kata passes: well done.")
+        elif watching_all:
+            lines.append(f"next: {next_kata.name} — save {_shown(file.with_name(next_kata.name + '.py'))} to grade it")
+        else:
+            lines.append(f"next: {next_kata.name} — run `kata watch {next_kata.name}`")
+    else:
+        f = (
+            failing.failures[0]
+            if failing.failures
+            else {"test": "", "outcome": failing.status.value, "message": failing.message, "example": ""}
+        )
+        check = f" / {f['test']}" if f["test"] else ""
+        lines.append(f"first failing check: {failing.name}{check} [{f['outcome']}]")
+        lines += _trim(f["message"] or failing.message or "(no message)", MESSAGE_LINES, width, "  ")
+        example = _example_text(f.get("example") or "")
+        if example:
+            lines += _trim("example: " + example, EXAMPLE_LINES, width, "  ")
+        if failing.hint:
+            lines += _trim("hint: " + failing.hint, HINT_LINES, width, "  ")
+    lines.append("")
+    where = f"every kata's file in {_shown(file.parent)}{os.sep}" if watching_all else _shown(file)
+    lines.append(f"watching {where} — save to re-grade, Ctrl-C to stop")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the files
+
+
+def _signature(path: Path) -> tuple | None:
+    """What a file was graded as: its stat and a digest of its bytes; None when it is gone."""
+    try:
+        st = path.stat()
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest()
+
+
+def _watch_files(
+    directory: Path, names: set[str], out: queue.Queue, halt: threading.Event, ready: threading.Event
+) -> None:
+    """Queue the set of watched file names that changed, batch by batch, until halt is set."""
+    import watchfiles
+
+    def keep(change, path: str) -> bool:
+        p = Path(path)
+        return p.name in names and p.parent == directory
+
+    try:
+        for batch in watchfiles.watch(
+            directory,
+            watch_filter=keep,
+            step=STEP_MS,
+            stop_event=halt,
+            rust_timeout=HEARTBEAT_MS,
+            yield_on_timeout=True,
+            recursive=False,
+            raise_interrupt=False,
+        ):
+            ready.set()
+            if batch:
+                out.put({Path(p).name for _, p in batch})
+    except Exception as exc:  # the directory went away, the OS ran out of watches...
+        out.put(exc)
+    finally:
+        ready.set()
+
+
+# ------------------------------------------------------------------ the loop
+
+
+def _hang_ups_interrupt() -> Callable[[], None]:
+    """Make SIGTERM and SIGHUP (a closed terminal) stop the watch as Ctrl-C does, so that a grade
+    in progress is stopped too; returns what puts the old handlers back. Only the main thread
+    may set handlers: elsewhere (a test driving watch()) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+    def restore() -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+class _Stopped(Exception):
+    """The watch is over: Ctrl-C, or the caller's stop event."""
+
+
+def watch(
+    kata_name: str | None = None,
+    *,
+    seed: int = 0,
+    limits: Limits = Limits(),
+    stop: threading.Event | None = None,
+    out: Callable[[str], None] = click.echo,
+    clock: Callable[[], datetime] = datetime.now,
+) -> None:
+    """Grade KATA (by default the first kata that does not pass yet), draw
+    its screen, then re-grade and redraw each time a kata file is saved,
+    until Ctrl-C or `stop` is set. With kata_name only that kata's file is
+    watched. The screen is cleared between draws only when `out` is
+    click.echo and stdout is a terminal."""
+    from grader.interview import session as interview
+    from grader.kata.lookup import kata_named as _kata
+
+    katas = load_registry()
+    if kata_name is not None:
+        current = _kata(kata_name)  # a UsageError with a "did you mean" for a typo
+        watched = (current,)
+    else:
+        current = first_unfinished(katas, last_grades()) or katas[0]
+        watched = katas
+    workspace = interview.find_workspace()
+    if workspace is not None:
+        raise click.UsageError(
+            f"{workspace} is an interview workspace: grade it with `kata grade`, which "
+            "logs every attempt and shows the time left"
+        )
+    directory = _target.workdir()
+    if not directory.is_dir():
+        raise click.ClickException(
+            f"{directory} does not exist: it is where kata watch looks for your kata files "
+            "(katas/ in the checkout, or $KATA_WORKDIR)"
+        )
+    by_file = {f"{k.name}.py": k for k in watched}
+    tty = out is click.echo and sys.stdout.isatty()
+    width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns)) if tty else 80
+
+    stop = stop or threading.Event()
+    halt, ready, done, grading = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    changed: queue.Queue = queue.Queue()
+    watcher = threading.Thread(
+        target=_watch_files, args=(directory, set(by_file), changed, halt, ready), name="kata-watch-files", daemon=True
+    )
+
+    def stop_grading_on_request() -> None:
+        """The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade())."""
+        while not done.wait(0.1):
+            if stop.is_set() and grading.is_set():
+                stop_everything()
+
+    before = last_grades()  # kata -> task -> status, what each screen's changes are measured from
+    graded_as: dict[str, tuple | None] = {}
+
+    def run(kata: Kata) -> None:
+        file = directory / f"{kata.name}.py"
+        graded_as[kata.name] = _signature(file)
+        out(f"grading {kata.name} ({_shown(file)}) ...")
+        grading.set()
+        try:
+            result = grade([kata], "katas", seed=seed, limits=limits)
+        finally:
+            grading.clear()
+        if result.interrupted or stop.is_set():
+            raise _Stopped
+        state, recaps = save_last_grade(kata, result)
+        k = result.katas[0]
+        text = screen(
+            kata,
+            k,
+            before.get(kata.name),
+            file=file,
+            when=clock(),
+            next_kata=first_unfinished(katas, state, after=kata),
+            watching_all=kata_name is None,
+            width=width,
+        )
+        before[kata.name] = {t.name: t.status.value for t in k.tasks}
+        if tty:
+            click.clear()
+        out("\n\n".join([text, *recaps]))
+
+    restore = _hang_ups_interrupt()
+    try:
+        watcher.start()
+        threading.Thread(target=stop_grading_on_request, name="kata-watch-stop", daemon=True).start()
+        ready.wait(5)  # events from here on are queued, even those of saves during the first grade
+        run(current)
+        while not stop.is_set():
+            try:
+                names = [changed.get(timeout=0.1)]
+            except queue.Empty:
+                continue
+            while True:  # everything saved meanwhile is one more grade, not one per save
+                try:
+                    names.append(changed.get_nowait())
+                except queue.Empty:
+                    break
+            for item in names:
+                if isinstance(item, Exception):
+                    raise click.ClickException(f"cannot watch {directory}: {item}")
+            saved = set().union(*names)
+            for kata in [k for k in watched if f"{k.name}.py" in saved]:
+                file = directory / f"{kata.name}.py"
+                signature = _signature(file)
+                if signature is None:
+                    out(f"{_shown(file)} is gone; save it again to grade it")
+                    graded_as[kata.name] = None
+                elif signature != graded_as.get(kata.name):
+                    run(kata)
+                if stop.is_set():
+                    break
+    except (KeyboardInterrupt, _Stopped):
+        pass
+    finally:
+        done.set()
+        halt.set()
+        stop_everything()  # nothing of a grade outlives the watch, whatever stopped it
+        watcher.join(timeout=2)
+        restore()
+    out("stopped watching")
