@@ -1721,13 +1721,13 @@ def planner(kata):
 @st.composite
 def plan_inputs(draw):
     """(sensitivity, sizes, budget, choices, group_size): up to six weights of up to 8 groups, sensitivities
-    in [0, 1] drawn independently per width (so some drops are negative), a budget from below the least
-    spent on the smallest choice to above the most."""
+    in [0, 1] drawn independently per width (so some drops are negative; often from a few levels, so some
+    gains tie), a budget from below the least spent on the smallest choice to above the most."""
     group_size = draw(st.sampled_from([16, 32]))
     choices = tuple(draw(st.lists(st.integers(2, 8), min_size=1, max_size=4, unique=True)))
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=len(NAMES), unique=True))
     sizes = {name: group_size * draw(st.integers(1, 8)) for name in names}
-    level = st.floats(0.0, 1.0)
+    level = st.one_of(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.floats(0.0, 1.0))  # a few levels: ties come up
     sensitivity = {b: {name: draw(level) for name in names} for b in choices}
     least = sum(_bits_of(n, min(choices), group_size) for n in sizes.values()) / 8
     most = sum(_bits_of(n, max(choices), group_size) for n in sizes.values()) / 8
@@ -1742,6 +1742,7 @@ def _plan(planner, sensitivity, sizes, budget, choices, group_size) -> dict[str,
     )
     bad = {name: b for name, b in got.items() if b not in choices}
     assert not bad, f"the plan gives bits outside choices {choices}: {bad}"
+    assert list(got) == list(sizes), f"the plan must list the weights in the order of sizes {list(sizes)}: {list(got)}"
     return {name: int(b) for name, b in got.items()}
 
 
@@ -1767,11 +1768,19 @@ def test_layer_sensitivity_is_the_mean_kl_of_quantizing_each_linear_weight_alone
 
 @pytest.mark.task("sensitive")
 def test_layer_sensitivity_leaves_the_model_untouched(kata):
+    # The model the code is given is the jail's own copy, kept for every later call given the same model: a
+    # second call measures on whatever the first left in it, and must still give the float model's figures.
     model = Model.random(MODEL_CONFIG, seed=5)
-    before = {name: w.copy() for name, w in model.weights.items()}
-    kata.layer_sensitivity(model, rng(62).integers(0, MODEL_CONFIG.vocab_size, 8), 3, group_size=MIXED_GROUP)
-    changed = [n for n, w in model.weights.items() if not np.array_equal(w, before[n])]
-    assert not changed, f"layer_sensitivity changed the model's weights {changed[:3]}; quantize a copy"
+    tokens = rng(62).integers(0, MODEL_CONFIG.vocab_size, 8)
+    kata.layer_sensitivity(model, tokens, 3, group_size=MIXED_GROUP)
+    again = kata.layer_sensitivity(model, tokens, 3, group_size=MIXED_GROUP)
+    p_log = _log_probs(model, tokens)
+    for name in _linear_names(model):
+        want = _kl_to(p_log, _with(model, {name: _grouped_back(model.weights[name], 3, MIXED_GROUP)}), tokens)
+        assert math.isclose(float(again[name]), want, rel_tol=SENS_RTOL, abs_tol=SENS_ATOL), (
+            f"called again on the same model, layer_sensitivity gives {float(again[name]):.6g} nats for {name!r} "
+            f"where the float model gives {want:.6g}: the first call changed the model it was given; quantize a copy"
+        )
 
 
 @pytest.mark.task("sensitive")
@@ -1788,6 +1797,8 @@ def test_layer_sensitivity_rejects_bad_bits_group_size_and_tokens(kata, small_mo
 @given(case=plan_inputs())
 # One weight of 32 values, 10 bytes at 2 bits: 14 bytes buy the step to 3 bits, not the one on to 8.
 @example(case=({2: {"a": 1.0}, 3: {"a": 0.5}, 8: {"a": 0.0}}, {"a": 32}, 14, (2, 3, 8), 32))
+# The best upgrade per byte ("a", 40 bytes) does not fit the 10 bytes left; the next ("b", 4 bytes) does.
+@example(case=({2: {"a": 1.0, "b": 0.05}, 3: {"a": 0.0, "b": 0.0}}, {"a": 320, "b": 32}, 120, (2, 3), 32))
 def test_mixed_plan_is_the_greedy_choice_by_sensitivity_drop_per_byte(planner, case):
     sensitivity, sizes, budget, choices, group_size = case
     want = _greedy_plan(sensitivity, sizes, budget, choices, group_size)
@@ -1865,8 +1876,10 @@ def test_mixed_plan_refuses_a_budget_below_the_least_naming_it(kata):
         "size zero",
         "a width unmeasured",
         "a name unmeasured",
+        "a name not in sizes",
         "sensitivity NaN",
         "budget NaN",
+        "budget infinite",
         "group_size zero",
     ],
 )
@@ -1889,10 +1902,14 @@ def test_mixed_plan_rejects_bad_choices_sizes_sensitivity_and_budget(kata, case)
         sensitivity = {b: v for b, v in sensitivity.items() if b != 8}
     elif case == "a name unmeasured":
         sensitivity[3] = {"a": 0.2}
+    elif case == "a name not in sizes":
+        sensitivity[3] = {"a": 0.2, "b": 0.1, "c": 0.3}
     elif case == "sensitivity NaN":
         sensitivity[4] = {"a": float("nan"), "b": 0.1}
     elif case == "budget NaN":
         budget = float("nan")
+    elif case == "budget infinite":
+        budget = float("inf")
     else:
         kwargs["group_size"] = 0
     with pytest.raises(ValueError):
@@ -1917,6 +1934,24 @@ def test_quantize_model_mixed_quantizes_each_weight_at_its_planned_bits(kata, sm
         again = _grouped_back(got, plan[name], MIXED_GROUP)
         assert np.allclose(again, got, rtol=0, atol=REL_TOL * np.max(np.abs(w))), (
             f"{name!r} is not on the grid of {plan[name]}-bit groups of {MIXED_GROUP}: quantizing it again moves it"
+        )
+
+
+@pytest.mark.task("sensitive")
+def test_quantize_model_mixed_leaves_the_model_it_is_given_untouched(kata):
+    # As with layer_sensitivity: a second call on the same model starts from whatever the first left in it.
+    model = Model.random(MODEL_CONFIG, seed=6)
+    names = _linear_names(model)
+    kata.quantize_model_mixed(model, dict.fromkeys(names, 2), group_size=MIXED_GROUP)
+    out = kata.quantize_model_mixed(model, dict.fromkeys(names, 8), group_size=MIXED_GROUP)
+    for name, w in model.weights.items():
+        got = np.asarray(out.weights[name], dtype=np.float64)
+        if name not in names:
+            assert np.array_equal(got, w), f"{name!r} changed: the first call changed the model it was given"
+            continue
+        rows, back = np.swapaxes(w.astype(np.float64), -1, -2), np.swapaxes(got, -1, -2)
+        _assert_within_half_a_step(
+            rows, back, _group_amax(rows, MIXED_GROUP), 8, f" at 8 bits after a 2-bit call on the same model ({name})"
         )
 
 
@@ -2194,13 +2229,29 @@ def test_awq_honours_the_alphas_it_is_given(kata):
 
 @pytest.mark.task("salient")
 @pytest.mark.parametrize(
-    "case", ["w 1-D", "x narrower", "group_size 5", "no alphas", "alpha 1.5", "bits 9", "x NaN", "x no rows"]
+    "case",
+    [
+        "w 1-D",
+        "w integer",
+        "w inf",
+        "x narrower",
+        "group_size 5",
+        "no alphas",
+        "alpha 1.5",
+        "bits 9",
+        "x NaN",
+        "x no rows",
+    ],
 )
 def test_awq_quantize_rejects_bad_input(kata, case):
     w, x = np.ones((32, 4), np.float32), np.ones((3, 32), np.float32)
     kwargs, bits = {}, 3
     if case == "w 1-D":
         w = np.ones(32, np.float32)
+    elif case == "w integer":
+        w = np.ones((32, 4), np.int64)
+    elif case == "w inf":
+        w[3, 1] = np.inf
     elif case == "x narrower":
         x = np.ones((3, 16), np.float32)
     elif case == "group_size 5":
@@ -2314,13 +2365,41 @@ def test_quantize_model_awq_is_closer_to_the_float_model_than_plain_grouped_on_o
 
 @pytest.mark.task("salient")
 def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_float(kata):
+    # The jail keeps its copy of the model for every call given the same model: had the first call changed
+    # it, the second would scale and quantize what the first left, and the two would differ.
     model = _outlier_model(MODEL_CONFIG, seed=8)
-    before = {name: w.copy() for name, w in model.weights.items()}
-    out = kata.quantize_model_awq(model, rng(79).integers(0, MODEL_CONFIG.vocab_size, 16), 4, group_size=MIXED_GROUP)
-    assert isinstance(out, Model) and out is not model, "quantize_model_awq must return a new Model"
-    changed = [n for n, w in model.weights.items() if not np.array_equal(w, before[n])]
-    assert not changed, f"quantize_model_awq changed the input model's weights {changed[:3]}; work on a copy"
-    assert np.array_equal(np.asarray(out.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
+    tokens = rng(79).integers(0, MODEL_CONFIG.vocab_size, 16)
+    first = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
+    again = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
+    assert isinstance(first, Model), f"quantize_model_awq must return a Model, got {type(first).__name__}"
+    differ = [n for n, w in first.weights.items() if not np.array_equal(np.asarray(w), np.asarray(again.weights[n]))]
+    assert not differ, (
+        f"called twice on the same model, quantize_model_awq gives other weights {differ[:3]} the second time: "
+        "the first call changed the model it was given; work on a copy"
+    )
+    assert np.array_equal(np.asarray(again.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
+
+
+@pytest.mark.task("salient")
+def test_quantize_model_awq_quantizes_an_expert_no_calibration_row_reaches_plainly(kata):
+    # One calibration token reaches top_k of the experts of each layer; the others see no activations to scale by.
+    bits, model = 3, _outlier_model(MODEL_CONFIG, seed=9)
+    calib = np.array([5], dtype=np.int64)
+    out = kata.quantize_model_awq(model, calib, bits, group_size=MIXED_GROUP)
+    layers, _ = _reaching(model, calib)
+    unreached = 0
+    for i, acts in enumerate(layers):
+        downs = model.weights[f"layers.{i}.w_down"]
+        got = np.asarray(out.weights[f"layers.{i}.w_down"], dtype=np.float64)
+        for e, x in enumerate(acts["down"]):
+            if len(x) == 0:
+                unreached += 1
+                want = _grouped_back(downs[e], bits, MIXED_GROUP)
+                assert np.allclose(got[e], want, rtol=0, atol=REL_TOL * np.max(np.abs(downs[e]))), (
+                    f"layers.{i}.w_down of expert {e}, which no calibration row reaches, must be plain grouped "
+                    f"{bits}-bit quantization of the float weight"
+                )
+    assert unreached, "the calibration token reached every expert: the check needs one it does not"
 
 
 @pytest.mark.task("salient")
