@@ -59,6 +59,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from grader import judge
 from grader.suites import common
 from grader.suites.common import float_arrays, load_kata
 from reference.model import Config, Model
@@ -297,6 +298,35 @@ def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
         assert p[best] >= last - FLAT_TOL, f"lowering the temperature to {T:g} lowered the top probability"
         last = p[best]
     assert last > 1 - 1e-6, f"at temperature 0.02 the top probability is {last:.6g}, not nearly 1 (one-hot)"
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("temperature", [1, 3, np.int64(2)], ids=["1", "3", "np.int64(2)"])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_take_an_int_temperature_as_that_number(kata, fn, temperature):
+    """The temperature is "a finite number > 0": an int is one."""
+    x = common.rng(43).standard_normal((3, 6)) * 4
+    got = np.asarray(getattr(kata, fn)(x, temperature), dtype=np.float64)
+    want = _log_softmax64(x, float(temperature))
+    want = want if fn == "log_softmax" else np.exp(want)
+    assert got.shape == x.shape and np.allclose(got, want, rtol=1e-9, atol=1e-12), (
+        f"{fn}(logits, temperature={temperature!r}) differs from {fn} at temperature {float(temperature)}"
+    )
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_leave_the_callers_logits_unchanged(kata, fn):
+    """The logits are kept in the jail and passed as that very array (float64, which np.asarray does not
+    copy): after the call they must hold what they held, for the caller that uses them again."""
+    x = common.rng(44).standard_normal((4, 5)) * 3
+    logits = judge.put(getattr(kata, fn), x)
+    _ = getattr(kata, fn)(logits, 2.0)
+    after = np.asarray(logits.copy())
+    assert np.array_equal(after, x), (
+        f"{fn}(logits, 2.0) changed the caller's logits: a row that was {x[0].round(4).tolist()} is now "
+        f"{after[0].round(4).tolist()}; compute into a new array"
+    )
 
 
 @pytest.mark.task("softmax")

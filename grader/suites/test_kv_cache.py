@@ -646,6 +646,30 @@ def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
 
 
 @pytest.mark.task("forward")
+@pytest.mark.parametrize("n_layers", [1, 3], ids=["too few layers", "too many layers"])
+def test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it(kata, n_layers):
+    model = MODELS["dense"]
+    c = model.config
+    rng = common.rng(41)
+    cache = kata.KVCache(n_layers, c.n_kv_heads, c.head_dim, MAX_SEQ)
+    written = [_kv_pair(rng, 2, c.n_kv_heads, c.head_dim) for _ in range(n_layers)]
+    for layer, (k, v) in enumerate(written):
+        _accepted(lambda: cache.update(layer, k, v), f"writing 2 tokens to layer {layer} of a {n_layers}-layer cache")
+    what = f"forward_cached with a {n_layers}-layer cache holding 2 tokens, for a model of {c.n_layers} layers"
+    _refused(ValueError, lambda: kata.forward_cached(model, [1, 2, 3], cache), what)
+    assert int(len(cache)) == 2, f"after {what} was refused, len(cache) is {len(cache)}, expected 2 as before"
+    for layer, (k, v) in enumerate(written):
+        k1, v1 = _kv_pair(rng, 1, c.n_kv_heads, c.head_dim)
+        got = _accepted(lambda: cache.update(layer, k1, v1), f"writing 1 token to layer {layer} after {what}")
+        _check_contents(
+            *got,
+            np.concatenate([k, k1], axis=1),
+            np.concatenate([v, v1], axis=1),
+            f"layer {layer} after {what} was refused (it must refuse before writing anything)",
+        )
+
+
+@pytest.mark.task("forward")
 @pytest.mark.parametrize(
     "tokens,max_len",
     [([V], MAX_SEQ), ([-1], MAX_SEQ), ([[1, 2]], MAX_SEQ), ([1.5], MAX_SEQ), ([1] * (MAX_SEQ + 1), MAX_SEQ + 4)],
@@ -810,6 +834,21 @@ def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
         assert used <= need, (
             f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens need only {need} blocks "
             f"of {P_BLOCK}"
+        )
+
+    _run_paged(kata, ops, check)
+
+
+@pytest.mark.task("paged")
+@given(ops=paged_ops)
+@example(ops=[("add", 0, 1), ("update", 0, 5), ("add", 1, 1), ("update", 1, 3), ("free", 0, 1), ("update", 1, 6)])
+def test_paged_blocks_in_use_is_exactly_what_the_sequences_need(kata, ops):
+    def check(cache, lengths):
+        need = sum(-(-n // P_BLOCK) for n in lengths.values())
+        used = int(cache.blocks_in_use)
+        assert used == need, (
+            f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens hold exactly {need} blocks "
+            f"of {P_BLOCK} (a block partly filled is held too)"
         )
 
     _run_paged(kata, ops, check)
@@ -1153,15 +1192,18 @@ def test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers(kata, op
 
 @pytest.mark.task("quantized")
 @settings(max_examples=20)
-@given(ops=layer_orders)
-@example(ops=ORDER_EXAMPLES[1])
-def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops):
+@given(ops=layer_orders, dtype=st.sampled_from([np.float16, np.float32, np.float64]))
+@example(ops=ORDER_EXAMPLES[1], dtype=np.float32)
+@example(ops=ORDER_EXAMPLES[0], dtype=np.float16)
+def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops, dtype):
+    """Keys and values of every floating dtype update takes: the scale is max|x| / 127 in float32 all the same
+    (float16 arithmetic would round it to 11 bits)."""
     rng = common.rng(39)
     cache = kata.QuantizedKVCache(3, HKV, DH, MAX_LEN)
-    written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(3)]
+    written = [[np.zeros((HKV, 0, DH), dtype)] * 2 for _ in range(3)]
     for layer, t in ops:
         if written[layer][0].shape[1] + t <= MAX_LEN:
-            k, v = _varied_kv(rng, t)
+            k, v = (x.astype(dtype) for x in _varied_kv(rng, t))
             _accepted(lambda: cache.update(layer, k, v), f"the updates (layer, tokens) {ops}")
             written[layer] = [np.concatenate([w, x], axis=1) for w, x in zip(written[layer], (k, v))]
     for name, which in (("key_scales", 0), ("value_scales", 1)):
@@ -1173,9 +1215,33 @@ def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops)
             if bad.size:
                 h, i = (int(j) for j in bad[0])
                 raise AssertionError(
-                    f"after the updates (layer, tokens) {ops}, {name}[{layer}, {h}, {i}] is {got[h, i]!r}, expected "
-                    f"max|x| / 127 = {want[h, i]!r} of that token and head's vector, in float32"
+                    f"after the updates (layer, tokens) {ops} of {np.dtype(dtype).name} keys and values, "
+                    f"{name}[{layer}, {h}, {i}] is {got[h, i]!r}, expected max|x| / 127 = {want[h, i]!r} of that "
+                    "token and head's vector, in float32"
                 )
+
+
+@pytest.mark.task("quantized")
+def test_quantized_update_returns_new_arrays_that_later_calls_do_not_share(kata):
+    """Each update returns new arrays: a caller that edits them (here, in the jail, where the code under test
+    could see the edit) changes nothing that later updates return."""
+    rng = common.rng(42)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = []
+    for layer in range(LAYERS):
+        k, v = _varied_kv(rng, 3)
+        for returned in judge.kept(cache.update, layer, k, v, items=(0, 1)):
+            returned.fill(np.float32(1e6))
+        written.append([k, v])
+    for layer in range(LAYERS):
+        k, v = _varied_kv(rng, 2)
+        got = _accepted(lambda: cache.update(layer, k, v), f"a second update of layer {layer}")
+        _check_dequantized(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, after the caller overwrote the keys and values its first update returned",
+        )
 
 
 # Hand-computed (Hkv=2, t=3, Dh=4) keys: scales that are powers of two, so every x / scale is exact, with .5 ties.
@@ -1442,6 +1508,54 @@ def test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights(kata, cache
             f"{want}: ({budget} - ceil({c.n_params()} params x {weight_bits} bits / 8) = {weights} bytes of weights) "
             f"// {per_token} bytes per token, and 0 when the weights fill the budget"
         )
+
+
+def _assert_fits(kata, model: Model, budget: int, cache: str, weight_bits) -> None:
+    c = model.config
+    want = _fits(c, budget, cache, weight_bits)
+    got = _accepted(
+        lambda: kata.tokens_that_fit(model, budget, cache=cache, weight_bits=weight_bits),
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r})",
+    )
+    assert isinstance(got, (int, np.integer)) and not isinstance(got, bool), (
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r}) returned a "
+        f"{type(got).__name__} ({got!r}); a count of tokens is an int"
+    )
+    assert got == want, (
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r}) is {got!r}, expected {want}: "
+        f"({budget} - ceil({c.n_params()} params x {weight_bits} bits / 8)) // bytes per token, 0 when negative"
+    )
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("cache", ["float32", "int8"])
+def test_tokens_that_fit_counts_every_expert_of_an_moe_model(kata, cache):
+    """Memory holds every expert's weights, not only the K a token runs: n_params of the whole model."""
+    model = MODELS["moe"]
+    c = model.config
+    per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
+    for weight_bits in (32, 4.5):
+        weights = int(-(-(c.n_params() * Fraction(weight_bits)) // 8))
+        for budget in (weights - 1, weights + 3 * per_token, weights + 100 * per_token + 1):
+            _assert_fits(kata, model, budget, cache, weight_bits)
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("weight_bits", [64, 1, 0.5, 2.25, np.float64(6.5)], ids=lambda b: f"{b!r} bits")
+def test_tokens_that_fit_takes_any_positive_finite_weight_bits(kata, weight_bits):
+    c = ODD_MODEL.config
+    weights = int(-(-(c.n_params() * Fraction(float(weight_bits))) // 8))
+    for budget in (weights - 1, weights, weights + 5 * 2 * c.n_layers * c.n_kv_heads * (c.head_dim + 4)):
+        _assert_fits(kata, ODD_MODEL, budget, "int8", weight_bits)
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("cache", ["float32", "int8"])
+def test_tokens_that_fit_returns_an_int_even_when_nothing_fits(kata, cache):
+    c = ODD_MODEL.config
+    weights = int(-(-(c.n_params() * 32) // 8))
+    for budget in (0, weights - 1, weights, weights + 10**6):
+        _assert_fits(kata, ODD_MODEL, budget, cache, 32)
 
 
 @pytest.mark.task("quantized")

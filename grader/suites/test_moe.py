@@ -73,7 +73,7 @@ OUT_RTOL = 1e-4
 LOSS_RTOL = 1e-5  # the losses against their float64 formulas
 ZERO_TOL = 1e-7  # what still counts as a zero output
 TOP_K_GAP = 1e-4  # a routing is "clear" when the k-th and (k+1)-th probabilities differ by this
-FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0]  # exact in binary, so any summation order agrees
+FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 1, 2]  # exact in binary, so any summation order agrees; ints too
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
 OVER_LOOP = 10.0  # and must be at least this many times faster than a per-token loop
 
@@ -405,6 +405,7 @@ def test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_
 @given(T=st.integers(0, 5000), E=st.integers(1, 64), k=st.integers(1, 64), factor=st.sampled_from(FACTORS))
 @example(T=0, E=4, k=1, factor=1.0)
 @example(T=7, E=8, k=1, factor=0.25)
+@example(T=9, E=4, k=2, factor=2)  # "capacity_factor: > 0": an int factor too
 # shares exactly whole (3, 3, 7, 27, 27) that float rounding pushes just above it, so that the ceiling is one
 # too many, when a quotient by E (of T, k, the factor, factor * T or factor * k) is rounded before the rest
 # multiplies it
