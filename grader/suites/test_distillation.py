@@ -16,12 +16,15 @@ fail without it.
 | `softmax` | sums to 1 along `axis`, for logits of any shape | `test_softmax_normalizes_along_the_given_axis`, `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
 | `softmax` | T above 1 flattens toward uniform, below 1 sharpens toward one-hot | `test_softmax_flattens_toward_uniform_as_temperature_grows`, `test_softmax_approaches_one_hot_as_temperature_shrinks` |
 | `softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `softmax` | a temperature is a number: an int one is taken as that number | `test_softmax_and_log_softmax_take_an_int_temperature_as_that_number` |
+| `softmax` | leaves the caller's logits as they were (float64 ones too, which np.asarray does not copy) | `test_softmax_and_log_softmax_leave_the_callers_logits_unchanged` |
 | `softmax` | ValueError for NaN or inf logits | `test_softmax_and_log_softmax_reject_non_finite_logits` |
 | `softmax` | ValueError for an axis the logits do not have | `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
 | `log_softmax` | log-probabilities matching float64, finite for logits of 1e4 (no log of an underflowed probability) | `test_log_softmax_of_huge_logits_is_finite_and_matches_float64` |
 | `log_softmax` | float64 whatever the float dtype of the logits | `test_softmax_and_log_softmax_return_float64` |
 | `log_softmax` | normalizes along `axis`, for logits of any shape | `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
 | `log_softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `log_softmax` | an int temperature is taken as that number; the caller's logits are left as they were | `test_softmax_and_log_softmax_take_an_int_temperature_as_that_number`, `test_softmax_and_log_softmax_leave_the_callers_logits_unchanged` |
 | `log_softmax` | ValueError for NaN or inf logits and for an axis the logits do not have | `test_softmax_and_log_softmax_reject_non_finite_logits`, `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
 | `kl_divergence` | per-row forward KL, teacher first, both logits divided by T, shape (N,) | `test_kl_matches_a_float64_formula`, `test_kl_is_never_negative` |
 | `kl_divergence` | never negative | `test_kl_is_never_negative` |

@@ -33,6 +33,7 @@ fail without it.
 | `forward_cached` | pushes only the new tokens through each layer | `test_forward_cached_pushes_only_the_new_tokens_through_each_layer` |
 | `forward_cached` | tokens that do not fit raise CacheFullError, len unchanged | `test_forward_cached_past_the_cache_raises_cache_full_error` |
 | `forward_cached` | a cache of other layers, kv heads or head width raises ValueError | `test_forward_cached_rejects_a_cache_of_another_shape` |
+| `forward_cached` | a cache of fewer or more layers is refused before anything is written: its length and contents unchanged | `test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it` |
 | `forward_cached` | bad tokens and positions past max_seq_len raise ValueError | `test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len` |
 | `generate` | greedy output equals generate_naive, also for a 1-token prompt, max_seq_len filled and n_new 0 | `test_greedy_generate_matches_generate_naive` |
 | `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
@@ -48,13 +49,16 @@ fail without it.
 | `PagedKVCache.add_sequence` | starts an empty sequence; a live name raises ValueError keeping its tokens | `test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
 | `PagedKVCache.free` | returns the blocks, which others reuse; an unknown sequence raises ValueError | `test_paged_cache_reuses_freed_blocks`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
 | `PagedKVCache.blocks_in_use` | the blocks the live sequences hold | `test_paged_cache_reuses_freed_blocks`, `test_paged_blocks_in_use_is_never_more_than_the_sequences_need` |
+| `PagedKVCache.blocks_in_use` | exactly the blocks the sequences need, a partly filled last block counted | `test_paged_blocks_in_use_is_exactly_what_the_sequences_need` |
 | `QuantizedKVCache` | codes int8 of shape (layers, Hkv, max_len, Dh), scales float32 (layers, Hkv, max_len) | `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
 | `QuantizedKVCache` | scale max abs over 127 of each token and head's vector, in float32 | `test_quantized_scales_are_max_abs_over_127_of_each_token_and_head`, `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache` | the scale in float32 for float16, float32 and float64 keys and values alike | `test_quantized_scales_are_max_abs_over_127_of_each_token_and_head` |
 | `QuantizedKVCache` | codes round half to even; a zero vector gets scale 0 and comes back exactly zero | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
 | `QuantizedKVCache.__init__` | keeps its sizes as attributes; refuses a size that is not a positive int | `test_quantized_constructor_keeps_its_sizes_as_attributes`, `test_quantized_constructor_rejects_sizes_that_are_not_positive` |
 | `QuantizedKVCache.for_model` | sized for the model, max_len defaulting to max_seq_len; refuses max_len outside 1..max_seq_len | `test_quantized_for_model_sizes_the_cache_for_the_model` |
 | `QuantizedKVCache.update` | returns every token of the layer within half its own step, float32, in any order of layers | `test_quantized_update_returns_every_token_within_half_a_step_in_any_order_of_layers`, `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
 | `QuantizedKVCache.update` | the new tokens too come back as code x scale | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache.update` | returns new arrays: a caller's edits to them change nothing later updates return | `test_quantized_update_returns_new_arrays_that_later_calls_do_not_share` |
 | `QuantizedKVCache.update` | len advances once every layer holds the new tokens | `test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers` |
 | `QuantizedKVCache.update` | past max_len raises CacheFullError, no code, scale or length changed | `test_quantized_writing_past_max_len_raises_cache_full_error_and_changes_nothing` |
 | `QuantizedKVCache.update` | a bad layer, shape, dtype or a non-finite value raises ValueError, changing nothing | `test_quantized_bad_update_raises_value_error_and_changes_nothing` |
@@ -63,6 +67,9 @@ fail without it.
 | `QuantizedKVCache.bytes_per_token` | 2 x layers x Hkv x (Dh + 4) | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales` |
 | `QuantizedKVCache.nbytes` | bytes_per_token x max_len, codes and scales | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales`, `test_quantized_for_model_sizes_the_cache_for_the_model` |
 | `tokens_that_fit` | (budget - ceil(params x bits / 8)) // bytes per token, float32 or int8, 0 when the weights fill it | `test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights` |
+| `tokens_that_fit` | an MoE model's weights are all its experts' (n_params), not the K a token runs | `test_tokens_that_fit_counts_every_expert_of_an_moe_model` |
+| `tokens_that_fit` | returns an int, 0 (not 0.0) when the weights fill the budget | `test_tokens_that_fit_returns_an_int_even_when_nothing_fits` |
+| `tokens_that_fit` | any positive finite weight_bits, int or float: 64, 1, 0.5 included | `test_tokens_that_fit_takes_any_positive_finite_weight_bits` |
 | `tokens_that_fit` | refuses a bad budget, cache name or weight_bits | `test_tokens_that_fit_rejects_bad_arguments` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 

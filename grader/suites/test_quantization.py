@@ -30,6 +30,7 @@ fail without it.
 | `dequantize_affine` | (q - zero_point) times scale without uint8 wrap-around | `test_affine_error_is_at_most_half_a_step`, `test_affine_represents_zero_exactly` |
 | `dequantize_affine` | returns the scale's float dtype | `test_dequantize_affine_returns_the_scale_dtype` |
 | `quantize_grouped` | one scale per group of G along the last axis, max abs of the group over qmax | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_an_outlier_only_coarsens_its_own_group` |
+| `quantize_grouped` | x (..., L) with any number of leading axes: 1-D, 2-D and 3-D alike, scales (..., L // G) | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_grouped_error_is_at_most_half_a_step_of_its_group` |
 | `quantize_grouped` | int8 codes in [-qmax, qmax] | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_quantizers_return_codes_in_their_documented_integer_dtype` |
 | `quantize_grouped` | codes round x over scale half to even; G = L gives the per-channel codes | `test_grouped_rounds_exact_halves_to_even`, `test_grouped_error_is_at_most_half_a_step_of_its_group`, `test_one_group_per_row_gives_the_per_channel_symmetric_codes`, `test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes` |
 | `quantize_grouped` | scales in x's float dtype, float16 too, whose small groups still get round x over scale | `test_grouped_scales_and_dequantized_values_keep_the_float_dtype`, `test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes` |
@@ -60,11 +61,16 @@ fail without it.
 | `bits_per_weight` | ValueError for bits outside 2..8, group_size below 1, negative scale_bytes | `test_bits_per_weight_rejects_sizes_outside_their_ranges` |
 | `calibrate` | minmax (the default) is max abs over qmax; all-zero x gives 0 | `test_calibrate_minmax_is_max_abs_over_qmax` |
 | `calibrate` | percentile is NumPy's linear percentile of abs x (99.9 by default, 100 allowed) over qmax, 0 where that is 0 | `test_calibrate_percentile_is_the_linear_percentile_of_abs_x_over_qmax` |
+| `calibrate` | x of any shape, 0-d included, and any float dtype, float16 included (its scale in float16) | `test_calibrate_minmax_is_max_abs_over_qmax`, `test_calibrate_mse_is_the_grid_clip_of_least_squared_error` |
 | `calibrate` | mse is c over qmax for the grid clip of least squared error, i = 1..grid, grid honoured | `test_calibrate_mse_is_the_grid_clip_of_least_squared_error`, `test_calibrate_mse_is_never_worse_than_minmax` |
+| `calibrate` | c_i = max abs x times (i / grid) ends on max abs x exactly, so mse is never worse than minmax (up to the casts' rounding) | `test_calibrate_mse_is_never_worse_than_minmax` |
+| `calibrate` | the least error over the whole grid, past a local minimum met first from either end | `test_calibrate_mse_searches_the_whole_grid_past_a_local_minimum` |
+| `calibrate` | only equal errors tie: a near-tie within a sloppy tolerance goes to the least error | `test_calibrate_mse_takes_the_least_error_of_a_near_tie` |
+| `calibrate` | computed in float64 whatever the dtype of x (float16's squared errors overflow) | `test_calibrate_mse_works_in_float64_for_a_float16_x` |
 | `calibrate` | mse breaks a tie toward the larger clip | `test_calibrate_mse_breaks_a_tie_toward_the_larger_clip` |
 | `calibrate` | the scale is a NumPy scalar of x's float dtype | `test_calibrate_minmax_is_max_abs_over_qmax`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
 | `calibrate` | percentile and mse beat min-max on heavy tails; mse scales bring a 4-bit teacher closer | `test_calibrate_percentile_and_mse_beat_minmax_on_heavy_tailed_data`, `test_a_4_bit_teacher_calibrated_by_mse_is_closer_to_the_float_teacher_than_minmax` |
-| `calibrate` | ValueError for bits, a method not one of the three (naming them), percentile or grid out of range whatever the method, empty, integer, NaN or inf x | `test_calibrate_rejects_bad_arguments` |
+| `calibrate` | ValueError for bits, a method not one of the three (naming them), percentile or grid out of range whatever the method, a grid that is a whole float, empty, integer, NaN or inf x | `test_calibrate_rejects_bad_arguments` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
 from __future__ import annotations
