@@ -155,8 +155,9 @@ def batches(draw, max_rows=5, max_vocab=6, bound=5.0, ignore=True):
     return student, teacher, labels
 
 
-temperatures = st.floats(0.5, 8.0)
-alphas = st.floats(0.0, 1.0)
+# Numbers, as the docstrings take them: ints too (a temperature of 2, an alpha of 0 or 1).
+temperatures = st.one_of(st.floats(0.5, 8.0), st.integers(1, 8))
+alphas = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0, 1]))
 
 
 # ----------------------------------------------------------------------- softmax
@@ -164,7 +165,8 @@ alphas = st.floats(0.0, 1.0)
 
 @pytest.mark.task("softmax")
 @given(
-    x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0)
+    x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64),
+    temperature=st.one_of(st.floats(0.1, 10.0), st.integers(1, 10)),
 )
 def test_softmax_rows_sum_to_one(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
@@ -183,7 +185,7 @@ def test_softmax_rows_sum_to_one(kata, x, temperature):
 @given(
     x=float_arrays((3, 6), -50, 50, dtype=np.float64),
     shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
-    temperature=st.floats(0.5, 4.0),
+    temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4)),
 )
 def test_softmax_ignores_a_constant_added_to_a_row(kata, x, shift, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
@@ -200,7 +202,9 @@ ROWS_FAR_APART = np.array(
 
 
 @pytest.mark.task("softmax")
-@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@given(
+    x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4))
+)
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
 @example(x=ROWS_FAR_APART, temperature=1.0)
@@ -217,7 +221,9 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
 
 
 @pytest.mark.task("softmax")
-@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@given(
+    x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4))
+)
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
 @example(x=ROWS_FAR_APART, temperature=0.5)

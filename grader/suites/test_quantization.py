@@ -108,7 +108,7 @@ SPEED_RATIO = 5.0
 BITS = st.integers(2, 8)
 # Zero, or a magnitude in [1e-3, 100]: no subnormals, whose scales lose precision.
 VALUE = st.one_of(st.just(0.0), st.floats(1e-3, 100.0), st.floats(-100.0, -1e-3))
-SHAPES = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=7)
+SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=7)  # "any shape": 0-d too
 FLOATS = st.sampled_from([np.float32, np.float64])
 
 
@@ -174,7 +174,7 @@ def tensors(draw, shape=SHAPES, dtypes=FLOATS):
 @st.composite
 def tensor_and_axis(draw):
     x = draw(tensors())
-    axis = draw(st.sampled_from([None, *range(x.ndim), -1]))
+    axis = draw(st.sampled_from([None, *range(x.ndim), -1] if x.ndim else [None]))  # a 0-d x has no axis
     return x, axis
 
 
@@ -412,10 +412,12 @@ def test_symmetric_rounds_exact_halves_to_even(kata, case, dtype):
 
 
 def _scale_shape_examples(test):
-    """The explicit examples of the scale-shape checks: per tensor, along an axis, along a negative axis, float64."""
+    """The explicit examples of the scale-shape checks: per tensor, along an axis, along a negative axis, float64,
+    and a 0-d x (any shape: its scale has shape ())."""
     small = [[1.0, -2.0], [0.5, 0.0]]
     cases = [((np.array(small, np.float32), None), 8), ((np.array(small, np.float32), 1), 4)]
     cases.append(((np.array(small, np.float64), -2), 3))
+    cases.append(((np.array(-2.5, np.float32), None), 4))
     for xa, bits in reversed(cases):
         test = example(xa=xa, bits=bits)(test)
     return test
