@@ -36,7 +36,7 @@ fail without it.
 | `forward_cached` | a cache of fewer or more layers is refused before anything is written: its length and contents unchanged | `test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it` |
 | `forward_cached` | bad tokens and positions past max_seq_len raise ValueError | `test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len` |
 | `generate` | greedy output equals generate_naive, also for a 1-token prompt, max_seq_len filled and n_new 0 | `test_greedy_generate_matches_generate_naive` |
-| `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
+| `generate` | sampled output equals generate_naive with the same seeded rng, an int temperature too | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
 | `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
 | `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
 | `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens` |
@@ -712,7 +712,8 @@ def test_greedy_generate_matches_generate_naive(kata, name, p, n):
 
 
 @pytest.mark.task("generate")
-@pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5)])
+# a temperature is a number: an int one (2) samples as 2.0 does
+@pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5), ("dense", 2)])
 def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, temperature):
     model = MODELS[name]
     prompt = common.rng(12).integers(0, V, size=4).tolist()
