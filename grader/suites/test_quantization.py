@@ -12,6 +12,7 @@ fail without it.
 | where | promise | checks |
 |---|---|---|
 | `quantize_symmetric` | codes lie in [-qmax, qmax], qmax = 2^(bits-1) - 1 | `test_symmetric_codes_lie_in_range_in_a_wide_enough_integer_dtype` |
+| `quantize_symmetric` | x of any shape (0-d too) and float dtype (float16 too), per tensor or per channel | `test_symmetric_scale_is_max_abs_over_qmax_per_slice`, `test_symmetric_error_is_at_most_half_a_step`, `test_symmetric_scale_has_the_input_dtype_and_the_documented_shape` |
 | `quantize_symmetric` | codes are int8 | `test_quantizers_return_codes_in_their_documented_integer_dtype` |
 | `quantize_symmetric` | scale is max abs over qmax, per tensor or per index along axis (negative axes too) | `test_symmetric_scale_is_max_abs_over_qmax_per_slice`, `test_per_channel_error_is_never_above_per_tensor_error` |
 | `quantize_symmetric` | scale in x's float dtype, shaped () or x.shape with 1 on every axis but axis | `test_symmetric_scale_has_the_input_dtype_and_the_documented_shape` |
@@ -22,6 +23,7 @@ fail without it.
 | `dequantize_symmetric` | q times scale, in the scale's float dtype | `test_dequantize_symmetric_returns_the_scale_dtype`, `test_symmetric_error_is_at_most_half_a_step` |
 | `quantize_affine` | codes in [0, 2^bits - 1], uint8; zero point int64 | `test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype`, `test_quantizers_return_codes_in_their_documented_integer_dtype` |
 | `quantize_affine` | range widened to hold 0; PyTorch's scale and clamped rounded zero point | `test_affine_scale_and_zero_point_follow_the_pytorch_formulas`, `test_affine_codes_lie_in_range_in_a_wide_enough_integer_dtype` |
+| `quantize_affine` | x of any shape (0-d too) and float dtype (float16 too) | `test_affine_scale_and_zero_point_follow_the_pytorch_formulas`, `test_affine_error_is_at_most_half_a_step`, `test_affine_scale_and_zero_point_have_the_documented_shape` |
 | `quantize_affine` | codes and zero point round half to even | `test_affine_rounds_exact_halves_to_even` |
 | `quantize_affine` | 0.0 comes back exactly; every value within half a step; codes monotone | `test_affine_represents_zero_exactly`, `test_affine_error_is_at_most_half_a_step`, `test_affine_codes_are_monotone_in_the_input` |
 | `quantize_affine` | a slice of zeros gets scale 0 and zero point 0 | `test_affine_gives_a_slice_of_zeros_scale_and_zero_point_zero` |
@@ -30,7 +32,7 @@ fail without it.
 | `dequantize_affine` | (q - zero_point) times scale without uint8 wrap-around | `test_affine_error_is_at_most_half_a_step`, `test_affine_represents_zero_exactly` |
 | `dequantize_affine` | returns the scale's float dtype | `test_dequantize_affine_returns_the_scale_dtype` |
 | `quantize_grouped` | one scale per group of G along the last axis, max abs of the group over qmax | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_an_outlier_only_coarsens_its_own_group` |
-| `quantize_grouped` | x (..., L) with any number of leading axes: 1-D, 2-D and 3-D alike, scales (..., L // G) | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_grouped_error_is_at_most_half_a_step_of_its_group` |
+| `quantize_grouped` | x (..., L) with any number of leading axes: 1-D, 2-D and 3-D alike, of any float dtype (float16 too), scales (..., L // G) | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_grouped_error_is_at_most_half_a_step_of_its_group` |
 | `quantize_grouped` | int8 codes in [-qmax, qmax] | `test_grouped_codes_lie_in_range_with_one_scale_per_group`, `test_quantizers_return_codes_in_their_documented_integer_dtype` |
 | `quantize_grouped` | codes round x over scale half to even; G = L gives the per-channel codes | `test_grouped_rounds_exact_halves_to_even`, `test_grouped_error_is_at_most_half_a_step_of_its_group`, `test_one_group_per_row_gives_the_per_channel_symmetric_codes`, `test_grouped_requantizing_a_dequantized_tensor_gives_the_same_codes` |
 | `quantize_grouped` | scales in x's float dtype, float16 too, whose small groups still get round x over scale | `test_grouped_scales_and_dequantized_values_keep_the_float_dtype`, `test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes` |
@@ -109,7 +111,7 @@ BITS = st.integers(2, 8)
 # Zero, or a magnitude in [1e-3, 100]: no subnormals, whose scales lose precision.
 VALUE = st.one_of(st.just(0.0), st.floats(1e-3, 100.0), st.floats(-100.0, -1e-3))
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=7)  # "any shape": 0-d too
-FLOATS = st.sampled_from([np.float32, np.float64])
+FLOATS = st.sampled_from([np.float16, np.float32, np.float64])  # "a float array": float16 too
 
 
 @pytest.fixture(scope="module")
@@ -222,11 +224,16 @@ def _assert_monotone(quantize, x: np.ndarray, bits: int) -> None:
     )
 
 
+def _rel_tol(x: np.ndarray) -> float:
+    """REL_TOL, or for float16 x two units of its last place: its scales and q * scale round to 11 bits."""
+    return max(REL_TOL, 2 * float(np.finfo(x.dtype).eps))
+
+
 def _assert_within_half_a_step(x: np.ndarray, x_hat: np.ndarray, amax: np.ndarray, bits: int, of: str = "") -> None:
     """Every element of x_hat within half a quantization step (amax / qmax, amax per element) of x."""
     step = amax / (2 ** (bits - 1) - 1)
     err = np.abs(x_hat - x)
-    bad = err > step / 2 + REL_TOL * amax
+    bad = err > step / 2 + _rel_tol(x) * amax
     assert not bad.any(), (
         f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step{of} is {step[bad][0] / 2:.4g}"
     )
@@ -299,7 +306,7 @@ def test_symmetric_scale_is_max_abs_over_qmax_per_slice(sym, xa, bits):
     )
     got = _broadcast(scale, x.shape, "scale")
     want = np.broadcast_to(_slice_amax(x, axis) / (2 ** (bits - 1) - 1), x.shape)
-    bad = ~np.isclose(got, want, rtol=REL_TOL, atol=0) & (want > 0)
+    bad = ~np.isclose(got, want, rtol=_rel_tol(x), atol=0) & (want > 0)
     assert not bad.any(), f"scale at {_first(bad)} is {got[bad][0]:.6g}, max|x| / qmax there is {want[bad][0]:.6g}"
 
 
@@ -320,7 +327,7 @@ def test_symmetric_largest_magnitude_comes_back_within_float_rounding(sym, xa, b
     amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
     is_max = (np.abs(x) == amax) & (amax > 0)
     err = np.abs(x_hat - x)
-    bad = is_max & (err > REL_TOL * amax)
+    bad = is_max & (err > _rel_tol(x) * amax)
     assert not bad.any(), f"the largest-magnitude value {x[bad][0]:.6g} comes back as {x_hat[bad][0]:.6g}"
 
 
@@ -539,7 +546,7 @@ def test_affine_scale_and_zero_point_follow_the_pytorch_formulas(aff, xa, bits):
     want_scale, ratio = _affine_expected(x, bits, axis)
     got_scale = _broadcast(scale, x.shape, "scale")
     zp = _broadcast(zero_point, x.shape, "zero_point")
-    bad = ~np.isclose(got_scale, want_scale, rtol=REL_TOL, atol=0) & (want_scale > 0)
+    bad = ~np.isclose(got_scale, want_scale, rtol=_rel_tol(x), atol=0) & (want_scale > 0)
     assert not bad.any(), (
         f"scale at {_first(bad)} is {got_scale[bad][0]:.6g}, (max_pos - min_neg) / qmax is {want_scale[bad][0]:.6g}"
     )
@@ -561,7 +568,7 @@ def test_affine_error_is_at_most_half_a_step(aff, xa, bits):
     step, _ = _affine_expected(x, bits, axis)
     amax = np.broadcast_to(_slice_amax(x, axis), x.shape)
     err = np.abs(x_hat - x)
-    bad = err > step / 2 + REL_TOL * amax
+    bad = err > step / 2 + _rel_tol(x) * amax
     assert not bad.any(), (
         f"element {_first(bad)} ({x[bad][0]:.6g}) comes back {err[bad][0]:.4g} off; half a step is "
         f"{step[bad][0] / 2:.4g}"
@@ -688,7 +695,7 @@ def test_grouped_codes_lie_in_range_with_one_scale_per_group(grp, xg, bits):
     want = x.astype(np.float64).reshape(*want_shape, group_size)
     want = np.abs(want).max(axis=-1) / qmax
     got = np.asarray(scales, dtype=np.float64)
-    bad = ~np.isclose(got, want, rtol=REL_TOL, atol=0) & (want > 0)
+    bad = ~np.isclose(got, want, rtol=_rel_tol(x), atol=0) & (want > 0)
     assert not bad.any(), f"scale of group {_first(bad)} is {got[bad][0]:.6g}, max|group| / qmax is {want[bad][0]:.6g}"
 
 
