@@ -236,14 +236,14 @@ def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9,
       linear interpolation between the sorted |x| (rank (N - 1) *
       percentile / 100); percentile in (0, 100], 100 giving minmax.
     - "mse": c / qmax for the clip c among the grid candidates c_i =
-      max|x| * i / grid, i = 1..grid, whose squared error sum((codes_i *
+      max|x| * (i / grid), i = 1..grid, whose squared error sum((codes_i *
       s_i - x)**2), s_i = c_i / qmax, is the smallest, the larger clip on
       a tie. c_grid = max|x| is minmax's clip, so mse is never worse.
     An all-zero x gives scale 0 for every method (so does "percentile"
     where that percentile of |x| is 0).
 
     Everything is computed in float64 (on x.astype(np.float64): max|x|,
-    the percentile, c_i = max|x| * i / grid, codes and errors); returns the
+    the percentile, c_i = max|x| * (i / grid), codes and errors); returns the
     scale as a NumPy scalar of x's float dtype (np.float32 for float32 x).
 
     Raises ValueError, naming what was wrong and what is allowed, for bits

@@ -368,6 +368,25 @@ def test_one_array_passed_twice_arrives_as_two_arrays_each_call_its_own(jail_of)
     assert jail_client.call_many(k.scribble, [(x, x)] * 3) == [0.0, 0.0, 0.0]
 
 
+def test_a_value_put_in_the_jail_is_the_very_object_a_call_gets_and_a_kept_result_stays_there(jail_of):
+    k = jail_of("""
+        import numpy as np
+
+        def halve(a):
+            a /= 2
+            return a.sum()
+
+        def pair():
+            return np.zeros(2), np.ones(2)
+    """)
+    x = np.full(3, 4.0)
+    kept_x = jail_client.put(k.halve, x)
+    assert k.halve(kept_x) == 6.0 and np.array_equal(kept_x.copy(), [2.0, 2.0, 2.0]) and x[0] == 4.0
+    first, second = jail_client.kept(k.pair, items=(0, 1))
+    first.fill(7.0)
+    assert np.array_equal(first.copy(), [7.0, 7.0]) and np.array_equal(second.copy(), [1.0, 1.0])
+
+
 # ------------------------------------------------------------------ the zygote
 
 

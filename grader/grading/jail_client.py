@@ -703,6 +703,24 @@ def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[floa
     return time.perf_counter() - t0, digest
 
 
+def put(fn, value) -> Remote:
+    """value kept in the jail of fn (a kata function or method): its proxy. A
+    call given the proxy gets that very object, so what the call does to it
+    stays there for the suite to read back (proxy.copy() of an array)."""
+    return _owner(fn, "put")[0]._jail.put(value)
+
+
+def kept(fn, *args, items=None):
+    """fn(*args) left in fn's jail: its proxy, whose methods run on the very
+    object the call returned (an array's fill edits it where the learner's
+    code can see the edit); with items, the list of proxies of result[i]."""
+    owner, method = _owner(fn, "kept")
+    result, _ = owner._jail.call(owner, method, list(args), {}, keep=True)
+    if items is None:
+        return result
+    return [result._jail.call(result, "__getitem__", [i], {}, keep=True)[0] for i in items]
+
+
 def call_many(fn, arg_lists, **kwargs) -> list:
     """[fn(*args, **kwargs) for args in arg_lists] in one round trip: the same
     calls in the same order (a generator shared by the calls advances through

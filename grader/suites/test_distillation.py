@@ -16,12 +16,15 @@ fail without it.
 | `softmax` | sums to 1 along `axis`, for logits of any shape | `test_softmax_normalizes_along_the_given_axis`, `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
 | `softmax` | T above 1 flattens toward uniform, below 1 sharpens toward one-hot | `test_softmax_flattens_toward_uniform_as_temperature_grows`, `test_softmax_approaches_one_hot_as_temperature_shrinks` |
 | `softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `softmax` | a temperature is a number: an int one is taken as that number | `test_softmax_and_log_softmax_take_an_int_temperature_as_that_number` |
+| `softmax` | leaves the caller's logits as they were (float64 ones too, which np.asarray does not copy) | `test_softmax_and_log_softmax_leave_the_callers_logits_unchanged` |
 | `softmax` | ValueError for NaN or inf logits | `test_softmax_and_log_softmax_reject_non_finite_logits` |
 | `softmax` | ValueError for an axis the logits do not have | `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
 | `log_softmax` | log-probabilities matching float64, finite for logits of 1e4 (no log of an underflowed probability) | `test_log_softmax_of_huge_logits_is_finite_and_matches_float64` |
 | `log_softmax` | float64 whatever the float dtype of the logits | `test_softmax_and_log_softmax_return_float64` |
 | `log_softmax` | normalizes along `axis`, for logits of any shape | `test_softmax_and_log_softmax_normalize_along_the_given_axis_of_any_shape` |
 | `log_softmax` | ValueError for temperature <= 0 | `test_softmax_rejects_a_temperature_that_is_not_positive` |
+| `log_softmax` | an int temperature is taken as that number; the caller's logits are left as they were | `test_softmax_and_log_softmax_take_an_int_temperature_as_that_number`, `test_softmax_and_log_softmax_leave_the_callers_logits_unchanged` |
 | `log_softmax` | ValueError for NaN or inf logits and for an axis the logits do not have | `test_softmax_and_log_softmax_reject_non_finite_logits`, `test_softmax_and_log_softmax_reject_an_axis_the_logits_do_not_have` |
 | `kl_divergence` | per-row forward KL, teacher first, both logits divided by T, shape (N,) | `test_kl_matches_a_float64_formula`, `test_kl_is_never_negative` |
 | `kl_divergence` | never negative | `test_kl_is_never_negative` |
@@ -59,6 +62,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from grader.grading import jail_client
 from grader.suites import common
 from grader.suites.common import float_arrays, load_kata
 from reference.model import Config, Model
@@ -151,8 +155,9 @@ def batches(draw, max_rows=5, max_vocab=6, bound=5.0, ignore=True):
     return student, teacher, labels
 
 
-temperatures = st.floats(0.5, 8.0)
-alphas = st.floats(0.0, 1.0)
+# Numbers, as the docstrings take them: ints too (a temperature of 2, an alpha of 0 or 1).
+temperatures = st.one_of(st.floats(0.5, 8.0), st.integers(1, 8))
+alphas = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0, 1]))
 
 
 # ----------------------------------------------------------------------- softmax
@@ -160,7 +165,8 @@ alphas = st.floats(0.0, 1.0)
 
 @pytest.mark.task("softmax")
 @given(
-    x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64), temperature=st.floats(0.1, 10.0)
+    x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64),
+    temperature=st.one_of(st.floats(0.1, 10.0), st.integers(1, 10)),
 )
 def test_softmax_rows_sum_to_one(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
@@ -179,7 +185,7 @@ def test_softmax_rows_sum_to_one(kata, x, temperature):
 @given(
     x=float_arrays((3, 6), -50, 50, dtype=np.float64),
     shift=float_arrays((3, 1), -100, 100, dtype=np.float64),
-    temperature=st.floats(0.5, 4.0),
+    temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4)),
 )
 def test_softmax_ignores_a_constant_added_to_a_row(kata, x, shift, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
@@ -196,7 +202,9 @@ ROWS_FAR_APART = np.array(
 
 
 @pytest.mark.task("softmax")
-@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@given(
+    x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4))
+)
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.full((4, 5), -1e4, dtype=np.float32), temperature=0.5)
 @example(x=ROWS_FAR_APART, temperature=1.0)
@@ -213,7 +221,9 @@ def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperatu
 
 
 @pytest.mark.task("softmax")
-@given(x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.floats(0.5, 4.0))
+@given(
+    x=float_arrays((4, 5), -1e4, 1e4, dtype=np.float32), temperature=st.one_of(st.floats(0.5, 4.0), st.integers(1, 4))
+)
 @example(x=np.array([[1e4, -1e4, 0, 9999.5, 1e4]] * 4, dtype=np.float32), temperature=1.0)
 @example(x=np.array([[0.5, -1.0, 0, 2.0, 0.25]] * 4, dtype=np.float32), temperature=2.0)
 @example(x=ROWS_FAR_APART, temperature=0.5)
@@ -297,6 +307,35 @@ def test_softmax_approaches_one_hot_as_temperature_shrinks(kata):
         assert p[best] >= last - FLAT_TOL, f"lowering the temperature to {T:g} lowered the top probability"
         last = p[best]
     assert last > 1 - 1e-6, f"at temperature 0.02 the top probability is {last:.6g}, not nearly 1 (one-hot)"
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("temperature", [1, 3, np.int64(2)], ids=["1", "3", "np.int64(2)"])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_take_an_int_temperature_as_that_number(kata, fn, temperature):
+    """The temperature is "a finite number > 0": an int is one."""
+    x = common.rng(43).standard_normal((3, 6)) * 4
+    got = np.asarray(getattr(kata, fn)(x, temperature), dtype=np.float64)
+    want = _log_softmax64(x, float(temperature))
+    want = want if fn == "log_softmax" else np.exp(want)
+    assert got.shape == x.shape and np.allclose(got, want, rtol=1e-9, atol=1e-12), (
+        f"{fn}(logits, temperature={temperature!r}) differs from {fn} at temperature {float(temperature)}"
+    )
+
+
+@pytest.mark.task("softmax")
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_leave_the_callers_logits_unchanged(kata, fn):
+    """The logits are kept in the jail and passed as that very array (float64, which np.asarray does not
+    copy): after the call they must hold what they held, for the caller that uses them again."""
+    x = common.rng(44).standard_normal((4, 5)) * 3
+    logits = jail_client.put(getattr(kata, fn), x)
+    _ = getattr(kata, fn)(logits, 2.0)
+    after = np.asarray(logits.copy())
+    assert np.array_equal(after, x), (
+        f"{fn}(logits, 2.0) changed the caller's logits: a row that was {x[0].round(4).tolist()} is now "
+        f"{after[0].round(4).tolist()}; compute into a new array"
+    )
 
 
 @pytest.mark.task("softmax")

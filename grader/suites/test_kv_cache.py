@@ -33,9 +33,10 @@ fail without it.
 | `forward_cached` | pushes only the new tokens through each layer | `test_forward_cached_pushes_only_the_new_tokens_through_each_layer` |
 | `forward_cached` | tokens that do not fit raise CacheFullError, len unchanged | `test_forward_cached_past_the_cache_raises_cache_full_error` |
 | `forward_cached` | a cache of other layers, kv heads or head width raises ValueError | `test_forward_cached_rejects_a_cache_of_another_shape` |
+| `forward_cached` | a cache of fewer or more layers is refused before anything is written: its length and contents unchanged | `test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it` |
 | `forward_cached` | bad tokens and positions past max_seq_len raise ValueError | `test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len` |
 | `generate` | greedy output equals generate_naive, also for a 1-token prompt, max_seq_len filled and n_new 0 | `test_greedy_generate_matches_generate_naive` |
-| `generate` | sampled output equals generate_naive with the same seeded rng | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
+| `generate` | sampled output equals generate_naive with the same seeded rng, an int temperature too | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
 | `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
 | `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
 | `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens` |
@@ -48,13 +49,16 @@ fail without it.
 | `PagedKVCache.add_sequence` | starts an empty sequence; a live name raises ValueError keeping its tokens | `test_paged_add_sequence_refuses_a_live_name_and_keeps_its_tokens`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
 | `PagedKVCache.free` | returns the blocks, which others reuse; an unknown sequence raises ValueError | `test_paged_cache_reuses_freed_blocks`, `test_paged_free_refuses_an_unknown_sequence_and_ends_a_live_one` |
 | `PagedKVCache.blocks_in_use` | the blocks the live sequences hold | `test_paged_cache_reuses_freed_blocks`, `test_paged_blocks_in_use_is_never_more_than_the_sequences_need` |
+| `PagedKVCache.blocks_in_use` | exactly the blocks the sequences need, a partly filled last block counted | `test_paged_blocks_in_use_is_exactly_what_the_sequences_need` |
 | `QuantizedKVCache` | codes int8 of shape (layers, Hkv, max_len, Dh), scales float32 (layers, Hkv, max_len) | `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
 | `QuantizedKVCache` | scale max abs over 127 of each token and head's vector, in float32 | `test_quantized_scales_are_max_abs_over_127_of_each_token_and_head`, `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache` | the scale in float32 for float16, float32 and float64 keys and values alike | `test_quantized_scales_are_max_abs_over_127_of_each_token_and_head` |
 | `QuantizedKVCache` | codes round half to even; a zero vector gets scale 0 and comes back exactly zero | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
 | `QuantizedKVCache.__init__` | keeps its sizes as attributes; refuses a size that is not a positive int | `test_quantized_constructor_keeps_its_sizes_as_attributes`, `test_quantized_constructor_rejects_sizes_that_are_not_positive` |
 | `QuantizedKVCache.for_model` | sized for the model, max_len defaulting to max_seq_len; refuses max_len outside 1..max_seq_len | `test_quantized_for_model_sizes_the_cache_for_the_model` |
 | `QuantizedKVCache.update` | returns every token of the layer within half its own step, float32, in any order of layers | `test_quantized_update_returns_every_token_within_half_a_step_in_any_order_of_layers`, `test_quantized_buffers_hold_int8_codes_and_float32_scales_and_update_returns_float32` |
 | `QuantizedKVCache.update` | the new tokens too come back as code x scale | `test_quantized_codes_of_hand_computed_vectors_round_half_to_even` |
+| `QuantizedKVCache.update` | returns new arrays: a caller's edits to them change nothing later updates return | `test_quantized_update_returns_new_arrays_that_later_calls_do_not_share` |
 | `QuantizedKVCache.update` | len advances once every layer holds the new tokens | `test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers` |
 | `QuantizedKVCache.update` | past max_len raises CacheFullError, no code, scale or length changed | `test_quantized_writing_past_max_len_raises_cache_full_error_and_changes_nothing` |
 | `QuantizedKVCache.update` | a bad layer, shape, dtype or a non-finite value raises ValueError, changing nothing | `test_quantized_bad_update_raises_value_error_and_changes_nothing` |
@@ -63,6 +67,9 @@ fail without it.
 | `QuantizedKVCache.bytes_per_token` | 2 x layers x Hkv x (Dh + 4) | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales` |
 | `QuantizedKVCache.nbytes` | bytes_per_token x max_len, codes and scales | `test_quantized_nbytes_and_bytes_per_token_count_the_codes_and_the_scales`, `test_quantized_for_model_sizes_the_cache_for_the_model` |
 | `tokens_that_fit` | (budget - ceil(params x bits / 8)) // bytes per token, float32 or int8, 0 when the weights fill it | `test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights` |
+| `tokens_that_fit` | an MoE model's weights are all its experts' (n_params), not the K a token runs | `test_tokens_that_fit_counts_every_expert_of_an_moe_model` |
+| `tokens_that_fit` | returns an int, 0 (not 0.0) when the weights fill the budget | `test_tokens_that_fit_returns_an_int_even_when_nothing_fits` |
+| `tokens_that_fit` | any positive finite weight_bits, int or float: 64, 1, 0.5 included | `test_tokens_that_fit_takes_any_positive_finite_weight_bits` |
 | `tokens_that_fit` | refuses a bad budget, cache name or weight_bits | `test_tokens_that_fit_rejects_bad_arguments` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)
 
@@ -647,6 +654,30 @@ def test_forward_cached_rejects_a_cache_of_another_shape(kata, shape):
 
 
 @pytest.mark.task("forward")
+@pytest.mark.parametrize("n_layers", [1, 3], ids=["too few layers", "too many layers"])
+def test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it(kata, n_layers):
+    model = MODELS["dense"]
+    c = model.config
+    rng = common.rng(41)
+    cache = kata.KVCache(n_layers, c.n_kv_heads, c.head_dim, MAX_SEQ)
+    written = [_kv_pair(rng, 2, c.n_kv_heads, c.head_dim) for _ in range(n_layers)]
+    for layer, (k, v) in enumerate(written):
+        _accepted(lambda: cache.update(layer, k, v), f"writing 2 tokens to layer {layer} of a {n_layers}-layer cache")
+    what = f"forward_cached with a {n_layers}-layer cache holding 2 tokens, for a model of {c.n_layers} layers"
+    _refused(ValueError, lambda: kata.forward_cached(model, [1, 2, 3], cache), what)
+    assert int(len(cache)) == 2, f"after {what} was refused, len(cache) is {len(cache)}, expected 2 as before"
+    for layer, (k, v) in enumerate(written):
+        k1, v1 = _kv_pair(rng, 1, c.n_kv_heads, c.head_dim)
+        got = _accepted(lambda: cache.update(layer, k1, v1), f"writing 1 token to layer {layer} after {what}")
+        _check_contents(
+            *got,
+            np.concatenate([k, k1], axis=1),
+            np.concatenate([v, v1], axis=1),
+            f"layer {layer} after {what} was refused (it must refuse before writing anything)",
+        )
+
+
+@pytest.mark.task("forward")
 @pytest.mark.parametrize(
     "tokens,max_len",
     [([V], MAX_SEQ), ([-1], MAX_SEQ), ([[1, 2]], MAX_SEQ), ([1.5], MAX_SEQ), ([1] * (MAX_SEQ + 1), MAX_SEQ + 4)],
@@ -682,7 +713,8 @@ def test_greedy_generate_matches_generate_naive(kata, name, p, n):
 
 
 @pytest.mark.task("generate")
-@pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5)])
+# a temperature is a number: an int one (2) samples as 2.0 does
+@pytest.mark.parametrize("name,temperature", [("dense", 1.0), ("gqa", 0.7), ("moe", 1.5), ("dense", 2)])
 def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, temperature):
     model = MODELS[name]
     prompt = common.rng(12).integers(0, V, size=4).tolist()
@@ -811,6 +843,21 @@ def test_paged_blocks_in_use_is_never_more_than_the_sequences_need(kata, ops):
         assert used <= need, (
             f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens need only {need} blocks "
             f"of {P_BLOCK}"
+        )
+
+    _run_paged(kata, ops, check)
+
+
+@pytest.mark.task("paged")
+@given(ops=paged_ops)
+@example(ops=[("add", 0, 1), ("update", 0, 5), ("add", 1, 1), ("update", 1, 3), ("free", 0, 1), ("update", 1, 6)])
+def test_paged_blocks_in_use_is_exactly_what_the_sequences_need(kata, ops):
+    def check(cache, lengths):
+        need = sum(-(-n // P_BLOCK) for n in lengths.values())
+        used = int(cache.blocks_in_use)
+        assert used == need, (
+            f"blocks_in_use is {used}, but sequences of {sorted(lengths.values())} tokens hold exactly {need} blocks "
+            f"of {P_BLOCK} (a block partly filled is held too)"
         )
 
     _run_paged(kata, ops, check)
@@ -1154,15 +1201,18 @@ def test_quantized_len_is_what_every_layer_holds_in_any_order_of_layers(kata, op
 
 @pytest.mark.task("quantized")
 @settings(max_examples=20)
-@given(ops=layer_orders)
-@example(ops=ORDER_EXAMPLES[1])
-def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops):
+@given(ops=layer_orders, dtype=st.sampled_from([np.float16, np.float32, np.float64]))
+@example(ops=ORDER_EXAMPLES[1], dtype=np.float32)
+@example(ops=ORDER_EXAMPLES[0], dtype=np.float16)
+def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops, dtype):
+    """Keys and values of every floating dtype update takes: the scale is max|x| / 127 in float32 all the same
+    (float16 arithmetic would round it to 11 bits)."""
     rng = common.rng(39)
     cache = kata.QuantizedKVCache(3, HKV, DH, MAX_LEN)
-    written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(3)]
+    written = [[np.zeros((HKV, 0, DH), dtype)] * 2 for _ in range(3)]
     for layer, t in ops:
         if written[layer][0].shape[1] + t <= MAX_LEN:
-            k, v = _varied_kv(rng, t)
+            k, v = (x.astype(dtype) for x in _varied_kv(rng, t))
             _accepted(lambda: cache.update(layer, k, v), f"the updates (layer, tokens) {ops}")
             written[layer] = [np.concatenate([w, x], axis=1) for w, x in zip(written[layer], (k, v))]
     for name, which in (("key_scales", 0), ("value_scales", 1)):
@@ -1174,9 +1224,33 @@ def test_quantized_scales_are_max_abs_over_127_of_each_token_and_head(kata, ops)
             if bad.size:
                 h, i = (int(j) for j in bad[0])
                 raise AssertionError(
-                    f"after the updates (layer, tokens) {ops}, {name}[{layer}, {h}, {i}] is {got[h, i]!r}, expected "
-                    f"max|x| / 127 = {want[h, i]!r} of that token and head's vector, in float32"
+                    f"after the updates (layer, tokens) {ops} of {np.dtype(dtype).name} keys and values, "
+                    f"{name}[{layer}, {h}, {i}] is {got[h, i]!r}, expected max|x| / 127 = {want[h, i]!r} of that "
+                    "token and head's vector, in float32"
                 )
+
+
+@pytest.mark.task("quantized")
+def test_quantized_update_returns_new_arrays_that_later_calls_do_not_share(kata):
+    """Each update returns new arrays: a caller that edits them (here, in the jail, where the code under test
+    could see the edit) changes nothing that later updates return."""
+    rng = common.rng(42)
+    cache = kata.QuantizedKVCache(LAYERS, HKV, DH, MAX_LEN)
+    written = []
+    for layer in range(LAYERS):
+        k, v = _varied_kv(rng, 3)
+        for returned in jail_client.kept(cache.update, layer, k, v, items=(0, 1)):
+            returned.fill(np.float32(1e6))
+        written.append([k, v])
+    for layer in range(LAYERS):
+        k, v = _varied_kv(rng, 2)
+        got = _accepted(lambda: cache.update(layer, k, v), f"a second update of layer {layer}")
+        _check_dequantized(
+            *got,
+            np.concatenate([written[layer][0], k], axis=1),
+            np.concatenate([written[layer][1], v], axis=1),
+            f"layer {layer}, after the caller overwrote the keys and values its first update returned",
+        )
 
 
 # Hand-computed (Hkv=2, t=3, Dh=4) keys: scales that are powers of two, so every x / scale is exact, with .5 ties.
@@ -1443,6 +1517,54 @@ def test_tokens_that_fit_is_what_the_budget_holds_beside_the_weights(kata, cache
             f"{want}: ({budget} - ceil({c.n_params()} params x {weight_bits} bits / 8) = {weights} bytes of weights) "
             f"// {per_token} bytes per token, and 0 when the weights fill the budget"
         )
+
+
+def _assert_fits(kata, model: Model, budget: int, cache: str, weight_bits) -> None:
+    c = model.config
+    want = _fits(c, budget, cache, weight_bits)
+    got = _accepted(
+        lambda: kata.tokens_that_fit(model, budget, cache=cache, weight_bits=weight_bits),
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r})",
+    )
+    assert isinstance(got, (int, np.integer)) and not isinstance(got, bool), (
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r}) returned a "
+        f"{type(got).__name__} ({got!r}); a count of tokens is an int"
+    )
+    assert got == want, (
+        f"tokens_that_fit(model, {budget}, cache={cache!r}, weight_bits={weight_bits!r}) is {got!r}, expected {want}: "
+        f"({budget} - ceil({c.n_params()} params x {weight_bits} bits / 8)) // bytes per token, 0 when negative"
+    )
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("cache", ["float32", "int8"])
+def test_tokens_that_fit_counts_every_expert_of_an_moe_model(kata, cache):
+    """Memory holds every expert's weights, not only the K a token runs: n_params of the whole model."""
+    model = MODELS["moe"]
+    c = model.config
+    per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
+    for weight_bits in (32, 4.5):
+        weights = int(-(-(c.n_params() * Fraction(weight_bits)) // 8))
+        for budget in (weights - 1, weights + 3 * per_token, weights + 100 * per_token + 1):
+            _assert_fits(kata, model, budget, cache, weight_bits)
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("weight_bits", [64, 1, 0.5, 2.25, np.float64(6.5)], ids=lambda b: f"{b!r} bits")
+def test_tokens_that_fit_takes_any_positive_finite_weight_bits(kata, weight_bits):
+    c = ODD_MODEL.config
+    weights = int(-(-(c.n_params() * Fraction(float(weight_bits))) // 8))
+    for budget in (weights - 1, weights, weights + 5 * 2 * c.n_layers * c.n_kv_heads * (c.head_dim + 4)):
+        _assert_fits(kata, ODD_MODEL, budget, "int8", weight_bits)
+
+
+@pytest.mark.task("quantized")
+@pytest.mark.parametrize("cache", ["float32", "int8"])
+def test_tokens_that_fit_returns_an_int_even_when_nothing_fits(kata, cache):
+    c = ODD_MODEL.config
+    weights = int(-(-(c.n_params() * 32) // 8))
+    for budget in (0, weights - 1, weights, weights + 10**6):
+        _assert_fits(kata, ODD_MODEL, budget, cache, 32)
 
 
 @pytest.mark.task("quantized")

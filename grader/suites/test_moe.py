@@ -25,6 +25,7 @@ fail without it.
 | `top_k_gating` | ValueError for probs that are not (T, E) distributions: a row summing off 1, a negative, a NaN, 1-D | `test_top_k_rejects_probabilities_that_are_not_distributions` |
 | `top_k_gating` | a row is a distribution exactly when it sums to 1 within PROB_SUM_TOL (neither stricter nor looser) | `test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_sum_tol` |
 | `expert_capacity` | max(1, ceil(factor * T * K / E)) as an int, not one more when the share is whole, 1 for T = 0 | `test_expert_capacity_is_the_rounded_up_even_share_times_the_factor` |
+| `expert_capacity` | the factor a positive number, int or float: an int factor is taken as that number | `test_expert_capacity_is_the_rounded_up_even_share_times_the_factor` |
 | `expert_capacity` | ValueError for a negative or non-integer n_tokens or n_experts, n_experts 0, and k not an integer in [1, E] | `test_expert_capacity_rejects_a_bad_count`, `test_expert_capacity_rejects_a_negative_factor_or_a_bad_k` |
 | `expert_capacity` | ValueError for a factor that is not a positive finite number: negative, 0, inf, NaN, None | `test_expert_capacity_rejects_a_factor_that_is_not_positive_and_finite`, `test_expert_capacity_rejects_a_negative_factor_or_a_bad_k` |
 | `dispatch` | every first choice queues before any second choice, tokens in order within a rank; positions 0-based, dropped ones too | `test_dispatch_drops_exactly_the_assignments_the_priority_rule_names`, `test_dispatch_matches_queueing_one_assignment_at_a_time` |
@@ -73,7 +74,7 @@ OUT_RTOL = 1e-4
 LOSS_RTOL = 1e-5  # the losses against their float64 formulas
 ZERO_TOL = 1e-7  # what still counts as a zero output
 TOP_K_GAP = 1e-4  # a routing is "clear" when the k-th and (k+1)-th probabilities differ by this
-FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0]  # exact in binary, so any summation order agrees
+FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 1, 2]  # exact in binary, so any summation order agrees; ints too
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
 OVER_LOOP = 10.0  # and must be at least this many times faster than a per-token loop
 
@@ -405,6 +406,7 @@ def test_a_row_counts_as_a_distribution_exactly_when_it_sums_to_one_within_prob_
 @given(T=st.integers(0, 5000), E=st.integers(1, 64), k=st.integers(1, 64), factor=st.sampled_from(FACTORS))
 @example(T=0, E=4, k=1, factor=1.0)
 @example(T=7, E=8, k=1, factor=0.25)
+@example(T=9, E=4, k=2, factor=2)  # "capacity_factor: > 0": an int factor too
 # shares exactly whole (3, 3, 7, 27, 27) that float rounding pushes just above it, so that the ceiling is one
 # too many, when a quotient by E (of T, k, the factor, factor * T or factor * k) is rounded before the rest
 # multiplies it

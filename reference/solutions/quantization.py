@@ -513,14 +513,14 @@ def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9,
       linear interpolation between the sorted |x| (rank (N - 1) *
       percentile / 100); percentile in (0, 100], 100 giving minmax.
     - "mse": c / qmax for the clip c among the grid candidates c_i =
-      max|x| * i / grid, i = 1..grid, whose squared error sum((codes_i *
+      max|x| * (i / grid), i = 1..grid, whose squared error sum((codes_i *
       s_i - x)**2), s_i = c_i / qmax, is the smallest, the larger clip on
       a tie. c_grid = max|x| is minmax's clip, so mse is never worse.
     An all-zero x gives scale 0 for every method (so does "percentile"
     where that percentile of |x| is 0).
 
     Everything is computed in float64 (on x.astype(np.float64): max|x|,
-    the percentile, c_i = max|x| * i / grid, codes and errors); returns the
+    the percentile, c_i = max|x| * (i / grid), codes and errors); returns the
     scale as a NumPy scalar of x's float dtype (np.float32 for float32 x).
 
     Raises ValueError, naming what was wrong and what is allowed, for bits
@@ -544,7 +544,7 @@ def calibrate(x, bits: int, method: str = "minmax", *, percentile: float = 99.9,
     elif method == "percentile":
         clip = float(np.percentile(a, percentile))
     else:
-        clips = np.array([amax * i / grid for i in range(1, int(grid) + 1)])  # (grid,)
+        clips = amax * (np.arange(1, int(grid) + 1) / int(grid))  # (grid,); i / grid = 1.0 ends it on max|x|
         errors = _squared_errors(a, clips, qmax)
         clip = clips[np.flatnonzero(errors == errors.min())[-1]]  # the larger clip wins a tie
     return x.dtype.type(clip / qmax)
