@@ -87,6 +87,16 @@ def test_a_zip_that_reaches_outside_its_folder_or_holds_a_link_is_refused(tmp_pa
 # ---------------------------------------------------------------- grade-all
 
 
+def test_the_summary_names_at_most_eight_students_a_line_and_counts_the_rest(toy_cli, tmp_path):
+    root = tmp_path / "class"
+    for i in range(10):
+        shutil.copytree(SUBS / "stub", root / f"s{i:02d}")
+    result = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(tmp_path / "book"), "--kata", "toy:mean"])
+    assert result.exit_code == 0, result.output
+    names = ", ".join(f"s{i:02d}" for i in range(8))
+    assert f"    {names} and 2 more: todo (not started)\n" in result.output
+
+
 def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, tmp_path):
     out = tmp_path / "book"
     result = toy_cli.invoke(main, ["grade-all", str(a_class), "--out", str(out), "--jobs", "2"])
@@ -97,6 +107,7 @@ def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, t
     assert (rows["alice"]["score"], rows["alice"]["max_score"], rows["alice"]["toy:mean"]) == ("4", "4", "2")
     assert rows["bob"]["score"] == "0" and rows["bob"]["note"] == ""
     assert rows["carol"]["score"] == "0"
+    assert rows["carol"]["note"] == "toy did not load: toy.py has a syntax error at line 13: invalid syntax"
     assert "no kata modules" in rows["dave"]["note"] and "zip" in rows["eve"]["note"]
     alice = json.loads((out / "students" / "alice.json").read_text())
     assert alice["student"] == "alice" and alice["score"] == 4
@@ -108,7 +119,10 @@ def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, t
     bob = json.loads((out / "students" / "bob.json").read_text())
     assert {t["status"] for t in bob["katas"][0]["tasks"]} == {"todo"}
     assert "toy:mean: 1/5 passed" in result.output
-    assert "todo: not implemented yet" in result.output  # the most common failure is named
+    summary = result.output.split("toy:mean: 1/5 passed\n", 1)[1].split("toy:scale")[0]
+    assert "    bob: todo (not started)\n" in summary  # who has not started, named, on one line
+    assert "    carol: error: toy.py has a syntax error at line 13: invalid syntax\n" in summary
+    assert "    eve: error: not graded: eve.zip is not a readable zip file" in summary
 
 
 def test_seed_per_student_is_reproducible_differs_between_students_and_needs_the_secret():

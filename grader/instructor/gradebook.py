@@ -21,7 +21,6 @@ import csv
 import io
 import tempfile
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +177,23 @@ def _task_names(kata: Kata, tasks: dict[str, list[str]]) -> list[str]:
     return tasks.get(kata.name) or [t.name for t in kata.tasks]
 
 
+def student_note(s: Student, result: ClassResult) -> str:
+    """What the gradebook says of a student's submission besides the points:
+    why it could not be graded, or for each kata module that did not load
+    (every task an error with one message: a syntax or import error, with its
+    file and line), that message; or that the grading was interrupted."""
+    if s.note:
+        return s.note
+    notes = []
+    for kata, kr in s.results.items():
+        messages = {t.message.splitlines()[0] for t in kr.tasks if t.message}
+        if kr.tasks and all(t.status is Status.ERROR and t.checks_passed == 0 for t in kr.tasks) and len(messages) == 1:
+            notes.append(f"{kata} did not load: {messages.pop()}")
+    if len(s.results) < len(result.katas):
+        notes.append("not graded: interrupted (Ctrl-C)")
+    return "; ".join(notes)
+
+
 def gradebook_csv(result: ClassResult) -> str:
     """The gradebook: a row per student, columns for each kata and task's points."""
     columns = [k.name for k in result.katas] + [f"{k.name}:{t}" for k in result.katas for t in result.task_names(k)]
@@ -192,7 +208,7 @@ def gradebook_csv(result: ClassResult) -> str:
             points[k.name] = kr.score if kr else ""
             for t in kr.tasks if kr else []:
                 points[f"{k.name}:{t.name}"] = t.score
-        note = s.note or ("not graded: interrupted (Ctrl-C)" if len(s.results) < len(result.katas) else "")
+        note = student_note(s, result)
         score = sum(kr.score for kr in s.results.values())
         writer.writerow([_cell(s.name), score, max_score, s.seed, _cell(note), *(points.get(c, "") for c in columns)])
     return out.getvalue()
@@ -208,25 +224,61 @@ def _cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-def summary(result: ClassResult, common: int = 2) -> str:
-    """Per task: how many students passed, and the most common failure messages."""
+NAMES_SHOWN = 8  # students named on one line of the summary; the rest are counted
+
+
+def summary(result: ClassResult, common: int = 3) -> str:
+    """Per task: how many students passed, then who did not, one line per way
+    of not passing: all the students who have not started it (todo) on one
+    line, then the `common` most frequent failures (status and the first line
+    of the message), each naming its students."""
     lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
     for k in result.katas:
         for name in result.task_names(k):
-            outcomes = [
-                t for s in result.students if k.name in s.results for t in s.results[k.name].tasks if t.name == name
-            ]
-            passed = sum(t.status is Status.PASS for t in outcomes)
-            lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
-            why = Counter(
-                f"{t.status.value}: {report.printable(t.message.splitlines()[0][:120])}"
-                if t.message
-                else t.status.value
-                for t in outcomes
-                if t.status is not Status.PASS
-            )
-            lines += [f"    {n} x {message}" for message, n in why.most_common(common)]
+            lines.append(f"{k.name}:{name}: {_passed(result, k, name)}/{len(result.students)} passed")
+            lines += _who_did_not_pass(result, k, name, common)
     return "\n".join(lines)
+
+
+def _passed(result: ClassResult, kata: Kata, task: str) -> int:
+    return sum(t.status is Status.PASS for _, t in _outcomes(result, kata, task))
+
+
+def _outcomes(result: ClassResult, kata: Kata, task: str) -> list[tuple[Student, TaskResult]]:
+    """(student, their result) of task, for every student it was graded for."""
+    found = []
+    for s in result.students:
+        kr = s.results.get(kata.name)
+        found += [(s, t) for t in (kr.tasks if kr else []) if t.name == task]
+    return found
+
+
+def _who_did_not_pass(result: ClassResult, kata: Kata, task: str, common: int) -> list[str]:
+    ways: dict[str, list[str]] = {}  # how it did not pass -> the students
+    for s, t in _outcomes(result, kata, task):
+        if t.status is Status.PASS:
+            continue
+        if t.status is Status.TODO:
+            how = "todo (not started)"
+        else:
+            first = report.printable(t.message.splitlines()[0][:120], lines=False) if t.message else ""
+            how = f"{t.status.value}: {first}" if first else t.status.value
+        ways.setdefault(how, []).append(s.name)
+    todo = ways.pop("todo (not started)", None)
+    ranked = sorted(ways.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    shown = ([("todo (not started)", todo)] if todo else []) + ranked[:common]
+    lines = [f"    {_names(names)}: {how}" for how, names in shown]
+    rest = sum(len(names) for _, names in ranked[common:])
+    if rest:
+        lines.append(f"    ... and {rest} more in {len(ranked) - common} other ways (students/*.json says how)")
+    return lines
+
+
+def _names(names: list[str]) -> str:
+    """Up to NAMES_SHOWN names, then how many more."""
+    shown = ", ".join(report.printable(n, lines=False) for n in names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def write(result: ClassResult, out: Path) -> list[Path]:
@@ -236,7 +288,7 @@ def write(result: ClassResult, out: Path) -> list[Path]:
     written = []
     for s in result.students:
         data = report.as_json(s.grade(result.katas))
-        data["student"], data["note"] = s.name, s.note
+        data["student"], data["note"] = s.name, student_note(s, result)
         path = students_dir / f"{s.name}.json"
         files.write_json(path, data)
         written.append(path)
