@@ -66,14 +66,43 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
     registry: the katas.toml to release (default: $KATA_REGISTRY or the
     project's); it becomes the edition's grader/kata/katas.toml, and its katas'
     suites must sit in grader/suites/."""
+    out = _edition_folder(out)
+    registry = Path(registry or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+    katas = load_registry(registry)
+    drop = {} if held_back else held_back_tasks(katas)
+    dropped_tests = _dropped_tests(katas, drop)
+    edition = _Edition(out)
+    _copy_trees(edition, katas, registry, drop, dropped_tests)
+    edition.put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
+    for k in katas:
+        stub = stub_for(k.name)
+        edition.put(f"katas/{k.name}.py", stub)
+        edition.put(f"grader/kata/stub_files/{k.name}.py", stub)  # what `kata reset` restores there (its wheel's data)
+    for name in TOP_FILES:
+        path = ROOT / name
+        if path.is_file():
+            if name == "CHECKLIST.md":
+                edition.put(name, checklist_text(path.read_text(encoding="utf-8"), drop))
+            else:
+                edition.put(name, source=path)
+    _check(out, katas, drop)
+    return edition.written
+
+
+def _edition_folder(out: Path) -> Path:
+    """out, resolved, or a ValueError unless it is outside this checkout and new or an empty folder."""
     out = Path(out).expanduser().resolve()
     if out == ROOT or ROOT in out.parents:
         raise ValueError(f"the edition must go outside this checkout ({ROOT}), not into {out}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} already exists and is not an empty folder; give a new folder")
-    registry = Path(registry or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
-    katas = load_registry(registry)
-    drop = {} if held_back else held_back_tasks(katas)
+    return out
+
+
+def _dropped_tests(katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> dict[str, set[str]]:
+    """kata name -> the checks of its held-back tasks, after making sure that every
+    suite can ship, that each kata releases a task, and that no dropped check also
+    grades a released task (it would vanish from it)."""
     for k in katas:
         if k.suite.resolve().parent != SUITES_DIR.resolve():
             raise ValueError(f"kata {k.name!r}'s suite {k.suite} is not in {SUITES_DIR}, so no edition can ship it")
@@ -82,10 +111,10 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
                 f"kata {k.name!r} holds back every task (release = false); "
                 "release at least one of its tasks, or take the kata out of the registry"
             )
-    dropped_tests = {k.name: {x for t in k.tasks if t.name in drop.get(k.name, ()) for x in t.tests} for k in katas}
-    for k in katas:  # a check serving a held-back and a released task would vanish from the released one
+    dropped = {k.name: {x for t in k.tasks if t.name in drop.get(k.name, ()) for x in t.tests} for k in katas}
+    for k in katas:
         owners = suite_tasks(k.suite)
-        for test in sorted(dropped_tests[k.name]):
+        for test in sorted(dropped[k.name]):
             kept = [t for t in owners.get(test, ()) if t not in drop.get(k.name, ())]
             if kept:
                 raise ValueError(
@@ -93,57 +122,52 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
                     f"{', '.join(t for t in owners[test] if t not in kept)} and the released {', '.join(kept)}; "
                     "hold those back too, or split the check so that each task has its own"
                 )
-    written: list[Path] = []
+    return dropped
 
-    def put(rel: str, text: str | None = None, source: Path | None = None) -> None:
-        dest = out / rel
+
+class _Edition:
+    """The files written into an edition's folder, as they are written."""
+
+    def __init__(self, out: Path):
+        self.out, self.written = out, []
+
+    def put(self, rel: str, text: str | None = None, source: Path | None = None) -> None:
+        dest = self.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         if text is not None:
             dest.write_text(text, encoding="utf-8")
         else:
             shutil.copy2(source, dest)
-        written.append(dest)
+        self.written.append(dest)
 
+
+def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests) -> None:
+    """TREES into the edition, but for LEFT_OUT and JUNK: each suite without its
+    dropped checks (and its baseline only where what is left still loads one),
+    the registry without its held-back tasks, everything else as it is."""
     suites = {k.suite.resolve(): k for k in katas}
-    baselines = {(k.suite.parent / f"baseline_{k.name}.py").resolve(): k for k in katas}
+    baselines = {(k.suite.parent / f"baseline_{k.name}.py").resolve() for k in katas}
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
-            if (
-                not path.is_file()
-                or any(part in JUNK for part in path.parts)
-                or any(rel == x or rel.startswith(x + "/") for x in LEFT_OUT)
-            ):
-                continue
-            if path.resolve() in baselines:
-                continue  # written below, after the suite it serves
+            if not path.is_file() or _left_out(path, rel) or path.resolve() in baselines:
+                continue  # a baseline is written after the suite it serves
             if path.resolve() in suites:
                 kata = suites[path.resolve()]
                 text = without_functions(path.read_text(encoding="utf-8"), dropped_tests[kata.name])
-                put(rel, text)
+                edition.put(rel, text)
                 baseline = path.parent / f"baseline_{kata.name}.py"
                 if baseline.is_file() and "load_baseline" in text:
-                    put(baseline.relative_to(ROOT).as_posix(), source=baseline)
-                continue
-            if path == REGISTRY_PATH:
-                put(rel, registry_text(registry.read_text(encoding="utf-8"), drop, whole_kata_presets(registry, drop)))
-                continue
-            put(rel, source=path)
-    put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
-    for k in katas:
-        stub = stub_for(k.name)
-        put(f"katas/{k.name}.py", stub)
-        put(f"grader/kata/stub_files/{k.name}.py", stub)  # what `kata reset` restores there (package data of its wheel)
-    for name in TOP_FILES:
-        path = ROOT / name
-        if path.is_file():
-            put(
-                name,
-                checklist_text(path.read_text(encoding="utf-8"), drop) if name == "CHECKLIST.md" else None,
-                None if name == "CHECKLIST.md" else path,
-            )
-    _check(out, katas, drop)
-    return written
+                    edition.put(baseline.relative_to(ROOT).as_posix(), source=baseline)
+            elif path == REGISTRY_PATH:
+                text = registry_text(registry.read_text(encoding="utf-8"), drop, whole_kata_presets(registry, drop))
+                edition.put(rel, text)
+            else:
+                edition.put(rel, source=path)
+
+
+def _left_out(path: Path, rel: str) -> bool:
+    return any(part in JUNK for part in path.parts) or any(rel == x or rel.startswith(x + "/") for x in LEFT_OUT)
 
 
 def whole_kata_presets(registry: Path, drop: dict[str, set[str]]) -> set[str]:
