@@ -127,14 +127,9 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
         if isinstance(e, jail_client.KataLoadError):
             return Status.ERROR, str(e)
     for e in leaves:
-        if isinstance(e, MemoryError):
-            return Status.ERROR, f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
-        if isinstance(e, OSError) and e.errno == errno.EFBIG:
-            return Status.ERROR, f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
-        if isinstance(e, jail_client.LearnerBaseException):
-            if type(e).__name__ == "SystemExit":
-                return Status.ERROR, f"called sys.exit() inside a check; a kata must return, not exit ({e})"
-            return Status.ERROR, f"raised {type(e).__name__}, which is not an Exception: {e}"
+        limit = _past_a_limit(e, limits)
+        if limit:
+            return Status.ERROR, limit
     for e in leaves:
         if isinstance(e, AssertionError):
             return Status.FAIL, _assertion_message(e)
@@ -145,6 +140,20 @@ def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
         text = e.args[0]  # str() of a KeyError is its key's repr: the learner's frames would print as "\n"
     return Status.ERROR, f"{type(e).__name__}: {text}"
+
+
+def _past_a_limit(e: BaseException, limits: dict) -> str:
+    """What a check's exception says of a limit the learner's code hit (memory,
+    output, exiting or raising what is not an Exception), or ''."""
+    if isinstance(e, MemoryError):
+        return f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
+    if isinstance(e, OSError) and e.errno == errno.EFBIG:
+        return f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
+    if isinstance(e, jail_client.LearnerBaseException):
+        if type(e).__name__ == "SystemExit":
+            return f"called sys.exit() inside a check; a kata must return, not exit ({e})"
+        return f"raised {type(e).__name__}, which is not an Exception: {e}"
+    return ""
 
 
 def task_of(item) -> str:

@@ -308,39 +308,13 @@ class Codec:
         if t in _PLAIN or value is None:
             return value
         if t is np.ndarray or isinstance(value, (np.ndarray, np.generic)):
-            dt = value.dtype.str
-            if dt in DTYPES:
-                memo = self._frame_memo(buffers)
-                known = memo.get(id(value))
-                if known is not None and known[0] is value:  # the same array again in this frame
-                    return known[1]
-                buffers.append(value.tobytes())  # C order, whatever the strides
-                out = {
-                    "$": "np" if isinstance(value, np.generic) else "nd",
-                    "dtype": dt,
-                    "shape": list(value.shape),
-                    "buf": len(buffers) - 1,
-                }
-                if t is np.ndarray:
-                    memo[id(value)] = (value, out)  # the array is held, so its id is not reused
+            out = self._encode_array(value, buffers)
+            if out is not None:
                 return out
         if depth > MAX_DEPTH:
             raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep cannot cross")
-        if t is list:
-            if all(type(v) in _PLAIN for v in value):  # token lists and the like: JSON as they are
-                return list(value)
-            return [self.encode(v, buffers, depth + 1) for v in value]
-        if t is tuple:
-            if all(type(v) in _PLAIN for v in value):
-                return {"$": "tuple", "items": list(value)}
-            return {"$": "tuple", "items": [self.encode(v, buffers, depth + 1) for v in value]}
-        if t is dict:
-            return {
-                "$": "dict",
-                "items": [
-                    [self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)] for k, v in value.items()
-                ],
-            }
+        if t in (list, tuple, dict):
+            return self._encode_container(value, buffers, depth)
         if t in (bytes, bytearray):
             buffers.append(bytes(value))
             return {"$": "bytes", "buf": len(buffers) - 1}
@@ -352,6 +326,36 @@ class Codec:
         if special is not None:
             return special
         return self.export(value)
+
+    def _encode_array(self, value, buffers: list):
+        """An array or NumPy scalar of a numeric dtype as dtype + shape + a buffer (the same
+        array again in one frame: the same buffer); None for another dtype."""
+        dt = value.dtype.str
+        if dt not in DTYPES:
+            return None
+        memo = self._frame_memo(buffers)
+        known = memo.get(id(value))
+        if known is not None and known[0] is value:  # the same array again in this frame
+            return known[1]
+        buffers.append(value.tobytes())  # C order, whatever the strides
+        out = {
+            "$": "np" if isinstance(value, np.generic) else "nd",
+            "dtype": dt,
+            "shape": list(value.shape),
+            "buf": len(buffers) - 1,
+        }
+        if type(value) is np.ndarray:
+            memo[id(value)] = (value, out)  # the array is held, so its id is not reused
+        return out
+
+    def _encode_container(self, value, buffers: list, depth: int):
+        """A list, tuple or dict, its items encoded (plain lists and tuples as JSON as they are)."""
+        if type(value) is dict:
+            items = [[self.encode(k, buffers, depth + 1), self.encode(v, buffers, depth + 1)] for k, v in value.items()]
+            return {"$": "dict", "items": items}
+        plain = all(type(v) in _PLAIN for v in value)  # token lists and the like
+        items = list(value) if plain else [self.encode(v, buffers, depth + 1) for v in value]
+        return items if type(value) is list else {"$": "tuple", "items": items}
 
     def encode_special(self, value, buffers, depth):
         return None
@@ -384,42 +388,48 @@ class Codec:
             raise ProtocolError("a malformed value")
         tag = data.get("$")
         if tag == "nd" or tag == "np":
-            memo = self._frame_memo(buffers)
-            key = (tag, data.get("buf"), data.get("dtype"), str(data.get("shape")))
-            known = memo.get(key)
-            if known is None:
-                known = memo[key] = decode_array(data, buffers)  # checked once per buffer and layout
-            return known.copy() if tag == "nd" else known  # every use gets its own array, as if sent again
+            return self._decode_array(tag, data, buffers)
         if tag == "tuple":
             items = _items(data)
             if all(type(v) in _PLAIN for v in items):
                 return tuple(items)
             return tuple(self.decode(v, buffers, depth + 1) for v in items)
         if tag == "dict":
-            out = {}
-            for pair in _items(data):
-                if type(pair) is not list or len(pair) != 2:
-                    raise ProtocolError("a malformed dict entry")
-                key = self.decode(pair[0], buffers, depth + 1)
-                if type(key) not in (str, int, float, bool, tuple) and key is not None:
-                    raise ProtocolError("a dict key must be a plain value")
-                out[key] = self.decode(pair[1], buffers, depth + 1)
-            return out
+            return self._decode_dict(data, buffers, depth)
         if tag == "bytes":
             return _buffer(data, buffers)
         if tag == "dtype":
-            if data.get("str") not in DTYPES:
-                raise ProtocolError(f"a dtype {data.get('str')!r} cannot cross; numeric dtypes only")
-            dt = np.dtype(data["str"])
-            return dt.type if data.get("type") else dt
+            return _decode_dtype(data)
         if tag == "ref":
-            h = data.get("id")
-            if data.get("side") == self.side:
-                return self.lookup(h)
-            if type(h) is not int:
-                raise ProtocolError("a malformed handle")
-            return self.remote(data)
+            return self._decode_ref(data)
         return self.decode_special(tag, data, buffers, depth)
+
+    def _decode_array(self, tag: str, data: dict, buffers: list[bytes]):
+        memo = self._frame_memo(buffers)
+        key = (tag, data.get("buf"), data.get("dtype"), str(data.get("shape")))
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = decode_array(data, buffers)  # checked once per buffer and layout
+        return known.copy() if tag == "nd" else known  # every use gets its own array, as if sent again
+
+    def _decode_dict(self, data: dict, buffers: list[bytes], depth: int) -> dict:
+        out = {}
+        for pair in _items(data):
+            if type(pair) is not list or len(pair) != 2:
+                raise ProtocolError("a malformed dict entry")
+            key = self.decode(pair[0], buffers, depth + 1)
+            if type(key) not in (str, int, float, bool, tuple) and key is not None:
+                raise ProtocolError("a dict key must be a plain value")
+            out[key] = self.decode(pair[1], buffers, depth + 1)
+        return out
+
+    def _decode_ref(self, data: dict):
+        h = data.get("id")
+        if data.get("side") == self.side:
+            return self.lookup(h)
+        if type(h) is not int:
+            raise ProtocolError("a malformed handle")
+        return self.remote(data)
 
     def decode_special(self, tag, data, buffers, depth):
         raise ProtocolError(f"an unknown value tag {tag!r}")
@@ -434,6 +444,13 @@ class Codec:
 
     def remote(self, data: dict):
         raise ProtocolError("this side accepts no handles of the other")
+
+
+def _decode_dtype(data: dict):
+    if data.get("str") not in DTYPES:
+        raise ProtocolError(f"a dtype {data.get('str')!r} cannot cross; numeric dtypes only")
+    dt = np.dtype(data["str"])
+    return dt.type if data.get("type") else dt
 
 
 def _items(data: dict) -> list:
