@@ -402,75 +402,97 @@ def _run_checks(
     Returns the checks and a note for the kata: one pair, or with batch (the
     judge's --batch gradings), one pair per grading of it, in its order.
     on_result(checks) is called after each check's result arrives."""
-    graded: list[tuple[dict[str, Check], str]] = []
     jobs = len(batch) if batch else 1
-    checks: dict[str, Check] = {}
-    started = time.monotonic()
+    state = _Progress(started=time.monotonic())
     run = _Run(kata, target, seed, only, limits, fail_fast, names, batch)
-    current, current_start, finished, note = None, None, False, ""
     try:
-        while True:
-            now = time.monotonic()
-            if _INTERRUPTED.is_set():
-                run.kill()
-                for c in checks.values():
-                    if c.outcome is Status.NOT_RUN:
-                        c.outcome, c.message = Status.ERROR, INTERRUPTED_MESSAGE
-                note, finished = INTERRUPTED_MESSAGE, True
-                break
-            if current is not None and now - current_start > limits.test_seconds + JUDGE_GRACE:
-                run.kill()
-                hung = checks[current]
-                hung.outcome, hung.message = Status.TIMEOUT, f"took longer than {limits.test_seconds:g} s"
-                break
-            if now - started > limits.kata_seconds:
-                run.kill()
-                for c in checks.values():
-                    if c.outcome is Status.NOT_RUN:
-                        c.outcome, c.message = (
-                            Status.TIMEOUT,
-                            f"the kata's checks took longer than {limits.kata_seconds:g} s in all",
-                        )
-                if not checks:
-                    note = f"timed out after {limits.kata_seconds:g} s before the checks were collected"
-                finished = True
-                break
+        while len(state.graded) < jobs and not state.stopped(run, limits):
             events = run.events(0.2)
             if events is None:
                 break
             for ev in events:
-                if ev.kind is EventKind.COLLECTED:
-                    for t in ev.tests:
-                        checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"]), str(t.get("task", ""))))
-                elif ev.kind is EventKind.START and ev.id in checks:
-                    current, current_start = ev.id, time.monotonic()
-                elif ev.kind is EventKind.RESULT and ev.id in checks:
-                    c = checks[ev.id]
-                    c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
-                    current = None
-                    if on_result is not None:
-                        on_result(checks)
-                elif ev.kind is EventKind.DONE and len(graded) < jobs:
-                    graded.append((checks, ""))  # the next grading of a batch starts with its own checks and clock
-                    checks, current, started = {}, None, time.monotonic()
-            if len(graded) == jobs:
-                break
+                state.take(ev, jobs, on_result)
     finally:
         code, tail = run.finish()
-    death = f"the grader's judge process {_signal_name(code)}"
-    if len(graded) == jobs:
-        if code != 0 and not graded[-1][0]:  # every grading ended, then the judge failed, having run no check
-            graded[-1] = (graded[-1][0], f"{death}: {tail.strip()[-500:]}")
-        return graded
-    if not finished:
-        if current is not None and checks[current].outcome is Status.NOT_RUN:
-            checks[current].outcome, checks[current].message = Status.CRASH, f"{death} during this check"
-        note = note or f"{death}: {tail.strip()[-500:]}"
-    elif code != 0 and not checks:
-        note = f"{death}: {tail.strip()[-500:]}"
-    graded.append((checks, note))
-    ended = note or "the judge stopped"
-    return graded + [({}, f"not graded: {ended} during an earlier grading of the batch")] * (jobs - len(graded))
+    return state.conclude(code, tail, jobs)
+
+
+@dataclass
+class _Progress:
+    """What a judge reported so far, for _run_checks: the gradings done, the
+    current grading's checks, the check running and when it started."""
+
+    started: float  # when the current grading started
+    graded: list = field(default_factory=list)  # (checks, note) of each grading done
+    checks: dict = field(default_factory=dict)  # check id -> Check, the current grading's
+    current: str | None = None  # the check running
+    current_start: float = 0.0
+    finished: bool = False  # ended by the runner (Ctrl-C, the kata's time), not by the judge's death
+    note: str = ""
+
+    def stopped(self, run: "_Run", limits: Limits) -> bool:
+        """Whether the grading must end now (Ctrl-C, a check or the kata over its
+        time): then the judge is killed and the checks say why."""
+        now = time.monotonic()
+        if _INTERRUPTED.is_set():
+            run.kill()
+            self._unrun(Status.ERROR, INTERRUPTED_MESSAGE)
+            self.note, self.finished = INTERRUPTED_MESSAGE, True
+            return True
+        if self.current is not None and now - self.current_start > limits.test_seconds + JUDGE_GRACE:
+            run.kill()
+            hung = self.checks[self.current]
+            hung.outcome, hung.message = Status.TIMEOUT, f"took longer than {limits.test_seconds:g} s"
+            return True
+        if now - self.started > limits.kata_seconds:
+            run.kill()
+            self._unrun(Status.TIMEOUT, f"the kata's checks took longer than {limits.kata_seconds:g} s in all")
+            if not self.checks:
+                self.note = f"timed out after {limits.kata_seconds:g} s before the checks were collected"
+            self.finished = True
+            return True
+        return False
+
+    def _unrun(self, outcome: Status, message: str) -> None:
+        for c in self.checks.values():
+            if c.outcome is Status.NOT_RUN:
+                c.outcome, c.message = outcome, message
+
+    def take(self, ev, jobs: int, on_result) -> None:
+        """Fold one event of the judge into the progress."""
+        if ev.kind is EventKind.COLLECTED:
+            for t in ev.tests:
+                self.checks.setdefault(str(t["id"]), Check(str(t["id"]), str(t["name"]), str(t.get("task", ""))))
+        elif ev.kind is EventKind.START and ev.id in self.checks:
+            self.current, self.current_start = ev.id, time.monotonic()
+        elif ev.kind is EventKind.RESULT and ev.id in self.checks:
+            c = self.checks[ev.id]
+            c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
+            self.current = None
+            if on_result is not None:
+                on_result(self.checks)
+        elif ev.kind is EventKind.DONE and len(self.graded) < jobs:
+            self.graded.append((self.checks, ""))  # the next grading of a batch starts with its own checks and clock
+            self.checks, self.current, self.started = {}, None, time.monotonic()
+
+    def conclude(self, code: int, tail: str, jobs: int) -> list[tuple[dict[str, Check], str]]:
+        """The gradings, once the judge has ended with exit code `code` and stderr `tail`."""
+        graded, checks, note = self.graded, self.checks, self.note
+        death = f"the grader's judge process {_signal_name(code)}"
+        if len(graded) == jobs:
+            if code != 0 and not graded[-1][0]:  # every grading ended, then the judge failed, having run no check
+                graded[-1] = (graded[-1][0], f"{death}: {tail.strip()[-500:]}")
+            return graded
+        if not self.finished:
+            if self.current is not None and checks[self.current].outcome is Status.NOT_RUN:
+                checks[self.current].outcome = Status.CRASH
+                checks[self.current].message = f"{death} during this check"
+            note = note or f"{death}: {tail.strip()[-500:]}"
+        elif code != 0 and not checks:
+            note = f"{death}: {tail.strip()[-500:]}"
+        graded.append((checks, note))
+        ended = note or "the judge stopped"
+        return graded + [({}, f"not graded: {ended} during an earlier grading of the batch")] * (jobs - len(graded))
 
 
 def _task_result(task: Task, checks: list[Check], note: str, no_checks: str = "") -> TaskResult:
