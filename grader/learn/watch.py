@@ -282,112 +282,137 @@ def watch(
     until Ctrl-C or `stop` is set. With kata_name only that kata's file is
     watched. The screen is cleared between draws only when `out` is
     click.echo and stdout is a terminal."""
-    from grader.interview import session as interview
-    from grader.kata.lookup import kata_named as _kata
+    _Watch(kata_name, seed, limits, stop or threading.Event(), out, clock).run()
 
-    katas = load_registry()
-    if kata_name is not None:
-        current = _kata(kata_name)  # a UsageError with a "did you mean" for a typo
-        watched = (current,)
-    else:
-        current = first_unfinished(katas, last_grades()) or katas[0]
-        watched = katas
-    workspace = interview.find_workspace()
-    if workspace is not None:
-        raise click.UsageError(
-            f"{workspace} is an interview workspace: grade it with `kata grade`, which "
-            "logs every attempt and shows the time left"
+
+class _Watch:
+    """One `kata watch`: what it watches, its threads, and what each screen's changes are measured from."""
+
+    def __init__(self, kata_name, seed: int, limits: Limits, stop: threading.Event, out, clock):
+        from grader.interview import session as interview
+        from grader.kata.lookup import kata_named
+
+        self.katas = load_registry()
+        if kata_name is not None:
+            self.current = kata_named(kata_name)  # a UsageError with a "did you mean" for a typo
+            self.watched = (self.current,)
+        else:
+            self.current = first_unfinished(self.katas, last_grades()) or self.katas[0]
+            self.watched = self.katas
+        workspace = interview.find_workspace()
+        if workspace is not None:
+            raise click.UsageError(
+                f"{workspace} is an interview workspace: grade it with `kata grade`, which "
+                "logs every attempt and shows the time left"
+            )
+        self.directory = _target.workdir()
+        if not self.directory.is_dir():
+            raise click.ClickException(
+                f"{self.directory} does not exist: it is where kata watch looks for your kata files "
+                "(katas/ in the checkout, or $KATA_WORKDIR)"
+            )
+        self.all, self.seed, self.limits, self.stop, self.out, self.clock = (
+            kata_name is None,
+            seed,
+            limits,
+            stop,
+            out,
+            clock,
         )
-    directory = _target.workdir()
-    if not directory.is_dir():
-        raise click.ClickException(
-            f"{directory} does not exist: it is where kata watch looks for your kata files "
-            "(katas/ in the checkout, or $KATA_WORKDIR)"
+        self.tty = out is click.echo and sys.stdout.isatty()
+        self.width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns)) if self.tty else 80
+        self.halt, self.ready, self.done, self.grading = (threading.Event() for _ in range(4))
+        self.changed: queue.Queue = queue.Queue()
+        files = {f"{k.name}.py" for k in self.watched}
+        self.watcher = threading.Thread(
+            target=_watch_files,
+            args=(self.directory, files, self.changed, self.halt, self.ready),
+            name="kata-watch-files",
+            daemon=True,
         )
-    by_file = {f"{k.name}.py": k for k in watched}
-    tty = out is click.echo and sys.stdout.isatty()
-    width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns)) if tty else 80
+        self.before = last_grades()  # kata -> task -> status, what each screen's changes are measured from
+        self.graded_as: dict[str, tuple | None] = {}
 
-    stop = stop or threading.Event()
-    halt, ready, done, grading = threading.Event(), threading.Event(), threading.Event(), threading.Event()
-    changed: queue.Queue = queue.Queue()
-    watcher = threading.Thread(
-        target=_watch_files, args=(directory, set(by_file), changed, halt, ready), name="kata-watch-files", daemon=True
-    )
+    def run(self) -> None:
+        restore = _hang_ups_interrupt()
+        try:
+            self.watcher.start()
+            threading.Thread(target=self._stop_grading_on_request, name="kata-watch-stop", daemon=True).start()
+            self.ready.wait(5)  # events from here on are queued, even those of saves during the first grade
+            self._grade(self.current)
+            while not self.stop.is_set():
+                saved = self._saved()
+                if saved:
+                    self._regrade(saved)
+        except (KeyboardInterrupt, _Stopped):
+            pass
+        finally:
+            self.done.set()
+            self.halt.set()
+            stop_everything()  # nothing of a grade outlives the watch, whatever stopped it
+            self.watcher.join(timeout=2)
+            restore()
+        self.out("stopped watching")
 
-    def stop_grading_on_request() -> None:
+    def _stop_grading_on_request(self) -> None:
         """The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade())."""
-        while not done.wait(0.1):
-            if stop.is_set() and grading.is_set():
+        while not self.done.wait(0.1):
+            if self.stop.is_set() and self.grading.is_set():
                 stop_everything()
 
-    before = last_grades()  # kata -> task -> status, what each screen's changes are measured from
-    graded_as: dict[str, tuple | None] = {}
-
-    def run(kata: Kata) -> None:
-        file = directory / f"{kata.name}.py"
-        graded_as[kata.name] = _signature(file)
-        out(f"grading {kata.name} ({_shown(file)}) ...")
-        grading.set()
+    def _saved(self) -> set[str]:
+        """The file names saved since the last look (everything saved meanwhile is one more
+        grade, not one per save); empty after a tenth of a second without a save."""
         try:
-            result = grade([kata], "katas", seed=seed, limits=limits)
+            names = [self.changed.get(timeout=0.1)]
+        except queue.Empty:
+            return set()
+        while True:
+            try:
+                names.append(self.changed.get_nowait())
+            except queue.Empty:
+                break
+        for item in names:
+            if isinstance(item, Exception):
+                raise click.ClickException(f"cannot watch {self.directory}: {item}")
+        return set().union(*names)
+
+    def _regrade(self, saved: set[str]) -> None:
+        for kata in [k for k in self.watched if f"{k.name}.py" in saved]:
+            file = self.directory / f"{kata.name}.py"
+            signature = _signature(file)
+            if signature is None:
+                self.out(f"{_shown(file)} is gone; save it again to grade it")
+                self.graded_as[kata.name] = None
+            elif signature != self.graded_as.get(kata.name):
+                self._grade(kata)
+            if self.stop.is_set():
+                break
+
+    def _grade(self, kata: Kata) -> None:
+        file = self.directory / f"{kata.name}.py"
+        self.graded_as[kata.name] = _signature(file)
+        self.out(f"grading {kata.name} ({_shown(file)}) ...")
+        self.grading.set()
+        try:
+            result = grade([kata], "katas", seed=self.seed, limits=self.limits)
         finally:
-            grading.clear()
-        if result.interrupted or stop.is_set():
+            self.grading.clear()
+        if result.interrupted or self.stop.is_set():
             raise _Stopped
-        state, recaps = save_last_grade(kata, result)
+        grades, recaps = save_last_grade(kata, result)
         k = result.katas[0]
         text = screen(
             kata,
             k,
-            before.get(kata.name),
+            self.before.get(kata.name),
             file=file,
-            when=clock(),
-            next_kata=first_unfinished(katas, state, after=kata),
-            watching_all=kata_name is None,
-            width=width,
+            when=self.clock(),
+            next_kata=first_unfinished(self.katas, grades, after=kata),
+            watching_all=self.all,
+            width=self.width,
         )
-        before[kata.name] = {t.name: t.status.value for t in k.tasks}
-        if tty:
+        self.before[kata.name] = {t.name: t.status.value for t in k.tasks}
+        if self.tty:
             click.clear()
-        out("\n\n".join([text, *recaps]))
-
-    restore = _hang_ups_interrupt()
-    try:
-        watcher.start()
-        threading.Thread(target=stop_grading_on_request, name="kata-watch-stop", daemon=True).start()
-        ready.wait(5)  # events from here on are queued, even those of saves during the first grade
-        run(current)
-        while not stop.is_set():
-            try:
-                names = [changed.get(timeout=0.1)]
-            except queue.Empty:
-                continue
-            while True:  # everything saved meanwhile is one more grade, not one per save
-                try:
-                    names.append(changed.get_nowait())
-                except queue.Empty:
-                    break
-            for item in names:
-                if isinstance(item, Exception):
-                    raise click.ClickException(f"cannot watch {directory}: {item}")
-            saved = set().union(*names)
-            for kata in [k for k in watched if f"{k.name}.py" in saved]:
-                file = directory / f"{kata.name}.py"
-                signature = _signature(file)
-                if signature is None:
-                    out(f"{_shown(file)} is gone; save it again to grade it")
-                    graded_as[kata.name] = None
-                elif signature != graded_as.get(kata.name):
-                    run(kata)
-                if stop.is_set():
-                    break
-    except (KeyboardInterrupt, _Stopped):
-        pass
-    finally:
-        done.set()
-        halt.set()
-        stop_everything()  # nothing of a grade outlives the watch, whatever stopped it
-        watcher.join(timeout=2)
-        restore()
-    out("stopped watching")
+        self.out("\n\n".join([text, *recaps]))
