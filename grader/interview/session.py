@@ -619,19 +619,23 @@ class Report:
         }
 
     def markdown(self) -> str:
+        s = self.state
+        who = "practice: your debrief" if s.practice else "for the interviewer"
+        out = [f"# Interview report: {s.kata} / {', '.join(s.tasks)} ({who})", ""]
+        out += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in self._facts()] + [""]
+        out += self._attempts_section() + self._final_section() + self._diff_section() + self._questions_section()
+        return "\n".join(out).rstrip() + "\n"
+
+    def _facts(self) -> list[tuple[str, str]]:
         s, f = self.state, self.final
         ended_by = "kata interview --finish" if f.reason is EndReason.FINISHED else "the first grade after time was up"
         late = (
-            (
-                f", and the code was frozen {duration(self.seconds_over)} after time was up: edits made in that time "
-                "are in the final code"
-            )
+            f", and the code was frozen {duration(self.seconds_over)} after time was up: edits made in that time "
+            "are in the final code"
             if self.seconds_over
             else ""
         )
-        who = "practice: your debrief" if s.practice else "for the interviewer"
-        out = [f"# Interview report: {s.kata} / {', '.join(s.tasks)} ({who})", ""]
-        facts = [
+        return [
             ("interview", s.title + (f" (preset {s.preset})" if s.preset else "")),
             ("kata", f"{s.kata}: {self.kata_title}"),
             ("tasks", "; ".join(f"{t}: {self.task_titles.get(t, '')}" for t in s.tasks)),
@@ -656,31 +660,31 @@ class Report:
                 else "EDITED: a line does not name the digest of the line before it",
             ),
         ]
-        out += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in facts] + [""]
 
-        out += ["## Attempts", ""]
-        if self.attempts:
-            out += [
-                "| # | at | code | " + " | ".join(s.tasks) + " | points |",
-                "|---|---|---|" + "---|" * len(s.tasks) + "---|",
-            ]
-            for n, e in enumerate(self.attempts, 1):
-                cells = [f"{t.status} {t.checks_passed}/{t.checks_total}" for t in e.tasks]
-                out.append(
-                    f"| {n} | {duration(e.elapsed)} | `{e.sha256[:10]}` | "
-                    + " | ".join(cells)
-                    + f" | {e.score}/{e.max_score} |"
-                )
-            out += ["", "The first check that did not pass, per attempt and task:", ""]
-            for n, e in enumerate(self.attempts, 1):
-                for t in e.tasks:
-                    if t.failed_check:
-                        out.append(f"- {n}. {t.name}: `{t.failed_check}`: {_cell(t.message)}")
-        else:
-            out.append("No attempts: `kata grade` was not run within the time.")
-        out.append("")
-
+    def _attempts_section(self) -> list[str]:
+        tasks = self.state.tasks
+        out = ["## Attempts", ""]
+        if not self.attempts:
+            return out + ["No attempts: `kata grade` was not run within the time.", ""]
         out += [
+            "| # | at | code | " + " | ".join(tasks) + " | points |",
+            "|---|---|---|" + "---|" * len(tasks) + "---|",
+        ]
+        for n, e in enumerate(self.attempts, 1):
+            cells = [f"{t.status} {t.checks_passed}/{t.checks_total}" for t in e.tasks]
+            out.append(
+                f"| {n} | {duration(e.elapsed)} | `{e.sha256[:10]}` | "
+                + " | ".join(cells)
+                + f" | {e.score}/{e.max_score} |"
+            )
+        out += ["", "The first check that did not pass, per attempt and task:", ""]
+        for n, e in enumerate(self.attempts, 1):
+            out += [f"- {n}. {t.name}: `{t.failed_check}`: {_cell(t.message)}" for t in e.tasks if t.failed_check]
+        return out + [""]
+
+    def _final_section(self) -> list[str]:
+        f = self.final
+        out = [
             "## Final score",
             "",
             f"Graded at {duration(f.elapsed)}, code `{f.sha256[:10]}`.",
@@ -693,16 +697,17 @@ class Report:
             out.append(
                 f"| {t.name} | {t.status} | {t.checks_passed}/{t.checks_total} | {t.score}/{t.max_score} | {failed} |"
             )
-        out += [f"| total | | | {f.score}/{f.max_score} | |", ""]
+        return out + [f"| total | | | {f.score}/{f.max_score} | |", ""]
 
-        out += ["## What changed: the module handed out against the final one", ""]
+    def _diff_section(self) -> list[str]:
+        out = ["## What changed: the module handed out against the final one", ""]
         if self.diff:
-            out += ["```diff", self.diff.rstrip("\n"), "```"]
-        else:
-            out.append("Nothing: the final code is the code handed out.")
-        out.append("")
+            return out + ["```diff", self.diff.rstrip("\n"), "```", ""]
+        return out + ["Nothing: the final code is the code handed out.", ""]
 
-        out += ["## Follow-up questions", ""]
+    def _questions_section(self) -> list[str]:
+        s = self.state
+        out = ["## Follow-up questions", ""]
         if s.practice:
             out += [
                 "Answer them aloud or on paper before you look: `kata interview --answers` shows the answer sketches.",
@@ -720,7 +725,7 @@ class Report:
                 if not s.practice:
                     out += ["", f"   *Answer sketch:* {q.answer}"]
                 out.append("")
-        return "\n".join(out).rstrip() + "\n"
+        return out
 
 
 def build_report(session: Session) -> Report:
