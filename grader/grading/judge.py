@@ -370,7 +370,7 @@ class Reporter:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m grader.grading.judge")
     parser.add_argument("--kata", required=True)
     parser.add_argument("--suite", required=True)
@@ -385,7 +385,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--output-mb", type=int, default=64)
     parser.add_argument("--cpu-seconds", type=int, default=600)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
+    """How the judge runs pytest on a suite: quiet, no tracebacks (the reporter says what failed), only the
+    plugins it needs, no configuration file, and Hypothesis seeded by the grading seed."""
+    plugins_off = ["-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:threadexception"]
+    out = [suite, f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
+    out += ["-p", "_hypothesis_pytestplugin", "-W", "ignore", "-c", os.devnull]
+    out += ["--rootdir", os.path.dirname(os.path.abspath(suite))]
+    return out + ([f"--hypothesis-seed={seed}"] if seed else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     confine.die_with_parent()
     bytecode.use_pycache()  # a judge the server forked uses it already; one started from scratch, from here
 
@@ -404,31 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     # The speed checks' baselines get their jail now too, unless only some checks run (they may not need it).
     if batch is None:
         jail_client.prestart(args.kata, None if args.tasks or args.checks else common.baseline_path(args.kata))
-    pytest_args = [
-        args.suite,
-        f"--target={args.target}",
-        f"--seed={args.seed}",
-        "-q",
-        "--tb=no",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:unraisableexception",
-        "-p",
-        "no:threadexception",
-        "-p",
-        "_hypothesis_pytestplugin",
-        "-W",
-        "ignore",
-        "-c",
-        os.devnull,
-        "--rootdir",
-        os.path.dirname(os.path.abspath(args.suite)),
-    ]
-    if args.seed:
-        pytest_args.append(f"--hypothesis-seed={args.seed}")
     try:
-        pytest.main(pytest_args, plugins=[reporter])
+        pytest.main(_pytest_arguments(args.suite, args.target, args.seed), plugins=[reporter])
     finally:
         jail_client.stop_all()
     if batch is None:
