@@ -259,6 +259,21 @@ def _server() -> _JudgeServer | None:
         return _SERVER
 
 
+def _judge_argv(kata: Kata, target: str, seed: int, only, limits: Limits, fail_fast: bool, checks, batch) -> list[str]:
+    """The judge's command line (grader.grading.judge), its results descriptor named judge_server.RESULTS_FD."""
+    argv = ["--kata", kata.name, "--suite", str(kata.suite), "--target", _judge_target(target)]
+    argv += ["--fd", judge_server.RESULTS_FD, "--seed", str(seed), "--test-seconds", str(limits.test_seconds)]
+    argv += ["--memory-mb", str(limits.memory_mb), "--output-mb", str(limits.output_mb)]
+    argv += ["--cpu-seconds", str(int(limits.kata_seconds) + 60)]
+    if only:
+        argv += ["--tasks", *only]
+    if checks:
+        argv += ["--checks", *checks]
+    if batch:
+        argv += ["--batch", json.dumps(batch)]
+    return argv + (["--fail-fast"] if fail_fast else [])
+
+
 class _Run:
     """One judge process grading part of a kata."""
 
@@ -278,34 +293,7 @@ class _Run:
         self.read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile()
         self.cwd = tempfile.TemporaryDirectory(prefix="kata-judge-")
-        argv = [
-            "--kata",
-            kata.name,
-            "--suite",
-            str(kata.suite),
-            "--target",
-            _judge_target(target),
-            "--fd",
-            judge_server.RESULTS_FD,
-            "--seed",
-            str(seed),
-            "--test-seconds",
-            str(limits.test_seconds),
-            "--memory-mb",
-            str(limits.memory_mb),
-            "--output-mb",
-            str(limits.output_mb),
-            "--cpu-seconds",
-            str(int(limits.kata_seconds) + 60),
-        ]
-        if only:
-            argv += ["--tasks", *only]
-        if checks:
-            argv += ["--checks", *checks]
-        if batch:
-            argv += ["--batch", json.dumps(batch)]
-        if fail_fast:
-            argv.append("--fail-fast")
+        argv = _judge_argv(kata, target, seed, only, limits, fail_fast, checks, batch)
         env = _judge_env()
         server = _server()
         self.proc = server.spawn(argv, env, self.cwd.name, self.log.fileno(), write_fd) if server else None
