@@ -87,6 +87,35 @@ def test_a_zip_that_reaches_outside_its_folder_or_holds_a_link_is_refused(tmp_pa
 # ---------------------------------------------------------------- grade-all
 
 
+def test_a_roster_carries_its_columns_into_the_gradebook_and_lists_who_sent_nothing(toy_cli, tmp_path):
+    root = tmp_path / "class"
+    shutil.copytree(SUBS / "correct", root / "alice")
+    shutil.copytree(SUBS / "stub", root / "bob")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("email,student,lms_id\nalice@x.org,alice,17\nzoe@x.org,zoe,=CMD()\n")
+    book = tmp_path / "book"
+    result = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(book), "--roster", str(roster)])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader((book / "gradebook.csv").open()))
+    assert rows[0][:6] == ["student", "email", "lms_id", "score", "max_score", "seed"]
+    by_name = {r[0]: r for r in rows[1:]}
+    assert by_name["alice"][1:4] == ["alice@x.org", "17", "4"]
+    assert by_name["bob"][1:3] == ["", ""] and by_name["bob"][6] == "not on the roster"
+    assert by_name["zoe"][1:4] == ["zoe@x.org", "'=CMD()", "0"] and by_name["zoe"][6] == "no submission"
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [("email,name\na@x,alice\n", "a column named 'student'"), ("student\nalice\nalice\n", "student 'alice' again")],
+)
+def test_a_roster_without_a_student_column_or_with_a_student_twice_is_a_usage_error(toy_cli, tmp_path, text, words):
+    shutil.copytree(SUBS / "correct", tmp_path / "class" / "alice")
+    roster = tmp_path / "roster.csv"
+    roster.write_text(text)
+    result = toy_cli.invoke(main, ["grade-all", str(tmp_path / "class"), "--roster", str(roster)])
+    assert result.exit_code == 2 and words in result.output, result.output
+
+
 def test_the_summary_names_at_most_eight_students_a_line_and_counts_the_rest(toy_cli, tmp_path):
     root = tmp_path / "class"
     for i in range(10):

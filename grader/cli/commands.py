@@ -1109,8 +1109,14 @@ def release_cmd(out):
     metavar="SECRET",
     help="Give each student a seed of their own, derived from SECRET and their name (reproducible).",
 )
+@click.option(
+    "--roster",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A CSV class list with a 'student' column (the submissions' names) and others, such as an LMS id or an "
+    "email, that the gradebook carries; a listed student without a submission gets a row too.",
+)
 @_limit_options
-def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata_timeout, memory_mb):
+def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeout, kata_timeout, memory_mb):
     """Grade a class: one folder or .zip per student in SUBMISSIONS.
 
     The kata modules may sit at any depth of a submission (a repository's
@@ -1125,6 +1131,10 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata
 
     if secret is not None and not secret:
         raise click.BadParameter("give a non-empty secret", param_hint="--seed-per-student")
+    try:
+        class_list = gradebook.read_roster(Path(roster)) if roster else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--roster") from None
     katas, tasks = _pick_tasks(only)
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     try:
@@ -1148,7 +1158,7 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, test_timeout, kata
             progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
         )
     # Every judge and jail has ended by now.
-    written = gradebook.write(result, Path(out))
+    written = gradebook.write(result, Path(out), class_list)
     click.echo(gradebook.summary(result))
     click.echo(f"\nwrote {written[0]} and {len(written) - 1} student files in {Path(out) / 'students'}")
     if result.interrupted:

@@ -194,12 +194,48 @@ def student_note(s: Student, result: ClassResult) -> str:
     return "; ".join(notes)
 
 
-def gradebook_csv(result: ClassResult) -> str:
-    """The gradebook: a row per student, columns for each kata and task's points."""
+@dataclass(frozen=True)
+class Roster:
+    """A class list to carry into the gradebook: for each student (by the name of
+    their submission) the other columns of their row, such as an LMS id or an email."""
+
+    columns: tuple[str, ...]  # the roster's columns besides `student`, in its order
+    rows: dict[str, dict[str, str]]  # student -> column -> value
+
+
+def read_roster(path: Path) -> Roster:
+    """The roster in the CSV file at path: a header naming a `student` column
+    (the names of the submissions) and any others. ValueError for a file that
+    cannot be read, no `student` column, or a student named twice or not at all."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            table, header = list(reader), tuple(reader.fieldnames or ())
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"cannot read the roster {path}: {exc}") from None
+    if "student" not in header:
+        raise ValueError(
+            f"the roster {path} needs a column named 'student' (the submissions' names); it has {list(header)}"
+        )
+    rows: dict[str, dict[str, str]] = {}
+    for line, row in enumerate(table, 2):
+        name = (row.get("student") or "").strip()
+        if not name or name in rows:
+            what = "no student" if not name else f"student {name!r} again"
+            raise ValueError(f"the roster {path} names {what} at line {line}")
+        rows[name] = {c: row.get(c) or "" for c in header if c != "student"}
+    return Roster(tuple(c for c in header if c != "student"), rows)
+
+
+def gradebook_csv(result: ClassResult, roster: Roster | None = None) -> str:
+    """The gradebook: a row per student, columns for each kata and task's points.
+    With a roster, its columns follow `student`, and every student it lists
+    without a submission gets a row of their own (note: no submission)."""
+    extra = roster.columns if roster else ()
     columns = [k.name for k in result.katas] + [f"{k.name}:{t}" for k in result.katas for t in result.task_names(k)]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", "score", "max_score", "seed", "note", *columns])
+    writer.writerow(["student", *extra, "score", "max_score", "seed", "note", *columns])
     max_score = sum(t.points for k in result.katas for t in k.tasks if t.name in result.task_names(k))
     for s in result.students:
         points: dict[str, object] = {}
@@ -208,9 +244,16 @@ def gradebook_csv(result: ClassResult) -> str:
             points[k.name] = kr.score if kr else ""
             for t in kr.tasks if kr else []:
                 points[f"{k.name}:{t.name}"] = t.score
-        note = student_note(s, result)
+        known = roster.rows.get(s.name, {}) if roster else {}
+        note = student_note(s, result) or ("not on the roster" if roster and not known else "")
         score = sum(kr.score for kr in s.results.values())
-        writer.writerow([_cell(s.name), score, max_score, s.seed, _cell(note), *(points.get(c, "") for c in columns)])
+        row = [_cell(s.name), *(_cell(known.get(c, "")) for c in extra), score, max_score, s.seed, _cell(note)]
+        writer.writerow(row + [points.get(c, "") for c in columns])
+    submitted = {s.name for s in result.students}
+    for name, known in roster.rows.items() if roster else ():
+        if name not in submitted:
+            row = [_cell(name), *(_cell(known.get(c, "")) for c in extra), 0, max_score, "", "no submission"]
+            writer.writerow(row + [""] * len(columns))
     return out.getvalue()
 
 
@@ -281,8 +324,8 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def write(result: ClassResult, out: Path) -> list[Path]:
-    """OUT/gradebook.csv and OUT/students/STUDENT.json; returns the paths."""
+def write(result: ClassResult, out: Path, roster: Roster | None = None) -> list[Path]:
+    """OUT/gradebook.csv (with the roster's columns, if given) and OUT/students/STUDENT.json; returns the paths."""
     students_dir = Path(out) / "students"
     students_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -293,5 +336,5 @@ def write(result: ClassResult, out: Path) -> list[Path]:
         files.write_json(path, data)
         written.append(path)
     book = Path(out) / "gradebook.csv"
-    files.write_atomically(book, gradebook_csv(result))
+    files.write_atomically(book, gradebook_csv(result, roster))
     return [book, *written]
