@@ -58,8 +58,10 @@ def accept_reject(draft_tokens, draft_probs, target_probs, rng) -> list[int]:
     """The tokens one speculative round emits, by the rejection rule that keeps
     the output distributed exactly as the target's own sampling.
 
-    draft_tokens: (K,) ints in [0, V), the draft's guesses (K may be 0).
-    draft_probs: (K, V) q_i, the draft's distribution at each drafted position.
+    draft_tokens: (K,) ints in [0, V) of any integer dtype, the draft's
+        guesses (K may be 0).
+    draft_probs: (K, V) q_i, the draft's distribution at each drafted
+        position, float32 or float64 (so is target_probs).
     target_probs: (K + 1, V) p_i, the target's distribution at the same
         positions plus the one after the last draft.
     rng: a numpy Generator, the only source of randomness.
@@ -82,9 +84,10 @@ def greedy_accept(draft_tokens, target_logits) -> list[int]:
     """The tokens one greedy speculative round emits: what the target would
     have written itself at temperature 0.
 
-    draft_tokens: (K,) ints in [0, V), the draft's guesses (K may be 0).
+    draft_tokens: (K,) ints in [0, V) of any integer dtype, the draft's
+        guesses (K may be 0).
     target_logits: (K + 1, V) the target's logits at each drafted position
-        plus the one after the last draft.
+        plus the one after the last draft, of any float dtype.
 
     Keeps the longest prefix of drafts equal to the target's argmax (lowest
     id on ties), then appends the target's argmax at the first mismatch, or
@@ -105,8 +108,8 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
     prompt: (T,) token ids, at least one.
     n_new: how many tokens to generate (>= 0).
     k: draft tokens per round (>= 0; 0 is plain sampling from the target).
-    temperature: 0 for greedy (the draft drafts its argmax and `greedy_accept`
-        decides), else both models' logits are divided by it before the
+    temperature: a number, int or float: 0 for greedy (the draft drafts its
+        argmax and `greedy_accept` decides), else both models' logits are divided by it before the
         softmax and `accept_reject` decides.
     rng: a numpy Generator; required when temperature > 0.
 

@@ -19,6 +19,7 @@ fail without it.
 | `KVCache.for_model` | an empty float32 cache of the model's layers, kv heads and head width, max_len defaulting to max_seq_len, both ends of 1..max_seq_len accepted | `test_for_model_sizes_the_cache_for_the_model` |
 | `KVCache.for_model` | refuses max_len outside 1..max_seq_len or not an int | `test_for_model_rejects_max_len_outside_one_to_max_seq_len` |
 | `KVCache.update` | returns every key and value written to that layer, for any sizes of update | `test_update_returns_everything_written_so_far` |
+| `KVCache.update` | takes keys and values of any floating dtype (float16, float32, float64), stored in the cache's | `test_update_returns_everything_written_so_far` |
 | `KVCache.update` | appends after the tokens that layer already holds, in any order of layers | `test_update_appends_after_the_layer_own_tokens_in_any_order_of_layers` |
 | `KVCache.update` | len advances once every layer holds the new tokens (len is what every layer holds) | `test_length_advances_once_every_layer_holds_the_new_tokens`, `test_len_is_what_every_layer_holds_in_any_order_of_layers` |
 | `KVCache.update` | returns the cache's dtype | `test_update_returns_keys_and_values_in_the_cache_dtype` |
@@ -43,6 +44,7 @@ fail without it.
 | `PagedKVCache.__init__` | refuses a size that is not a positive int | `test_paged_constructor_rejects_sizes_that_are_not_positive` |
 | `PagedKVCache.__init__` | block_size defaults to 16 tokens | `test_paged_blocks_hold_16_tokens_by_default` |
 | `PagedKVCache.update` | reads back what a dense cache holds, for any interleaving of sequences | `test_paged_cache_reads_back_what_a_dense_cache_holds` |
+| `PagedKVCache.update` | takes keys and values of any floating dtype (float16, float32, float64), stored as float32 | `test_paged_cache_reads_back_what_a_dense_cache_holds` |
 | `PagedKVCache.update` | takes blocks only as needed | `test_paged_blocks_in_use_is_never_more_than_the_sequences_need`, `test_paged_blocks_hold_16_tokens_by_default` |
 | `PagedKVCache.update` | too few free blocks raise CacheFullError, no block taken, no sequence corrupted | `test_paged_cache_out_of_blocks_raises_and_corrupts_no_sequence`, `test_paged_update_needing_more_blocks_than_are_free_takes_none` |
 | `PagedKVCache.update` | an unknown sequence, bad layer, shape or dtype raises ValueError, changing nothing | `test_paged_bad_update_raises_value_error_and_changes_nothing` |
@@ -116,6 +118,7 @@ CONFIG_NAMES = list(MODELS)
 
 # A small raw cache for the contents checks: (layers, Hkv, Dh, max_len).
 LAYERS, HKV, DH, MAX_LEN = 2, 2, 4, 12
+KV_DTYPES = (np.float32, np.float16, np.float64)  # keys and values update takes: any floating dtype
 
 
 @pytest.fixture(scope="module")
@@ -189,19 +192,20 @@ def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
 
 
 @pytest.mark.task("cache")
-@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6))
-@example(sizes=[MAX_LEN])
-@example(sizes=[1] * MAX_LEN)
-def test_update_returns_everything_written_so_far(kata, sizes):
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6), dtype=st.sampled_from(KV_DTYPES))
+@example(sizes=[MAX_LEN], dtype=np.float32)
+@example(sizes=[1] * MAX_LEN, dtype=np.float16)
+@example(sizes=[3, 1, 2], dtype=np.float64)
+def test_update_returns_everything_written_so_far(kata, sizes, dtype):
     rng = common.rng(1)
-    cache = kata.KVCache(LAYERS, HKV, DH, 24)
+    cache = kata.KVCache(LAYERS, HKV, DH, 24)  # float32: keys of another floating dtype are stored as float32
     written = [[np.zeros((HKV, 0, DH), np.float32)] * 2 for _ in range(LAYERS)]
     for step, t in enumerate(sizes):
         for layer in range(LAYERS):
-            k, v = _kv_pair(rng, t)
+            k, v = (x.astype(dtype) for x in _kv_pair(rng, t))  # float16 and float32 values are exact in float32
             got_k, got_v = _accepted(
                 lambda: cache.update(layer, k, v),
-                f"layer {layer}, after updates of {sizes[:step]} tokens, update of {t}",
+                f"layer {layer}, after updates of {sizes[:step]} tokens, update of {t} in {np.dtype(dtype).name}",
             )
             written[layer] = [
                 np.concatenate([written[layer][0], k], axis=1),
@@ -780,10 +784,11 @@ paged_ops = st.lists(
 )
 
 
-def _run_paged(kata, ops, after_each):
+def _run_paged(kata, ops, after_each, dtype=np.float32):
     """Apply ops to a PagedKVCache, skipping those that do not apply or would
-    need more blocks than are free, checking every read against a dense copy.
-    Calls after_each(cache, lengths) after every op."""
+    need more blocks than are free, checking every read against a dense copy;
+    keys and values are written in dtype (exact in the float32 pool). Calls
+    after_each(cache, lengths) after every op."""
     rng = common.rng(15)
     cache = kata.PagedKVCache(P_LAYERS, P_HKV, P_DH, P_BLOCKS, block_size=P_BLOCK)
     dense: dict[int, list[list[np.ndarray]]] = {}
@@ -801,10 +806,11 @@ def _run_paged(kata, ops, after_each):
             if taken - blocks(held) + blocks(held + t) > P_BLOCKS:
                 continue
             for layer in range(P_LAYERS):
-                k, v = _kv_pair(rng, t, P_HKV, P_DH)
+                k, v = (x.astype(dtype) for x in _kv_pair(rng, t, P_HKV, P_DH))
                 got = _accepted(
                     lambda: cache.update(seq, layer, k, v),
-                    f"sequence {seq}, layer {layer}, op {i} of {ops[: i + 1]} (enough blocks are free)",
+                    f"sequence {seq}, layer {layer}, op {i} of {ops[: i + 1]} in {np.dtype(dtype).name} (enough blocks "
+                    "are free)",
                 )
                 dense[seq][layer] = [
                     np.concatenate([dense[seq][layer][0], k], axis=1),
@@ -815,8 +821,10 @@ def _run_paged(kata, ops, after_each):
 
 
 @pytest.mark.task("paged")
-@given(ops=paged_ops)
+@given(ops=paged_ops, dtype=st.sampled_from(KV_DTYPES))
+@example(ops=[("add", 0, 1), ("update", 0, 3), ("add", 1, 1), ("update", 1, 5), ("update", 0, 1)], dtype=np.float16)
 @example(
+    dtype=np.float64,
     ops=[
         ("add", 0, 1),
         ("add", 1, 1),
@@ -827,10 +835,10 @@ def _run_paged(kata, ops, after_each):
         ("add", 2, 1),
         ("update", 2, 6),
         ("update", 1, 4),
-    ]
+    ],
 )
-def test_paged_cache_reads_back_what_a_dense_cache_holds(kata, ops):
-    _run_paged(kata, ops, lambda cache, lengths: None)
+def test_paged_cache_reads_back_what_a_dense_cache_holds(kata, ops, dtype):
+    _run_paged(kata, ops, lambda cache, lengths: None, dtype)
 
 
 @pytest.mark.task("paged")

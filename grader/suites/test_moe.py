@@ -16,10 +16,12 @@ fail without it.
 | `MoEAux` | tokens_per_expert is (E,) ints counting kept assignments only, 0 for an expert no token chose | `test_tokens_per_expert_never_exceed_capacity`, `test_experts_that_get_no_token_count_zero`, `test_expert_work_is_k_over_e_of_running_every_expert` |
 | `MoEAux` | dropped is an int, the number of assignments past capacity | `test_dropped_counts_the_assignments_past_capacity`, `test_a_large_capacity_factor_drops_nothing` |
 | `router_probs` | (T, E) softmax over experts (not tokens) of x @ w_router, each row summing to 1 | `test_router_probs_are_the_softmax_of_the_logits` |
+| `router_probs` | x and w_router in float32 or float64 | `test_router_probs_are_the_softmax_of_the_logits` |
 | `router_probs` | finite and right for router logits far past the range of exp | `test_router_probs_are_the_softmax_even_for_logits_of_a_thousand`, `test_router_probs_are_the_softmax_of_the_logits` |
 | `router_probs` | ValueError for x not 2-D or of zero tokens, and for w_router not 2-D (1-D or 3-D) or not D rows high | `test_router_probs_rejects_mismatched_shapes` |
 | `top_k_gating` | indices (T, K) ints, distinct experts, the K most probable in descending order, ties in any order | `test_top_k_indices_are_the_k_largest_in_descending_order` |
 | `top_k_gating` | normalize=True rescales the K chosen probabilities (not all E) to sum to 1; weights have the shape of indices | `test_normalized_weights_are_the_chosen_probabilities_rescaled_to_sum_to_one` |
+| `top_k_gating` | probs in float32 or float64 | `test_top_k_indices_are_the_k_largest_in_descending_order` |
 | `top_k_gating` | normalize=False returns the chosen probabilities as they are | `test_unnormalized_weights_are_the_raw_probabilities` |
 | `top_k_gating` | ValueError for k outside [1, E] | `test_top_k_rejects_k_outside_one_to_e` |
 | `top_k_gating` | ValueError for probs that are not (T, E) distributions: a row summing off 1, a negative, a NaN, 1-D | `test_top_k_rejects_probabilities_that_are_not_distributions` |
@@ -34,6 +36,7 @@ fail without it.
 | `dispatch` | indices of any integer dtype are ints | `test_dispatch_takes_indices_of_any_integer_dtype` |
 | `dispatch` | ValueError for indices not 2-D, not ints, out of [0, E), repeating an expert anywhere in a row, or a negative capacity | `test_dispatch_rejects_bad_indices_or_a_negative_capacity` |
 | `moe_forward` | y (T, D) is the sum over kept assignments of gate weight times the SwiGLU expert's output | `test_moe_forward_matches_a_float64_per_token_loop`, `test_moe_forward_matches_the_reference_model_block`, `test_moe_forward_matches_the_teachers_block_on_its_own_activations`, `test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture`, `test_permuting_tokens_permutes_the_outputs` |
+| `moe_forward` | x and every weight in float32 or float64 | `test_moe_forward_matches_a_float64_per_token_loop` |
 | `moe_forward` | capacity_factor None means no limit; a factor with room for every assignment drops nothing | `test_a_large_capacity_factor_drops_nothing`, `test_moe_forward_matches_a_float64_per_token_loop` |
 | `moe_forward` | dropped assignments contribute zero while kept ones keep their gate weights | `test_a_fully_dropped_token_outputs_zero`, `test_moe_forward_matches_a_float64_per_token_loop` |
 | `moe_forward` | normalize reaches the gating | `test_moe_forward_matches_a_float64_per_token_loop`, `test_moe_forward_is_right_for_router_logits_past_the_range_of_exp` |
@@ -73,6 +76,7 @@ OUT_ATOL = 1e-4  # layer outputs (float32 matmuls) against float64 ones
 OUT_RTOL = 1e-4
 LOSS_RTOL = 1e-5  # the losses against their float64 formulas
 ZERO_TOL = 1e-7  # what still counts as a zero output
+FLOAT_DTYPES = (np.float32, np.float64)  # the floats the docstrings take: float32 as the models hold, float64
 TOP_K_GAP = 1e-4  # a routing is "clear" when the k-th and (k+1)-th probabilities differ by this
 FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 1, 2]  # exact in binary, so any summation order agrees; ints too
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
@@ -234,12 +238,13 @@ def _block_inputs(model, layer, x):
 
 
 @pytest.mark.task("router")
-@given(shape=_shapes(), scale=st.sampled_from([0.0, 1.0, 30.0]))
-@example(shape=(1, 1, 1, 1, 1, 0), scale=1.0)
-@example(shape=(3, 4, 5, 2, 2, 1), scale=30.0)
-def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale):
+@given(shape=_shapes(), scale=st.sampled_from([0.0, 1.0, 30.0]), dtype=st.sampled_from(FLOAT_DTYPES))
+@example(shape=(1, 1, 1, 1, 1, 0), scale=1.0, dtype=np.float32)
+@example(shape=(3, 4, 5, 2, 2, 1), scale=30.0, dtype=np.float32)
+@example(shape=(4, 3, 5, 2, 2, 2), scale=1.0, dtype=np.float64)
+def test_router_probs_are_the_softmax_of_the_logits(kata, shape, scale, dtype):
     T, D, E, F, k, seed = shape
-    x, w_router, *_ = _layer(seed, T, D, E, F, router_scale=scale)
+    x, w_router = (a.astype(dtype) for a in _layer(seed, T, D, E, F, router_scale=scale)[:2])
     got = np.asarray(kata.router_probs(x, w_router))
     assert got.shape == (T, E), f"router_probs returned shape {got.shape}, expected (T, E) = {(T, E)}"
     assert np.all(np.isfinite(got)), (
@@ -287,12 +292,12 @@ def test_router_probs_rejects_mismatched_shapes(kata):
 
 @st.composite
 def _probs(draw, max_t=12, max_e=8, ties=True):
-    """(probs (T, E) float32, k): small integer logits make ties common."""
+    """(probs (T, E) float32 or float64, k): small integer logits make ties common."""
     T, E = draw(st.integers(1, max_t)), draw(st.integers(1, max_e))
     k = draw(st.integers(1, E))
     g = rng(draw(st.integers(0, 2**16)))
     logits = g.integers(-2, 3, (T, E)) if ties and draw(st.booleans()) else g.standard_normal((T, E))
-    return _softmax64(logits.astype(np.float64)).astype(np.float32), k
+    return _softmax64(logits.astype(np.float64)).astype(draw(st.sampled_from(FLOAT_DTYPES))), k
 
 
 def _gating(kata, probs: np.ndarray, k: int, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -307,6 +312,7 @@ def _gating(kata, probs: np.ndarray, k: int, normalize: bool) -> tuple[np.ndarra
 @given(case=_probs())
 @example(case=(np.full((2, 4), 0.25, dtype=np.float32), 2))
 @example(case=(np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32), 3))
+@example(case=(np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]), 2))
 def test_top_k_indices_are_the_k_largest_in_descending_order(kata, case):
     probs, k = case
     T, E = probs.shape
@@ -618,11 +624,17 @@ def test_moe_forward_matches_the_teachers_block_on_its_own_activations(kata):
 
 
 @pytest.mark.task("layer")
-@given(shape=_shapes(max_t=20), factor=st.sampled_from([None] + FACTORS), normalize=st.booleans())
-@example(shape=(5, 3, 1, 4, 1, 0), factor=0.25, normalize=True)  # one expert, room for 2 of 5 tokens
-def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, normalize):
+@given(
+    shape=_shapes(max_t=20),
+    factor=st.sampled_from([None] + FACTORS),
+    normalize=st.booleans(),
+    dtype=st.sampled_from(FLOAT_DTYPES),
+)
+@example(shape=(5, 3, 1, 4, 1, 0), factor=0.25, normalize=True, dtype=np.float32)  # one expert, room for 2 of 5
+@example(shape=(6, 4, 4, 3, 2, 5), factor=None, normalize=True, dtype=np.float64)
+def test_moe_forward_matches_a_float64_per_token_loop(kata, shape, factor, normalize, dtype):
     T, D, E, F, k, seed = shape
-    x, w_router, w_gate, w_up, w_down = _layer(seed, T, D, E, F)
+    x, w_router, w_gate, w_up, w_down = (a.astype(dtype) for a in _layer(seed, T, D, E, F))
     probs, _, _ = _route64(x, w_router, k)
     assume(np.all(_clear(probs, k)))
     want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, k, factor, normalize)

@@ -34,6 +34,7 @@ fail without it.
 | `accept_reject` | when every draft is kept a bonus token comes from p_K | `test_token_after_i_accepted_drafts_is_distributed_as_target_row_i`, `test_draft_equal_to_target_accepts_every_draft` |
 | `accept_reject` | returns the accepted drafts plus exactly one token (1 to K + 1) | `test_returns_the_accepted_drafts_plus_exactly_one_token`, `test_draft_equal_to_target_accepts_every_draft` |
 | `accept_reject` | K may be 0 (plain sampling from p_0), also as draft_tokens = [] | `test_no_drafts_is_plain_sampling_from_target_row_0`, `test_an_empty_list_of_drafts_is_a_round_of_k_zero` |
+| `accept_reject` | draft tokens of any integer dtype (int64, int32, int16, uint8), probability rows in float32 or float64 | `test_returns_the_accepted_drafts_plus_exactly_one_token` |
 | `accept_reject` | rng is the only source of randomness | `test_the_same_seed_gives_the_same_tokens` |
 | `accept_reject` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
 | `accept_reject` | shapes that do not fit (2-D tokens, K or K + 1 rows, two V) raise ValueError | `test_accept_reject_rejects_bad_input_with_value_error` |
@@ -41,6 +42,7 @@ fail without it.
 | `accept_reject` | rows straying from 1 by less than ROW_SUM_TOLERANCE are distributions | `test_rows_straying_from_1_by_less_than_row_sum_tolerance_are_distributions` |
 | `accept_reject` | token ids outside [0, V), negative ones too, raise ValueError, even after a draft the round rejects | `test_accept_reject_rejects_bad_input_with_value_error` |
 | `greedy_accept` | keeps the longest prefix of drafts equal to the argmax, then the argmax at the first mismatch or at row K | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax` |
+| `greedy_accept` | draft tokens of any integer dtype (int64, int32, int16, uint8), logits of any float dtype (float64, float32, float16) | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax` |
 | `greedy_accept` | argmax ties go to the lowest id | `test_greedy_breaks_ties_toward_the_lowest_id` |
 | `greedy_accept` | K may be 0, also as draft_tokens = [] | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax`, `test_an_empty_list_of_drafts_is_a_round_of_k_zero` |
 | `greedy_accept` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
@@ -49,6 +51,7 @@ fail without it.
 | `greedy_accept` | token ids outside [0, V), negative ones too, raise ValueError | `test_greedy_accept_rejects_bad_input_with_value_error` |
 | `speculative_generate` | at temperature 0 the output is the target's greedy generation, whatever the draft | `test_greedy_output_is_the_target_generation_with_a_random_draft`, `test_greedy_output_is_the_target_generation_when_the_draft_is_the_target`, `test_greedy_output_is_the_target_generation_with_a_bad_draft` |
 | `speculative_generate` | sampled output is distributed as the target's own sampling, the target's logits divided by the temperature | `test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling` |
+| `speculative_generate` | the temperature may be an int: 0 is greedy as 0.0 is, 2 samples as 2.0 does | `test_greedy_output_is_the_target_generation_with_a_random_draft`, `test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling` |
 | `speculative_generate` | the draft's logits are divided by the temperature too (a draft equal to the target is always kept) | `test_a_draft_equal_to_the_target_is_always_accepted_when_sampling` |
 | `speculative_generate` | exactly n_new tokens come out, n_new = 0 included | `test_generates_exactly_n_new_tokens` |
 | `speculative_generate` | the last round drafts fewer: nothing is drafted only to be trimmed | `test_stats_count_the_calls_and_drafts_of_the_run` |
@@ -90,6 +93,9 @@ LOOP_RUNS = 1000  # speculative_generate runs for the loop's distribution check
 TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
 STATS_TOLERANCE = 1e-9  # for the derived SpecStats properties
 ROW_SUM_TOLERANCE = 1e-4  # the stub's: how far a probability row's sum may stray from 1
+TOKEN_DTYPES = (np.int64, np.int32, np.int16, np.uint8)  # draft tokens: ints of any integer dtype
+PROB_DTYPES = (np.float64, np.float32)  # probability rows: the stub's float32 or float64
+LOGIT_DTYPES = (np.float64, np.float32, np.float16)  # target logits: any float dtype
 # The shipped pair's check counts target calls against what the greedy rule
 # needs, simulated by the suite from the teacher's own greedy text and the
 # draft's argmax along it; a near-tie read differently may cost a call.
@@ -174,10 +180,12 @@ def sample_rows(q: np.ndarray, n: int, gen: np.random.Generator) -> np.ndarray:
     return np.where(hit.any(axis=-1), idx, last[None, :])
 
 
-def run_rounds(kata, p: np.ndarray, q: np.ndarray, trials: int, salt: int) -> tuple[np.ndarray, list[list[int]]]:
-    """Drafts (trials, K) drawn from q and the learner's accept_reject output for each."""
+def run_rounds(
+    kata, p: np.ndarray, q: np.ndarray, trials: int, salt: int, token_dtype=np.int64
+) -> tuple[np.ndarray, list[list[int]]]:
+    """Drafts (trials, K) of token_dtype drawn from q and the learner's accept_reject output for each."""
     gen = common.rng(salt)
-    drafts = sample_rows(q, trials, gen)
+    drafts = sample_rows(q, trials, gen).astype(token_dtype)
     learner_rng = np.random.default_rng(gen.integers(2**63))
     outs = jail_client.call_many(kata.accept_reject, [(drafts[n], q, p, learner_rng) for n in range(trials)])
     return drafts, [[int(t) for t in out] for out in outs]
@@ -314,11 +322,13 @@ def test_mean_accepted_drafts_match_the_acceptance_formula(kata, case):
 
 
 @pytest.mark.task("accept_reject")
-@given(case=rounds(max_k=5))
-def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case):
-    p, q = case
+@given(case=rounds(max_k=5), token_dtype=st.sampled_from(TOKEN_DTYPES), prob_dtype=st.sampled_from(PROB_DTYPES))
+@example(case=(P_SKEWED, Q_SKEWED), token_dtype=np.uint8, prob_dtype=np.float32)
+@example(case=(P_TWO, Q_TWO), token_dtype=np.int32, prob_dtype=np.float64)
+def test_returns_the_accepted_drafts_plus_exactly_one_token(kata, case, token_dtype, prob_dtype):
+    p, q = (normalized(r).astype(prob_dtype) for r in case)  # float32 rows sum to 1 within ROW_SUM_TOLERANCE
     K, V = q.shape
-    drafts, outs = run_rounds(kata, p, q, 30, salt=14)
+    drafts, outs = run_rounds(kata, p, q, 30, salt=14, token_dtype=token_dtype)
     for out, d in zip(outs, drafts):
         assert 1 <= len(out) <= K + 1, (
             f"accept_reject returned {len(out)} tokens for K = {K}; it must return 1 to K + 1"
@@ -540,18 +550,29 @@ def test_an_empty_list_of_drafts_is_a_round_of_k_zero(kata, task):
 
 
 @pytest.mark.task("greedy")
-@given(K=st.integers(0, 6), V=st.integers(2, 10), cut=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
-@example(K=0, V=3, cut=0, seed=0)
-@example(K=3, V=2, cut=0, seed=1)
-def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kata, K, V, cut, seed):
+@given(
+    K=st.integers(0, 6),
+    V=st.integers(2, 10),
+    cut=st.integers(0, 6),
+    seed=st.integers(0, 2**32 - 1),
+    token_dtype=st.sampled_from(TOKEN_DTYPES),
+    logit_dtype=st.sampled_from(LOGIT_DTYPES),
+)
+@example(K=0, V=3, cut=0, seed=0, token_dtype=np.int64, logit_dtype=np.float64)
+@example(K=3, V=2, cut=0, seed=1, token_dtype=np.int64, logit_dtype=np.float64)
+@example(K=4, V=6, cut=2, seed=2, token_dtype=np.int32, logit_dtype=np.float32)
+@example(K=3, V=5, cut=3, seed=3, token_dtype=np.uint8, logit_dtype=np.float16)
+def test_greedy_keeps_matching_drafts_then_appends_the_target_argmax(kata, K, V, cut, seed, token_dtype, logit_dtype):
     gen = np.random.default_rng(seed)
     logits = gen.permuted(np.tile(np.arange(V, dtype=np.float64), (K + 1, 1)), axis=1) + gen.random((K + 1, V)) * 0.5
+    logits = logits.astype(logit_dtype)  # a row's top two stay at least 0.5 apart, float16 too
     best = logits.argmax(axis=1)
     m = min(cut, K)  # drafts before m match the target; draft m (if any) does not
     drafts = gen.integers(0, V, K)
     drafts[:m] = best[:m]
     if m < K:
         drafts[m] = (best[m] + 1 + gen.integers(0, V - 1)) % V
+    drafts = drafts.astype(token_dtype)
     got = [int(t) for t in kata.greedy_accept(drafts, logits)]
     expected = [int(t) for t in best[:m]] + [int(best[m])]
     assert got == expected, (
@@ -649,10 +670,10 @@ def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int
 
 
 @pytest.mark.task("loop")
-@pytest.mark.parametrize("k", [1, 4])
-def test_greedy_output_is_the_target_generation_with_a_random_draft(kata, k):
+@pytest.mark.parametrize("k,temperature", [(1, 0.0), (4, 0.0), (4, 0)])  # an int 0 is greedy as 0.0 is
+def test_greedy_output_is_the_target_generation_with_a_random_draft(kata, k, temperature):
     target = tiny(1)
-    got, _ = kata.speculative_generate(CachedLM(target), CachedLM(tiny(2)), PROMPT, 20, k=k, temperature=0.0)
+    got, _ = kata.speculative_generate(CachedLM(target), CachedLM(tiny(2)), PROMPT, 20, k=k, temperature=temperature)
     assert_is_greedy_generation(target, PROMPT, got, 20, "a random draft")
 
 
@@ -692,8 +713,9 @@ def test_generates_exactly_n_new_tokens(kata, n_new, k, temperature):
 
 
 @pytest.mark.task("loop")
-def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kata):
-    V, temperature = 5, 0.6
+@pytest.mark.parametrize("temperature", [0.6, 2])  # a temperature is a number: an int one samples as that float
+def test_sampled_first_two_tokens_are_distributed_as_the_target_own_sampling(kata, temperature):
+    V = 5
     gen = common.rng(22)
     target, draft = BigramLM(gen.normal(0, 1.5, (V, V))), BigramLM(gen.normal(0, 1.5, (V, V)))
     prompt = [2, 0, 3]

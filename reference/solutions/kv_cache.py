@@ -259,8 +259,8 @@ class PagedKVCache:
         self._filled[seq_id] = [0] * self.n_layers
 
     def update(self, seq_id, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Append keys k and values v, each (Hkv, t, Dh), to `layer` of
-        sequence seq_id, taking free blocks as needed.
+        """Append keys k and values v, each (Hkv, t, Dh) floating point (kept
+        as float32), to `layer` of sequence seq_id, taking free blocks as needed.
 
         Returns every key and value that layer of the sequence holds,
         (Hkv, held + t, Dh) each. Raises CacheFullError when the pool has too

@@ -43,7 +43,7 @@ class MoEAux:
 def router_probs(x: np.ndarray, w_router: np.ndarray) -> np.ndarray:
     """The router's probability of each expert for each token.
 
-    x: (T, D) tokens; w_router: (D, E) router weights.
+    x: (T, D) tokens; w_router: (D, E) router weights; floats (float32 or float64).
     Returns (T, E): softmax over experts of the logits x @ w_router; each row sums to 1.
     Raises ValueError if x is not (T, D) with T >= 1, or w_router is not (D, E).
     """
@@ -55,7 +55,7 @@ def router_probs(x: np.ndarray, w_router: np.ndarray) -> np.ndarray:
 def top_k_gating(probs: np.ndarray, k: int, normalize: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The K experts each token is routed to, and their gate weights.
 
-    probs: (T, E) router probabilities, each row a distribution.
+    probs: (T, E) router probabilities, each row a distribution (float32 or float64).
     k: experts per token, 1 <= k <= E.
     normalize: if True, the K chosen probabilities are rescaled to sum to 1
         (Mixtral); if False they are returned as they are (Qwen's norm_topk_prob=False).
@@ -133,7 +133,8 @@ def moe_forward(
     """A mixture-of-experts layer: route, dispatch, run each expert once on
     all its tokens, and combine.
 
-    x: (T, D) tokens; w_router: (D, E); w_gate, w_up: (E, D, F); w_down: (E, F, D).
+    x: (T, D) tokens; w_router: (D, E); w_gate, w_up: (E, D, F); w_down: (E, F, D);
+        floats (float32 or float64).
     k: experts per token, 1 <= k <= E.
     capacity_factor: None for no capacity limit, else > 0 (see expert_capacity);
         assignments past an expert's capacity are dropped (see dispatch) and
