@@ -2108,8 +2108,13 @@ def test_quantize_model_mixed_rejects_a_plan_that_misses_or_adds_a_weight(kata, 
 @pytest.mark.parametrize("bits", [3, 4])
 def test_the_mixed_plan_at_the_bytes_of_uniform_bits_is_closer_to_the_float_model(kata, small_model, bits):
     """Sensitivities on calibration tokens at every choice, a plan at the bytes of uniform `bits` bits, the
-    model quantized by it; its mean KL on other tokens against uniform `bits` bits (the suite's own)."""
-    gen = rng(63)
+    model quantized by it; its mean KL on other tokens against uniform `bits` bits (the suite's own).
+
+    The same texts under every grading seed: what a plan gains over uniform weights depends on the text
+    it is measured on (0.56-0.85x at 3 bits and 0.48-1.05x at 4 over the texts of seeds 0-19), so a bar that
+    held on the suite's own texts could fail a correct plan on another's. On these, the reference's plan
+    gives 0.56x and 0.77x."""
+    gen = np.random.default_rng(63)
     calib, held_out = (gen.integers(0, MODEL_CONFIG.vocab_size, MIXED_TOKENS) for _ in range(2))
     names = _linear_names(small_model)
     sizes = {name: int(small_model.weights[name].size) for name in names}
