@@ -61,7 +61,7 @@ from shared import (  # noqa: E402
 
 from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
-from reference.lm import CachedLM, generate  # noqa: E402
+from reference.lm import CachedLM, generate, verify_work  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -113,22 +113,12 @@ def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, Ve
 
         return timing.ignoring_round(run)
 
-    def counted(m: int):
-        lm.logits(start)
-        with teacher.count_work() as work:
-            lm.logits(start + extra[:m])
-        return work
-
     lm.logits(start)
-    one = counted(1)
-    c = teacher.config
-    expert_bytes = 3 * c.d_model * c.d_ff * 4  # one expert's gate, up and down, float32
     costs = {}
     for k in range(1, 9):
         rounds = timing.interleave([extend(k + 1), extend(1)], rounds=max(repeats, 5), spread=0.05)
-        work = counted(k + 1)
-        experts = work.bytes_by_piece["experts"] / expert_bytes / c.n_layers if c.is_moe else 0.0
-        costs[k] = Verify(rounds.ratio(0, 1), work.weight_bytes / one.weight_bytes, experts)
+        floor, experts = verify_work(teacher, start, extra[: k + 1])
+        costs[k] = Verify(rounds.ratio(0, 1), floor, experts)
     return costs
 
 

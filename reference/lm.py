@@ -171,6 +171,25 @@ def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> l
     return decode(lambda seq: lm.logits(seq)[-1], np.asarray(prompt).reshape(-1), n_new, t, rng)
 
 
+def verify_work(model: Model, prefix, new) -> tuple[float, float]:
+    """What a cached call that scores the tokens `new` after `prefix` (a
+    speculative round's verifying call) reads, counted by the model's work
+    counter: its weight bytes over those of a call that scores new[:1] alone,
+    and the experts per layer it runs (0 for a dense model). Each call starts
+    from a CachedLM holding prefix."""
+    works = []
+    for tokens in (list(new)[:1], list(new)):
+        lm = CachedLM(model)
+        lm.logits(prefix)
+        with model.count_work() as work:
+            lm.logits(list(prefix) + tokens)
+        works.append(work)
+    c = model.config
+    expert_bytes = 3 * c.d_model * c.d_ff * 4  # an expert's gate, up and down, float32
+    experts = works[1].bytes_by_piece["experts"] / expert_bytes / c.n_layers if c.is_moe else 0.0
+    return works[1].weight_bytes / works[0].weight_bytes, experts
+
+
 # The shapes of the shipped models: tools/train.py trains them, and the benchmarks make random stand-ins of them.
 SHIPPED_SHAPES = {
     "teacher": Config(

@@ -278,13 +278,11 @@ def summary(result: ClassResult, common: int = 3) -> str:
     lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
     for k in result.katas:
         for name in result.task_names(k):
-            lines.append(f"{k.name}:{name}: {_passed(result, k, name)}/{len(result.students)} passed")
-            lines += _who_did_not_pass(result, k, name, common)
+            outcomes = _outcomes(result, k, name)
+            passed = sum(t.status is Status.PASS for _, t in outcomes)
+            lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
+            lines += _who_did_not_pass(outcomes, common)
     return "\n".join(lines)
-
-
-def _passed(result: ClassResult, kata: Kata, task: str) -> int:
-    return sum(t.status is Status.PASS for _, t in _outcomes(result, kata, task))
 
 
 def _outcomes(result: ClassResult, kata: Kata, task: str) -> list[tuple[Student, TaskResult]]:
@@ -296,9 +294,9 @@ def _outcomes(result: ClassResult, kata: Kata, task: str) -> list[tuple[Student,
     return found
 
 
-def _who_did_not_pass(result: ClassResult, kata: Kata, task: str, common: int) -> list[str]:
+def _who_did_not_pass(outcomes: list[tuple[Student, TaskResult]], common: int) -> list[str]:
     ways: dict[str, list[str]] = {}  # how it did not pass -> the students
-    for s, t in _outcomes(result, kata, task):
+    for s, t in outcomes:
         if t.status is Status.PASS:
             continue
         if t.status is Status.TODO:

@@ -113,8 +113,13 @@ def _fenced(text: str) -> str:
     if len(text) > MAX_TEXT:
         text = f"{text[:MAX_TEXT]}\n... ({len(text) - MAX_TEXT} more characters cut)"
     text = printable(text)
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    fence = "`" * max(3, _longest_backticks(text) + 1)
     return f"{fence}text\n{text}\n{fence}"
+
+
+def _longest_backticks(text: str) -> int:
+    """The longest run of backticks in text: a Markdown fence one longer cannot be closed by it."""
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def code_span(text: str) -> str:
@@ -122,7 +127,7 @@ def code_span(text: str) -> str:
     fence longer than any run of backticks in it, padded with a space where it starts
     or ends with one), its control characters and newlines escaped."""
     text = printable(text, lines=False)
-    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    fence = "`" * (_longest_backticks(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 

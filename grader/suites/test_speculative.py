@@ -81,7 +81,7 @@ from hypothesis.extra import numpy as hnp
 from grader.grading import jail_client
 from grader.suites import common
 from grader.suites.common import load_kata
-from reference.lm import BigramLM, CachedLM, generate, shipped_model
+from reference.lm import BigramLM, CachedLM, generate, shipped_model, verify_work
 from reference.model import WEIGHTS_DIR, Config, Model
 from reference.sampling import generate_naive
 
@@ -950,25 +950,6 @@ def test_draft_equal_to_target_needs_one_target_call_per_k_plus_one_tokens(kata,
     )
 
 
-def verify_work(model: Model, prompt: list[int], k: int) -> tuple[float, float]:
-    """What a round's verifying call costs the target, counted by its work
-    counter: the weight bytes of a cached call that scores k + 1 new tokens
-    (the target's own greedy continuation) over those of a call that scores
-    one, and the experts per layer the longer call runs (0 for a dense model)."""
-    text = generate(CachedLM(model), prompt, k + 1)
-    works = []
-    for m in (1, k + 1):
-        lm = CachedLM(model)
-        lm.logits(prompt)
-        with model.count_work() as work:
-            lm.logits(prompt + text[:m])
-        works.append(work)
-    c = model.config
-    expert_bytes = 3 * c.d_model * c.d_ff * 4  # an expert's gate, up and down, float32
-    experts = works[1].bytes_by_piece["experts"] / expert_bytes / c.n_layers if c.is_moe else 0.0
-    return works[1].weight_bytes / works[0].weight_bytes, experts
-
-
 def shipped_or_stand_in() -> tuple[Model, Model, list[list[int]]]:
     """The shipped teacher and draft with two validation prompts, or, before
     the weights ship, a random tiny target and a lightly perturbed copy of it."""
@@ -1018,7 +999,8 @@ def test_shipped_draft_saves_the_teacher_calls_the_greedy_rule_allows(kata):
         unit="tokens/call",
         key="tokens_per_call",
     )
-    ratio, experts = verify_work(target_model, prompts[0], k)
+    # What a round's verifying call costs the target: k + 1 of its own greedy tokens scored at once.
+    ratio, experts = verify_work(target_model, prompts[0], generate(CachedLM(target_model), prompts[0], k + 1))
     common.figure("weights a verifying call reads / a one-token call's", ratio, unit="x", key="verify_bytes")
     common.figure("experts a verifying call runs per layer", experts, unit="experts", key="verify_experts")
     assert calls <= needed + EXTRA_CALLS * len(prompts), (
