@@ -8,7 +8,7 @@ from pathlib import Path
 
 from grader.grading import blas
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_header_names_the_kernel_and_says_when_a_forcing_variable_distorts_it(monkeypatch):

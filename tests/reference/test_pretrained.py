@@ -25,7 +25,7 @@ from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
 
 DATA_DIR = WEIGHTS_DIR.parent / "data"
 TEACHER_CONFIG, DRAFT_CONFIG = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
-BUILD_CORPUS = Path(__file__).resolve().parent.parent / "tools" / "build_corpus.py"
+BUILD_CORPUS = Path(__file__).resolve().parents[2] / "tools" / "build_corpus.py"
 SHIPPED_NAMES = ("teacher", "draft", "draft_hard")  # the .npz files in reference/weights/
 MAX_WEIGHT_BYTES = 8_000_000  # the three .npz files together
 MAX_CORPUS_BYTES = 3_000_000  # train.txt and val.txt together

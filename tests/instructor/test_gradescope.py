@@ -29,7 +29,7 @@ from helpers import FAST, SUBS, TOY
 
 jsonschema = pytest.importorskip("jsonschema")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
 CHECKOUT = HERE.parent
 SCHEMA = json.loads((HERE / "gradescope_results.schema.json").read_text())
 ALICE = {"id": 101, "users": [{"email": "alice@example.edu", "id": 7, "name": "Alice"}]}

@@ -19,7 +19,7 @@ from reference.tokenizer import encode
 
 torch = pytest.importorskip("torch")
 
-TRAIN_SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "train.py"
+TRAIN_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "train.py"
 # float32 against float32 with different summation orders, on logits of order 1-10.
 LOGITS_ATOL = 1e-4
 LOGITS_RTOL = 1e-4
@@ -56,7 +56,7 @@ def test_random_model_gives_the_same_logits_in_torch_and_numpy(train, config):
 @pytest.mark.parametrize("name", ["teacher", "draft"])
 def test_shipped_model_gives_the_same_logits_in_torch_and_numpy(train, name):
     model = Model.pretrained(name)
-    text = (Path(__file__).resolve().parent.parent / "reference" / "data" / "val.txt").read_text(encoding="ascii")
+    text = (Path(__file__).resolve().parents[2] / "reference" / "data" / "val.txt").read_text(encoding="ascii")
     tokens = np.array(encode(text[: model.config.max_seq_len]))
     np.testing.assert_allclose(
         torch_logits(train, model, tokens), model.forward(tokens), rtol=LOGITS_RTOL, atol=LOGITS_ATOL

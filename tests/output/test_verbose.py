@@ -22,7 +22,7 @@ from reference.model import Config, Model
 
 from helpers import FAST, SUBS, TOY
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

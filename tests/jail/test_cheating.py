@@ -51,8 +51,8 @@ from helpers import spawn
 # slow; and one xdist worker runs the whole module, so its module-scoped grades are made once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cheating")]
 
-ROOT = Path(__file__).resolve().parent.parent
-CHEATS = Path(__file__).parent / "fixtures" / "cheats"
+ROOT = Path(__file__).resolve().parents[2]
+CHEATS = Path(__file__).parent.parent / "fixtures" / "cheats"
 WRAP = CHEATS / "_wrap.py"  # put between the kata's base text and the cheat
 HONEST = "quantization"  # graded beside every pair of cheats from its reference solution: it must keep full marks
 SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (made here: its target is per copy)

@@ -24,7 +24,7 @@ from grader.kata.target import SOLUTIONS_DIR
 
 KATAS = load_registry()
 SEED = 987654321  # distinctive enough that finding it in an output means it was printed
-TOY_REGISTRY = Path(__file__).parent / "fixtures" / "toy" / "katas.toml"
+TOY_REGISTRY = Path(__file__).parent.parent / "fixtures" / "toy" / "katas.toml"
 
 
 class FakeClock(interview.Clock):

@@ -20,7 +20,7 @@ from grader.output import report
 
 from helpers import FAST, SUBS, TOY
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent.parent / "golden"
 # The fixtures whose grade does not hang on timing: every status but timeout and slow.
 SUBMISSIONS = [
     "correct",
