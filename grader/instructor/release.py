@@ -6,10 +6,13 @@ solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging. It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
-the registry marks `release = false`: its registry entry, its CHECKLIST line
-and its suite tests. A speed check's baseline ships only while a released
-test still uses it. Interview presets on part of a kata are left out too:
-they hand the candidate the rest of the module as the solution writes it.
+the registry marks `release = false`: its registry entry (hints, check hints
+and questions with it), its CHECKLIST line, its suite tests and the suite's
+helpers and fixtures that only those tests use. A speed check's baseline
+ships only while released code still calls load_baseline, and a recap that
+quotes a figure only held-back code measures is left out. Interview presets
+on part of a kata are left out too: they hand the candidate the rest of the
+module as the solution writes it.
 
 `write_edition(OUT, held_back=True)` keeps the held-back tasks: that is the
 grading edition the Gradescope kit installs, still without the solutions.
@@ -21,6 +24,7 @@ import ast
 import os
 import re
 import shutil
+import string
 from pathlib import Path
 
 import tomlkit
@@ -143,8 +147,9 @@ class _Edition:
 
 def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests) -> None:
     """TREES into the edition, but for LEFT_OUT and JUNK: each suite without its
-    dropped checks (and its baseline only where what is left still loads one),
-    the registry without its held-back tasks, everything else as it is."""
+    dropped checks and the code only they use (and its baseline only where what
+    is left still loads one), the registry without its held-back tasks,
+    everything else as it is."""
     suites = {k.suite.resolve(): k for k in katas}
     baselines = {(k.suite.parent / f"baseline_{k.name}.py").resolve() for k in katas}
     for tree in TREES:
@@ -154,13 +159,15 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
                 continue  # a baseline is written after the suite it serves
             if path.resolve() in suites:
                 kata = suites[path.resolve()]
-                text = without_functions(path.read_text(encoding="utf-8"), dropped_tests[kata.name])
+                source = path.read_text(encoding="utf-8")
+                text = without_functions(source, held_back_code(source, dropped_tests[kata.name]))
                 edition.put(rel, text)
                 baseline = path.parent / f"baseline_{kata.name}.py"
-                if baseline.is_file() and "load_baseline" in text:
+                if baseline.is_file() and loads_baseline(text):
                     edition.put(baseline.relative_to(ROOT).as_posix(), source=baseline)
             elif path == REGISTRY_PATH:
-                text = registry_text(registry.read_text(encoding="utf-8"), drop, whole_kata_presets(registry, drop))
+                presets = whole_kata_presets(registry, drop)
+                text = registry_text(registry.read_text(encoding="utf-8"), drop, presets, lost_recaps(katas, drop))
                 edition.put(rel, text)
             else:
                 edition.put(rel, source=path)
@@ -182,13 +189,13 @@ def whole_kata_presets(registry: Path, drop: dict[str, set[str]]) -> set[str]:
 
 
 def without_functions(source: str, names: set[str]) -> str:
-    """source without its top-level functions called `names` (decorators included)."""
+    """source without its top-level functions and classes called `names` (decorators included)."""
     if not names:
         return source
     lines = source.splitlines(keepends=True)
     spans = []
     for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+        if isinstance(node, _DEFINITIONS) and node.name in names:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             end = node.end_lineno
             while end < len(lines) and not lines[end].strip():  # and the blank lines after it
@@ -199,13 +206,88 @@ def without_functions(source: str, names: set[str]) -> str:
     return "".join(lines)
 
 
-def registry_text(text: str, drop: dict[str, set[str]], presets: set[str]) -> str:
-    """katas.toml without the dropped tasks (and their questions and check hints) and with
-    only the named presets. Edited as a TOML document (tomlkit), so every comment and the
-    layout of what stays are kept."""
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def held_back_code(source: str, tests: set[str]) -> set[str]:
+    """The top-level functions and classes of a suite that an edition leaves out with
+    the held-back `tests`: the tests themselves, and every helper, fixture or class
+    that they use (directly or through one another) and nothing kept uses. What is
+    kept: every other test, everything those use, and everything the module's
+    other statements use. A name counts as used where it is read, is a parameter
+    (a fixture) or is a string (pytest.mark.usefixtures)."""
+    if not tests:
+        return set()
+    tree = ast.parse(source)
+    defs = {node.name: node for node in tree.body if isinstance(node, _DEFINITIONS)}
+    uses = {name: _names_used(node) & defs.keys() for name, node in defs.items()}
+    dropped = _reached(uses, tests & defs.keys())
+    roots = set(defs) - dropped
+    for node in tree.body:
+        if not isinstance(node, _DEFINITIONS):
+            roots |= _names_used(node) & defs.keys()
+    return dropped - _reached(uses, roots)
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    found = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.arg):
+            found.add(sub.arg)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            found.add(sub.value)
+    return found
+
+
+def _reached(uses: dict[str, set[str]], start: set[str]) -> set[str]:
+    """start and every name reachable from it through uses."""
+    seen, stack = set(start), list(start)
+    while stack:
+        for name in uses[stack.pop()] - seen:
+            seen.add(name)
+            stack.append(name)
+    return seen
+
+
+def loads_baseline(source: str) -> bool:
+    """Whether a suite's code calls load_baseline (an import of the name alone does not count)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
+            if name == "load_baseline":
+                return True
+    return False
+
+
+def lost_recaps(katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> set[str]:
+    """The katas whose recap quotes a figure that only held-back code records (its
+    `key="..."`): the edition leaves their recap out rather than print "?" for it."""
+    lost = set()
+    for k in katas:
+        if not k.recap or not drop.get(k.name):
+            continue
+        source = k.suite.read_text(encoding="utf-8")
+        kept = without_functions(
+            source, held_back_code(source, {x for t in k.tasks if t.name in drop[k.name] for x in t.tests})
+        )
+        keys = {name for _, name, _, _ in string.Formatter().parse(k.recap) if name}
+        if any(f'key="{key}"' not in kept for key in keys):
+            lost.add(k.name)
+    return lost
+
+
+def registry_text(text: str, drop: dict[str, set[str]], presets: set[str], no_recap: set[str] = frozenset()) -> str:
+    """katas.toml without the dropped tasks (their hints, check hints and questions with them),
+    with only the named presets, and without the recap of the katas in no_recap. Edited as a
+    TOML document (tomlkit), so every comment and the layout of what stays are kept."""
     doc = tomlkit.parse(text)
     for kata in doc.get("kata", []):
         _keep(kata.get("task", []), lambda task: task.get("name") not in drop.get(kata.get("name"), ()))
+        if kata.get("name") in no_recap and "recap" in kata:
+            del kata["recap"]
     _keep(doc.get("preset", []), lambda preset: preset.get("name") in presets)
     if "preset" in doc and not doc["preset"]:
         del doc["preset"]  # no `preset = []` left behind
