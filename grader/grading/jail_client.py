@@ -52,8 +52,9 @@ from reference.model import Config, Model
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
 # Judge objects the jail may call back, and the methods it may call on them.
 EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
-# What a root-mode jail must not see even where it lies inside a bound path (a non-editable install).
-SECRETS = ("reference/solutions", "tests", ".git")
+# What a confined jail must not see even where it lies inside a bound path: the solutions, the grader (its suites and
+# baselines), the project's tests. (A non-editable install sits in site-packages, which confine.view() hides anyway.)
+SECRETS = ("reference/solutions", "grader", "tests", ".git")
 
 
 @dataclasses.dataclass
@@ -398,7 +399,7 @@ class Jail:
                     "env": env,
                     "cwd": self.work,
                     "paths": paths,
-                    "confine": dict(how, masks=masks, extra=list(shared), readable=confine.readable_paths()),
+                    "confine": dict(how, masks=masks, extra=list(shared), view=confine.view()),
                 }
                 try:
                     self.proc = zygote.spawn(request, [child.fileno(), self.log.fileno()])

@@ -2,14 +2,15 @@
 
 - "bwrap": bubblewrap is installed and the judge is not root. The jail runs
   under `bwrap` with every namespace of its own (user, PID with a private
-  /proc, network, IPC, UTS, mount), read-only binds of the system, the
-  Python installation and its own directory (its working folder writable),
-  nothing else, and dies with the judge.
+  /proc, network, IPC, UTS, mount), the file system view() says (read-only
+  binds of the system and the Python installation, in which every folder of
+  installed packages is empty but for numpy) and its own directory (its
+  working folder writable), nothing else, and dies with the judge.
 - "root": the judge runs as root (CI, Gradescope's containers). The jail gets
   new mount, network, IPC and UTS namespaces and a root of its own: a tmpfs
-  holding read-only binds of the system, the Python installation and the
-  jail's own directory, and nothing else (not the checkout, not the reference
-  solutions, not /proc). It then drops to a uid/gid of its own that no other
+  holding view()'s mounts and the jail's own directory, and nothing else (not
+  the checkout, not the reference solutions, no installed grader or suite,
+  not /proc). It then drops to a uid/gid of its own that no other
   process has, so it can signal nobody and write nothing it was not given.
 - "uid": root where namespaces cannot be made (a container without
   CAP_SYS_ADMIN). The jail drops to its own uid as in "root" mode, so it can
@@ -122,8 +123,9 @@ def _last_words(parent: int) -> None:
 
 
 def readable_paths() -> list[str]:
-    """What a root-mode jail sees besides its own directory: the system and
-    the Python installation (read-only)."""
+    """The folders a confined jail reads besides its own directory: the system
+    and the Python installation, each bound read-only (view() hides the
+    installed packages inside them)."""
     import sysconfig
 
     paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc"]
@@ -131,8 +133,60 @@ def readable_paths() -> list[str]:
     paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     out = []
     for p in paths:
-        if p and os.path.exists(p) and not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
-            out = [q for q in out if not q.startswith(p.rstrip("/") + "/")] + [p]
+        if p and os.path.exists(p) and not any(_within(p, q) for q in out):
+            out = [q for q in out if not _within(q, p)] + [p]
+    return out
+
+
+JAIL_PACKAGES = ("numpy",)  # the installed packages a jail may import (and the jail's runtime copy of the model)
+
+
+def view() -> list[tuple[str, str]]:
+    """What a confined jail sees of the file system besides its own folders, as
+    the mounts that make it, in order: ("ro", path), a read-only bind of the
+    system or the Python installation (readable_paths()); ("empty", path), an
+    empty read-only folder over each place inside those where Python finds
+    installed packages (site-packages, dist-packages), so that no installed
+    grader, suite, baseline or solution is there to read; then ("ro", path)
+    again for each package of JAIL_PACKAGES (and the libraries its wheel
+    vendors beside it) that one of those empty folders covers."""
+    binds = readable_paths()
+    real_binds = [os.path.realpath(b) for b in binds if not os.path.islink(b)]
+    hidden = [d for d in _package_folders() if any(_within(d, b) for b in real_binds)]
+    hidden = [d for d in hidden if not any(q != d and _within(d, q) for q in hidden)]
+    allowed = [p for p in _jail_packages() if any(_within(p, d) for d in hidden)]
+    return [("ro", b) for b in binds] + [("empty", d) for d in hidden] + [("ro", p) for p in allowed]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _package_folders() -> list[str]:
+    """Every folder this Python, its base installation or the system's Pythons
+    find installed packages in (real paths, sorted)."""
+    import glob
+    import site
+
+    found = {p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")}
+    found |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    for base in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/usr/local"}:
+        found |= set(glob.glob(os.path.join(base, "lib*", "python3*", "*-packages")))
+        found |= set(glob.glob(os.path.join(base, "lib", "python3", "dist-packages")))
+    return sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})
+
+
+def _jail_packages() -> list[str]:
+    """The folders of JAIL_PACKAGES, and beside each the NAME.libs folder of shared
+    libraries its wheel may vendor (real paths)."""
+    import importlib.util
+
+    out = []
+    for name in JAIL_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            folder = os.path.realpath(folder)
+            out += [p for p in (folder, folder + ".libs") if os.path.isdir(p)]
     return out
 
 
@@ -156,15 +210,19 @@ def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str], e
         "--dev",
         "/dev",
     ]
-    for src in readable_paths():
-        if os.path.islink(src):
+    mounts = view()
+    for kind, src in mounts:
+        if kind == "empty":
+            out += ["--tmpfs", src]
+        elif os.path.islink(src):
             out += ["--symlink", os.readlink(src), src]
         else:
             out += ["--ro-bind", src, src]
+    out += [arg for kind, src in mounts if kind == "empty" for arg in ("--remount-ro", src)]  # once filled
     out += [
         arg
         for mask in masks
-        if any(mask.startswith(p.rstrip("/") + "/") for p in readable_paths())
+        if any(_within(mask, src) for kind, src in mounts if kind == "ro")
         for arg in ("--tmpfs", mask)
     ]
     out += ["--ro-bind", jaildir, jaildir]
@@ -181,14 +239,14 @@ def preexec(
     uid: int,
     masks: list[str],
     extra: tuple[str, ...] = (),
-    readable: list[str] | None = None,
+    mounts: list | None = None,
 ):
     """A preexec_fn for the jail in the root, uid or plain mode. Runs in the
     child after fork, before exec (or, forked by the zygote, before the jail
     runs). extra: more folders the jail reads (in the root mode they are
-    bound read-only; elsewhere it reads them anyway). readable: the judge's
-    readable_paths(), for a caller whose own differ (the zygote runs without
-    site, so it does not see a virtual environment)."""
+    bound read-only; elsewhere it reads them anyway). mounts: the judge's
+    view(), for a caller whose own differs (the zygote runs without site, so
+    it does not see a virtual environment)."""
     parent = os.getpid()
     if chosen == "plain":
         return lambda: _last_words(parent)
@@ -201,7 +259,7 @@ def preexec(
             _last_words(parent)
 
         return drop
-    binds = readable_paths() if readable is None else readable
+    mounts = view() if mounts is None else mounts
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)
 
@@ -209,15 +267,7 @@ def preexec(
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", newroot, "tmpfs", MS_NOSUID, "mode=0755,size=4m")
-        for src in binds:
-            dst = newroot + src
-            if os.path.islink(src):
-                os.makedirs(os.path.dirname(dst), 0o755, exist_ok=True)
-                os.symlink(os.readlink(src), dst)
-                continue
-            os.makedirs(dst, 0o755, exist_ok=True)
-            _mount(src, dst, None, MS_BIND | MS_REC)
-            _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        _mount_view(newroot, mounts)
         for mask in masks:  # the solutions and tests, where they sit inside a bound path
             if os.path.isdir(newroot + mask):
                 _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
@@ -225,13 +275,8 @@ def preexec(
             os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
             open(newroot + "/dev/" + dev, "w").close()
             _mount("/dev/" + dev, newroot + "/dev/" + dev, None, MS_BIND)
-        os.makedirs(newroot + jaildir, 0o755, exist_ok=True)
-        _mount(jaildir, newroot + jaildir, None, MS_BIND)
-        _mount(None, newroot + jaildir, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-        for folder in extra:
-            os.makedirs(newroot + folder, 0o755, exist_ok=True)
-            _mount(folder, newroot + folder, None, MS_BIND)
-            _mount(None, newroot + folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        for folder in (jaildir, *extra):
+            _bind_read_only(folder, newroot + folder)
         _mount(workdir, newroot + workdir, None, MS_BIND)
         os.chroot(newroot)
         os.chdir(workdir)
@@ -241,3 +286,28 @@ def preexec(
         _last_words(parent)
 
     return confine
+
+
+def _mount_view(newroot: str, mounts: list) -> None:
+    """Make view()'s mounts under newroot: the binds read-only, each empty folder a
+    tmpfs that turns read-only once the packages inside it are bound."""
+    empty = []
+    for kind, src in mounts:
+        dst = newroot + src
+        if kind == "empty":
+            os.makedirs(dst, 0o755, exist_ok=True)
+            _mount("tmpfs", dst, "tmpfs", MS_NOSUID, "mode=0755,size=64k")
+            empty.append(dst)
+        elif os.path.islink(src):
+            os.makedirs(os.path.dirname(dst), 0o755, exist_ok=True)
+            os.symlink(os.readlink(src), dst)
+        else:
+            _bind_read_only(src, dst, recursive=True)
+    for dst in empty:
+        _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def _bind_read_only(src: str, dst: str, *, recursive: bool = False) -> None:
+    os.makedirs(dst, 0o755, exist_ok=True)
+    _mount(src, dst, None, MS_BIND | (MS_REC if recursive else 0))
+    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)

@@ -384,7 +384,7 @@ def _fork_jail(conn: socket.socket, message: bytes, fds: list[int]) -> int:
         channel, log = fds
         how = request["confine"]
         limits = confine.preexec(
-            how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["readable"]
+            how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["view"]
         )
         pid = os.fork()
     except Exception as exc:  # noqa: BLE001 - a bad request or a failed fork: the judge hears why

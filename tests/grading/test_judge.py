@@ -320,6 +320,36 @@ def test_a_confined_jail_sees_no_checkout_no_solutions_no_other_process_and_cann
     assert not forked or (mode == "bwrap" and os.geteuid() == 0), "the jail could start a process"
 
 
+@pytest.mark.parametrize("mode", _confining_modes())
+def test_a_confined_jail_sees_numpy_but_no_other_installed_package(jail_of, monkeypatch, mode):
+    """The grader, its suites and their baselines, pytest and Hypothesis, installed beside
+    numpy (as in the Gradescope image's venv), are nowhere the jail can read."""
+    import os
+
+    import hypothesis
+
+    installed = os.path.dirname(os.path.dirname(os.path.realpath(hypothesis.__file__)))
+    monkeypatch.setenv("KATA_JAIL", mode)
+    k = jail_of(f"""
+        import importlib.util, os
+        import numpy
+
+        def probe():
+            found = [n for n in ("hypothesis", "pytest", "click", "grader.suites") if _found(n)]
+            return found, sorted(os.listdir({installed!r})), float(numpy.linalg.norm(numpy.ones(4)))
+
+        def _found(name):
+            try:
+                return importlib.util.find_spec(name) is not None
+            except ImportError:
+                return False
+    """)
+    found, listed, norm = k.probe()
+    assert found == [], f"the jail finds {found}"
+    assert set(listed) <= {"numpy", "numpy.libs"} and "numpy" in listed, listed
+    assert norm == 2.0
+
+
 def test_the_judge_refuses_a_forged_callback_for_a_method_it_does_not_offer(jail_of):
     class LM:
         __jail_api__ = ("logits",)
