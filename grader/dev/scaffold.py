@@ -548,8 +548,14 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     }
     _validated_registry(edits[registry_path])
 
+    return _write(created["suite"].parent, new_files, edits, originals)
+
+
+def _write(folder: Path, new_files: dict[Path, str], edits: dict[Path, str], originals: dict[Path, str]) -> list[Path]:
+    """Make the new folder, create new_files in their order, then write the edits over the files whose
+    texts before are originals; if any write fails, put everything back and raise. Returns the paths written."""
     written: list[Path] = []
-    folder, made = created["suite"].parent, False  # the suite's folder (`existing` refused one already there)
+    made = False  # the suite's folder (new_kata refused one already there)
     try:
         folder.mkdir()
         made = True
