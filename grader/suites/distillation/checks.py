@@ -5,6 +5,4 @@ checks call them by.
 import numpy as np
 
 _close = np.allclose
-
-
 _isfinite = np.isfinite

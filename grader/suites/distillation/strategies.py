@@ -30,8 +30,6 @@ def batches(draw, max_rows=5, max_vocab=6, bound=5.0, ignore=True):
 
 # Numbers, as the docstrings take them: ints too (a temperature of 2, an alpha of 0 or 1).
 temperatures = st.one_of(st.floats(0.5, 8.0), st.integers(1, 8))
-
-
 alphas = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0, 1]))
 
 
@@ -96,8 +94,6 @@ IGNORE_INDICES = st.sampled_from([-1, 0, 1, 99])
 
 # Student and teacher logits of a small batch (2 rows, V = 3) that the explicit examples below label.
 TWO_ROWS = (np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), np.array([[0.5, 0.0, -0.5], [3.0, 0.0, 1.0]]))
-
-
 # A batch with one ignored row, for the checks that mark it with ignore_index=-1 instead of IGNORE (_relabelled).
 IGNORED_BY_MINUS_ONE = dict(
     batch=(*TWO_ROWS, np.array([2, IGNORE])),
@@ -115,8 +111,6 @@ def _relabelled(labels: np.ndarray, ignore_index: int) -> tuple[np.ndarray, np.n
 
 
 TEACHER_CONFIG = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64)
-
-
 SEQUENCES, SEQUENCE_LENGTH = 4, 48  # per split: 4 x 48 = 192 positions for train, as many held out
 
 

@@ -12,16 +12,10 @@ from grader.suites.distillation.checks import _close, _isfinite
 from grader.suites.distillation.oracles import _log_softmax64
 
 PROB_ATOL = 1e-6  # softmax probabilities vs float64
-
-
 LOGPROB_RTOL, LOGPROB_ATOL = 1e-6, 1e-5  # log-probabilities vs float64 (they reach -2e4)
-
-
 FLAT_TOL = 1e-6  # slack when checking that KL to uniform never increases with T
 
 
-# ---------------------------------------------------------------- float64 formulas
-# ----------------------------------------------------------------------- softmax
 @pytest.mark.task("softmax")
 @given(
     x=float_arrays(st.tuples(st.integers(1, 5), st.integers(1, 8)), dtype=np.float64),

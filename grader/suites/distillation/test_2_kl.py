@@ -12,7 +12,6 @@ from grader.suites.distillation.strategies import batches, temperatures
 KL_ATOL, KL_RTOL = 1e-6, 1e-5  # per-row KL vs float64
 
 
-# ---------------------------------------------------------------------------- KL
 @pytest.mark.task("kl")
 @given(batch=batches(bound=20.0, ignore=False), temperature=temperatures)
 def test_kl_is_never_negative(kata, batch, temperature):

@@ -26,7 +26,6 @@ from grader.suites.distillation.strategies import (
 LOSS_ATOL, LOSS_RTOL = 1e-6, 1e-5  # loss values vs float64
 
 
-# -------------------------------------------------------------------------- loss
 @pytest.mark.task("loss")
 @given(batch=batches(), temperature=temperatures)
 def test_loss_with_alpha_one_is_the_scaled_soft_term(kata, batch, temperature):

@@ -27,7 +27,6 @@ from grader.suites.distillation.strategies import (
 GRAD_ATOL, GRAD_RTOL = 1e-5, 1e-4  # gradient vs central finite differences
 
 
-# ---------------------------------------------------------------------- gradient
 @pytest.mark.task("grad")
 @given(batch=batches(), temperature=temperatures, alpha=alphas)
 @example(

@@ -10,7 +10,6 @@ from grader.suites.distillation.oracles import _grad64, _loss64
 SPEED_RATIO = 12.0
 
 
-# ------------------------------------------------------------------------ speed
 @pytest.mark.task("speed")
 @pytest.mark.speed
 def test_loss_and_gradient_are_vectorized(kata):

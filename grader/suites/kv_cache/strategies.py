@@ -12,8 +12,6 @@ from grader.suites import common
 from reference.model import Config, Model
 
 MAX_SEQ = 24
-
-
 V = 32
 
 
@@ -27,15 +25,10 @@ MODELS = {
     "gqa": _model(2, d_model=32, n_heads=4, n_kv_heads=1, d_ff=32),
     "moe": _model(3, d_model=16, n_heads=2, n_kv_heads=1, d_ff=16, n_experts=4, top_k=2),
 }
-
-
 CONFIG_NAMES = list(MODELS)
-
 
 # A small raw cache for the contents checks: (layers, Hkv, Dh, max_len).
 LAYERS, HKV, DH, MAX_LEN = 2, 2, 4, 12
-
-
 KV_DTYPES = (np.float32, np.float16, np.float64)  # keys and values update takes: any floating dtype
 
 
@@ -46,8 +39,6 @@ def _kv_pair(rng: np.random.Generator, t: int, hkv: int = HKV, dh: int = DH) -> 
 
 # Updates in any order of layers, a layer taking several before the next: (layer, t) each.
 layer_orders = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_size=1, max_size=10)
-
-
 ORDER_EXAMPLES = ([(2, 2), (1, 2), (0, 2), (1, 1)], [(0, 1), (0, 2), (1, 3), (2, 1), (2, 2)])
 
 

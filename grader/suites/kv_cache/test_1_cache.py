@@ -49,7 +49,6 @@ def _fill(cache, n: int, rng) -> list[list[np.ndarray]]:
     return written
 
 
-# ---------------------------------------------------------------- cache
 @pytest.mark.task("cache")
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=6), dtype=st.sampled_from(KV_DTYPES))
 @example(sizes=[MAX_LEN], dtype=np.float32)

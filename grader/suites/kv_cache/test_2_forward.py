@@ -15,11 +15,9 @@ from grader.suites.kv_cache.strategies import CONFIG_NAMES, MAX_SEQ, MODELS, V, 
 
 max_abs = lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))  # noqa: E731
 
-
 LOGITS_ATOL = 1e-4  # cached logits vs a full recompute, float32 throughout
 
 
-# -------------------------------------------------------------- forward
 def _chunks(n: int, sizes: list[int]) -> list[tuple[int, int]]:
     """[start, end) spans covering 0..n, taking sizes in turn; the last span takes the rest."""
     spans, start = [], 0

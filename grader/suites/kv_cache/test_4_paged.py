@@ -15,7 +15,6 @@ from grader.suites.kv_cache.strategies import KV_DTYPES, _kv_pair
 
 P_LAYERS, P_HKV, P_DH, P_BLOCKS, P_BLOCK = 2, 1, 2, 6, 4
 
-
 paged_ops = st.lists(
     st.tuples(st.sampled_from(["add", "update", "update", "free"]), st.integers(0, 2), st.integers(1, 6)), max_size=30
 )

@@ -30,17 +30,9 @@ from grader.suites.kv_cache.strategies import (
 from reference.model import Config, Model
 
 QUANT_SLACK = 1e-5  # beyond half a step, as a fraction of a vector's max|x|: float32 rounding of code x scale
-
-
 SCALE_RTOL = 1e-6  # a stored scale against the suite's max|x| / 127 (a few float32 ulps)
-
-
 MIN_AGREEMENT = 0.98  # top-1 agreement of the teacher on an int8 cache with float32, over 256 positions
-
-
 AGREEMENT_PROMPT = "def main"
-
-
 AGREEMENT_CHUNK = 8  # tokens per call after the prompt: teacher-forced, so chunks give what one-token steps give
 
 
@@ -201,8 +193,6 @@ TIE_KEYS = np.array(
     ],
     np.float32,
 )
-
-
 TIE_CODES = np.array(
     [
         [[127, 0, 2, -2], [0, 0, 0, 0], [-127, 0, 2, -2]],

@@ -15,17 +15,12 @@ from grader.suites.kv_cache.strategies import V, _kv_pair
 from reference.model import Config, Model
 
 MIN_GENERATE_SPEEDUP = 3.0  # cached generation vs generate_naive, 384 tokens (see the check for the reference's)
-
-
 MAX_UPDATE_GROWTH = 4.0  # cost of an update at 4096 cached tokens / at 16
 
 
-# ---------------------------------------------------------------- speed
 # Wide attention (8 heads) and one layer: a full recompute costs far more than a
 # decode step's fixed overhead, so the ratio measures the cache, not Python.
 SPEED_PROMPT, SPEED_NEW = 364, 20  # 384 tokens: the model's max_seq_len
-
-
 SPEED_MODEL = Model.random(
     Config(vocab_size=V, d_model=64, n_layers=1, n_heads=8, n_kv_heads=2, d_ff=128, max_seq_len=384), seed=4
 )

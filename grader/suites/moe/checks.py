@@ -5,8 +5,6 @@ call refuses its input.
 from __future__ import annotations
 
 PROB_TOL = 1e-5  # probabilities and gate weights against float64 formulas
-
-
 LOSS_RTOL = 1e-5  # the losses against their float64 formulas
 
 

@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 from grader.suites.common import rng
 
 FLOAT_DTYPES = (np.float32, np.float64)  # the floats the docstrings take: float32 as the models hold, float64
-
-
 FACTORS = [0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 1, 2]  # exact in binary, so any summation order agrees; ints too
 
 

@@ -104,8 +104,6 @@ def test_top_k_rejects_probabilities_that_are_not_distributions(kata):
 
 # The stub's PROB_SUM_TOL: a row of probabilities within this of summing to 1 counts as a distribution.
 DISTRIBUTION_TOL = 1e-3
-
-
 # Each task's function that takes probs, called on a (T, 4) probs (its other arguments fixed).
 TAKES_PROBS = {
     "top_k": lambda kata, probs: kata.top_k_gating(probs, 2),

@@ -19,18 +19,11 @@ from reference.model import WEIGHTS_DIR, Config, Model, rms_norm
 from reference.tokenizer import encode
 
 OUT_ATOL = 1e-4  # layer outputs (float32 matmuls) against float64 ones
-
-
 OUT_RTOL = 1e-4
-
-
 ZERO_TOL = 1e-7  # what still counts as a zero output
-
-
 TOP_K_GAP = 1e-4  # a routing is "clear" when the k-th and (k+1)-th probabilities differ by this
 
 
-# ------------------------------------------------------------ suite's own math
 def _tie_free_layer(salt, T, D, E, F, k, router_scale=1.0):
     """_layer data whose top-k routing is clear on every row (see _clear), for any --seed."""
     for attempt in range(100):
@@ -63,7 +56,6 @@ def _block_inputs(model, layer, x):
     return h, w[p + "router"], w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
 
 
-# ------------------------------------------------------------------------ layer
 @pytest.mark.task("layer")
 def test_moe_with_every_expert_and_no_capacity_is_the_dense_mixture(kata):
     x, w_router, w_gate, w_up, w_down = _layer(11, 10, 8, 4, 12)

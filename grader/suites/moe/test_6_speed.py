@@ -11,21 +11,12 @@ from grader.suites.common import load_baseline, time_ratio
 from grader.suites.moe.strategies import _layer
 
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
-
-
 OVER_LOOP = 10.0  # and must be at least this many times faster than a per-token loop
 
 
-# ------------------------------------------------------------------------ speed
 SPEED_T, SPEED_D, SPEED_F = 2048, 32, 64
-
-
 LOOP_T, LOOP_D, LOOP_F = 4096, 16, 32  # against a per-token loop: small experts, so the loop's overhead shows
-
-
 LOOP_SHARE = 4  # the per-token loop runs on 1/LOOP_SHARE of the tokens, its time scaled up
-
-
 SPEED_REPEATS = 7
 
 

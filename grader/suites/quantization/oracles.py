@@ -187,8 +187,6 @@ def _greedy_plan(sensitivity, sizes, budget, choices, group_size) -> dict[str, i
 
 
 SUITE_ALPHAS = tuple(i / 19 for i in range(20))  # the documented default grid
-
-
 MIN_MEAN = 1e-8  # the documented floor of a channel's mean |x|
 
 

@@ -15,8 +15,6 @@ from grader.suites.quantization.oracles import _expected_q4_0, _expected_q8_0, _
 
 # Hand-computed blocks: (values, d, codes).
 _TIES = [0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.0, -127.0] + [0.0] * 24
-
-
 Q8_0_BLOCKS = {
     # max|x| = 127 so d = 1: every .5 rounds away from zero (0.5 -> 1, 2.5 -> 3, -2.5 -> -3).
     "ties": (_TIES, 1.0, [1, 2, 3, -1, -3, 127, 127, -127] + [0] * 24),
@@ -32,8 +30,6 @@ Q8_0_BLOCKS = {
         [127, 85] + [0] * 30,
     ),
 }
-
-
 Q4_0_BLOCKS = {
     # m = -8 (negative): d = 1, q = min(15, floor(x + 8.5)); ties x = 0.5 -> 9, -0.5 -> 8, 7.5 -> 15.
     "negative max": ([-8.0, 0.5, -0.5, 1.5, 7.5, 3.0] + [0.0] * 26, 1.0, [0, 9, 8, 10, 15, 11] + [8] * 26),
@@ -80,11 +76,7 @@ def test_q4_0_matches_hand_computed_blocks(kata, block):
 # The failure message names the first differing block, so these tests skip
 # Hypothesis's shrinking, which is slow on arrays of 32-64 floats.
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
-
-
 _halves = st.integers(-40, 40).map(lambda k: k / 2)
-
-
 # A pinned largest value that makes d a power of two (Q8_0: d = 127 / 127 or 254 / 127; Q4_0: d = 32 / -8
 # or 64 / -8): halves under it give exact ties, x / d = n + 0.5 in Q8_0 and x / d + 8.5 = n in Q4_0.
 _PINS = [127.0, -127.0, 254.0, -254.0, 32.0, -32.0, 64.0, -64.0]

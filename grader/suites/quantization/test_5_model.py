@@ -21,13 +21,10 @@ from reference.tokenizer import encode
 
 # Mean KL (nats) of next-token distributions, 8-bit model against the float one.
 KL_8BIT = 1e-3
-
-
 # Share of 32 greedily generated tokens the 8-bit model must agree on.
 GREEDY_AGREEMENT = 0.95
 
 
-# ---------------------------------------------------------------------- model
 @pytest.mark.task("model")
 def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata):
     # The model the code is given is the jail's own copy, kept for every later call given the same model: a

@@ -21,44 +21,28 @@ from reference.sampling import probs_from_logits
 from reference.tokenizer import encode
 
 CALIBRATIONS = ("minmax", "percentile", "mse")
-
-
 # Calibrated scales may differ from the float64 formula by this many units in the last place of x's dtype
 # (the cast of a float64 value, computed in another order).
 SCALE_ULPS = 4
-
-
 # The mse scale's squared error may exceed the least over the grid by this share (another summation order),
 # plus N * (SCALE_ULPS * eps * max|x|)^2 in float64 where both are at rounding level (an x on the grid: 0).
 MSE_RTOL = 1e-9
-
-
 # A squared error at a scale cast to float32 may exceed the one at another cast scale it matched in float64
 # by this share (the casts move each scale by up to half a float32 unit, 6e-8 of it).
 CAST_RTOL = 1e-6
-
-
 # On heavy-tailed data at 4 bits, percentile and mse must leave at most this share of min-max's squared
 # error (measured over seeds 0-299: at most 0.80 for percentile and 0.53 for mse on the Student-t draws).
 HEAVY_TAIL_SHARE = 0.9
-
-
 # The KL check's held-out text: the first tokens of the validation docstrings.
 KL_TOKENS = 96
-
-
 # The KL check's mse grid: 20 candidate clips (0.05 max|w| apart) keep its search over the teacher's 1.8M
 # weights to a few tenths of a second and land within a few percent of the default grid's KL.
 KL_GRID = 20
-
-
 # calibrate takes "a float array of any shape": 0-d too, and float16 (its scale comes back in float16).
 CALIBRATION_TENSORS = tensors(
     hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=7),
     st.sampled_from([np.float16, np.float32, np.float64]),
 )
-
-
 # Student-t draws beyond this magnitude are drawn again: a lone value of 120 (one draw in ~100 of 4096) is
 # the outlier so large that min-max is already the least-squares choice, where clipping cannot pay.
 HEAVY_TAIL_CAP = 50.0
@@ -93,8 +77,6 @@ def _assert_scale_is(got: float, want: float, x: np.ndarray, what: str, slack: f
 # The explicit inputs of the calibration checks: all zeros, one outlier among small values (of both signs),
 # values of one magnitude (min-max is exact there), and a symmetric run where |x| and x differ.
 _OUTLIER = np.array([100.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.5], dtype=np.float32)
-
-
 CALIBRATION_EXAMPLES = [
     np.zeros((2, 3), dtype=np.float32),
     _OUTLIER,

@@ -19,21 +19,13 @@ from grader.suites.quantization.strategies import MIXED_GROUP, MIXED_TOKENS, MOD
 from reference.model import Model
 
 PLAN_CHOICES = (2, 3, 4, 8)
-
-
 # A sensitivity may differ from the suite's float64 quantization by this share (plus SENS_ATOL nats): float32
 # arithmetic moves a code only where a value sits at a near-tie, which moves a mean KL by far less.
 SENS_RTOL = 1e-2
-
-
 SENS_ATOL = 1e-8
-
-
 # The small model's mean KL with the plan at the bytes of uniform b bits, over uniform b bits', may be at most
 # this (measured over seeds 0-2: 0.67-0.77 at 3 bits, 0.49-0.94 at 4).
 MIXED_SHARE = {3: 0.85, 4: 1.0}
-
-
 NAMES = ("wq.a", "wv.b", "out", "router.c", "w_up.d", "w_down.e")  # plan checks' weight names, not all sorted
 
 

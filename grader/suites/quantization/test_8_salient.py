@@ -40,27 +40,15 @@ from reference.model import Config, Model
 
 # Scales are float64 formulas: they may differ from the suite's by this share (another order of operations).
 SCALE_RTOL = 1e-9
-
-
 # A chosen alpha's output error may exceed the least over the grid by this share (summation order).
 AWQ_RTOL = 1e-6
-
-
 # A scale read back from a float32 RMSNorm gain (float model's gain over the quantized model's) is this close.
 GAIN_RTOL = 1e-5
-
-
 # Activation-aware 3-bit over plain grouped 3-bit, mean KL on a small model with outlier channels: at most
 # this (measured over seeds 0-2: 0.41-0.57).
 AWQ_SHARE = 0.8
-
-
 OUTLIERS = 4  # outlier channels per RMSNorm of the suite's outlier models
-
-
 OUTLIER_GAIN = 20.0  # their gain; the rows of the weights that read them are divided by as much
-
-
 DENSE_CONFIG = Config(vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64)
 
 

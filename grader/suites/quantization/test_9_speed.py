@@ -13,7 +13,6 @@ from grader.suites.common import load_baseline, rng, time_ratio
 SPEED_RATIO = 5.0
 
 
-# ---------------------------------------------------------------------- speed
 @pytest.mark.task("speed")
 @pytest.mark.speed
 def test_grouped_quantization_is_vectorized(kata):

@@ -10,8 +10,6 @@ from statistics import NormalDist
 import numpy as np
 
 SIGNIFICANCE = 1e-7  # per chi-square or z test: the chance a correct implementation fails it
-
-
 MIN_EXPECTED = 10.0  # chi-square cells expecting fewer draws are pooled
 
 

@@ -20,14 +20,10 @@ def normalized(raw: np.ndarray) -> np.ndarray:
 
 
 P_TWO = normalized(np.array([[0.9, 0.1, 0, 0], [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]]))
-
-
 Q_TWO = normalized(np.array([[0.2, 0.8, 0, 0], [0.7, 0.1, 0.1, 0.1]]))
 
 
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=64)
-
-
 PROMPT = [3, 1, 4, 1, 5]
 
 

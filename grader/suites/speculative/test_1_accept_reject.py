@@ -27,14 +27,8 @@ from grader.suites.speculative.checks import (
 from grader.suites.speculative.strategies import P_TWO, Q_TWO, TOKEN_DTYPES, normalized
 
 TRIALS = 1200  # accept_reject calls per distribution check
-
-
 RATE_TRIALS = 2000  # accept_reject calls per acceptance-rate check
-
-
 ROW_SUM_TOLERANCE = 1e-4  # the stub's: how far a probability row's sum may stray from 1
-
-
 PROB_DTYPES = (np.float64, np.float32)  # probability rows: the stub's float32 or float64
 
 
@@ -87,12 +81,9 @@ def rounds(draw, min_k: int = 1, max_k: int = 4, max_v: int = 8, near: bool = Fa
 
 # Pinned rounds where every listed mistake is far from the right distribution.
 P_SKEWED = normalized(np.array([[8.0, 1, 1, 4, 0, 2], [1, 6, 1, 1, 3, 4], [2, 2, 7, 1, 1, 3], [5, 1, 1, 1, 1, 7]]))
-
-
 Q_SKEWED = normalized(np.array([[1.0, 6, 2, 1, 3, 1], [6, 1, 1, 4, 1, 1], [1, 3, 1, 6, 2, 1]]))
 
 
-# ------------------------------------------------------------ accept_reject
 @pytest.mark.task("accept_reject")
 @settings(max_examples=4)
 @given(case=rounds())

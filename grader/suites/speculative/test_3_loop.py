@@ -18,13 +18,8 @@ from reference.model import Model
 from reference.sampling import generate_naive
 
 LOOP_RUNS = 1000  # speculative_generate runs for the loop's distribution check
-
-
 TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
-
-
 STATS_TOLERANCE = 1e-9  # for the derived SpecStats properties
-
 
 _isclose = math.isclose
 
@@ -42,7 +37,6 @@ def _refuses(call, what: str) -> None:
     raise AssertionError(f"{what} returned instead of raising ValueError")
 
 
-# ------------------------------------------------------------ the loop
 class ReversedLM:
     """A deliberately bad draft: it proposes the token the target likes least."""
 

@@ -19,7 +19,6 @@ from reference.model import WEIGHTS_DIR, Model
 EXTRA_CALLS = 1  # per prompt
 
 
-# ------------------------------------------------------------ speed (exact call counts)
 @pytest.mark.task("speed")
 @pytest.mark.speed
 @pytest.mark.parametrize("n_new,k", [(12, 1), (20, 4), (23, 4), (9, 8), (0, 4)])
