@@ -6,8 +6,9 @@ pass straight after and the kata shows up in `kata list` and `kata grade`:
 
     reference/solutions/NAME.py   two placeholder functions, `as_finite` and `double`, really implemented
     katas/NAME.py                 its stub (grader.kata.stubs.make_stub; `kata reset` makes it again from the solution)
-    grader/suites/test_NAME.py    per function a Hypothesis property and an error check, and a check
-                                  that records the figure the recap quotes
+    grader/suites/NAME/           the suite, a package: __init__.py, and test_NAME.py with per function
+                                  a Hypothesis property and an error check, and a check that records
+                                  the figure the recap quotes
     grader/kata/katas.toml        the kata (order = next free, a recap), a task per function with
                                   hints and follow-up questions, and a ready-made interview
     CHECKLIST.md                  the kata's section, in the format tests/test_katas.py reads
@@ -99,7 +100,8 @@ def paths(name: str, root: Path = ROOT) -> dict[str, Path]:
     return {
         "solution": root / "reference" / "solutions" / f"{name}.py",
         "stub": root / "katas" / f"{name}.py",
-        "suite": root / "grader" / "suites" / f"test_{name}.py",
+        "suite package": root / "grader" / "suites" / name / "__init__.py",
+        "suite": root / "grader" / "suites" / name / f"test_{name}.py",
         "benchmark": root / "benchmarks" / f"bench_{name}.py",
     }
 
@@ -161,6 +163,10 @@ SUITE_TESTS = {
         f"test_{FUNCTION}_of_many_values_is_exact",
     ),
 }
+
+
+def suite_package_text(name: str) -> str:
+    return f'"""The grading suite of the {name} kata: its checks are in test_{name}.py."""\n'
 
 
 def suite_text(name: str, title: str) -> str:
@@ -504,13 +510,13 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     check_name(name, root)
     title, trade = _check_text("title", title), _check_text("trade", trade)
     created = paths(name, root)
-    existing = [str(p.relative_to(root)) for p in created.values() if p.exists()]
+    existing = [str(p.relative_to(root)) for p in [created["suite"].parent, *created.values()] if p.exists()]
     if existing:
         raise ScaffoldError(f"kata {name!r} would overwrite {', '.join(existing)}: nothing was written")
     for needed in (
         created["solution"].parent,
         created["stub"].parent,
-        created["suite"].parent,
+        created["suite"].parent.parent,
         created["benchmark"].parent,
     ):
         if not needed.is_dir():
@@ -530,6 +536,7 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     new_files = {
         created["solution"]: solution,
         created["stub"]: stub,
+        created["suite package"]: suite_package_text(name),
         created["suite"]: suite_text(name, title),
         created["benchmark"]: bench_text(name, title),
     }
@@ -541,8 +548,17 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
     }
     _validated_registry(edits[registry_path])
 
+    return _write(created["suite"].parent, new_files, edits, originals)
+
+
+def _write(folder: Path, new_files: dict[Path, str], edits: dict[Path, str], originals: dict[Path, str]) -> list[Path]:
+    """Make the new folder, create new_files in their order, then write the edits over the files whose
+    texts before are originals; if any write fails, put everything back and raise. Returns the paths written."""
     written: list[Path] = []
+    made = False  # the suite's folder (new_kata refused one already there)
     try:
+        folder.mkdir()
+        made = True
         for path, text in new_files.items():
             with open(path, "x", encoding="utf-8") as f:  # "x": never overwrite a file that appeared meanwhile
                 written.append(path)
@@ -556,5 +572,7 @@ def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Pa
                 path.write_text(originals[path], encoding="utf-8")
             else:
                 path.unlink(missing_ok=True)
+        if made:
+            folder.rmdir()  # empty again: only this call wrote into it
         raise
     return written
