@@ -196,7 +196,9 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
     assert (
         re.search(r"\b\d+ passed", project.stdout)
         and "toykata"
-        in _run(copy, "-m", "pytest", "-q", "--collect-only", "tests/suites/test_katas.py", "-k", f"not ({others})").stdout
+        in _run(
+            copy, "-m", "pytest", "-q", "--collect-only", "tests/suites/test_katas.py", "-k", f"not ({others})"
+        ).stdout
     )
 
     elapsed = time.monotonic() - start
