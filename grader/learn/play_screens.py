@@ -303,7 +303,7 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
     with _running("the kata code"):
         for row in demos.stack(teacher, draft, ids, tokens, k, sources, rounds=rounds):
             rows.append(row)
-            yield from _stack_row(rows, columns)
+            yield from stack_row(rows, columns)
     kept = "yes" if rows[-1].tokens == rows[-2].tokens else "NO"
     yield Line(f"\nspeculative decoding wrote exactly what the int8 teacher writes on its own: {kept}")
     yield Line(f"{prompt}{decode(rows[-1].tokens)}")
@@ -318,7 +318,7 @@ _SLOWER = {
 }
 
 
-def _stack_row(rows: list[demos.Bargain], columns: int) -> Iterator[Line]:
+def stack_row(rows: list[demos.Bargain], columns: int) -> Iterator[Line]:
     """The newest row of `kata play stack`, and why, when it is slower than the row before."""
     row, before = rows[-1], rows[-2] if len(rows) > 1 else None
     same = "same" if row.tokens == rows[0].tokens else "differs"
