@@ -139,7 +139,7 @@ def suite_package_text(name: str) -> str:
 
 
 def suite_text(name: str, title: str) -> str:
-    """grader/suites/test_NAME.py: a property and an error check per function, and the recap's figure."""
+    """grader/suites/NAME/test_NAME.py: a property and an error check per function, and the recap's figure."""
     return _fill("suite.py.tmpl", name=name, title=title)
 
 

@@ -60,6 +60,7 @@ from grader.kata import target as _target
 # What a jail runs, copied out of the checkout. confine.py and prefork.py are there for the zygote.
 RUNTIME_FILES = (
     "grader/jail/__init__.py",
+    "grader/jail/frames.py",
     "grader/jail/protocol.py",
     "grader/jail/server.py",
     "grader/jail/confine.py",
