@@ -7,12 +7,13 @@ its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging. It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
 the registry marks `release = false`: its registry entry (hints, check hints
-and questions with it), its CHECKLIST line, its suite tests and the suite's
-helpers and fixtures that only those tests use. A speed check's baseline
-ships only while released code still calls load_baseline, and a recap that
-quotes a figure only held-back code measures is left out. Interview presets
-on part of a kata are left out too: they hand the candidate the rest of the
-module as the solution writes it.
+and questions with it), its CHECKLIST line, its suite tests (a test module
+holding only those is left out whole) and the helpers, oracles, strategies
+and fixtures that only those use (grader.instructor.held_back). A speed
+check's baseline ships only while released code still calls load_baseline,
+and a recap that quotes a figure only held-back code measures is left out.
+Interview presets on part of a kata are left out too: they hand the
+candidate the rest of the module as the solution writes it.
 
 `write_edition(OUT, held_back=True)` keeps the held-back tasks: that is the
 grading edition the Gradescope kit installs, still without the solutions.
@@ -20,7 +21,6 @@ grading edition the Gradescope kit installs, still without the solutions.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import tomlkit
 
+from grader.instructor import held_back
 from grader.kata.registry import (
     REGISTRY_PATH,
     SUITES_DIR,
@@ -69,7 +70,7 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
 
     registry: the katas.toml to release (default: $KATA_REGISTRY or the
     project's); it becomes the edition's grader/kata/katas.toml, and its katas'
-    suites must sit in grader/suites/."""
+    suites must sit in grader/suites/ (a folder there, or a file)."""
     out = _edition_folder(out)
     registry = Path(registry or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     katas = load_registry(registry)
@@ -146,31 +147,43 @@ class _Edition:
 
 
 def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests) -> None:
-    """TREES into the edition, but for LEFT_OUT and JUNK: each suite without its
-    dropped checks and the code only they use (and its baseline only where what
-    is left still loads one), the registry without its held-back tasks,
-    everything else as it is."""
-    suites = {k.suite.resolve(): k for k in katas}
-    baselines = {(k.suite.parent / f"baseline_{k.name}.py").resolve() for k in katas}
+    """TREES into the edition, but for LEFT_OUT and JUNK: each suite's modules
+    without their dropped checks and the code only those use, none whose checks
+    are all dropped (and the suite's baseline only where what is left still loads
+    one), the registry without its held-back tasks, everything else as it is."""
+    texts = {k.name: held_back.suite_texts(k.suite, dropped_tests[k.name]) for k in katas}
+    suites = {path.resolve(): text for by_path in texts.values() for path, text in by_path.items()}
+    shipped = {kata: [t for t in by_path.values() if t is not None] for kata, by_path in texts.items()}
+    baselines = {(SUITES_DIR / f"baseline_{k.name}.py").resolve(): k for k in katas}
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
             if not path.is_file() or _left_out(path, rel) or path.resolve() in baselines:
                 continue  # a baseline is written after the suite it serves
             if path.resolve() in suites:
-                kata = suites[path.resolve()]
-                source = path.read_text(encoding="utf-8")
-                text = without_functions(source, held_back_code(source, dropped_tests[kata.name]))
-                edition.put(rel, text)
-                baseline = path.parent / f"baseline_{kata.name}.py"
-                if baseline.is_file() and loads_baseline(text):
-                    edition.put(baseline.relative_to(ROOT).as_posix(), source=baseline)
+                if suites[path.resolve()] is not None:  # a test module of held-back checks alone ships nothing
+                    edition.put(rel, suites[path.resolve()])
             elif path == REGISTRY_PATH:
                 presets = whole_kata_presets(registry, drop)
-                text = registry_text(registry.read_text(encoding="utf-8"), drop, presets, lost_recaps(katas, drop))
-                edition.put(rel, text)
+                no_recap = lost_recaps(katas, shipped)
+                edition.put(rel, registry_text(registry.read_text(encoding="utf-8"), drop, presets, no_recap))
             else:
                 edition.put(rel, source=path)
+    for baseline, kata in baselines.items():
+        if baseline.is_file() and any(held_back.loads_baseline(text) for text in shipped[kata.name]):
+            edition.put(baseline.relative_to(ROOT.resolve()).as_posix(), source=baseline)
+
+
+def lost_recaps(katas: tuple[Kata, ...], shipped: dict[str, list[str]]) -> set[str]:
+    """The katas whose recap quotes a figure that no shipped module of their suite
+    records (its `key="..."`): the edition leaves their recap out rather than
+    print "?" for it."""
+    lost = set()
+    for k in katas:
+        keys = {name for _, name, _, _ in string.Formatter().parse(k.recap or "") if name}
+        if any(not any(f'key="{key}"' in text for text in shipped[k.name]) for key in keys):
+            lost.add(k.name)
+    return lost
 
 
 def _left_out(path: Path, rel: str) -> bool:
@@ -186,97 +199,6 @@ def whole_kata_presets(registry: Path, drop: dict[str, set[str]]) -> set[str]:
         for p in load_presets(registry)
         if (not p.tasks or set(p.tasks) == tasks[p.kata]) and not drop.get(p.kata)
     }
-
-
-def without_functions(source: str, names: set[str]) -> str:
-    """source without its top-level functions and classes called `names` (decorators included)."""
-    if not names:
-        return source
-    lines = source.splitlines(keepends=True)
-    spans = []
-    for node in ast.parse(source).body:
-        if isinstance(node, _DEFINITIONS) and node.name in names:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            end = node.end_lineno
-            while end < len(lines) and not lines[end].strip():  # and the blank lines after it
-                end += 1
-            spans.append((start, end))
-    for start, end in sorted(spans, reverse=True):
-        del lines[start:end]
-    return "".join(lines)
-
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def held_back_code(source: str, tests: set[str]) -> set[str]:
-    """The top-level functions and classes of a suite that an edition leaves out with
-    the held-back `tests`: the tests themselves, and every helper, fixture or class
-    that they use (directly or through one another) and nothing kept uses. What is
-    kept: every other test, everything those use, and everything the module's
-    other statements use. A name counts as used where it is read, is a parameter
-    (a fixture) or is a string (pytest.mark.usefixtures)."""
-    if not tests:
-        return set()
-    tree = ast.parse(source)
-    defs = {node.name: node for node in tree.body if isinstance(node, _DEFINITIONS)}
-    uses = {name: _names_used(node) & defs.keys() for name, node in defs.items()}
-    dropped = _reached(uses, tests & defs.keys())
-    roots = set(defs) - dropped
-    for node in tree.body:
-        if not isinstance(node, _DEFINITIONS):
-            roots |= _names_used(node) & defs.keys()
-    return dropped - _reached(uses, roots)
-
-
-def _names_used(node: ast.AST) -> set[str]:
-    found = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
-            found.add(sub.id)
-        elif isinstance(sub, ast.arg):
-            found.add(sub.arg)
-        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-            found.add(sub.value)
-    return found
-
-
-def _reached(uses: dict[str, set[str]], start: set[str]) -> set[str]:
-    """start and every name reachable from it through uses."""
-    seen, stack = set(start), list(start)
-    while stack:
-        for name in uses[stack.pop()] - seen:
-            seen.add(name)
-            stack.append(name)
-    return seen
-
-
-def loads_baseline(source: str) -> bool:
-    """Whether a suite's code calls load_baseline (an import of the name alone does not count)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            called = node.func
-            name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
-            if name == "load_baseline":
-                return True
-    return False
-
-
-def lost_recaps(katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> set[str]:
-    """The katas whose recap quotes a figure that only held-back code records (its
-    `key="..."`): the edition leaves their recap out rather than print "?" for it."""
-    lost = set()
-    for k in katas:
-        if not k.recap or not drop.get(k.name):
-            continue
-        source = k.suite.read_text(encoding="utf-8")
-        kept = without_functions(
-            source, held_back_code(source, {x for t in k.tasks if t.name in drop[k.name] for x in t.tests})
-        )
-        keys = {name for _, name, _, _ in string.Formatter().parse(k.recap) if name}
-        if any(f'key="{key}"' not in kept for key in keys):
-            lost.add(k.name)
-    return lost
 
 
 def registry_text(text: str, drop: dict[str, set[str]], presets: set[str], no_recap: set[str] = frozenset()) -> str:

@@ -251,14 +251,7 @@ def preexec(
     if chosen == "plain":
         return lambda: _last_words(parent)
     if chosen == "uid":
-
-        def drop():
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            _last_words(parent)
-
-        return drop
+        return lambda: _drop_to(uid, parent)
     mounts = view() if mounts is None else mounts
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)
@@ -267,30 +260,36 @@ def preexec(
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", newroot, "tmpfs", MS_NOSUID, "mode=0755,size=4m")
-        _mount_view(newroot, mounts)
-        for mask in masks:  # the solutions and tests, where they sit inside a bound path
-            if os.path.isdir(newroot + mask):
-                _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
-        for dev in ("null", "zero", "urandom", "random"):
-            os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
-            open(newroot + "/dev/" + dev, "w").close()
-            _mount("/dev/" + dev, newroot + "/dev/" + dev, None, MS_BIND)
+        _bind_system(newroot, mounts, masks)
         for folder in (jaildir, *extra):
             _bind_read_only(folder, newroot + folder)
         _mount(workdir, newroot + workdir, None, MS_BIND)
         os.chroot(newroot)
         os.chdir(workdir)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        _last_words(parent)
+        _drop_to(uid, parent)
 
     return confine
 
 
-def _mount_view(newroot: str, mounts: list) -> None:
-    """Make view()'s mounts under newroot: the binds read-only, each empty folder a
-    tmpfs that turns read-only once the packages inside it are bound."""
+def _drop_to(uid: int, parent: int) -> None:
+    """Become uid (its own group too, and no other), then _last_words."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    _last_words(parent)
+
+
+def _bind_read_only(src: str, dst: str, *, recursive: bool = False) -> None:
+    """Bind src at dst (made if missing) read-only, without setuid."""
+    os.makedirs(dst, 0o755, exist_ok=True)
+    _mount(src, dst, None, MS_BIND | (MS_REC if recursive else 0))
+    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def _bind_system(newroot: str, mounts: list, masks: list[str]) -> None:
+    """Into the jail's new root: view()'s mounts (the binds read-only, a symlink copied as one, each
+    empty folder a tmpfs that turns read-only once the packages inside it are bound), the masks
+    hidden under empty tmpfs, and /dev's null, zero, urandom and random."""
     empty = []
     for kind, src in mounts:
         dst = newroot + src
@@ -305,9 +304,10 @@ def _mount_view(newroot: str, mounts: list) -> None:
             _bind_read_only(src, dst, recursive=True)
     for dst in empty:
         _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-
-
-def _bind_read_only(src: str, dst: str, *, recursive: bool = False) -> None:
-    os.makedirs(dst, 0o755, exist_ok=True)
-    _mount(src, dst, None, MS_BIND | (MS_REC if recursive else 0))
-    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    for mask in masks:  # the solutions, the grader and the tests, where they sit inside a bound path
+        if os.path.isdir(newroot + mask):
+            _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
+    for dev in ("null", "zero", "urandom", "random"):
+        os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
+        open(newroot + "/dev/" + dev, "w").close()
+        _mount("/dev/" + dev, newroot + "/dev/" + dev, None, MS_BIND)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from grader.instructor import release
+from grader.instructor import held_back, release
 from grader.kata.registry import REGISTRY_PATH, load_presets, load_registry
 
 if sys.version_info >= (3, 11):
@@ -86,14 +86,39 @@ def test_the_edition_registry_without_presets_holds_no_preset_key():
     assert "preset" not in data and [t["name"] for t in data["kata"][0]["task"]] == ["mean", "held"]
 
 
-# ---------------------------------------------------------------- held back means absent
+SUITE_MODULE = '''"""A test module of two tasks."""
 
-SUITE = """\
 import pytest
 
-SHARED_BAR = 2
+
+@pytest.mark.task("mean")
+def test_kept(toy):
+    assert toy
 
 
+@pytest.mark.task("held")
+@pytest.mark.parametrize("n", [1, 2])
+def test_held(toy, n):
+    assert n
+
+
+def test_after(toy):
+    assert toy
+'''
+
+
+def test_a_suite_module_loses_each_held_back_check_with_its_decorators_and_keeps_the_rest():
+    held = SUITE_MODULE[SUITE_MODULE.index('@pytest.mark.task("held")') : SUITE_MODULE.index("def test_after")]
+    assert held_back.without_functions(SUITE_MODULE, {"test_held"}) == SUITE_MODULE.replace(held, "")
+    assert "parametrize" in held and "test_held" in held  # the check and every decorator of it go
+    assert held_back.without_functions(SUITE_MODULE, set()) == SUITE_MODULE
+
+
+# ---------------------------------------------------------------- held back means absent
+
+# A suite folder as grader/suites/KATA/ is: test modules, and modules of helpers, oracles and fixtures they share.
+SUITE_FOLDER = {
+    "oracles.py": """\
 def _oracle(x):
     return _deeper(x) + 1
 
@@ -104,6 +129,9 @@ def _deeper(x):
 
 def _shared(x):
     return x
+""",
+    "conftest.py": """\
+import pytest
 
 
 @pytest.fixture
@@ -116,43 +144,86 @@ def by_name():
     return 4
 
 
+@pytest.fixture
+def everyone():
+    return 5
+""",
+    "test_1_kept.py": """\
+import pytest
+
+from grader.suites.toy.oracles import _oracle, _shared
+
+BAR = 2
+
+
 class Helper:
     pass
 
 
 @pytest.mark.task("held")
 def test_held(only_held):
-    assert _oracle(only_held) == _shared(7) and Helper
+    assert _oracle(only_held) == 7 and Helper
+
+
+@pytest.mark.task("kept")
+def test_kept(everyone):
+    assert _shared(BAR) == 2
+""",
+    "test_2_held.py": """\
+import pytest
+
+from grader.suites.common import load_baseline
+from grader.suites.toy import oracles
 
 
 @pytest.mark.usefixtures("by_name")
 @pytest.mark.task("held")
 def test_held_too():
-    load_baseline("toy").f()
+    load_baseline("toy").f(oracles._deeper(1))
+""",
+}
 
 
-@pytest.mark.task("kept")
-def test_kept():
-    assert _shared(SHARED_BAR) == 2
-"""
+def suite_folder(tmp_path) -> Path:
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    for name, text in SUITE_FOLDER.items():
+        (folder / name).write_text(text)
+    return folder
 
 
-def test_held_back_tests_take_the_helpers_fixtures_and_classes_only_they_use_with_them():
-    dropped = release.held_back_code(SUITE, {"test_held", "test_held_too"})
-    assert dropped == {"test_held", "test_held_too", "_oracle", "_deeper", "only_held", "by_name", "Helper"}
-    kept = release.without_functions(SUITE, dropped)
-    assert "def _shared(" in kept and "def test_kept(" in kept and "SHARED_BAR = 2" in kept
-    assert "_oracle" not in kept and "class Helper" not in kept and "by_name" not in kept
-    assert release.loads_baseline(SUITE) and not release.loads_baseline(kept)
-    assert not release.loads_baseline("from grader.suites.common import load_baseline\n")
+def test_held_back_checks_take_the_helpers_fixtures_and_classes_only_they_use_from_every_module(tmp_path):
+    folder = suite_folder(tmp_path)
+    texts = {p.name: t for p, t in held_back.suite_texts(folder, {"test_held", "test_held_too"}).items()}
+    assert texts["test_2_held.py"] is None  # held-back checks alone: the module ships nothing
+    assert "_oracle" not in texts["test_1_kept.py"] and "class Helper" not in texts["test_1_kept.py"]
+    assert "from grader.suites.toy.oracles import _shared\n" in texts["test_1_kept.py"]  # its import, rewritten
+    assert "BAR = 2" in texts["test_1_kept.py"] and "def test_kept(everyone)" in texts["test_1_kept.py"]
+    assert "def _shared(" in texts["oracles.py"] and "_oracle" not in texts["oracles.py"]
+    assert "_deeper" not in texts["oracles.py"]  # used by the held-back checks alone, through others
+    assert "def everyone(" in texts["conftest.py"] and "only_held" not in texts["conftest.py"]
+    assert "by_name" not in texts["conftest.py"]  # named by a held-back check's usefixtures
+    assert not any(held_back.loads_baseline(t) for t in texts.values() if t is not None)
+    assert held_back.loads_baseline(SUITE_FOLDER["test_2_held.py"])
+
+
+def test_a_suite_ships_whole_when_nothing_is_held_back(tmp_path):
+    folder = suite_folder(tmp_path)
+    texts = {p.name: t for p, t in held_back.suite_texts(folder, set()).items()}
+    assert texts == SUITE_FOLDER
 
 
 def test_holding_back_llama_cpp_takes_its_bit_exact_encoders_out_of_the_suite():
     kata = next(k for k in load_registry() if k.name == "quantization")
-    source = kata.suite.read_text(encoding="utf-8")
-    dropped = release.held_back_code(source, set(kata.task("llama_cpp").tests))
-    assert {"_expected_q8_0", "_expected_q4_0"} <= dropped
-    assert not dropped & set(kata.task("grouped").tests)
+    texts = held_back.suite_texts(kata.suite, set(kata.task("llama_cpp").tests))
+    oracles = texts[kata.suite / "oracles.py"]
+    assert "def _expected_q8_0(" not in oracles and "def _expected_q4_0(" not in oracles
+    assert "def _expected_q8_0(" in (kata.suite / "oracles.py").read_text()
+    shipped = "\n".join(text for text in texts.values() if text is not None)
+    for path, text in texts.items():
+        if text is not None:
+            compile(text, str(path), "exec")
+    assert all(f"def {test}(" in shipped for test in kata.task("grouped").tests)
 
 
 def held_back_registry(tmp_path, tasks: dict[str, str]) -> Path:
@@ -174,7 +245,8 @@ def test_a_held_back_speed_task_leaves_no_baseline_hint_or_recap_in_the_student_
     suites = out / "grader" / "suites"
     assert not (suites / "baseline_kv_cache.py").exists() and not (suites / "baseline_moe.py").exists()
     assert (suites / "baseline_quantization.py").is_file()  # its speed task is released
-    assert not release.loads_baseline((suites / "test_kv_cache.py").read_text(encoding="utf-8"))
+    shipped = [p.read_text(encoding="utf-8") for p in (suites / "kv_cache").glob("*.py")]
+    assert shipped and not any(held_back.loads_baseline(text) for text in shipped)
     edition = (out / "grader" / "kata" / "katas.toml").read_text(encoding="utf-8")
     for kata in ("kv_cache", "moe"):
         speed = next(k for k in load_registry(registry) if k.name == kata).task("speed")
@@ -190,6 +262,5 @@ def test_the_grading_edition_keeps_the_baselines_of_held_back_speed_tasks(tmp_pa
     out = tmp_path / "grading"
     release.write_edition(out, held_back=True, registry=registry)
     assert (out / "grader" / "suites" / "baseline_kv_cache.py").is_file()
-    assert (
-        "test_cached_generation_is_at_least_3x_faster" in (out / "grader" / "suites" / "test_kv_cache.py").read_text()
-    )
+    speed = (out / "grader" / "suites" / "kv_cache" / "test_6_speed.py").read_text()
+    assert "def test_cached_generation_is_at_least_3x_faster" in speed

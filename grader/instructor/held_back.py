@@ -1,0 +1,186 @@
+"""What a held-back task takes out of its suite in the student edition: its
+checks, and every helper, oracle, strategy, fixture and class that only they
+use, in whichever module of the suite it is defined (a suite folder's test
+modules, checks.py, oracles.py, strategies.py, conftest.py; or a single-file
+suite). Read from the source, never imported.
+
+A definition stays when anything that stays uses it: a released check, a
+module-level statement of a module that ships, or another definition that
+stays. A name counts as used where it is read, is a parameter (a fixture),
+is a string (pytest.mark.usefixtures) or is an attribute of a suite module
+imported whole. An import of a name that goes goes with it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.kata.registry import suite_modules
+
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+Ref = tuple[str, str]  # (module stem, name): a top-level definition of the suite
+
+
+@dataclass
+class _Module:
+    path: Path
+    tree: ast.Module
+    defs: dict[str, ast.stmt] = field(default_factory=dict)
+    names: dict[str, Ref] = field(default_factory=dict)  # local name -> the suite definition it imports
+    aliases: dict[str, str] = field(default_factory=dict)  # local name -> the suite module it imports whole
+
+
+def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
+    """Every module of a suite (a folder's .py files, or the file) -> its text in the
+    edition without the held-back `tests` and the code only they use; None for a test
+    module whose every check is held back (it ships nothing)."""
+    paths = sorted(Path(suite).glob("*.py")) if Path(suite).is_dir() else [Path(suite)]
+    modules = {p.stem: _parse(p, suite) for p in paths}
+    test_modules = {p.stem for p in suite_modules(suite)}
+    gone = {stem for stem in test_modules if _only_checks_of(modules[stem], tests)}
+    dropped = {(stem, name) for stem, m in modules.items() for name in m.defs if name in tests or stem in gone}
+    dropped |= {ref for stem in gone for node in _statements(modules[stem]) for ref in _uses(modules, stem, node)}
+    uses = {(stem, name): _uses(modules, stem, node) for stem, m in modules.items() for name, node in m.defs.items()}
+    dropped = _reached(uses, dropped)
+    kept = {ref for ref in uses if ref not in dropped}
+    kept |= {
+        ref
+        for stem in modules.keys() - gone
+        for node in _statements(modules[stem])
+        for ref in _uses(modules, stem, node)
+    }
+    removed = dropped - _reached(uses, kept)
+    out: dict[Path, str | None] = {}
+    for stem, m in modules.items():
+        text = m.path.read_text(encoding="utf-8")
+        if stem in gone:
+            out[m.path] = None
+        else:
+            out[m.path] = _without(text, m, {name for s, name in removed if s == stem}, removed)
+    return out
+
+
+def loads_baseline(source: str) -> bool:
+    """Whether a module's code calls load_baseline (an import of the name alone does not count)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
+            if name == "load_baseline":
+                return True
+    return False
+
+
+def without_functions(source: str, names: set[str]) -> str:
+    """source without its top-level functions and classes called `names` (decorators included)."""
+    if not names:
+        return source
+    return _delete(
+        source, [node for node in ast.parse(source).body if isinstance(node, DEFINITIONS) and node.name in names]
+    )
+
+
+def _parse(path: Path, suite: Path) -> _Module:
+    """A module of the suite, with what it defines and what of the suite it imports."""
+    m = _Module(path, ast.parse(path.read_text(encoding="utf-8")))
+    package = Path(suite).name if Path(suite).is_dir() else None
+    for node in m.tree.body:
+        if isinstance(node, DEFINITIONS):
+            m.defs[node.name] = node
+        elif isinstance(node, ast.ImportFrom) and package:
+            parts = (node.module or "").split(".")
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if node.level == 0 and parts[-1] == package:  # from grader.suites.KATA import oracles
+                    m.aliases[local] = alias.name
+                elif (node.level == 1 and len(parts) == 1) or (node.level == 0 and parts[-2:-1] == [package]):
+                    m.names[local] = (parts[-1], alias.name)  # from grader.suites.KATA.oracles import x
+    return m
+
+
+def _statements(m: _Module) -> list[ast.stmt]:
+    """A module's top-level statements but its definitions and imports."""
+    return [n for n in m.tree.body if not isinstance(n, (*DEFINITIONS, ast.Import, ast.ImportFrom))]
+
+
+def _uses(modules: dict[str, _Module], stem: str, node: ast.AST) -> set[Ref]:
+    """The suite definitions that node, in module stem, uses."""
+    m, found = modules[stem], set()
+    conftest = modules.get("conftest")
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id in m.aliases:
+            found.add((m.aliases[sub.value.id], sub.attr))
+            continue
+        name = _name_of(sub)
+        if name is None:
+            continue
+        if name in m.defs:
+            found.add((stem, name))
+        elif name in m.names:
+            found.add(m.names[name])
+        elif conftest is not None and name in conftest.defs:  # a fixture, by its parameter's name
+            found.add(("conftest", name))
+    return {(s, n) for s, n in found if s in modules and n in modules[s].defs}
+
+
+def _name_of(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _reached(uses: dict[Ref, set[Ref]], start: set[Ref]) -> set[Ref]:
+    """start and every definition reachable from it through uses."""
+    seen, stack = set(start), list(start)
+    while stack:
+        for ref in uses.get(stack.pop(), set()) - seen:
+            seen.add(ref)
+            stack.append(ref)
+    return seen
+
+
+def _only_checks_of(m: _Module, tests: set[str]) -> bool:
+    """Whether every test function of a test module is one of `tests` (and it has one)."""
+    mine = {name for name, node in m.defs.items() if isinstance(node, ast.FunctionDef) and name.startswith("test")}
+    return bool(mine) and mine <= tests
+
+
+def _without(text: str, m: _Module, names: set[str], removed: set[Ref]) -> str:
+    """text without the definitions `names`, and without its imports of removed definitions
+    (an import that names only those goes whole; one that names others too is rewritten)."""
+    if not names and not any(ref in removed for ref in m.names.values()):
+        return text
+    deleted = [m.defs[name] for name in names]
+    rewritten = {}
+    for node in m.tree.body:
+        if isinstance(node, ast.ImportFrom):
+            keep = [a for a in node.names if m.names.get(a.asname or a.name) not in removed]
+            if not keep:
+                deleted.append(node)
+            elif len(keep) < len(node.names):
+                rewritten[node.lineno] = (node, ast.unparse(ast.ImportFrom(node.module, keep, node.level)) + "\n")
+    return _delete(text, deleted, rewritten)
+
+
+def _delete(text: str, nodes: list[ast.stmt], rewritten: dict | None = None) -> str:
+    """text without the lines of nodes (a definition's decorators and the blank lines after it
+    included), and with each rewritten node's lines replaced by its new text."""
+    lines = text.splitlines(keepends=True)
+    spans = []
+    for node in nodes:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        end = node.end_lineno
+        while isinstance(node, DEFINITIONS) and end < len(lines) and not lines[end].strip():
+            end += 1
+        spans.append((start, end, ""))
+    for node, new in (rewritten or {}).values():
+        spans.append((node.lineno - 1, node.end_lineno, new))
+    for start, end, new in sorted(spans, reverse=True):
+        lines[start:end] = [new] if new else []
+    return "".join(lines)
