@@ -100,6 +100,7 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeo
     if n == 0:
         raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
     click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
+    _warn_unless_pinned()
     with click.progressbar(
         length=n * len(katas), label="grading", file=sys.stderr, item_show_func=lambda item: item
     ) as bar:
@@ -164,7 +165,7 @@ def gradescope_group():
 def gradescope_build_cmd(out, seed, seed_from_metadata):
     """Write OUT (.zip): the autograder to upload to a Gradescope programming assignment.
 
-    It holds setup.sh (installs Python, bubblewrap and this package), run_autograder
+    It holds setup.sh (installs Python, bubblewrap and the pinned dependencies), run_autograder
     and the grading edition of this project: every task, never the reference solutions.
     """
     from grader.instructor import gradescope_kit as gradescope
@@ -173,9 +174,10 @@ def gradescope_build_cmd(out, seed, seed_from_metadata):
         gradescope.build(Path(out), seed=seed, seed_from_metadata=seed_from_metadata)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(
-        f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu base image, Python >= 3.10)"
-    )
+    from grader.instructor import pins
+
+    python = pins.pinned()["python"]
+    click.echo(f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu, Python >= {python})")
 
 
 @gradescope_group.command("run")
@@ -190,4 +192,15 @@ def gradescope_run_cmd(root):
     """Grade ROOT/submission and write ROOT/results/results.json, even when grading fails (run_autograder runs this)."""
     from grader.instructor import gradescope_kit as gradescope
 
+    _warn_unless_pinned()
     sys.exit(gradescope.run(Path(root)))
+
+
+def _warn_unless_pinned() -> None:
+    """One line on stderr when this grader runs on other versions than the kits pin."""
+    from grader.grading import versions
+    from grader.instructor import pins
+
+    warning = pins.drift(versions.installed(), pins.pinned())
+    if warning:
+        click.echo(warning, err=True)

@@ -7,24 +7,33 @@ zip's root:
 
 - the grading edition of this project (grader.instructor.release.write_edition with
   held_back=True: every task, the held-back ones included, but never the
-  reference solutions or tests/), and kata-gradescope.json, which says how to
-  seed the grading;
+  reference solutions or tests/), kata-gradescope.json, which says how to
+  seed the grading, and requirements.txt, the package's dependencies;
 - setup.sh, run once as root when Gradescope builds the image: Python,
-  bubblewrap, and this package with its dependencies in /autograder/venv;
+  bubblewrap, and the dependencies in /autograder/venv at the versions
+  grader/instructor/constraints.txt pins (`pip install -c`). The grader
+  itself is not installed there: it runs from /autograder/source, which only
+  root may read, so neither a namespaced jail (which sees the venv's numpy
+  and nothing else of it, grader.jail.confine.view) nor one that shares the
+  file system under a uid of its own reads the held-back suites or baselines;
 - run_autograder, run for each submission: `kata gradescope run` (run()
   below) finds the kata modules anywhere in /autograder/submission, grades
   them in the jail and writes /autograder/results/results.json. If Python
   cannot even start, the script writes a score-0 results.json itself: the
   student always reads a reason, never Gradescope's bare "autograder failed".
 
+Both scripts are template files (templates/gradescope_*), filled in by build().
 results.json itself is grader.output.gradescope_results's, which `kata grade --gradescope FILE` writes too.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import io
 import json
 import os
+import re
+import sys
 import tempfile
 import time
 import traceback
@@ -33,11 +42,16 @@ from pathlib import Path
 
 from grader.grading import seeds
 from grader.grading.runner import grade
-from grader.instructor import release
+from grader.instructor import pins, release
 from grader.instructor.submissions import SubmissionError, find_katas_dir
 from grader.kata.registry import load_registry
 from grader.output import files
 from grader.output.gradescope_results import code_span, error_results, results
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 CONFIG_NAME = "kata-gradescope.json"  # in /autograder/source: the seed settings build() chose
 # ------------------------------------------------------------------ run_autograder
@@ -142,55 +156,29 @@ def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:
 
 # ------------------------------------------------------------------ the zip
 
-SETUP_SH = """\
-#!/usr/bin/env bash
-# Gradescope runs this once, as root, while it builds the autograder's image
-# (Ubuntu; /autograder/source holds this zip's contents).
-set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-# bubblewrap: the jail's namespaces when the grader does not run as root.
-apt-get install -y --no-install-recommends python3 python3-pip python3-venv bubblewrap
-if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-    echo "the grader needs Python >= 3.10; this image has $(python3 --version 2>&1):" \\
-         "choose a newer Ubuntu base image in the autograder settings" >&2
-    exit 1
-fi
-# A virtual environment of its own: the image's Python packages stay as they are.
-python3 -m venv /autograder/venv
-/autograder/venv/bin/python -m pip install --upgrade pip
-/autograder/venv/bin/python -m pip install /autograder/source
-"""
+TEMPLATES = importlib.resources.files("grader.instructor") / "templates"
+SCRIPTS = {"setup.sh": "gradescope_setup.sh", "run_autograder": "gradescope_run_autograder"}  # in the zip: template
 
-RUN_AUTOGRADER = """\
-#!/usr/bin/env bash
-# Gradescope runs this for every submission. It grades /autograder/submission
-# and writes /autograder/results/results.json; if the grader cannot even
-# start, it writes a score-0 results.json itself, so the student reads why.
-# KATA_AUTOGRADER_ROOT, KATA_AUTOGRADER_SOURCE and KATA_PYTHON let the
-# grader's own tests run this script outside Gradescope.
-set -u
-root="${KATA_AUTOGRADER_ROOT:-/autograder}"
-case "$root" in /*) ;; *) root="$PWD/$root" ;; esac
-source_dir="${KATA_AUTOGRADER_SOURCE:-$root/source}"
-python="${KATA_PYTHON:-/autograder/venv/bin/python}"
-results="$root/results/results.json"
-mkdir -p "$root/results"
-rm -f "$results"
-# From the source folder, so the grader is the one this zip carries.
-(cd "$source_dir" && exec "$python" -m grader.cli gradescope run --root "$root")
-status=$?
-if [ ! -s "$results" ]; then
-    echo "kata gradescope run exited with status $status without writing $results; writing a score-0 one" >&2
-    message="**Not graded: 0 points.** The autograder could not start (exit status $status)."
-    message="$message This is not your fault: tell your instructor."
-    format='{"score": 0, "output": "%s", "output_format": "md", "stdout_visibility": "hidden", "tests": ['
-    format="$format"'{"name": "submission", "number": "0", "score": 0, "max_score": @MAX_SCORE@, "status": "failed",'
-    format="$format"' "visibility": "visible", "output": "%s", "output_format": "md"}]}\\n'
-    printf "$format" "$message" "$message" > "$results"
-fi
-exit 0
-"""
+
+def script_text(template: str, **values: str) -> str:
+    """templates/<template> with each @NAME@ replaced by values[NAME]; ValueError
+    if a placeholder is left or a value has no placeholder."""
+    text = (TEMPLATES / template).read_text(encoding="utf-8")
+    for name, value in values.items():
+        if f"@{name}@" not in text:
+            raise ValueError(f"templates/{template} has no @{name}@")
+        text = text.replace(f"@{name}@", value)
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:
+        raise ValueError(f"templates/{template} still holds {', '.join(sorted(set(left)))}")
+    return text
+
+
+def requirements_text(pyproject: Path) -> str:
+    """requirements.txt for setup.sh: the runtime dependencies pyproject.toml lists, one a line."""
+    with open(pyproject, "rb") as f:
+        dependencies = tomllib.load(f).get("project", {}).get("dependencies", [])
+    return "".join(f"{d}\n" for d in dependencies)
 
 
 def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> None:
@@ -215,7 +203,14 @@ def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> 
         (source / CONFIG_NAME).write_text(
             json.dumps({"seed": seed, "seed_from_metadata": seed_from_metadata}, indent=1) + "\n", encoding="utf-8"
         )
-        scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER.replace("@MAX_SCORE@", str(total))}
+        python = pins.pinned()["python"]
+        scripts = {
+            "setup.sh": script_text(
+                SCRIPTS["setup.sh"], MIN_PYTHON=python.replace(".", ", "), MIN_PYTHON_DOTTED=python
+            ),
+            "run_autograder": script_text(SCRIPTS["run_autograder"], MAX_SCORE=str(total)),
+        }
+        (source / "requirements.txt").write_text(requirements_text(source / "pyproject.toml"), encoding="utf-8")
         zipped = io.BytesIO()
         with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
             for name, text in scripts.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from grader.grading import versions
 from grader.grading.events import Status
 from grader.grading.runner import GradeResult, TaskResult
 from grader.kata.registry import load_registry
@@ -61,7 +62,13 @@ def results(result: GradeResult, *, seed: int, note: str = "") -> dict:
         "output_format": "md",
         "test_name_format": "text",
         "stdout_visibility": "hidden",  # the log holds tracebacks and paths meant for the instructor
-        "extra_data": {"seed": seed, "score": result.score, "max_score": result.max_score, "version": RESULTS_VERSION},
+        "extra_data": {
+            "seed": seed,
+            "score": result.score,
+            "max_score": result.max_score,
+            "version": RESULTS_VERSION,
+            "versions": versions.installed(),
+        },
         "tests": tests,
         "leaderboard": _leaderboard(result),
     }
@@ -177,7 +184,14 @@ def error_results(message: str, *, seed: int | None, execution_time: float) -> d
         "output": output,
         "output_format": "md",
         "stdout_visibility": "hidden",
-        "extra_data": {"seed": seed, "score": 0, "max_score": total, "version": RESULTS_VERSION, "error": message},
+        "extra_data": {
+            "seed": seed,
+            "score": 0,
+            "max_score": total,
+            "version": RESULTS_VERSION,
+            "versions": versions.installed(),
+            "error": message,
+        },
         "tests": [test],
     }
 

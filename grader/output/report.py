@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from grader.grading import versions
 from grader.grading.events import Status
 from grader.grading.runner import GradeResult, TaskResult
 from grader.kata import target as _target
@@ -303,6 +304,7 @@ def as_json(result: GradeResult) -> dict:
         "target": result.target,
         "duration": result.duration,
         "interrupted": result.interrupted,
+        "versions": versions.installed(),  # Python, numpy, pytest and Hypothesis: what a grade may depend on
         "katas": [
             {
                 "name": k.name,

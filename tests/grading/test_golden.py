@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ def stable(data: dict, target: Path) -> dict:
     """The JSON without what changes between runs of the same code and seed."""
     data = json.loads(json.dumps(data).replace(str(target), "<target>"))
     data.pop("duration")
+    data.pop("versions")  # this machine's Python and packages: test_the_json_records_the_versions_it_graded_with
     for kata in data["katas"]:
         kata.pop("duration")
         for task in kata["tasks"]:
@@ -64,3 +66,17 @@ def test_the_json_says_its_version():
     assert report.JSON_VERSION >= 2
     for path in GOLDEN.glob("*.json"):
         assert json.loads(path.read_text())["version"] == report.JSON_VERSION
+
+
+def test_the_json_records_the_versions_it_graded_with():
+    import hypothesis
+    import numpy
+
+    toy = load_registry(TOY / "katas.toml")
+    data = report.as_json(grade(list(toy), str(SUBS / "stub"), limits=FAST))
+    assert data["versions"] == {
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "pytest": pytest.__version__,
+        "hypothesis": hypothesis.__version__,
+    }

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
+from grader.grading import versions
 from grader.grading.events import Status
 from grader.grading.runner import GradeResult, KataResult, TaskResult, grade
 from grader.instructor import gradescope_kit as gradescope
@@ -26,6 +27,11 @@ from grader.kata.registry import load_registry
 from grader.output import gradescope_results, report
 
 from helpers import FAST, SUBS, TOY
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -107,7 +113,14 @@ def test_the_schema_rejects_a_wrong_type_an_unknown_value_and_an_unknown_field(c
 
 def test_a_correct_submission_scores_every_point_with_one_passed_test_per_task(graded):
     data = valid(gradescope_results.results(graded["correct"], seed=0))
-    assert data["score"] == 4 and data["extra_data"] == {"seed": 0, "score": 4, "max_score": 4, "version": 1}
+    assert data["score"] == 4 and data["extra_data"] == {
+        "seed": 0,
+        "score": 4,
+        "max_score": 4,
+        "version": 1,
+        "versions": versions.installed(),
+    }
+    assert set(versions.installed()) == {"python", "numpy", "pytest", "hypothesis"}
     assert [(t["name"], t["number"], t["score"], t["max_score"], t["status"]) for t in data["tests"]] == [
         ("toy / mean: mean_of: the mean of an array", "1.1", 2, 2, "passed"),
         ("toy / scale: scale: multiply by a number", "1.2", 1, 1, "passed"),
@@ -233,6 +246,7 @@ def test_error_results_score_0_out_of_every_point_with_the_message():
     assert "no kata modules here" in data["output"]
     (test,) = data["tests"]
     assert (test["name"], test["score"], test["max_score"], test["status"]) == ("submission", 0, 4, "failed")
+    assert data["extra_data"]["versions"] == versions.installed()  # what would have graded it
 
 
 # ------------------------------------------------------------------ run()
@@ -425,8 +439,19 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
         total = sum(k.max_score for k in load_registry())
         assert f'"max_score": {total},' in zf.read("run_autograder").decode()
         setup = zf.read("setup.sh").decode()
+        requirements = zf.read("requirements.txt").decode()
+        constraints = zf.read("grader/instructor/constraints.txt").decode()
     assert "apt-get install -y --no-install-recommends python3 python3-pip python3-venv bubblewrap" in setup
-    assert "python3 -m venv /autograder/venv" in setup and "pip install /autograder/source" in setup
+    assert "python3 -m venv /autograder/venv" in setup
+    # The dependencies at the pinned versions, the grader not installed (it runs from the source folder, root's alone).
+    pinned = "pip install -c /autograder/source/grader/instructor/constraints.txt"
+    install = f"{pinned} \\\n    -r /autograder/source/requirements.txt"
+    assert install in setup and "pip install /autograder/source" not in setup
+    assert "chmod -R go-rwx /autograder/source\n" in setup and "sys.version_info < (3, 11)" in setup
+    assert (
+        requirements.splitlines() == tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["dependencies"]
+    )
+    assert constraints == (CHECKOUT / "grader" / "instructor" / "constraints.txt").read_text()
 
 
 @pytest.mark.parametrize(
