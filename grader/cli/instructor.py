@@ -125,20 +125,37 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeo
 
 @click.command("classroom")
 @click.argument("dest", default=".", type=click.Path(file_okay=False))
+@click.option(
+    "--grader-url",
+    required=True,
+    metavar="URL",
+    help="https:// address of the grader's wheel, one you control (e.g. built with "
+    "`pip wheel --no-deps STUDENT_EDITION`); the workflow installs this, never the student's grader/.",
+)
+@click.option(
+    "--grader-sha256", required=True, metavar="HEX", help="The wheel's sha256 (sha256sum's output); pip checks it."
+)
 @click.option("--force", is_flag=True, help="Overwrite the files if they exist.")
-def classroom_cmd(dest, force):
+def classroom_cmd(dest, grader_url, grader_sha256, force):
     """Write GitHub Classroom's autograding files into DEST (default: here).
 
     DEST is the student repository's template, such as a student edition
-    from kata release. Writes .github/workflows/classroom.yml (one test per
-    released task, `kata grade KATA:TASK`, worth the task's points) and
+    from kata release. Writes .github/classroom/install-grader.sh (installs
+    the grader from the wheel at --grader-url, hash-checked, with pinned
+    dependencies, and bubblewrap, or stops if the runner cannot isolate),
+    .github/workflows/classroom.yml (one test per released task, `kata grade
+    KATA:TASK` in the jail, worth the task's points) and
     .github/classroom/autograding.json (the same tests in the older format).
     """
     from grader.instructor import classroom
 
     katas = load_registry()
     try:
-        written = classroom.write(Path(dest), katas, force=force)
+        classroom.check_grader(grader_url, grader_sha256)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--grader-url / --grader-sha256") from None
+    try:
+        written = classroom.write(Path(dest), katas, grader_url=grader_url, grader_sha256=grader_sha256, force=force)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     n = len(classroom.tests(katas))

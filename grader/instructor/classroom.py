@@ -1,16 +1,30 @@
-"""GitHub Classroom's autograding for the katas: one test per task, worth its points.
+"""GitHub Classroom's autograding for the katas: one test per task, worth its points,
+graded by the instructor's grader in a jail.
 
 GitHub Classroom grades a push by running commands and scoring each by its
 exit code. `kata grade KATA:TASK` exits 0 exactly when that task passes, so
-each task is one command. `kata classroom DIR` writes, into the student
-repository's template (a student edition from `kata release`):
+each task is one command. `kata classroom DIR --grader-url URL --grader-sha256 HEX`
+writes, into the student repository's template (a student edition from `kata release`):
 
-- .github/workflows/classroom.yml: the workflow Classroom runs. It installs
-  the project, runs one `classroom-resources/autograding-command-grader`
-  step per task, then the `autograding-grading-reporter` step that sends
-  the points to Classroom.
+- .github/classroom/install-grader.sh (templates/classroom_install.sh): installs
+  bubblewrap and checks that it can isolate the learner's code on the runner (on
+  Ubuntu 24.04 it first lifts AppArmor's ban on unprivileged user namespaces, which
+  bubblewrap needs), or stops saying it cannot; then installs the grader from the
+  wheel at URL, which pip checks against its sha256, with the dependencies at the
+  versions the wheel's constraints.txt pins. The repository's own grader/, which
+  the student may have edited, is never installed or run.
+- .github/workflows/classroom.yml (templates/classroom.yml): the workflow Classroom
+  runs. It runs the script, then one `classroom-resources/autograding-command-grader`
+  step per task (KATA_JAIL=bwrap, so the grader fails rather than grade unconfined,
+  on the repository's katas/), then the `autograding-grading-reporter` step that
+  sends the points to Classroom.
 - .github/classroom/autograding.json: the same tests in the older format
-  that Classroom's assignment page imports.
+  that Classroom's assignment page imports (the first test's setup runs the script).
+
+A student who edits these files in their repository changes what grades them: this
+kit stops a student's edited grader/ from grading their work, not an edited
+workflow. `kata grade-all` over the class's repositories on the instructor's
+machine is the grade to trust (docs/instructors.md).
 
 Tasks held back from the student edition (release = false) are left out:
 their suites are not in the students' repositories.
@@ -19,16 +33,22 @@ their suites are not in the students' repositories.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import urlparse
 
+from grader.instructor import scripts
 from grader.kata.registry import Kata
 
 TIMEOUT_MINUTES = 10  # per task; a kata grades in seconds, installing takes longer on a cold runner
-PYTHON = "3.11"
+PYTHON = "3.11"  # what the runner sets up: the pinned dependencies (constraints.txt) need 3.11 or later
+INSTALL = ".github/classroom/install-grader.sh"  # in the student's repository
+PACKAGE = "llm-speed-katas"  # the distribution the grader's wheel holds (pyproject.toml's name)
 
 
 def tests(katas: tuple[Kata, ...] | list[Kata]) -> list[dict]:
-    """One test per released task: {id, name, command, points}."""
+    """One test per released task: {id, name, command, points}. The command grades the
+    repository's katas/ with the installed grader, in bubblewrap's jail or not at all."""
     out = []
     for k in katas:
         for t in k.tasks:
@@ -37,11 +57,27 @@ def tests(katas: tuple[Kata, ...] | list[Kata]) -> list[dict]:
                     {
                         "id": f"{k.name}-{t.name}".replace("_", "-"),
                         "name": f"{k.name}:{t.name}",
-                        "command": f"kata grade {k.name}:{t.name}",
+                        "command": f"KATA_JAIL=bwrap kata grade {k.name}:{t.name} --target ./katas",
                         "points": t.points,
                     }
                 )
     return out
+
+
+def check_grader(url: str, sha256: str) -> None:
+    """ValueError unless url is an https:// address of a wheel (.whl) and sha256 its 64 hex digits."""
+    where = urlparse(url)
+    if where.scheme != "https" or not where.netloc or not where.path.endswith(".whl"):
+        raise ValueError(
+            f"the grader's URL must be an https:// address of a wheel file (.../NAME-VERSION-...-any.whl), got {url!r}"
+        )
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError(f"the grader's sha256 must be 64 hexadecimal digits (sha256sum's output), got {sha256!r}")
+
+
+def install_script(url: str, sha256: str) -> str:
+    """.github/classroom/install-grader.sh for the grader wheel at url with that sha256."""
+    return scripts.filled("classroom_install.sh", GRADER_URL=url, GRADER_SHA256=sha256, PACKAGE=PACKAGE)
 
 
 def _q(text: str) -> str:
@@ -52,34 +88,9 @@ def _q(text: str) -> str:
 def workflow_text(katas) -> str:
     """.github/workflows/classroom.yml."""
     cases = tests(katas)
-    lines = [
-        "# Written by `kata classroom`: one autograding test per kata task, worth its points.",
-        "name: Autograding Tests",
-        "on:",
-        "  - push",
-        "  - repository_dispatch",
-        "permissions:",
-        "  checks: write",
-        "  actions: read",
-        "  contents: read",
-        "jobs:",
-        "  run-autograding-tests:",
-        "    runs-on: ubuntu-latest",
-        "    if: github.actor != 'github-classroom[bot]'",
-        "    steps:",
-        "      - name: Checkout code",
-        "        uses: actions/checkout@v4",
-        "      - name: Set up Python",
-        "        uses: actions/setup-python@v5",
-        "        with:",
-        f"          python-version: {_q(PYTHON)}",
-        "      - name: Install the katas and bubblewrap (the grader's jail)",
-        "        run: |",
-        "          sudo apt-get install -y bubblewrap || true",
-        "          python -m pip install -e .",
-    ]
+    steps = []
     for c in cases:
-        lines += [
+        steps += [
             f"      - name: {_q(c['name'])}",
             f"        id: {c['id']}",
             "        uses: classroom-resources/autograding-command-grader@v1",
@@ -90,26 +101,23 @@ def workflow_text(katas) -> str:
             f"          timeout: {TIMEOUT_MINUTES}",
             f"          max-score: {c['points']}",
         ]
-    lines += [
-        "      - name: Autograding Reporter",
-        "        uses: classroom-resources/autograding-grading-reporter@v1",
-        "        env:",
-    ]
-    lines += [f'          {c["id"].upper()}_RESULTS: "${{{{steps.{c["id"]}.outputs.result}}}}"' for c in cases]
-    lines += [
-        "        with:",
-        f"          runners: {_q(','.join(c['id'] for c in cases))}",
-    ]
-    return "\n".join(lines) + "\n"
+    reporter = [f'          {c["id"].upper()}_RESULTS: "${{{{steps.{c["id"]}.outputs.result}}}}"' for c in cases]
+    return scripts.filled(
+        "classroom.yml",
+        PYTHON=PYTHON,
+        STEPS="\n".join(steps),
+        REPORTER_ENV="\n".join(reporter),
+        RUNNERS=",".join(c["id"] for c in cases),
+    )
 
 
 def autograding_json(katas) -> dict:
-    """.github/classroom/autograding.json."""
+    """.github/classroom/autograding.json: the first test's setup installs the grader and its jail."""
     return {
         "tests": [
             {
                 "name": c["name"],
-                "setup": "python -m pip install -e .",
+                "setup": f"bash {INSTALL}" if i == 0 else "",
                 "run": c["command"],
                 "input": "",
                 "output": "",
@@ -117,20 +125,22 @@ def autograding_json(katas) -> dict:
                 "timeout": TIMEOUT_MINUTES,
                 "points": c["points"],
             }
-            for c in tests(katas)
+            for i, c in enumerate(tests(katas))
         ]
     }
 
 
-def write(dest: Path, katas, *, force: bool = False) -> list[Path]:
-    """Write both files under dest; ValueError if dest is not a folder or a
-    file exists and force is not set."""
+def write(dest: Path, katas, *, grader_url: str, grader_sha256: str, force: bool = False) -> list[Path]:
+    """Write the three files under dest; ValueError if dest is not a folder, the grader's
+    URL or sha256 is not one (check_grader), or a file exists and force is not set."""
     dest = Path(dest)
     if not dest.is_dir():
         raise ValueError(f"{dest} is not a folder; give the student repository's template (from `kata release`)")
+    check_grader(grader_url, grader_sha256)
     files = {
         dest / ".github" / "workflows" / "classroom.yml": workflow_text(katas),
         dest / ".github" / "classroom" / "autograding.json": json.dumps(autograding_json(katas), indent=2) + "\n",
+        dest / INSTALL: install_script(grader_url, grader_sha256),
     }
     existing = [p for p in files if p.exists()]
     if existing and not force:
@@ -138,4 +148,5 @@ def write(dest: Path, katas, *, force: bool = False) -> list[Path]:
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+    (dest / INSTALL).chmod(0o755)
     return list(files)

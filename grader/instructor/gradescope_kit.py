@@ -28,11 +28,9 @@ results.json itself is grader.output.gradescope_results's, which `kata grade --g
 
 from __future__ import annotations
 
-import importlib.resources
 import io
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -42,7 +40,7 @@ from pathlib import Path
 
 from grader.grading import seeds
 from grader.grading.runner import grade
-from grader.instructor import pins, release
+from grader.instructor import pins, release, scripts
 from grader.instructor.submissions import SubmissionError, find_katas_dir
 from grader.kata.registry import load_registry
 from grader.output import files
@@ -156,22 +154,7 @@ def _found_note(submission: Path, katas_dir: Path, names: list[str]) -> str:
 
 # ------------------------------------------------------------------ the zip
 
-TEMPLATES = importlib.resources.files("grader.instructor") / "templates"
 SCRIPTS = {"setup.sh": "gradescope_setup.sh", "run_autograder": "gradescope_run_autograder"}  # in the zip: template
-
-
-def script_text(template: str, **values: str) -> str:
-    """templates/<template> with each @NAME@ replaced by values[NAME]; ValueError
-    if a placeholder is left or a value has no placeholder."""
-    text = (TEMPLATES / template).read_text(encoding="utf-8")
-    for name, value in values.items():
-        if f"@{name}@" not in text:
-            raise ValueError(f"templates/{template} has no @{name}@")
-        text = text.replace(f"@{name}@", value)
-    left = re.findall(r"@[A-Z_]+@", text)
-    if left:
-        raise ValueError(f"templates/{template} still holds {', '.join(sorted(set(left)))}")
-    return text
 
 
 def requirements_text(pyproject: Path) -> str:
@@ -204,22 +187,22 @@ def build(out_zip: Path, *, seed: int = 0, seed_from_metadata: bool = False) -> 
             json.dumps({"seed": seed, "seed_from_metadata": seed_from_metadata}, indent=1) + "\n", encoding="utf-8"
         )
         python = pins.pinned()["python"]
-        scripts = {
-            "setup.sh": script_text(
+        texts = {
+            "setup.sh": scripts.filled(
                 SCRIPTS["setup.sh"], MIN_PYTHON=python.replace(".", ", "), MIN_PYTHON_DOTTED=python
             ),
-            "run_autograder": script_text(SCRIPTS["run_autograder"], MAX_SCORE=str(total)),
+            "run_autograder": scripts.filled(SCRIPTS["run_autograder"], MAX_SCORE=str(total)),
         }
         (source / "requirements.txt").write_text(requirements_text(source / "pyproject.toml"), encoding="utf-8")
         zipped = io.BytesIO()
         with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, text in scripts.items():
+            for name, text in texts.items():
                 info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
                 info.external_attr = 0o100755 << 16  # a regular file, executable
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, text)
             for path in sorted(source.rglob("*")):
                 rel = path.relative_to(source).as_posix()
-                if path.is_file() and rel not in scripts:
+                if path.is_file() and rel not in texts:
                     zf.write(path, rel)
         files.write_atomically(out_zip, zipped.getvalue())

@@ -1,5 +1,5 @@
-"""What an instructor runs: the student edition, class grading, GitHub
-Classroom's files, grading one task, and finding a student's katas."""
+"""What an instructor runs: the student edition, class grading, grading one
+task, and finding a student's katas (GitHub Classroom's files: test_classroom.py)."""
 
 from __future__ import annotations
 
@@ -199,36 +199,6 @@ def test_a_mistyped_kata_or_task_gets_a_did_you_mean(toy_cli):
     assert result.exit_code == 2 and "did you mean 'scale'" in result.output
     result = toy_cli.invoke(main, ["grade", "toy:"])
     assert result.exit_code == 2 and "names no task" in result.output
-
-
-# ---------------------------------------------------------------- classroom
-
-
-def test_kata_classroom_writes_one_test_per_released_task_worth_its_points(tmp_path, monkeypatch):
-    yaml = pytest.importorskip("yaml")
-    registry = tmp_path / "katas.toml"
-    text = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
-    registry.write_text(text.replace('name = "fast"', 'name = "fast"\n  release = false'))
-    monkeypatch.setenv("KATA_REGISTRY", str(registry))
-    result = CliRunner().invoke(main, ["classroom", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    flow = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
-    steps = flow["jobs"]["run-autograding-tests"]["steps"]
-    graders = [s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")]
-    assert [(s["with"]["command"], s["with"]["max-score"]) for s in graders] == [
-        ("kata grade toy:mean", 2),
-        ("kata grade toy:scale", 1),
-    ]
-    reporter = steps[-1]
-    assert reporter["with"]["runners"] == ",".join(s["id"] for s in graders)
-    assert set(reporter["env"]) == {f"{s['id'].upper()}_RESULTS" for s in graders}
-    legacy = json.loads((tmp_path / ".github" / "classroom" / "autograding.json").read_text())
-    assert [(t["run"], t["points"]) for t in legacy["tests"]] == [
-        ("kata grade toy:mean", 2),
-        ("kata grade toy:scale", 1),
-    ]
-    again = CliRunner().invoke(main, ["classroom", str(tmp_path)])
-    assert again.exit_code == 1 and "--force" in again.output
 
 
 # ---------------------------------------------------------------- the student edition
