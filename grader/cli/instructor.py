@@ -71,8 +71,14 @@ def release_cmd(out):
     help="A CSV class list with a 'student' column (the submissions' names) and others, such as an LMS id or an "
     "email, that the gradebook carries; a listed student without a submission gets a row too.",
 )
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Keep each kata that OUT's earlier grading already graded with the same code, seed and tasks, and "
+    "grade only the rest: an interrupted class goes on, a changed submission is graded again.",
+)
 @limit_options
-def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeout, kata_timeout, memory_mb):
+def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, resume, test_timeout, kata_timeout, memory_mb):
     """Grade a class: one folder or .zip per student in SUBMISSIONS.
 
     The kata modules may sit at any depth of a submission (a repository's
@@ -80,9 +86,11 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeo
     per student: total, then the points of each kata and task) and
     OUT/students/STUDENT.json, then prints per task how many students passed
     and the most common failures. A broken submission is a row with a note,
-    never an abort. Ctrl-C writes what was graded so far and exits 130.
+    never an abort. Ctrl-C writes what was graded so far and exits 130;
+    --resume then grades only what is left (and what changed since).
     """
     from grader.instructor import gradebook
+    from grader.instructor.resume import earlier_grades
     from grader.instructor.submissions import SubmissionError
 
     if secret is not None and not secret:
@@ -113,7 +121,11 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeo
             secret=secret,
             limits=limits,
             progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
+            earlier=earlier_grades(Path(out)) if resume else None,
         )
+    kept = sum(len(s.resumed) for s in result.students)
+    if resume:
+        click.echo(f"resumed: kept {kept} earlier grades of unchanged katas from {Path(out) / 'students'}", err=True)
     # Every judge and jail has ended by now.
     written = gradebook.write(result, Path(out), class_list)
     click.echo(gradebook.summary(result))

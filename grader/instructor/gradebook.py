@@ -8,7 +8,8 @@ kata) pair as its own judge and jail, `jobs` at a time, and writes:
   note, then the points of each kata and of each task (columns KATA and
   KATA:TASK);
 - OUT/students/STUDENT.json: that student's grade in `kata grade --json`'s
-  shape.
+  shape, with `digests`: per kata, what its grade rests on, so that
+  `--resume` grades again only what changed (grader.instructor.resume).
 
 A submission that cannot be graded (no kata modules, a bad zip) is a row of
 zeros with the reason in `note`; one that crashes, hangs or fails to import
@@ -28,6 +29,7 @@ from typing import Callable
 from grader.grading import runner, seeds
 from grader.grading.events import Status
 from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult
+from grader.instructor import resume
 from grader.instructor.submissions import SubmissionError, find_katas_dir, list_students, unpack_zip
 from grader.kata.registry import Kata
 from grader.output import files, report
@@ -48,6 +50,8 @@ class Student:
     katas_dir: Path | None = None  # where their kata modules are, once found
     note: str = ""  # why their submission could not be graded, if it could not
     results: dict[str, KataResult] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # kata -> what its grade rests on (grader.instructor.resume)
+    resumed: set[str] = field(default_factory=set)  # the katas whose earlier grade was kept (--resume)
 
     def grade(self, katas: list[Kata]) -> GradeResult:
         ordered = [self.results[k.name] for k in katas if k.name in self.results]
@@ -125,10 +129,13 @@ def grade_class(
     secret: str | None = None,
     limits: Limits = Limits(),
     progress: Callable[[Student, KataResult], None] | None = None,
+    earlier: resume.Earlier | None = None,
 ) -> ClassResult:
     """Grade every submission in folder. progress(student, kata_result) is
-    called as each pair finishes. Ctrl-C (KeyboardInterrupt) stops every
-    judge and returns what was graded, with `interrupted` set."""
+    called as each pair finishes. earlier (grader.instructor.resume.earlier_grades):
+    the earlier grade to keep of a pair, if any, instead of grading it again.
+    Ctrl-C (KeyboardInterrupt) stops every judge and returns what was graded,
+    with `interrupted` set."""
     tasks = tasks or {}
     started = time.monotonic()
     students = [
@@ -137,11 +144,15 @@ def grade_class(
     with tempfile.TemporaryDirectory(prefix="kata-class-") as unpacked:
         for s in students:
             _find_katas(s, Path(unpacked), katas, tasks, progress)
+            if s.katas_dir is not None:
+                s.digests = resume.digests(s.katas_dir, katas)
+                _keep_earlier(s, katas, tasks, earlier, progress)
         pairs = {
             runner.Job(k, str(s.katas_dir), s.seed, tuple(tasks.get(k.name) or ())): (s, k)
             for s in students
             if s.katas_dir is not None
             for k in katas
+            if k.name not in s.resumed
         }
 
         def done(job: runner.Job, result: KataResult | Exception) -> None:
@@ -155,6 +166,17 @@ def grade_class(
         graded = runner.grade_many(list(pairs), workers=jobs, limits=limits, on_done=done)
         interrupted = graded.interrupted
     return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted)
+
+
+def _keep_earlier(s: Student, katas: list[Kata], tasks: dict, earlier, progress) -> None:
+    """Take, for each kata of s, the earlier grade that `earlier` still holds good (--resume)."""
+    for k in katas if earlier is not None else []:
+        kept = earlier(s.name, s.seed, s.digests[k.name], k, _task_names(k, tasks))
+        if kept is not None:
+            s.results[k.name] = kept
+            s.resumed.add(k.name)
+            if progress is not None:
+                progress(s, kept)
 
 
 def _task_names(kata: Kata, tasks: dict[str, list[str]]) -> list[str]:
@@ -314,6 +336,7 @@ def write(result: ClassResult, out: Path, roster: Roster | None = None) -> list[
     for s in result.students:
         data = report.as_json(s.grade(result.katas))
         data["student"], data["note"] = s.name, student_note(s, result)
+        data["digests"] = {k: d for k, d in s.digests.items() if k in s.results}  # what --resume compares
         path = students_dir / f"{s.name}.json"
         files.write_json(path, data)
         written.append(path)
