@@ -172,8 +172,8 @@ def test_softmax_rows_sum_to_one(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(p)), (
-        f"softmax of logits up to ±100 at temperature {temperature:g} returned NaN or inf: subtract each row's "
-        "maximum first"
+        f"softmax of logits up to ±100 at temperature {temperature:g} returned NaN or inf, where every probability "
+        "is a finite number in [0, 1]"
     )
     assert np.all(p >= 0), "softmax returned a negative probability"
     sums = np.sum(p, axis=-1)
@@ -211,7 +211,7 @@ ROWS_FAR_APART = np.array(
 def test_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, temperature):
     p = np.asarray(kata.softmax(x, temperature), dtype=np.float64)
     assert p.shape == x.shape, f"softmax returned shape {p.shape} for logits of shape {x.shape}"
-    assert np.all(_isfinite(p)), "softmax of logits up to ±1e4 returned NaN or inf: subtract each row's maximum first"
+    assert np.all(_isfinite(p)), "softmax of logits up to ±1e4 returned NaN or inf, where every probability is finite"
     want = np.exp(_log_softmax64(x, temperature))
     d = float(np.max(np.abs(p - want)))
     assert d <= PROB_ATOL, (
@@ -231,7 +231,7 @@ def test_log_softmax_of_huge_logits_is_finite_and_matches_float64(kata, x, tempe
     got = np.asarray(kata.log_softmax(x, temperature), dtype=np.float64)
     assert got.shape == x.shape, f"log_softmax returned shape {got.shape} for logits of shape {x.shape}"
     assert np.all(_isfinite(got)), (
-        "log_softmax of logits up to ±1e4 returned NaN or -inf: never take log of a probability that underflowed"
+        "log_softmax of logits up to ±1e4 returned NaN or -inf, where every log-probability is finite"
     )
     want = _log_softmax64(x, temperature)
     ok = _close(got, want, rtol=LOGPROB_RTOL, atol=LOGPROB_ATOL)
@@ -334,7 +334,7 @@ def test_softmax_and_log_softmax_leave_the_callers_logits_unchanged(kata, fn):
     after = np.asarray(logits.copy())
     assert np.array_equal(after, x), (
         f"{fn}(logits, 2.0) changed the caller's logits: a row that was {x[0].round(4).tolist()} is now "
-        f"{after[0].round(4).tolist()}; compute into a new array"
+        f"{after[0].round(4).tolist()}"
     )
 
 
@@ -584,7 +584,7 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
     base = float(kata.distillation_loss(student, teacher, labels, temperature, alpha))
     got = float(kata.distillation_loss(more_s, more_t, more_y, temperature, alpha))
     assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
-        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: the means run over the kept rows alone"
+        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: ignored rows must count for nothing"
     )
 
 
@@ -698,7 +698,7 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
     assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"
     assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
     assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
-        "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone"
+        "adding two ignored rows changed the gradient of the other rows: ignored rows must count for nothing"
     )
 
 
@@ -740,7 +740,7 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     ratio = max(sizes) / max(min(sizes), 1e-300)
     assert ratio < 2.0, (
         f"the soft gradient's size changes {ratio:.3g}x between T=4 and T=32 "
-        f"({', '.join(f'{s:.3g}' for s in sizes)}); T² should keep it the same order"
+        f"({', '.join(f'{s:.3g}' for s in sizes)}); it should stay the same order as T grows"
     )
 
 

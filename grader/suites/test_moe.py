@@ -268,7 +268,7 @@ def test_router_probs_are_the_softmax_even_for_logits_of_a_thousand(kata):
     got = np.asarray(kata.router_probs(x, np.eye(3, dtype=np.float32)))
     assert got.shape == x.shape, f"router_probs returned shape {got.shape}, expected (T, E) = {x.shape}"
     assert np.all(np.isfinite(got)), (
-        f"router_probs returned NaN or inf for router logits {HUGE_LOGITS}: subtract each row's maximum before exp"
+        f"router_probs returned NaN or inf for router logits {HUGE_LOGITS}, whose softmax is finite"
     )
     d = float(np.max(np.abs(got - _softmax64(x.astype(np.float64)))))
     assert d <= HUGE_PROB_TOL, f"for router logits up to +-1000 router_probs differs from their softmax by {d:.3g}"
@@ -663,9 +663,7 @@ def test_moe_forward_is_right_for_router_logits_past_the_range_of_exp(kata, norm
     assert np.all(_clear(_route64(x, w_router, 2)[0], 2)), "suite data has near ties; report this as a grader bug"
     y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
     y = np.asarray(y, dtype=np.float64)
-    assert np.all(np.isfinite(y)), (
-        "moe_forward returned NaN or inf for router logits of +-100: subtract each row's maximum before exp"
-    )
+    assert np.all(np.isfinite(y)), "moe_forward returned NaN or inf for router logits of +-100, whose softmax is finite"
     want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
     d = float(np.max(np.abs(y - want)))
     assert np.allclose(y, want, rtol=OUT_RTOL, atol=OUT_ATOL), (
@@ -887,12 +885,12 @@ def test_load_balancing_loss_matches_its_float64_formula(kata, routing):
     )
 
 
-def _assert_z_loss(kata, logits: np.ndarray, advice: str = "") -> None:
+def _assert_z_loss(kata, logits: np.ndarray) -> None:
     """router_z_loss(logits) is the mean of each row's logsumexp squared, within LOSS_RTOL."""
     got, want = float(kata.router_z_loss(logits)), _z64(logits)
     assert math.isclose(got, want, rel_tol=LOSS_RTOL), (
         f"router_z_loss is {got:.6g} for logits up to {np.abs(logits).max():.3g}, expected mean(logsumexp^2) = "
-        f"{want:.6g}{advice}"
+        f"{want:.6g}"
     )
 
 
@@ -906,7 +904,7 @@ def test_z_loss_matches_its_float64_formula(kata, T, E, scale, seed):
 
 @pytest.mark.task("losses")
 def test_z_loss_matches_its_float64_formula_even_for_logits_of_a_thousand(kata):
-    _assert_z_loss(kata, np.array(HUGE_LOGITS, dtype=np.float32), ": take each row's maximum out before exp")
+    _assert_z_loss(kata, np.array(HUGE_LOGITS, dtype=np.float32))
 
 
 @pytest.mark.task("losses")

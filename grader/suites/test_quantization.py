@@ -725,7 +725,7 @@ def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     q, scales = grp.quantize_grouped(x, bits, group_size)
     x_hat = np.asarray(grp.dequantize_grouped(q, scales, group_size), dtype=np.float64)
     assert x_hat.shape == x.shape, f"dequantize_grouped returned shape {x_hat.shape}, expected {x.shape}"
-    assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf (a group of zeros divided by 0?)"
+    assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf for finite x"
     _assert_within_half_a_step(x, x_hat, _group_amax(x, group_size), bits, " of its group")
 
 
@@ -844,7 +844,7 @@ def test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes(kat
     bad = ~_codes_match(q, ratio)
     assert not bad.any(), (
         f"float16 value {float(x[bad][0]):.4g} in a group whose max|x| is {amax[bad][0]:.3g} got code {q[bad][0]}, "
-        f"round(x / scale) is {np.round(ratio[bad][0]):g} (did qmax / max|group| overflow float16?)"
+        f"round(x / scale) is {np.round(ratio[bad][0]):g}"
     )
 
 
@@ -1918,7 +1918,7 @@ def test_layer_sensitivity_leaves_the_model_untouched(kata):
         want = _kl_to(p_log, _with(model, {name: _grouped_back(model.weights[name], 3, MIXED_GROUP)}), tokens)
         assert math.isclose(float(again[name]), want, rel_tol=SENS_RTOL, abs_tol=SENS_ATOL), (
             f"called again on the same model, layer_sensitivity gives {float(again[name]):.6g} nats for {name!r} "
-            f"where the float model gives {want:.6g}: the first call changed the model it was given; quantize a copy"
+            f"where the float model gives {want:.6g}: the first call changed the model it was given"
         )
 
 
@@ -2519,7 +2519,7 @@ def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_floa
     differ = [n for n, w in first.weights.items() if not np.array_equal(np.asarray(w), np.asarray(again.weights[n]))]
     assert not differ, (
         f"called twice on the same model, quantize_model_awq gives other weights {differ[:3]} the second time: "
-        "the first call changed the model it was given; work on a copy"
+        "the first call changed the model it was given"
     )
     assert np.array_equal(np.asarray(again.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
 
