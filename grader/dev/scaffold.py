@@ -9,7 +9,7 @@ pass straight after and the kata shows up in `kata list` and `kata grade`:
     grader/suites/test_NAME.py    per function a Hypothesis property and an error check, and a check
                                   that records the figure the recap quotes
     grader/kata/katas.toml        the kata (order = next free, a recap), a task per function with
-                                  hints and follow-up questions, and a ready-made interview
+                                  hints, a rubric and follow-up questions, and a ready-made interview
     CHECKLIST.md                  the kata's section, in the format tests/test_katas.py reads
     README.md                     a row in the table of katas
     benchmarks/bench_NAME.py      a script that times `double` on a --target
@@ -267,6 +267,7 @@ class _Task:
     hints: tuple[str, ...]
     function: str
     questions: tuple[tuple[str, str], ...]  # (ask, answer)
+    rubric: tuple[str, str]  # (what the task probes, what a strong answer shows)
 
 
 _TASKS = (
@@ -279,6 +280,10 @@ _TASKS = (
             "Which numpy function tells you, element by element, that a value is neither NaN nor an infinity?",
         ),
         function=CHECK,
+        rubric=(
+            "Validating input at a boundary: dtypes, and refusing values that would spread silently.",
+            "A float64 array whatever came in, NaN and infinities refused with a ValueError that says what was wrong.",
+        ),
         questions=(
             (
                 "Why convert to float64 instead of keeping x's own dtype?",
@@ -303,6 +308,10 @@ _TASKS = (
             "Once x is a checked float64 array, what single operation gives twice it, for every shape at once?",
         ),
         function=FUNCTION,
+        rubric=(
+            f"Reusing the module's own checked conversion, and whole-array arithmetic in {FUNCTION}.",
+            f"{FUNCTION} built on {CHECK}, one vectorized multiplication for every shape, the result exact.",
+        ),
         questions=(
             (
                 f"What does {FUNCTION} return for x = 1e308, and should it?",
@@ -322,15 +331,17 @@ _TASKS = (
 
 
 def _task_toml(task: _Task) -> str:
-    """One [[kata.task]] table of the registry text, its questions after it."""
+    """One [[kata.task]] table of the registry text, its rubric and questions after it."""
     hints = "".join(f"    {_toml(h)},\n" for h in task.hints)
     questions = "".join(
         f"\n  [[kata.task.question]]\n  ask = {_toml(ask)}\n  answer = {_toml(answer)}\n"
         for ask, answer in task.questions
     )
+    probes, strong = task.rubric
+    rubric = f"\n  [kata.task.rubric]\n  probes = {_toml(probes)}\n  strong = {_toml(strong)}\n"
     return (
         f"\n  [[kata.task]]\n  name = {_toml(task.name)}\n  title = {_toml(task.title)}\n  points = {task.points}\n"
-        f"  hints = [\n{hints}  ]\n  functions = [{_toml(task.function)}]\n{questions}"
+        f"  hints = [\n{hints}  ]\n  functions = [{_toml(task.function)}]\n{rubric}{questions}"
     )
 
 

@@ -120,6 +120,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
         max(k.order for k in katas[:-1]) + 1,
     )
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
+    assert all(t.rubric and len(t.questions) == 2 for t in new.tasks), "each task needs a rubric and its questions"
     assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "kata" / "katas.toml")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
     assert not (small_root / "grader" / "kata" / "stub_files").exists()  # the stub has one copy, made from the solution
@@ -196,7 +197,9 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
     assert (
         re.search(r"\b\d+ passed", project.stdout)
         and "toykata"
-        in _run(copy, "-m", "pytest", "-q", "--collect-only", "tests/suites/test_katas.py", "-k", f"not ({others})").stdout
+        in _run(
+            copy, "-m", "pytest", "-q", "--collect-only", "tests/suites/test_katas.py", "-k", f"not ({others})"
+        ).stdout
     )
 
     elapsed = time.monotonic() - start
