@@ -349,7 +349,17 @@ def _colour() -> bool | None:
 
 @main.command("list")
 def list_cmd():
-    """List the katas and their tasks, with the status from your last grade."""
+    """List the katas and their tasks, with the status from your last grade.
+
+    Inside an interview workspace: the interview, its tasks, the time left and the attempts so far.
+    """
+    workspace = interview.find_workspace()
+    if workspace is not None:
+        try:
+            click.echo(interview.listing(interview.load(workspace), _clock().now()))
+        except interview.InterviewError as exc:
+            raise click.ClickException(str(exc)) from None
+        return
     last = state.read(state.LAST_GRADE)
     for kata in load_registry():
         click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
@@ -366,8 +376,19 @@ def list_cmd():
 def hint_cmd(kata, task, show_all):
     """Show the next hint for TASK of KATA (by default the first task that does not pass yet).
 
-    Each call shows one more hint; hints are questions, not answers.
+    Each call shows one more hint; hints are questions, not answers. Inside an
+    interview workspace each hint shown is logged, with its time, for the report.
     """
+    workspace = interview.find_workspace()
+    if workspace is not None:
+        try:
+            shown = interview.hint(workspace, kata, task, _clock(), every=show_all)
+        except interview.InterviewError as exc:
+            raise click.UsageError(str(exc)) from None
+        for h in shown:
+            click.echo(f"{kata} / {h.task}, hint {h.number}/{h.of}: {h.text}")
+        click.echo("(logged for the interviewer, with the time)")
+        return
     k = _kata(kata)
     if task is None:
         last = state.read(state.LAST_GRADE).get(k.name, {})
@@ -1313,6 +1334,7 @@ def _interview_workspace(directory: str | None) -> Path:
     help="Practise alone: the report is your debrief, the follow-up questions show at the end and "
     "--answers shows their answer sketches.",
 )
+@click.option("--candidate", metavar="NAME", help="The candidate's name, for the report.")
 @click.option("--preset", "preset_name", metavar="NAME", help="Start a ready-made interview (see --list).")
 @click.option("--list", "list_presets", is_flag=True, help="List the ready-made interviews and exit.")
 @click.option(
@@ -1323,7 +1345,9 @@ def _interview_workspace(directory: str | None) -> Path:
 @click.option(
     "--answers", is_flag=True, help="After the end: print the follow-up questions with their answer sketches."
 )
-def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, list_presets, finish, answers):
+def interview_cmd(
+    kata, tasks, minutes, directory, seed, practice, candidate, preset_name, list_presets, finish, answers
+):
     """Start a timed interview on KATA (its TASKS, or the whole kata) in a fresh workspace.
 
     The workspace holds only the kata's module, with the functions of the
@@ -1351,7 +1375,14 @@ def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, 
         raise click.UsageError("give one of: KATA [TASK...], --preset NAME, --list, --finish or --answers; " + what)
     if not (kata or preset_name):
         stray = [
-            opt for opt, on in (("--minutes", minutes), ("--seed", seed is not None), ("--practice", practice)) if on
+            opt
+            for opt, on in (
+                ("--minutes", minutes),
+                ("--seed", seed is not None),
+                ("--practice", practice),
+                ("--candidate", candidate is not None),
+            )
+            if on
         ] + (["--dir"] if directory and list_presets else [])
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
@@ -1367,7 +1398,7 @@ def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, 
         except interview.InterviewError as exc:
             raise click.ClickException(str(exc)) from None
     else:
-        _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name)
+        _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name, candidate)
 
 
 def _list_presets() -> None:
@@ -1380,7 +1411,7 @@ def _list_presets() -> None:
     click.echo("\nstart one with: kata interview --preset NAME [--dir DIR] [--practice]")
 
 
-def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name) -> None:
+def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name, candidate) -> None:
     try:
         if preset_name:
             if tasks:
@@ -1390,14 +1421,21 @@ def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_nam
             plan = interview.plan(kata, tuple(tasks), interview.DEFAULT_MINUTES if minutes is None else minutes)
         name = plan.preset or "-".join([plan.kata.name] + ([] if plan.whole_kata else [t.name for t in plan.tasks]))
         session = interview.start(
-            plan, Path(directory or f"interview-{name}"), seed=seed, practice=practice, clock=_clock()
+            plan,
+            Path(directory or f"interview-{name}"),
+            seed=seed,
+            practice=practice,
+            clock=_clock(),
+            candidate=candidate,
         )
     except ValueError as exc:  # InterviewError, or an unknown kata or task
         raise click.UsageError(str(exc)) from None
     s, ws = session.state, session.directory
     points = sum(t.points for t in plan.tasks)
     click.echo(f"interview workspace: {ws}")
-    click.echo(f"  {s.title}{' (practice)' if s.practice else ''}")
+    click.echo(
+        f"  {s.title}{' (practice)' if s.practice else ''}" + (f", candidate {s.candidate}" if s.candidate else "")
+    )
     click.echo(
         f"  write: {', '.join(s.functions)} in {s.kata}.py"
         + ("" if plan.whole_kata else " (the rest of the kata is written)")
