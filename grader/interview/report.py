@@ -48,8 +48,9 @@ class Report:
 
     @property
     def within_time(self) -> bool | None:
-        """Whether the final code was graded within time; None when the seal says the record cannot be trusted."""
-        return self.final_code_attempt is not None if self.sealed.intact else None
+        """Whether the final code was graded within time; None when the seal cannot vouch for the record."""
+        trusted = self.sealed.intact and not self.sealed.log_unsealed
+        return self.final_code_attempt is not None if trusted else None
 
     def to_json(self) -> dict:
         s = self.state
@@ -76,6 +77,7 @@ class Report:
                 "intact": self.sealed.intact,
                 "tampered": list(self.sealed.broken),
                 "problem": self.sealed.problem,
+                "log_unsealed": self.sealed.log_unsealed,
             },
             "attempts": [e.to_json() for e in self.attempts],
             "hints": [e.to_json() for e in self.hints],
@@ -136,6 +138,11 @@ class Report:
             return (
                 f"graded as attempt {self.final_code_attempt} by the times recorded; the state does not hold its "
                 "seal, so whether that was in time is not known"
+            )
+        if self.sealed.log_unsealed:
+            return (
+                f"graded as attempt {self.final_code_attempt} by the log, which was written without the key: "
+                "only its chain of digests vouches for that"
             )
         return f"graded as attempt {self.final_code_attempt}, within time"
 
@@ -284,7 +291,7 @@ def listing(session: Session, now: datetime) -> str:
     lines.append(_clock_line(session, now))
     hints = len(session.hints)
     lines.append(f"attempts: {len(session.attempts)}, hints: {hints}" + (" (each one logged)" if hints else ""))
-    if not session.sealed.intact:
+    if not session.sealed.intact or session.sealed.log_unsealed:
         lines.append(f"seal: {session.sealed.summary()}")
     return "\n".join(lines)
 

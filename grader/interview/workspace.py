@@ -96,7 +96,8 @@ class Session:
 
     def append(self, entry: Entry) -> Entry:
         """Append entry to the log, chained to the line before it, and renew the log's seal if
-        it held until now (a broken seal stays broken); returns what was written."""
+        it held until now (a broken seal stays broken; without the key the log is marked
+        unsealed instead); returns what was written."""
         log = self.folder / LOG_FILE
         lines = log.read_bytes().splitlines() if log.exists() else []
         entry = replace(entry, prev=digest(lines[-1]) if lines else "")
@@ -109,7 +110,10 @@ class Session:
             f.flush()
             os.fsync(f.fileno())
         self.entries.append(entry)
-        if held:
+        if self.key is None and self.seals.get("attempts") != seal.UNSEALED:
+            self.seals["attempts"] = seal.UNSEALED  # written by an account that cannot read the key
+            self.write_state()
+        elif held:
             self.seals["attempts"] = seal.mac(self.key, self.state.id, "attempts", log_seal_value(lines + [line]))
             self.write_state()
         return entry

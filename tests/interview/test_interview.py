@@ -274,7 +274,7 @@ def test_the_report_gives_each_tasks_rubric_and_a_notes_section_for_the_intervie
 
 def test_an_untouched_interview_reports_its_seal_intact_and_the_final_code_within_time(whole):
     data = whole["report_json"]
-    assert data["seal"] == {"intact": True, "tampered": [], "problem": ""}
+    assert data["seal"] == {"intact": True, "tampered": [], "problem": "", "log_unsealed": False}
     assert data["within_time"] is True
     assert "graded as attempt 2, within time" in whole["report_md"] and "TAMPERED" not in whole["report_md"]
 
@@ -600,7 +600,7 @@ def test_an_edited_limit_is_reported_as_tampered_not_within_time(tmp_path):
     assert run(clock, "interview", "--finish", "--dir", str(ws)).exit_code == 0
     data = json.loads((ws / ".interview" / "interview-report.json").read_text())
     md = (ws / ".interview" / "interview-report.md").read_text()
-    assert data["seal"] == {"intact": False, "tampered": ["limit"], "problem": ""}  # ...and the report says so
+    assert data["seal"] == {"intact": False, "tampered": ["limit"], "problem": "", "log_unsealed": False}
     assert data["within_time"] is None and "within time" not in md
     assert "**TAMPERED: the time limit changed" in md
 
@@ -615,6 +615,22 @@ def test_a_state_sealed_with_another_key_does_not_match_and_without_a_key_is_not
     unchecked = interview.load(session.directory).sealed
     assert not unchecked.intact and "no interview key at" in unchecked.problem
     assert "NOT CHECKED" in interview.listing(interview.load(session.directory), FakeClock().now())
+
+
+def test_a_log_written_by_an_account_without_the_key_is_marked_unsealed_not_tampered(tmp_path, key, monkeypatch):
+    session = started(tmp_path, "moe", ("router",))
+    clock = FakeClock()
+    clock.advance(3)
+    monkeypatch.setenv(seal.KEY_ENV, str(tmp_path / "not-readable-here.key"))  # the candidate's account
+    candidate = interview.load(session.directory)
+    assert "no interview key at" in candidate.sealed.problem
+    candidate.append(interview.Entry(interview.EntryKind.GRADE, clock.now(), 180.0, "0" * 64))
+    monkeypatch.setenv(seal.KEY_ENV, str(key))  # the interviewer's, again
+    checked = interview.load(session.directory).sealed
+    assert checked.intact and checked.log_unsealed and not checked.broken
+    assert "only its chain of digests vouches for it" in checked.summary()
+    edit_state(session.directory, minutes=60)
+    assert interview.load(session.directory).sealed.broken == ("limit",), "the settings stay sealed"
 
 
 def test_a_key_others_can_read_or_one_inside_the_workspace_is_refused_before_anything_is_written(tmp_path, monkeypatch):
