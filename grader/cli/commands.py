@@ -387,7 +387,7 @@ def hint_cmd(kata, task, show_all):
             raise click.UsageError(str(exc)) from None
         for h in shown:
             click.echo(f"{kata} / {h.task}, hint {h.number}/{h.of}: {h.text}")
-        click.echo("(logged for the interviewer, with the time)")
+        click.echo("(logged, with the time, for the interview's report)")
         return
     k = _kata(kata)
     if task is None:

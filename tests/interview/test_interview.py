@@ -244,7 +244,7 @@ def test_each_hint_is_shown_and_logged_with_its_time_and_the_code_at_that_moment
     n = len(task.hints)
     assert f"moe / capacity, hint 1/{n}: {task.hints[0]}" in whole["hint_next"].output
     assert f"moe / capacity, hint 2/{n}: {task.hints[1]}" in whole["hint_named"].output
-    assert "logged for the interviewer" in whole["hint_next"].output
+    assert "logged, with the time" in whole["hint_next"].output
     hints = [e for e in whole["log"] if e["kind"] == "hint"]
     assert [(e["elapsed"], e["hint"]["task"], e["hint"]["number"]) for e in hints] == [
         (360.0, "capacity", 1),
