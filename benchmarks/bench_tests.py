@@ -2,9 +2,9 @@
 
     python benchmarks/bench_tests.py [--all]
 
-Runs `python -m pytest -m "not slow" -q` (with --all, `python -m pytest -q`)
-in this checkout, as a contributor would, on every core (pytest-xdist, as
-pyproject.toml configures it), and prints its wall time, pytest's count, and
+Runs `python -m pytest -n auto -m "not slow" -q` (with --all, `python -m pytest -n auto -q`)
+in this checkout, as a contributor would, on every core (pytest-xdist's `-n auto`, as
+.ci/run passes it), and prints its wall time, pytest's count, and
 where the time goes: the tests' own durations summed by file (on all the
 cores together, so they add up to more than the wall time).
 """
@@ -32,7 +32,10 @@ def main() -> None:
     select = [] if args.all else ["-m", "not slow"]
     start = time.perf_counter()
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--durations=0", *select], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "pytest", "-n", "auto", "-q", "--durations=0", *select],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - start
     lines = run.stdout.splitlines()
@@ -44,7 +47,7 @@ def main() -> None:
         m = re.match(r"([\d.]+)s (?:setup|call|teardown)\s+(\S+?)::", line)
         if m:
             by_file[m.group(2)] += float(m.group(1))
-    which = "python -m pytest" + ("" if args.all else ' -m "not slow"')
+    which = "python -m pytest -n auto" + ("" if args.all else ' -m "not slow"')
     print(f"{which}: {wall:.0f} s on {os.cpu_count()} cores (Python {sys.version.split()[0]}); {summary.strip('= ')}")
     print(f"\n{'file':<36}{'test seconds':>13}")
     for name, seconds in by_file.most_common():

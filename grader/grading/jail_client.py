@@ -42,16 +42,28 @@ from pathlib import Path
 import numpy as np
 
 from grader.grading import failing_calls
+from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
+    EXPORTS,
+    LOCAL_MISSES,
+    BadResult,
+    JailCrash,
+    JailTimeout,
+    JudgeCodec,
+    KataLoadError,
+    LearnerBaseException,
+    Remote,
+    RemoteMethod,
+    api_of,
+    mirror_class,
+    raise_remote,
+)
 from grader.jail import confine
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
 from grader.kata import target as _target
-from reference.lm import BigramLM, CachedLM, PlainLM
-from reference.model import Config, Model
+from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
-# Judge objects the jail may call back, and the methods it may call on them.
-EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
 # What a root-mode jail must not see even where it lies inside a bound path (a non-editable install).
 SECRETS = ("reference/solutions", "tests", ".git")
 
@@ -125,201 +137,9 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
-class JailCrash(BaseException):
-    """The jail died (or broke the protocol) during this check."""
-
-
-class JailTimeout(BaseException):
-    """The jail did not answer before the check's deadline."""
-
-
-class KataLoadError(Exception):
-    """The kata module could not be loaded; the message says why."""
-
-
-class BadResult(AssertionError):
-    """The learner's code returned something that cannot be data (an object
-    array, a malformed Model): a wrong answer, in the learner's words."""
-
-
-class LearnerBaseException(Exception):
-    """Base of mirrored learner exceptions that were not Exceptions in the jail
-    (SystemExit, KeyboardInterrupt, pytest's skip): here they are plain errors."""
-
-
-_MIRRORS: dict[tuple, type] = {}
-
-
-def mirror_class(name: str, module: str, qualname: str, bases: tuple[str, ...]) -> type:
-    """One judge-side class per learner exception class, with its built-in bases."""
-    found = p.builtin_exceptions(bases)
-    if not found or not all(issubclass(b, Exception) for b in found):
-        found = (LearnerBaseException,)
-    key = (module, qualname, found)
-    if key not in _MIRRORS:
-        _MIRRORS[key] = type(name, found, {"__module__": f"kata.{module}", "__qualname__": qualname})
-    return _MIRRORS[key]
-
-
-def raise_remote(err: p.RemoteError):
-    if err.name == "KataImportError":
-        raise KataLoadError(err.message)
-    cls = mirror_class(err.name, err.module, err.qualname, err.bases)
-    text = err.message + "".join(f"\n    at {f}" for f in err.frames)
-    try:
-        exc = cls(text)
-    except Exception:  # a built-in base whose constructor wants other arguments
-        exc = mirror_class(err.name, err.module, err.qualname, ())(text)
-    if err.errno is not None and isinstance(exc, OSError):
-        exc.errno = err.errno
-    raise exc
-
-
-class Remote:
-    """A learner object in the jail: attributes, calls, len() and [] go over the channel."""
-
-    __slots__ = ("_jail", "_ref", "_gen", "__weakref__")
-
-    def __init__(self, jail: "Jail", ref: dict):
-        object.__setattr__(self, "_jail", jail)
-        object.__setattr__(self, "_ref", ref)
-        object.__setattr__(self, "_gen", jail.generation)
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name in LOCAL_MISSES or name == "_repr_pretty_":
-            raise AttributeError(name)
-        if name in self._ref.get("methods", ()):
-            return RemoteMethod(self, name)
-        return self._jail.request(p.Op.GETATTR, obj=self, name=name)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("the grader does not set attributes of kata objects")
-
-    def __call__(self, *args, **kwargs):
-        return self._jail.call(self, None, args, kwargs)
-
-    def __len__(self):
-        n = self._jail.call(self, "__len__", (), {})
-        if type(n) is not int:
-            raise BadResult(f"len() of a {self._ref.get('type')} returned {n!r}, not an int")
-        return n
-
-    def __getitem__(self, key):
-        return self._jail.call(self, "__getitem__", (key,), {})
-
-    def __bool__(self):
-        return True
-
-    def __repr__(self):
-        return f"<kata {self._ref.get('kind')} {self._ref.get('type')}>"
-
-    def __del__(self):
-        try:
-            if self._gen == self._jail.generation and self._jail.peer is not None:
-                self._jail.peer.pending_release.append(self._ref["id"])
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
-
-
-class RemoteMethod:
-    """obj.name of a learner object: calling it is one round trip."""
-
-    __slots__ = ("owner", "name")
-
-    def __init__(self, owner: Remote, name: str):
-        self.owner, self.name = owner, name
-
-    def __call__(self, *args, **kwargs):
-        return self.owner._jail.call(self.owner, self.name, args, kwargs)
-
-    def __repr__(self):
-        return f"<kata method {self.owner._ref.get('type')}.{self.name}>"
-
-
-class JudgeCodec(p.Codec):
-    side = "judge"
-
-    def __init__(self, jail: "Jail"):
-        super().__init__()
-        self.jail = jail
-        self.sent_rngs: list[np.random.Generator] = []
-        self.proxies: dict[int, weakref.ref] = {}  # jail handle -> its one proxy
-        self.sent_local: set[int] = set()  # models this jail already holds a copy of
-
-    def encode_special(self, value, buffers, depth):
-        if isinstance(value, Remote):
-            if value._gen != self.jail.generation:
-                raise JailCrash("this kata object was made before the kata process restarted")
-            return value._ref
-        if isinstance(value, Model) and value._counters:  # the suite counts its work: its pieces run here
-            ref = self.ref(value, "model")
-            ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
-            return ref
-        if isinstance(value, Model):  # otherwise a copy runs in the jail, sent once
-            key = self.handle(value)  # kept alive here, so the key stays its own
-            out = {"$": "model", "key": key}
-            if key not in self.sent_local:
-                self.sent_local.add(key)
-                out["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
-                out["weights"] = self.encode(value.weights, buffers, depth + 1)
-            return out
-        if isinstance(value, Config):
-            return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
-        if type(value) is BigramLM:  # keeps no counts: a copy runs in the jail
-            return {"$": "bigram", "table": self.encode(value.table, buffers, depth + 1)}
-        if isinstance(value, np.random.Generator):
-            for slot, gen in enumerate(self.sent_rngs):
-                if gen is value:  # the same generator again in this message: the jail uses one object
-                    return {"$": "rng", "slot": slot}
-            self.sent_rngs.append(value)
-            return {"$": "rng", **p.rng_state(value)}
-        api = api_of(value)
-        if api:
-            return self.ref(value, "object", api)
-        return None
-
-    def decode_special(self, tag, data, buffers, depth):
-        if tag == "model":
-            fields = self.decode(data.get("config"), buffers, depth + 1)
-            weights = self.decode(data.get("weights"), buffers, depth + 1)
-            try:
-                return Model(Config(**fields), weights)
-            except (TypeError, ValueError) as exc:
-                raise BadResult(f"returned a Model the reference model rejects: {exc}") from None
-        if tag == "config":
-            try:
-                return Config(**self.decode(data.get("fields"), buffers, depth + 1))
-            except (TypeError, ValueError) as exc:
-                raise BadResult(f"returned a Config the reference model rejects: {exc}") from None
-        if tag == "excclass":
-            return mirror_class(
-                str(data.get("name"))[:200],
-                str(data.get("module"))[:200],
-                str(data.get("qualname"))[:200],
-                tuple(str(b) for b in data.get("bases") or ()),
-            )
-        raise p.ProtocolError(f"an unknown value tag {tag!r}")
-
-    def remote(self, data):
-        """One proxy per live handle: the jail forgets the object when that proxy dies."""
-        h = data["id"]
-        known = self.proxies.get(h)
-        proxy = known() if known is not None else None
-        if proxy is None:
-            pending = self.jail.peer.pending_release
-            if h in pending:  # it died while its handle was on its way back: revive it
-                pending.remove(h)
-            proxy = Remote(self.jail, {k: data[k] for k in ("$", "side", "id", "kind", "type", "methods") if k in data})
-            self.proxies[h] = weakref.ref(proxy)
-        return proxy
-
-
-def api_of(value) -> tuple[str, ...]:
-    for cls, methods in EXPORTS.items():
-        if type(value) is cls:
-            return methods
-    api = getattr(type(value), "__jail_api__", None)
-    return tuple(api) if isinstance(api, tuple) else ()
+def _masks() -> list[str]:
+    """The paths a root-mode jail must not see (SECRETS, inside the checkout)."""
+    return [str(_target.ROOT / s) for s in SECRETS]
 
 
 def _free_uid() -> int:
@@ -372,6 +192,7 @@ class Jail:
         self.sub, self.work = str(sub), str(work)
 
     def start(self) -> None:
+        """Start the jail: forked by the zygote where there is one, else a new process; JailCrash if neither can."""
         zygote = forks.connection()
         self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
@@ -386,46 +207,12 @@ class Jail:
             },
         }
         paths = [self.runtime] + forks.runtime_paths()
-        env = forks.jail_env(self.work)
-        masks = [str(_target.ROOT / s) for s in SECRETS]
-        shared = (self.runtime,) if zygote is not None else ()
         self.proc = None
         try:
             if zygote is not None:
-                how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
-                request = {
-                    "config": config,
-                    "env": env,
-                    "cwd": self.work,
-                    "paths": paths,
-                    "confine": dict(how, masks=masks, extra=list(shared), readable=confine.readable_paths()),
-                }
-                try:
-                    self.proc = zygote.spawn(request, [child.fileno(), self.log.fileno()])
-                except OSError:
-                    pass  # no fork: started the usual way below
+                self.proc = self._forked(zygote, config, paths, child)
             if self.proc is None:
-                boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail.server import main; main(sys.argv[1])"
-                argv, preexec = confine.launch(
-                    [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
-                    self.dir,
-                    self.work,
-                    self.uid,
-                    masks,
-                    shared,
-                )
-                self.proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=self.log,
-                    stderr=self.log,
-                    pass_fds=(child.fileno(),),
-                    close_fds=True,
-                    env=env,
-                    cwd=self.work,
-                    start_new_session=True,
-                    preexec_fn=preexec,
-                )
+                self.proc = self._started(config, paths, child, shared=zygote is not None)
         except (OSError, subprocess.SubprocessError) as exc:
             parent.close()
             raise JailCrash(
@@ -436,6 +223,45 @@ class Jail:
             child.close()
         self.generation += 1
         self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
+
+    def _forked(self, zygote, config: dict, paths: list[str], child: socket.socket):
+        """The jail as the zygote forked it, or None if it would not (then it is started the usual way)."""
+        how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
+        request = {
+            "config": config,
+            "env": forks.jail_env(self.work),
+            "cwd": self.work,
+            "paths": paths,
+            "confine": dict(how, masks=_masks(), extra=[self.runtime], readable=confine.readable_paths()),
+        }
+        try:
+            return zygote.spawn(request, [child.fileno(), self.log.fileno()])
+        except OSError:
+            return None
+
+    def _started(self, config: dict, paths: list[str], child: socket.socket, shared: bool) -> subprocess.Popen:
+        """The jail as a new process, confined as confine.launch says; shared: its runtime is the zygote's."""
+        boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail.server import main; main(sys.argv[1])"
+        argv, preexec = confine.launch(
+            [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, json.dumps(config)],
+            self.dir,
+            self.work,
+            self.uid,
+            _masks(),
+            (self.runtime,) if shared else (),
+        )
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            pass_fds=(child.fileno(),),
+            close_fds=True,
+            env=forks.jail_env(self.work),
+            cwd=self.work,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
 
     def stop(self) -> None:
         """Kill the jail and everything it started; remove its directory."""
@@ -585,11 +411,6 @@ class Jail:
 
 
 # Names test tools look up on any object (Hypothesis on a test's arguments): answered here, not asked of the jail.
-LOCAL_MISSES = frozenset(
-    {"hypothesis_internal_is_this_a_mock_check", "execute_example", "setup_example", "teardown_example"}
-)
-
-
 class ModuleProxy:
     """The learner's kata module as the judge sees it. It outlives jail restarts."""
 

@@ -21,7 +21,6 @@ import csv
 import io
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -135,41 +134,26 @@ def grade_class(
     students = [
         Student(name, source, student_seed(secret, name) if secret else seed) for name, source in list_students(folder)
     ]
-    interrupted = False
     with tempfile.TemporaryDirectory(prefix="kata-class-") as unpacked:
         for s in students:
             _find_katas(s, Path(unpacked), katas, tasks, progress)
-        pairs = [(s, k) for s in students if s.katas_dir is not None for k in katas]
-        runner._INTERRUPTED.clear()
-        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-        futures = {
-            pool.submit(runner.grade_kata, k, str(s.katas_dir), seed=s.seed, limits=limits, tasks=tasks.get(k.name)): (
-                s,
-                k,
-            )
-            for s, k in pairs
+        pairs = {
+            runner.Job(k, str(s.katas_dir), s.seed, tuple(tasks.get(k.name) or ())): (s, k)
+            for s in students
+            if s.katas_dir is not None
+            for k in katas
         }
-        try:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    s, k = futures[future]
-                    try:
-                        s.results[k.name] = future.result()
-                    except Exception as exc:  # the grader's own failure: this pair's row says so, the class goes on
-                        s.results[k.name] = _not_graded(
-                            k, _task_names(k, tasks), f"the grader failed: {exc}", Status.CRASH
-                        )
-                    if progress is not None:
-                        progress(s, s.results[k.name])
-        except KeyboardInterrupt:
-            interrupted = True
-            runner.interrupt_all(futures)
-        pool.shutdown(wait=True)
-        for future, (s, k) in futures.items():
-            if k.name not in s.results and future.done() and not future.cancelled() and future.exception() is None:
-                s.results[k.name] = future.result()
+
+        def done(job: runner.Job, result: KataResult | Exception) -> None:
+            s, k = pairs[job]
+            if isinstance(result, Exception):  # the grader's own failure: this pair's row says so, the class goes on
+                result = _not_graded(k, _task_names(k, tasks), f"the grader failed: {result}", Status.CRASH)
+            s.results[k.name] = result
+            if progress is not None:
+                progress(s, result)
+
+        graded = runner.grade_many(list(pairs), workers=jobs, limits=limits, on_done=done)
+        interrupted = graded.interrupted
     return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted)
 
 

@@ -7,9 +7,10 @@ its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging. It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
 the registry marks `release = false`: its registry entry, its CHECKLIST line
-and its suite tests. A speed check's baseline ships only while a released
-test still uses it. Interview presets on part of a kata are left out too:
-they hand the candidate the rest of the module as the solution writes it.
+and its suite tests (a test module holding only those is left out whole). A
+speed check's baseline ships only while a released test still uses it.
+Interview presets on part of a kata are left out too: they hand the
+candidate the rest of the module as the solution writes it.
 
 `write_edition(OUT, held_back=True)` keeps the held-back tasks: that is the
 grading edition the Gradescope kit installs, still without the solutions.
@@ -32,6 +33,7 @@ from grader.kata.registry import (
     RegistryError,
     load_presets,
     load_registry,
+    suite_modules,
     suite_tasks,
 )
 from grader.kata.stubs import stub_for
@@ -65,7 +67,7 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
 
     registry: the katas.toml to release (default: $KATA_REGISTRY or the
     project's); it becomes the edition's grader/kata/katas.toml, and its katas'
-    suites must sit in grader/suites/."""
+    suites must sit in grader/suites/ (a folder there, or a file)."""
     out = _edition_folder(out)
     registry = Path(registry or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     katas = load_registry(registry)
@@ -142,11 +144,13 @@ class _Edition:
 
 
 def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests) -> None:
-    """TREES into the edition, but for LEFT_OUT and JUNK: each suite without its
-    dropped checks (and its baseline only where what is left still loads one),
-    the registry without its held-back tasks, everything else as it is."""
-    suites = {k.suite.resolve(): k for k in katas}
-    baselines = {(k.suite.parent / f"baseline_{k.name}.py").resolve() for k in katas}
+    """TREES into the edition, but for LEFT_OUT and JUNK: each suite's test modules
+    without their dropped checks, none whose checks are all dropped (and the suite's
+    baseline only where what is left still loads one), the registry without its
+    held-back tasks, everything else as it is."""
+    suites = {m.resolve(): k for k in katas for m in suite_modules(k.suite)}
+    baselines = {(SUITES_DIR / f"baseline_{k.name}.py").resolve(): k for k in katas}
+    shipped: dict[str, str] = {}  # kata -> the text of its test modules in the edition
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
@@ -154,16 +158,26 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
                 continue  # a baseline is written after the suite it serves
             if path.resolve() in suites:
                 kata = suites[path.resolve()]
-                text = without_functions(path.read_text(encoding="utf-8"), dropped_tests[kata.name])
+                text = path.read_text(encoding="utf-8")
+                if _only_checks_of(text, dropped_tests[kata.name]):
+                    continue  # a test module of held-back checks alone ships nothing
+                text = without_functions(text, dropped_tests[kata.name])
                 edition.put(rel, text)
-                baseline = path.parent / f"baseline_{kata.name}.py"
-                if baseline.is_file() and "load_baseline" in text:
-                    edition.put(baseline.relative_to(ROOT).as_posix(), source=baseline)
+                shipped[kata.name] = shipped.get(kata.name, "") + text
             elif path == REGISTRY_PATH:
                 text = registry_text(registry.read_text(encoding="utf-8"), drop, whole_kata_presets(registry, drop))
                 edition.put(rel, text)
             else:
                 edition.put(rel, source=path)
+    for baseline, kata in baselines.items():
+        if baseline.is_file() and "load_baseline" in shipped.get(kata.name, ""):
+            edition.put(baseline.relative_to(ROOT.resolve()).as_posix(), source=baseline)
+
+
+def _only_checks_of(source: str, names: set[str]) -> bool:
+    """Whether every test function of a test module is one of `names` (and it has one)."""
+    tests = {n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+    return bool(tests) and tests <= names
 
 
 def _left_out(path: Path, rel: str) -> bool:

@@ -193,14 +193,7 @@ def preexec(
     if chosen == "plain":
         return lambda: _last_words(parent)
     if chosen == "uid":
-
-        def drop():
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            _last_words(parent)
-
-        return drop
+        return lambda: _drop_to(uid, parent)
     binds = readable_paths() if readable is None else readable
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)
@@ -209,35 +202,48 @@ def preexec(
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", newroot, "tmpfs", MS_NOSUID, "mode=0755,size=4m")
-        for src in binds:
-            dst = newroot + src
-            if os.path.islink(src):
-                os.makedirs(os.path.dirname(dst), 0o755, exist_ok=True)
-                os.symlink(os.readlink(src), dst)
-                continue
-            os.makedirs(dst, 0o755, exist_ok=True)
-            _mount(src, dst, None, MS_BIND | MS_REC)
-            _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-        for mask in masks:  # the solutions and tests, where they sit inside a bound path
-            if os.path.isdir(newroot + mask):
-                _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
-        for dev in ("null", "zero", "urandom", "random"):
-            os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
-            open(newroot + "/dev/" + dev, "w").close()
-            _mount("/dev/" + dev, newroot + "/dev/" + dev, None, MS_BIND)
-        os.makedirs(newroot + jaildir, 0o755, exist_ok=True)
-        _mount(jaildir, newroot + jaildir, None, MS_BIND)
-        _mount(None, newroot + jaildir, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-        for folder in extra:
-            os.makedirs(newroot + folder, 0o755, exist_ok=True)
-            _mount(folder, newroot + folder, None, MS_BIND)
-            _mount(None, newroot + folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        _bind_system(newroot, binds, masks)
+        for folder in (jaildir, *extra):
+            _bind_read_only(folder, newroot + folder)
         _mount(workdir, newroot + workdir, None, MS_BIND)
         os.chroot(newroot)
         os.chdir(workdir)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        _last_words(parent)
+        _drop_to(uid, parent)
 
     return confine
+
+
+def _drop_to(uid: int, parent: int) -> None:
+    """Become uid (its own group too, and no other), then _last_words."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    _last_words(parent)
+
+
+def _bind_read_only(src: str, dst: str) -> None:
+    """Bind src at dst (made if missing) read-only, without setuid."""
+    os.makedirs(dst, 0o755, exist_ok=True)
+    _mount(src, dst, None, MS_BIND)
+    _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def _bind_system(newroot: str, binds: list[str], masks: list[str]) -> None:
+    """Into the jail's new root: the system's readable paths read-only (a symlink copied as one), with
+    the masks hidden under empty tmpfs, and /dev's null, zero, urandom and random."""
+    for src in binds:
+        dst = newroot + src
+        if os.path.islink(src):
+            os.makedirs(os.path.dirname(dst), 0o755, exist_ok=True)
+            os.symlink(os.readlink(src), dst)
+            continue
+        os.makedirs(dst, 0o755, exist_ok=True)
+        _mount(src, dst, None, MS_BIND | MS_REC)
+        _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    for mask in masks:  # the solutions and tests, where they sit inside a bound path
+        if os.path.isdir(newroot + mask):
+            _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
+    for dev in ("null", "zero", "urandom", "random"):
+        os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
+        open(newroot + "/dev/" + dev, "w").close()
+        _mount("/dev/" + dev, newroot + "/dev/" + dev, None, MS_BIND)

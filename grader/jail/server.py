@@ -324,88 +324,32 @@ def serve_forks(listen_fd: str, life_fd: str) -> None:
     """Fork a jail for each request of each judge that connects to the
     listening socket listen_fd (see grader/jail/zygote.py), until life_fd, the
     runner's socket, closes: then kill every jail and exit. Both are
-    descriptor numbers, as the command line gives them."""
-    import selectors
-
-    from grader.jail.reaping import kill_group, woken_by_children
+    descriptor numbers, as the command line gives them. A grader.jail.prefork
+    server: it answers only a peer of its own uid."""
+    from grader.jail.prefork import Server
 
     listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
-    selector, wake_r, _ = woken_by_children(listener, life)
-    owner: dict[int, socket.socket] = {}  # each live jail's judge connection
-    while True:
-        for key, _ in selector.select():
-            if key.fileobj is wake_r:
-                os.read(wake_r, 4096)
-            elif key.fileobj is life:
-                if not life.recv(1):  # the runner is gone
-                    for pid in owner:
-                        kill_group(pid)
-                    os._exit(0)
-            elif key.fileobj is listener:
-                conn, _ = listener.accept()
-                if _peer_uid(conn) != os.geteuid():  # a judge runs as the runner's user; a jail never does
-                    conn.close()
-                    continue
-                selector.register(conn, selectors.EVENT_READ)
-            else:
-                conn = key.fileobj
-                try:
-                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
-                except OSError:
-                    message, fds = b"", []
-                if not message:  # the judge is gone: so are its jails
-                    for fd in fds:
-                        os.close(fd)
-                    selector.unregister(conn)
-                    conn.close()
-                    for pid in [pid for pid, c in owner.items() if c is conn]:
-                        kill_group(pid)
-                    continue
-                pid = _fork_jail(conn, message, fds)
-                if pid > 0:
-                    owner[pid] = conn
-        _reap_jails(owner)
+    Server(_jail, fds_per_request=2).serve(listener=listener, life=life)
+    os._exit(0)
 
 
-def _peer_uid(conn: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket."""
-    import struct
-
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
-def _fork_jail(conn: socket.socket, message: bytes, fds: list[int]) -> int:
-    """Fork the jail a judge asked for and tell it the pid (or why there is none). Returns the pid, or -1."""
+def _jail(request: dict, fds: list[int]):
+    """What a forked child runs to become the jail a judge asked for; its
+    confinement is worked out here, in the zygote, before the fork."""
     from grader.jail import confine
 
-    try:
-        request = json.loads(message)
-        channel, log = fds
-        how = request["confine"]
-        limits = confine.preexec(
-            how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["readable"]
-        )
-        pid = os.fork()
-    except Exception as exc:  # noqa: BLE001 - a bad request or a failed fork: the judge hears why
-        for fd in fds:
-            os.close(fd)
-        _tell(conn, {"error": f"the jail zygote could not fork: {type(exc).__name__}: {exc}"})
-        return -1
-    if pid == 0:
-        _forked(request, channel, log, limits)  # never returns
-    for fd in fds:
-        os.close(fd)
-    _tell(conn, {"pid": pid})
-    return pid
+    channel, log = fds
+    how = request["confine"]
+    limits = confine.preexec(
+        how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["readable"]
+    )
+    return lambda: _forked(request, channel, log, limits)
 
 
 def _forked(request: dict, channel: int, log: int, limits) -> None:
     """In the forked child: become the jail the request describes, as
     subprocess would have started it, then run main()."""
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -426,22 +370,3 @@ def _forked(request: dict, channel: int, log: int, limits) -> None:
         traceback.print_exc()
     finally:
         os._exit(1)
-
-
-def _tell(conn: socket.socket, answer: dict) -> None:
-    try:
-        conn.send(json.dumps(answer).encode())
-    except OSError:
-        pass  # the judge is gone: its next read says so
-
-
-def _reap_jails(owner: dict[int, socket.socket]) -> None:
-    """Tell each judge of its jails that have ended."""
-    from grader.jail.reaping import reap
-
-    def tell(pid: int, code: int) -> None:
-        conn = owner.pop(pid, None)
-        if conn is not None and conn.fileno() >= 0:
-            _tell(conn, {"exited": pid, "code": code})
-
-    reap(tell)

@@ -14,9 +14,9 @@ Only the modes whose confinement runs in the child before exec use it:
 root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/jail/confine.py).
 
-The runner (or, under `kata test`, the pytest process: grader/suites/conftest.py)
-starts the zygote (`start`) with a runtime folder, the read-only copy of the
-files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
+The runner's Grader (grader.grading.runner; under `kata test`, the pytest
+process: grader/suites/conftest.py) starts the zygote (`Zygote`) with a
+runtime folder, the read-only copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
 jail it forks; a jail sees that folder besides its own. The judges find the
 zygote by the abstract Unix socket that KATA_JAIL_FORKS names, and connect
 one connection each (`connection`). The zygote answers only a peer of its
@@ -29,8 +29,8 @@ Protocol, over SOCK_SEQPACKET (one JSON message a packet):
 
     judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "paths": [...], "confine": {...}},
                       the jail's channel and log descriptors attached
-    zygote -> judge   {"pid": N}, or {"error": "..."} when the fork failed
-    zygote -> judge   {"exited": N, "code": C}: jail N ended; C as subprocess's returncode
+
+and the answers of every grader.jail.prefork server (a pid or an error, then the exit notice).
 
 A jail dies with its zygote (its parent-death signal); the zygote kills
 every jail and exits when the runner is gone (its end of a socketpair reads
@@ -41,32 +41,30 @@ the zygote kills every jail it forked for that judge.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import py_compile
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
 from grader.jail import confine
+from grader.jail.prefork import Child, Client
 from grader.kata import target as _target
 
-# What a jail runs, copied out of the checkout. confine.py and reaping.py are there for the zygote.
+# What a jail runs, copied out of the checkout. confine.py and prefork.py are there for the zygote.
 RUNTIME_FILES = (
     "grader/jail/__init__.py",
+    "grader/jail/frames.py",
     "grader/jail/protocol.py",
     "grader/jail/server.py",
     "grader/jail/confine.py",
-    "grader/jail/reaping.py",
+    "grader/jail/prefork.py",
     "reference/__init__.py",
     "reference/model.py",
     "reference/sampling.py",
@@ -75,7 +73,6 @@ RUNTIME_FILES = (
 )
 VAR = "KATA_JAIL_FORKS"  # set by the runner for its judges: the zygote's socket; "off": no zygote
 MODES = ("root", "uid", "plain")  # the confinement modes the zygote serves
-MAX_MESSAGE = 1 << 20
 SPAWN_SECONDS = 30  # how long a judge waits for the zygote's answer to a fork
 
 _BYTECODE: dict[tuple[str, int, int], bytes] = {}
@@ -216,112 +213,39 @@ class Zygote:
         remove_tree(self.folder)
 
 
-_ZYGOTE: list[Zygote] = []
-_ZYGOTE_LOCK = threading.Lock()
-
-
-def start() -> str | None:
-    """KATA_JAIL_FORKS for this process's judges: its zygote, started on first
-    use; None where jails are not forked (bubblewrap, or KATA_JAIL_FORKS=off)
-    or it cannot start."""
+def serves_this_mode() -> bool:
+    """Whether jails are forked by a zygote here: not under bubblewrap, not
+    with KATA_JAIL_FORKS=off, and not with a bad KATA_JAIL (the judge reports it)."""
     if os.environ.get(VAR) == "off":
-        return None
+        return False
     try:
-        if confine.mode() not in MODES:
-            return None
+        return confine.mode() in MODES
     except ValueError:
-        return None  # a bad KATA_JAIL: the judge reports it
-    with _ZYGOTE_LOCK:
-        if _ZYGOTE and _ZYGOTE[0].proc.poll() is not None:
-            _ZYGOTE.pop().stop()
-        if not _ZYGOTE:
-            try:
-                _ZYGOTE.append(Zygote())
-            except OSError:
-                return None
-            atexit.register(_ZYGOTE[0].stop)
-        return _ZYGOTE[0].address()
+        return False
 
 
 # ------------------------------------------------------------- judge side
 
 
-class ForkedJail:
-    """A jail the zygote forked: what grader.grading.jail_client uses of a Popen (pid, kill, wait)."""
-
-    def __init__(self, connection: "Connection", pid: int):
-        self.connection, self.pid = connection, pid
-        self.returncode: int | None = None
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            code = self.connection.wait(self.pid, timeout)
-            if code is None:
-                raise subprocess.TimeoutExpired(f"jail {self.pid}", timeout)
-            self.returncode = code
-        return self.returncode
+ForkedJail = Child  # a jail the zygote forked: what grader.grading.jail_client uses of a Popen
 
 
-class Connection:
-    """This judge's connection to the zygote."""
+class Connection(Client):
+    """This judge's connection to the zygote, and the runtime folder its jails share."""
 
     def __init__(self, address: dict):
         self.runtime = address["runtime"]
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock.connect(address["socket"])
-        self.exited: dict[int, int] = {}
-        self.gone = False
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(address["socket"])
+        except BaseException:
+            sock.close()
+            raise
+        super().__init__(sock, "jail zygote")
 
     def spawn(self, request: dict, fds: list[int]) -> ForkedJail:
         """A jail forked for request, or OSError saying why there is none."""
-        socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
-        deadline = time.monotonic() + SPAWN_SECONDS
-        while True:
-            answer = self._next(deadline)
-            if answer is None:
-                raise OSError("the jail zygote did not answer")
-            if "pid" in answer:
-                return ForkedJail(self, answer["pid"])
-            if "error" in answer:
-                raise OSError(answer["error"])
-
-    def wait(self, pid: int, timeout: float | None) -> int | None:
-        """Jail pid's exit code once it has ended, or None after timeout seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while pid not in self.exited:
-            if self.gone:  # the zygote died, and its jails with it (their parent-death signal)
-                return -signal.SIGKILL
-            if self._next(deadline) is None and not self.gone:  # the deadline passed
-                return None
-        return self.exited.pop(pid)
-
-    def _next(self, deadline: float | None) -> dict | None:
-        """The zygote's next answer (exit notices are kept in self.exited and
-        returned too), or None at the deadline or once the zygote is gone."""
-        if self.gone:
-            return None
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            self.sock.settimeout(timeout)
-            message = self.sock.recv(MAX_MESSAGE)
-        except (socket.timeout, BlockingIOError):
-            return None
-        except OSError:
-            message = b""
-        if not message:
-            self.gone = True
-            return None
-        answer = json.loads(message)
-        if "exited" in answer:
-            self.exited[answer["exited"]] = answer["code"]
-        return answer
+        return super().spawn(request, fds, SPAWN_SECONDS)
 
 
 _CONNECTION: list[Connection] = []

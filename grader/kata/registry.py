@@ -13,6 +13,11 @@ grades several tasks case by case, a `task` parameter listing them
 literally (`@pytest.mark.parametrize("task", ["symmetric", "affine"])`).
 The registry reads both from the suite's source without importing it
 (`suite_tasks`); the judge reads them from each collected check.
+
+A kata's suite is a folder, grader/suites/<kata>/ (a package: its test_*.py
+modules hold the checks, its other modules what they share), or, where the
+registry's `suite` key names one, a single test file; `suite_modules` lists
+the test modules either way, in the order pytest collects them.
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ class Kata:
     trade: str  # the trade the technique makes, e.g. "memory for time"
     order: int  # position in the recommended order, from 1
     tasks: tuple[Task, ...]
-    suite: Path  # the grading suite, grader/suites/test_<name>.py unless the registry says otherwise
+    suite: Path  # the grading suite: grader/suites/<name>/ unless the registry names another folder or a file
     recap: str = ""  # said when the kata turns fully green: a format string over its checks' figure keys
 
     @property
@@ -244,33 +249,55 @@ def _suite_marks(path: Path, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]]
     return tuple(marks)
 
 
-def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
-    """Every test function of the suite file -> the tasks it grades: its task
-    mark's, or those its `task` parameter lists; none for an unmarked test.
-    Read from the source, never imported."""
+def suite_modules(suite: Path) -> tuple[Path, ...]:
+    """The test modules of a suite: the file itself, or the test_*.py files of
+    the folder in name order (the order pytest collects and runs them)."""
     suite = Path(suite)
-    try:
-        mtime = suite.stat().st_mtime_ns
-    except OSError as exc:
-        raise RegistryError(f"cannot read the suite {suite}: {exc.strerror or exc}") from None
-    return dict(_suite_marks(suite, mtime))
+    return tuple(sorted(suite.glob("test_*.py"))) if suite.is_dir() else (suite,)
+
+
+def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
+    """Every test function of the suite (a file, or every test module of a
+    folder) -> the tasks it grades: its task mark's, or those its `task`
+    parameter lists; none for an unmarked test. Read from the source, never
+    imported. A RegistryError if two modules define a test of the same name
+    (the name is what the registry, the grade and the hints know a check by)."""
+    tasks: dict[str, tuple[str, ...]] = {}
+    where: dict[str, Path] = {}
+    for module in suite_modules(suite):
+        try:
+            mtime = module.stat().st_mtime_ns
+        except OSError as exc:
+            raise RegistryError(f"cannot read the suite {module}: {exc.strerror or exc}") from None
+        for test, owners in _suite_marks(module, mtime):
+            if test in tasks:
+                raise RegistryError(
+                    f"{module}: {test} is defined in {where[test].name} too; give each check its own name"
+                )
+            tasks[test], where[test] = owners, module
+    return tasks
+
+
+def _suite_name(suite: Path) -> str:
+    """How messages name a suite: test_toy.py, or kv_cache/ for a folder."""
+    return f"{suite.name}/" if suite.is_dir() else suite.name
 
 
 def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task, ...]:
     """tasks, each with the suite tests marked with it; a RegistryError for a
     test with no task, a mark naming no task, or a task with no test."""
     marks = suite_tasks(suite)
+    named = _suite_name(suite)
     names = {t.name for t in tasks}
     unmarked = [test for test, owners in marks.items() if not owners]
     if unmarked:
         raise RegistryError(
-            f'{where}: {suite.name} has tests with no @pytest.mark.task("...") mark or task parameter: '
-            f"{', '.join(unmarked)}"
+            f'{where}: {named} has tests with no @pytest.mark.task("...") mark or task parameter: {", ".join(unmarked)}'
         )
     strays = sorted({o for owners in marks.values() for o in owners} - names)
     if strays:
         raise RegistryError(
-            f"{where}: {suite.name} marks tests with tasks the registry does not list: {', '.join(strays)} "
+            f"{where}: {named} marks tests with tasks the registry does not list: {', '.join(strays)} "
             f"(its tasks: {', '.join(sorted(names))})"
         )
     out = []
@@ -278,7 +305,7 @@ def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task,
         tests = tuple(test for test, owners in marks.items() if task.name in owners)
         if not tests:
             raise RegistryError(
-                f'{where} task {task.name!r}: no test in {suite.name} is marked @pytest.mark.task("{task.name}")'
+                f'{where} task {task.name!r}: no test in {named} is marked @pytest.mark.task("{task.name}")'
             )
         strays = [t for t, _ in task.check_hints if t not in tests]
         if strays:
@@ -309,9 +336,9 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
 
     The registry is grader/kata/katas.toml unless `path` or the KATA_REGISTRY
     environment variable names another (an instructor's own set of katas).
-    A kata's optional `suite` key is a path relative to the registry file;
-    without one, its suite is suites_dir/test_<name>.py (grader/suites/
-    unless told). Each task's tests are read from the suite's task marks
+    A kata's optional `suite` key is a path relative to the registry file,
+    of a suite folder or a single test file; without one, its suite is the
+    folder suites_dir/<name>/ (grader/suites/ unless told). Each task's tests are read from the suite's task marks
     when the suite exists (a missing suite fails when the kata is graded)."""
     path, data = _registry_file(path)
     try:
@@ -346,8 +373,8 @@ def _kata(entry: KataTable, path: Path, suites_dir: Path | None) -> Kata:
                     "each function belongs to exactly one task"
                 )
             owners[f] = t.name
-    suite = path.parent / entry.suite if entry.suite is not None else (suites_dir or SUITES_DIR) / f"test_{name}.py"
-    if suite.is_file():
+    suite = path.parent / entry.suite if entry.suite is not None else (suites_dir or SUITES_DIR) / name
+    if suite.is_file() or suite.is_dir():
         tasks = _with_tests(tasks, suite, where)
     recap = entry.recap
     try:

@@ -2,9 +2,9 @@
 own code once it passes, and on the model package's own code before that.
 
 The library runs a demo and returns plain data (the steps of a generation,
-the experts of each character); grader/cli/commands.py renders it. Work is counted by
-the reference model's work counter, never by the code the demo runs, so
-the figures are what the code did.
+the experts of each character); grader/learn/play_screens.py renders it as text and
+grader/cli/play.py prints that. Work is counted by the reference model's work counter,
+never by the code the demo runs, so the figures are what the code did.
 """
 
 from __future__ import annotations

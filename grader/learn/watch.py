@@ -28,7 +28,7 @@ from typing import Callable
 
 import click
 
-from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade, stop_everything
+from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade
 from grader.kata import target as _target
 from grader.kata.registry import Kata, load_registry
 from grader.learn import progress as state
@@ -321,7 +321,7 @@ class _Watch:
         )
         self.tty = out is click.echo and sys.stdout.isatty()
         self.width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns)) if self.tty else 80
-        self.halt, self.ready, self.done, self.grading = (threading.Event() for _ in range(4))
+        self.halt, self.ready = threading.Event(), threading.Event()
         self.changed: queue.Queue = queue.Queue()
         files = {f"{k.name}.py" for k in self.watched}
         self.watcher = threading.Thread(
@@ -337,7 +337,6 @@ class _Watch:
         restore = _hang_ups_interrupt()
         try:
             self.watcher.start()
-            threading.Thread(target=self._stop_grading_on_request, name="kata-watch-stop", daemon=True).start()
             self.ready.wait(5)  # events from here on are queued, even those of saves during the first grade
             self._grade(self.current)
             while not self.stop.is_set():
@@ -347,18 +346,10 @@ class _Watch:
         except (KeyboardInterrupt, _Stopped):
             pass
         finally:
-            self.done.set()
             self.halt.set()
-            stop_everything()  # nothing of a grade outlives the watch, whatever stopped it
             self.watcher.join(timeout=2)
             restore()
         self.out("stopped watching")
-
-    def _stop_grading_on_request(self) -> None:
-        """The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade())."""
-        while not self.done.wait(0.1):
-            if self.stop.is_set() and self.grading.is_set():
-                stop_everything()
 
     def _saved(self) -> set[str]:
         """The file names saved since the last look (everything saved meanwhile is one more
@@ -393,11 +384,8 @@ class _Watch:
         file = self.directory / f"{kata.name}.py"
         self.graded_as[kata.name] = _signature(file)
         self.out(f"grading {kata.name} ({_shown(file)}) ...")
-        self.grading.set()
-        try:
-            result = grade([kata], "katas", seed=self.seed, limits=self.limits)
-        finally:
-            self.grading.clear()
+        # The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade()).
+        result = grade([kata], "katas", seed=self.seed, limits=self.limits, cancel=self.stop)
         if result.interrupted or self.stop.is_set():
             raise _Stopped
         grades, recaps = save_last_grade(kata, result)

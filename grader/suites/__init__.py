@@ -1,1 +1,1 @@
-"""The grading suites (pytest files the judge runs against a jailed kata) and their speed baselines."""
+"""The grading suites (per kata a package of pytest modules the judge runs against the jailed kata) and baselines."""

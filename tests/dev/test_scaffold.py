@@ -26,7 +26,8 @@ FLOW_SECONDS = 150  # the issue's bar is five minutes, from `kata new` to a grad
 NEW_FILES = [
     "reference/solutions/toykata.py",
     "katas/toykata.py",
-    "grader/suites/test_toykata.py",
+    "grader/suites/toykata/__init__.py",
+    "grader/suites/toykata/test_toykata.py",
     "benchmarks/bench_toykata.py",
 ]
 EDITED_FILES = ["grader/kata/katas.toml", "CHECKLIST.md", "README.md"]
@@ -81,11 +82,20 @@ def test_a_bad_name_is_refused_and_nothing_is_written(small_root, name, why):
 
 @pytest.mark.parametrize("existing", NEW_FILES)
 def test_an_existing_target_file_is_refused_and_nothing_is_written(small_root, existing):
+    (small_root / existing).parent.mkdir(parents=True, exist_ok=True)
     (small_root / existing).write_text("# somebody's work\n", encoding="utf-8")
     before = snapshot(small_root)
     with pytest.raises(scaffold.ScaffoldError, match=re.escape(existing)):
         scaffold.new_kata("toykata", title="Toy", trade="nothing for a test", root=small_root)
     assert snapshot(small_root) == before
+
+
+def test_an_existing_suite_folder_is_refused_and_nothing_is_written(small_root):
+    (small_root / "grader" / "suites" / "toykata").mkdir()
+    before = snapshot(small_root)
+    with pytest.raises(scaffold.ScaffoldError, match="would overwrite grader/suites/toykata"):
+        scaffold.new_kata("toykata", title="Toy", trade="nothing for a test", root=small_root)
+    assert snapshot(small_root) == before and not any((small_root / "grader" / "suites" / "toykata").iterdir())
 
 
 @pytest.mark.parametrize("field", ["title", "trade"])

@@ -3,7 +3,7 @@ committed in tests/golden/, apart from what a run cannot repeat (times,
 measured figures, the target's path). A change to what a learner reads shows
 up here as a diff to review, then to commit with
 
-    KATA_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+    KATA_UPDATE_GOLDEN=1 python -m pytest tests/grading/test_golden.py
 """
 
 from __future__ import annotations

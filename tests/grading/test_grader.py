@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -385,12 +386,50 @@ def test_one_judge_server_forks_every_judge_and_a_new_one_replaces_it_if_it_dies
         return {t.status.value for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks} == {"pass"}
 
     assert grades_correctly()
-    server = runner._server().proc
-    assert grades_correctly() and runner._server().proc is server, "a second grading started another judge server"
+    server = runner.default_grader().judge_server().proc
+    assert grades_correctly() and runner.default_grader().judge_server().proc is server, (
+        "a second grading started another judge server"
+    )
     server.kill()
     server.wait(timeout=10)
     assert grades_correctly(), "grading failed after its judge server died"
-    assert runner._server().proc.pid != server.pid
+    assert runner.default_grader().judge_server().proc.pid != server.pid
+
+
+def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
+    """Each grading has its own cancel event: setting one stops that grading
+    (its judge killed, its checks not run said to be interrupted) and not a
+    grading running beside it on the same Grader."""
+    stop_looping, results = threading.Event(), {}
+
+    def looping():
+        results["loop"] = runner.grade([toy], str(SUBS / "loop"), limits=runner.Limits(20, 60), cancel=stop_looping)
+
+    thread = threading.Thread(target=looping)
+    thread.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    stop_looping.set()
+    assert {t.status.value for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks} == {"pass"}
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    stopped = results["loop"]
+    assert stopped.interrupted and time.monotonic() - started < 15
+    assert any(runner.INTERRUPTED_MESSAGE in t.message for k in stopped.katas for t in k.tasks)
+
+
+def test_grade_many_grades_each_job_with_its_own_seed_and_tells_each_as_it_ends(toy):
+    jobs = [runner.Job(toy, str(SUBS / "correct"), seed=3), runner.Job(toy, str(SUBS / "stub"), tasks=("mean",))]
+    told = []
+    graded = runner.grade_many(jobs, workers=2, limits=FAST, on_done=lambda job, result: told.append(job))
+    assert not graded.interrupted and sorted(map(id, told)) == sorted(map(id, jobs))
+    first, second = graded.results
+    assert {t.status.value for t in first.tasks} == {"pass"}
+    assert [(t.name, t.status.value) for t in second.tasks] == [("mean", "todo")]
+    cancelled = threading.Event()
+    cancelled.set()
+    nothing = runner.grade_many(jobs, limits=FAST, cancel=cancelled)
+    assert nothing.interrupted and nothing.results == [None, None]
 
 
 def test_the_gradescope_file_appears_whole_and_agrees_with_the_json(cli, tmp_path):

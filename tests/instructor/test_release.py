@@ -83,3 +83,31 @@ def test_the_edition_registry_is_the_shipped_registry_itself_when_nothing_is_dro
 def test_the_edition_registry_without_presets_holds_no_preset_key():
     data = tomllib.loads(release.registry_text(REGISTRY, {"toy": {"last"}}, set()))
     assert "preset" not in data and [t["name"] for t in data["kata"][0]["task"]] == ["mean", "held"]
+
+
+SUITE_MODULE = '''"""A test module of two tasks."""
+
+import pytest
+
+
+@pytest.mark.task("mean")
+def test_kept(toy):
+    assert toy
+
+
+@pytest.mark.task("held")
+@pytest.mark.parametrize("n", [1, 2])
+def test_held(toy, n):
+    assert n
+
+
+def test_after(toy):
+    assert toy
+'''
+
+
+def test_a_suite_module_loses_each_held_back_check_with_its_decorators_and_keeps_the_rest():
+    held = SUITE_MODULE[SUITE_MODULE.index('@pytest.mark.task("held")') : SUITE_MODULE.index("def test_after")]
+    assert release.without_functions(SUITE_MODULE, {"test_held"}) == SUITE_MODULE.replace(held, "")
+    assert "parametrize" in held and "test_held" in held  # the check and every decorator of it go
+    assert release.without_functions(SUITE_MODULE, set()) == SUITE_MODULE

@@ -710,8 +710,9 @@ def shown_strings(source: str) -> list[str]:
 def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(preset):
     kata = next(k for k in KATAS if k.name == preset.kata)
     plan = interview.plan_preset(preset.name)
+    suite = sorted(kata.suite.rglob("*.py")) if kata.suite.is_dir() else [kata.suite]
     for where, text in [(f"{kata.name}.py as handed out", interview.module_text(plan))] + [
-        (kata.suite.name, s) for s in shown_strings(kata.suite.read_text())
+        (path.name, s) for path in suite for s in shown_strings(path.read_text())
     ]:
         found = ANSWER_PHRASES.search(text)
         assert not found, (

@@ -118,3 +118,40 @@ def test_fail_fast_stops_a_task_at_its_first_failing_check_and_keeps_its_status(
     assert fast.failures[1]["message"] == (
         "not run (--fail-fast): test_mean_matches_a_float64_sum of this task did not pass"
     )
+
+
+def toy_folder(tmp_path: Path, second_extra: str = "") -> Path:
+    """The toy kata with its suite as a folder, tmp_path/toy/: the fixture in its conftest.py, the mean
+    checks in test_1_mean.py and the others (with second_extra appended) in test_2_rest.py."""
+    source = (TOY / "test_toy.py").read_text()
+    fixture, mean, rest = (
+        source.index(s) for s in ("@pytest.fixture", '@pytest.mark.task("mean")', '@pytest.mark.task("scale")')
+    )
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "conftest.py").write_text((TOY / "conftest.py").read_text() + source[:mean])
+    (folder / "test_1_mean.py").write_text(source[:fixture] + source[mean:rest])
+    (folder / "test_2_rest.py").write_text(source[:fixture] + source[rest:] + second_extra)
+    (folder / "baseline_toy.py").write_text((TOY / "baseline_toy.py").read_text())
+    registry = tmp_path / "katas.toml"
+    registry.write_text((TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', 'suite = "toy"'))
+    return registry
+
+
+def test_a_suite_folder_is_read_and_graded_as_the_one_file_holding_its_modules(tmp_path):
+    folder = load_registry(toy_folder(tmp_path))[0]
+    one_file = load_registry(TOY / "katas.toml")[0]
+    assert folder.suite == tmp_path / "toy" and [t.tests for t in folder.tasks] == [t.tests for t in one_file.tasks]
+    tasks = ["mean", "scale"]  # the speed check adds seconds and nothing the folder changes
+    for sub in ("correct", "nan"):
+        graded, want = (grade_kata(k, str(SUBS / sub), tasks=tasks, limits=FAST).tasks for k in (folder, one_file))
+        assert [(t.name, t.status, t.checks_total, t.message) for t in graded] == [
+            (t.name, t.status, t.checks_total, t.message) for t in want
+        ]
+    assert {t.name: t.status for t in graded} == {"mean": "fail", "scale": "pass"}  # nan: the check can fail
+
+
+def test_a_check_name_defined_in_two_modules_of_a_suite_folder_is_refused(tmp_path):
+    twice = '\n\n@pytest.mark.task("mean")\ndef test_mean_of_empty_raises_value_error(toy):\n    pass\n'
+    with pytest.raises(RegistryError, match="test_mean_of_empty_raises_value_error is defined in test_1_mean.py too"):
+        load_registry(toy_folder(tmp_path, twice))

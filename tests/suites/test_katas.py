@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.grading.runner import Limits, grade
-from grader.kata.registry import load_presets, load_registry
+from grader.kata.registry import load_presets, load_registry, suite_modules
 from grader.kata.stubs import stub_for, stub_from_solution
 from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
 
@@ -22,8 +22,18 @@ LIMITS = Limits(test_seconds=120, kata_seconds=600)
 
 
 def suite_tests(kata) -> list[str]:
-    tree = ast.parse(kata.suite.read_text(encoding="utf-8"))
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+    """The test functions of every test module of the kata's suite."""
+    return [
+        n.name
+        for module in suite_modules(kata.suite)
+        for n in ast.parse(module.read_text(encoding="utf-8")).body
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+    ]
+
+
+def suite_sources(kata) -> list[Path]:
+    """Every module of the kata's suite: a folder's (its __init__.py, support modules and test modules), or the file."""
+    return sorted(kata.suite.glob("*.py")) if kata.suite.is_dir() else [kata.suite]
 
 
 # One xdist worker runs the whole module, so its module-scoped grades are made once.
@@ -146,7 +156,7 @@ def test_the_recap_quotes_only_figures_the_suite_records(kata):
 
     names = [n for _, n, _, _ in string.Formatter().parse(kata.recap) if n]
     assert names, f"kata {kata.name} has no recap quoting its figures"
-    source = kata.suite.read_text(encoding="utf-8")
+    source = "".join(path.read_text(encoding="utf-8") for path in suite_sources(kata))
     missing = [n for n in names if f'key="{n}"' not in source]
     assert not missing, f"the recap of {kata.name} quotes {missing}, which no check of its suite records"
 
@@ -178,8 +188,9 @@ AUDIT_ROW = re.compile(r"^\|\s*`(?P<where>[\w.]+)`\s*\|(?P<promise>[^|]+)\|(?P<c
 
 
 def audit_rows(kata) -> list[tuple[str, str, list[str]]]:
-    """(where, promise, checks) of every row of the audit table in the suite's module docstring."""
-    doc = ast.get_docstring(ast.parse(kata.suite.read_text(encoding="utf-8"))) or ""
+    """(where, promise, checks) of every row of the audit table in the docstrings of the suite's modules (a
+    folder's __init__.py holds it, or its test modules do)."""
+    doc = "\n".join(ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "" for p in suite_sources(kata))
     rows = []
     for line in doc.splitlines():
         m = AUDIT_ROW.match(line.strip())
@@ -190,12 +201,12 @@ def audit_rows(kata) -> list[tuple[str, str, list[str]]]:
 
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)
 def test_the_suite_audits_each_promise_of_the_stub_against_a_check_that_exists(kata):
-    """The suite's module docstring maps each promise of the stub's
+    """The suite's docstrings map each promise of the stub's
     docstrings to the checks that fail without it (issue 17's audit): every
     row names a public function, class or method of the stub and one or
     more of the suite's own tests, and every public name has a row."""
     rows = audit_rows(kata)
-    assert rows, f"{kata.suite.name} has no audit table (| `where` | promise | `test_...` |) in its docstring"
+    assert rows, f"{kata.suite.name} has no audit table (| `where` | promise | `test_...` |) in its docstrings"
     public = dict(_public_defs(ast.parse(stub_for(kata.name))))
     tests = set(suite_tests(kata))
     bad_where = sorted({w for w, _, _ in rows if w not in public})

@@ -1,0 +1,193 @@
+"""The instructor's commands: release a student edition, grade a class, and the Gradescope and GitHub Classroom kits."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from grader.cli.options import jobs_option, limit_options, pick_tasks, seed_option
+from grader.grading.runner import Limits
+from grader.kata.registry import load_registry
+
+
+@click.command("release")
+@click.argument("out", type=click.Path(file_okay=False))
+def release_cmd(out):
+    """Write the student edition of the katas into the new folder OUT.
+
+    Stubs, suites, the reference model with its weights and corpus, the
+    grader, the benchmarks, README, CHECKLIST and packaging; no reference
+    solutions, no project tests (alternative implementations, mutants), and
+    no task the registry marks release = false. Students install it with
+    pip install -e OUT (or push it as the template of a GitHub Classroom
+    assignment; see kata classroom).
+    """
+    from grader.instructor import release
+
+    try:
+        written = release.write_edition(Path(out))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    held = {k: sorted(t) for k, t in release.held_back_tasks(load_registry()).items() if t}
+    click.echo(f"wrote the student edition to {Path(out).resolve()} ({len(written)} files, no reference solutions)")
+    if held:
+        click.echo("held back (graded by you only): " + "; ".join(f"{k}: {', '.join(t)}" for k, t in held.items()))
+    click.echo(
+        f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
+        f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)"
+    )
+
+
+@click.command("grade-all")
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    default="gradebook",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for gradebook.csv and students/STUDENT.json.",
+)
+@click.option(
+    "--kata",
+    "only",
+    multiple=True,
+    metavar="KATA[:TASK]",
+    help="Grade only this kata or task (repeat for more); every kata by default.",
+)
+@jobs_option(os.cpu_count() or 1, "all cores", "Katas graded at once, across students.")
+@seed_option("The seed every student is graded with.")
+@click.option(
+    "--seed-per-student",
+    "secret",
+    metavar="SECRET",
+    help="Give each student a seed of their own, derived from SECRET and their name (reproducible).",
+)
+@click.option(
+    "--roster",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A CSV class list with a 'student' column (the submissions' names) and others, such as an LMS id or an "
+    "email, that the gradebook carries; a listed student without a submission gets a row too.",
+)
+@limit_options
+def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, test_timeout, kata_timeout, memory_mb):
+    """Grade a class: one folder or .zip per student in SUBMISSIONS.
+
+    The kata modules may sit at any depth of a submission (a repository's
+    katas/ folder, or the files at the top). Writes OUT/gradebook.csv (a row
+    per student: total, then the points of each kata and task) and
+    OUT/students/STUDENT.json, then prints per task how many students passed
+    and the most common failures. A broken submission is a row with a note,
+    never an abort. Ctrl-C writes what was graded so far and exits 130.
+    """
+    from grader.instructor import gradebook
+    from grader.instructor.submissions import SubmissionError
+
+    if secret is not None and not secret:
+        raise click.BadParameter("give a non-empty secret", param_hint="--seed-per-student")
+    try:
+        class_list = gradebook.read_roster(Path(roster)) if roster else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--roster") from None
+    katas, tasks = pick_tasks(only)
+    limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
+    try:
+        n = len(gradebook.list_students(Path(submissions)))
+    except SubmissionError as exc:
+        raise click.ClickException(str(exc)) from None
+    if n == 0:
+        raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
+    click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
+    with click.progressbar(
+        length=n * len(katas), label="grading", file=sys.stderr, item_show_func=lambda item: item
+    ) as bar:
+        result = gradebook.grade_class(
+            Path(submissions),
+            katas,
+            tasks=tasks,
+            jobs=jobs,
+            seed=seed,
+            secret=secret,
+            limits=limits,
+            progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
+        )
+    # Every judge and jail has ended by now.
+    written = gradebook.write(result, Path(out), class_list)
+    click.echo(gradebook.summary(result))
+    click.echo(f"\nwrote {written[0]} and {len(written) - 1} student files in {Path(out) / 'students'}")
+    if result.interrupted:
+        click.echo("interrupted (Ctrl-C): the gradebook holds what was graded so far", err=True)
+        sys.exit(130)
+
+
+@click.command("classroom")
+@click.argument("dest", default=".", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite the files if they exist.")
+def classroom_cmd(dest, force):
+    """Write GitHub Classroom's autograding files into DEST (default: here).
+
+    DEST is the student repository's template, such as a student edition
+    from kata release. Writes .github/workflows/classroom.yml (one test per
+    released task, `kata grade KATA:TASK`, worth the task's points) and
+    .github/classroom/autograding.json (the same tests in the older format).
+    """
+    from grader.instructor import classroom
+
+    katas = load_registry()
+    try:
+        written = classroom.write(Path(dest), katas, force=force)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    n = len(classroom.tests(katas))
+    points = sum(t["points"] for t in classroom.tests(katas))
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"{n} tests worth {points} points; commit them to the assignment's template repository")
+
+
+@click.group("gradescope")
+def gradescope_group():
+    """Grade on Gradescope: build the autograder zip, and run it (what the autograder does per submission)."""
+
+
+@gradescope_group.command("build")
+@click.argument("out", type=click.Path(dir_okay=False))
+@seed_option("The grading seed; with --seed-from-metadata, the salt of every student's own seed.")
+@click.option(
+    "--seed-from-metadata",
+    is_flag=True,
+    help="Give every student a seed of their own, the same on each resubmission, derived from "
+    "Gradescope's submission_metadata.json (their email or id).",
+)
+def gradescope_build_cmd(out, seed, seed_from_metadata):
+    """Write OUT (.zip): the autograder to upload to a Gradescope programming assignment.
+
+    It holds setup.sh (installs Python, bubblewrap and this package), run_autograder
+    and the grading edition of this project: every task, never the reference solutions.
+    """
+    from grader.instructor import gradescope_kit as gradescope
+
+    try:
+        gradescope.build(Path(out), seed=seed, seed_from_metadata=seed_from_metadata)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"wrote {out}: upload it in the assignment's Configure Autograder page (Ubuntu base image, Python >= 3.10)"
+    )
+
+
+@gradescope_group.command("run")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    default=lambda: os.environ.get("KATA_AUTOGRADER_ROOT") or "/autograder",
+    show_default="$KATA_AUTOGRADER_ROOT or /autograder",
+    help="The autograder's folder: submission/ and submission_metadata.json in, results/results.json out.",
+)
+def gradescope_run_cmd(root):
+    """Grade ROOT/submission and write ROOT/results/results.json, even when grading fails (run_autograder runs this)."""
+    from grader.instructor import gradescope_kit as gradescope
+
+    sys.exit(gradescope.run(Path(root)))

@@ -1,0 +1,294 @@
+"""The learner's commands: grade, watch, list, hint, reset, init and bench (play has a module of its own)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from grader.cli.interview import grade_in_workspace, hint_in_workspace, list_in_workspace
+from grader.cli.options import (
+    TEST_TIMEOUT,
+    check_target,
+    colour,
+    complete_grade_word,
+    complete_kata,
+    complete_task,
+    jobs_option,
+    limit_options,
+    pick_tasks,
+    seed_option,
+)
+from grader.grading.runner import Limits, grade
+from grader.interview.session import find_workspace
+from grader.kata import target as _target
+from grader.kata.lookup import kata_named
+from grader.kata.registry import load_registry
+from grader.kata.stubs import stub_for
+from grader.learn import progress as state
+from grader.output import files, report
+
+
+@click.command("grade")
+@click.argument("katas", nargs=-1, metavar="[KATA | KATA:TASK | KATA TASK...]...", shell_complete=complete_grade_word)
+@click.option(
+    "--target",
+    default="katas",
+    show_default=True,
+    help="What to grade: 'katas' (your code), 'reference' (the reference solutions) or a directory of kata modules.",
+)
+@seed_option()
+@jobs_option(1, True, "Grade this many katas in parallel, each in its own process.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout instead of a table.")
+@click.option(
+    "--gradescope",
+    "gradescope_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write Gradescope's results.json to this path.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it) and "
+    "a hint aimed at that check.",
+)
+@limit_options
+@click.option(
+    "--live/--no-live", default=None, help="Print each task's row as soon as it is graded (the default on a terminal)."
+)
+@click.option(
+    "--fail-fast",
+    "-x",
+    is_flag=True,
+    help="Stop each task at its first check that does not pass: quicker feedback, the same pass or not per task "
+    "(the status shown is that first check's).",
+)
+def grade_cmd(
+    katas, target, seed, jobs, as_json, gradescope_path, verbose, test_timeout, kata_timeout, memory_mb, live, fail_fast
+):
+    """Grade katas (all of them by default) and print one row per task.
+
+    Name a kata to grade all its tasks, KATA:TASK or KATA TASK... to grade
+    only those tasks (kata grade kv_cache:cache, kata grade kv_cache cache
+    generate).
+
+    Inside an interview workspace (the current directory or $KATA_WORKDIR;
+    see kata interview) it grades what the interview covers, with the
+    interview's seed, logs the attempt and shows the time left.
+
+    Exit code 0 when every graded task passes, 1 when any does not, 2 for a
+    usage error, 130 after Ctrl-C (which prints what was graded so far).
+    """
+    limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
+    workspace = find_workspace() if target == "katas" else None
+    if workspace is not None:
+        sys.exit(grade_in_workspace(workspace, katas, verbose, limits))
+    chosen, only = pick_tasks(katas)
+    _check_target_for(target, gradescope_path, seed)
+    live = (not as_json) and (sys.stdout.isatty() if live is None else live)
+    rows, lock = report.LiveRows(chosen), threading.Lock()
+
+    def show_row(kata, task):
+        with lock:
+            click.echo(rows.row(kata.name, task), color=colour())
+
+    if live:
+        click.echo(report.header_line(target, seed) + "\n", color=colour())
+        click.echo(rows.head(), color=colour())
+    result = grade(
+        chosen,
+        target,
+        seed=seed,
+        jobs=jobs,
+        limits=limits,
+        tasks=only,
+        progress=show_row if live else None,
+        fail_fast=fail_fast,
+    )
+    recaps = []
+    if target == "katas":
+        _, recaps = state.after_grade(chosen, result)
+    # Every judge and jail has ended by now: nothing of the learner's can touch what follows.
+    if gradescope_path:
+        files.write_json(gradescope_path, report.gradescope(result))
+    if as_json:
+        click.echo(json.dumps(report.as_json(result), indent=1))
+    else:
+        _print_grade(result, chosen, recaps, live=live, verbose=verbose)
+    if result.interrupted:
+        click.echo("\ninterrupted (Ctrl-C): the table shows what was graded so far", err=True)
+        sys.exit(130)
+    sys.exit(0 if result.passed else 1)
+
+
+def _check_target_for(target: str, gradescope_path: str | None, seed: int) -> None:
+    """check_target, and on a bad target a Gradescope file that says why there
+    is no grade (Gradescope reads the file whatever happened)."""
+    try:
+        check_target(target)
+    except click.BadParameter as exc:
+        if gradescope_path:
+            from grader.output.gradescope_results import error_results
+
+            files.write_json(
+                gradescope_path, error_results(f"Not graded: {exc.message}", seed=seed, execution_time=0.0)
+            )
+        raise
+
+
+def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: bool) -> None:
+    """A grade as text: the table (or, after live rows, the total), the next step,
+    the recaps, then each failing check (-v) or one line per failing task."""
+    click.echo("\n" + report.total_line(result) if live else report.table(result), color=colour())
+    click.echo(report.next_step(result, chosen))
+    for text in recaps:
+        click.echo("\n" + click.style(text, fg="green"), color=colour())
+    if verbose:
+        text = report.details(result)
+        if text:
+            click.echo("\n" + text)
+    else:
+        summary = report.failing_summary(result)
+        if summary:
+            click.echo("\n" + summary + "\n\n(kata grade -v shows each failing check and a hint)")
+
+
+@click.command("list")
+def list_cmd():
+    """List the katas and their tasks, with the status from your last grade.
+
+    Inside an interview workspace: the interview, its tasks, the time left and the attempts so far.
+    """
+    workspace = find_workspace()
+    if workspace is not None:
+        return list_in_workspace(workspace)
+    last = state.read(state.LAST_GRADE)
+    for kata in load_registry():
+        click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
+        for task in kata.tasks:
+            status = last.get(kata.name, {}).get(task.name, "not graded yet")
+            points = f"{task.points} pt" + ("s" if task.points != 1 else " ")
+            click.echo(f"   {task.name:<14} {points}  {status:<15} {task.title}")
+
+
+@click.command("hint")
+@click.argument("kata", shell_complete=complete_kata)
+@click.argument("task", required=False, shell_complete=complete_task)
+@click.option("--all", "show_all", is_flag=True, help="Show every hint of the task at once.")
+def hint_cmd(kata, task, show_all):
+    """Show the next hint for TASK of KATA (by default the first task that does not pass yet).
+
+    Each call shows one more hint; hints are questions, not answers. Inside an
+    interview workspace each hint shown is logged, with its time, for the report.
+    """
+    workspace = find_workspace()
+    if workspace is not None:
+        return hint_in_workspace(workspace, kata, task, show_all)
+    k = kata_named(kata)
+    if task is None:
+        last = state.read(state.LAST_GRADE).get(k.name, {})
+        pending = [t for t in k.tasks if last.get(t.name) != "pass"]
+        t = pending[0] if pending else k.tasks[0]
+    else:
+        try:
+            t = k.task(task)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    if show_all:
+        for i, h in enumerate(t.hints, 1):
+            click.echo(f"{k.name} / {t.name}, hint {i}/{len(t.hints)}: {h}")
+        return
+    number, hint = state.next_hint(k.name, t)
+    click.echo(f"{k.name} / {t.name}, hint {number}/{len(t.hints)}: {hint}")
+    if state.hints_shown(k.name, t.name) >= len(t.hints):
+        click.echo(
+            f"(that was the last hint of {k.name} / {t.name} again; `kata hint {k.name} {t.name} --all` lists "
+            "them all, and CHECKLIST.md says what done means)"
+        )
+    elif number == len(t.hints):
+        click.echo("(that was the last hint of this task)")
+    state.mark_hint_shown(k.name, t)
+
+
+@click.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+def init_cmd(directory):
+    """Copy the untouched stubs and CHECKLIST.md into DIRECTORY to work there.
+
+    For an installed (not editable) copy of the katas, whose own files sit
+    inside site-packages. Prints the KATA_WORKDIR line that points `kata`
+    at DIRECTORY; the grade state and reset backups then live in
+    DIRECTORY/.kata/.
+    """
+    dest = Path(directory).expanduser().resolve()
+    katas = load_registry()
+    taken = [dest / f"{k.name}.py" for k in katas if (dest / f"{k.name}.py").exists()]
+    if taken:
+        raise click.ClickException(
+            f"{taken[0]} already exists; nothing was copied (pick a new folder, or `kata reset` a kata there)"
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    for k in katas:
+        (dest / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
+    checklist = _target.ROOT / "CHECKLIST.md"
+    if checklist.is_file() and not (dest / "CHECKLIST.md").exists():
+        shutil.copy2(checklist, dest / "CHECKLIST.md")
+    click.echo(f"copied {len(katas)} kata stubs and CHECKLIST.md to {dest}")
+    click.echo("point kata at them (add it to your shell's profile to keep it):")
+    click.echo(f"  export KATA_WORKDIR={dest}")
+
+
+@click.command("reset")
+@click.argument("kata", shell_complete=complete_kata)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def reset_cmd(kata, yes):
+    """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/."""
+    k = kata_named(kata)
+    path = _target.workdir() / f"{k.name}.py"
+    if not yes:
+        click.confirm(f"Replace {path} with the untouched stub? (a backup is kept)", abort=True)
+    if path.exists():
+        click.echo(f"backed up your {path.name} to {state.back_up(path, k.name)}")
+    path.write_text(stub_for(k.name), encoding="utf-8")
+    click.echo(f"restored the stub of {k.name} at {path}")
+
+
+@click.command("bench", context_settings={"ignore_unknown_options": True})
+@click.argument("kata", shell_complete=complete_kata)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench_cmd(kata, args):
+    """Run KATA's benchmark script (benchmarks/bench_KATA.py) on your code and print its table.
+
+    ARGS go to the script: --target reference (or a folder of kata modules)
+    runs other code than yours; --help lists the rest. One BLAS thread.
+    """
+    k = kata_named(kata)
+    script = _target.ROOT / "benchmarks" / f"bench_{k.name}.py"
+    if not script.is_file():
+        raise click.ClickException(f"no benchmark script at {script}")
+    if not any(a == "--target" or a.startswith("--target=") for a in args):
+        args = ("--target", "katas", *args)  # your code, unless you say otherwise
+    sys.exit(subprocess.call([sys.executable, str(script), *args]))  # from here: a relative --target is yours
+
+
+@click.command("watch")
+@click.argument("kata", required=False, shell_complete=complete_kata)
+@seed_option()
+@TEST_TIMEOUT
+def watch_cmd(kata, seed, test_timeout):
+    """Re-grade KATA every time you save its file, on one compact screen.
+
+    Without KATA it starts on the first kata that does not pass yet and
+    re-grades whichever kata's file you save in katas/ (or $KATA_WORKDIR).
+    The screen shows each task, what changed since the last run, and the
+    first failing check with its example and a hint. Ctrl-C stops watching.
+    """
+    from grader.learn import watch as _watch
+
+    _watch.watch(kata, seed=seed, limits=Limits(test_seconds=test_timeout))

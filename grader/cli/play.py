@@ -1,0 +1,207 @@
+"""`kata play DEMO`: the demos' options; grader.learn.play_screens draws their screens, printed here."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from grader.cli.options import colour, live_terminal
+
+
+class _PlayGroup(click.Group):
+    """`kata play DEMO ...` runs a demo; without a demo's name, `kata play [PROMPT]` is `kata play write`."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = ["write", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("play", cls=_PlayGroup)
+def play():
+    """Watch a trick work on the shipped teacher: on your own code once its
+    task passes (`kata grade`), on the model's own code before that.
+
+    \b
+    kata play [PROMPT]           the teacher (or --model draft) continues your text
+    kata play cache [PROMPT]     the same sentence written twice: re-reading everything, then with a KV cache
+    kata play moe [PROMPT]       which experts the router sends each character to, and each expert's load
+    kata play speculate [PROMPT] the draft guesses, the teacher checks them all in one call
+    kata play quantize           one weight snapping to the nearest allowed level as the bits go down
+    kata play distill [TEXT]     what the teacher thinks comes next, beside its students
+    kata play stack [PROMPT]     the deployed model: one bargain at a time, each measured
+    """
+
+
+def _show(lines) -> None:
+    """Print a demo's lines as they come (grader.learn.play_screens); a demo that cannot go on ends
+    the command with its one line."""
+    from grader.learn.play_screens import DemoError
+
+    try:
+        for line in lines:
+            click.echo(line.text, nl=line.nl, color=colour() if line.painted else None)
+    except DemoError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _play_tokens(default: int):
+    """--tokens/-n: how many characters a demo writes."""
+    return click.option(
+        "--tokens",
+        "-n",
+        default=default,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="How many characters to write.",
+    )
+
+
+_PLAY_TARGET = click.option(
+    "--target",
+    default="katas",
+    show_default=True,
+    help="Whose code: 'katas' (yours, once its task passes), 'reference' or a directory of kata modules.",
+)
+_PLAY_K = click.option(
+    "--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round."
+)
+
+
+def _drafting(tokens: int):
+    """PROMPT, --tokens, --k and --target: what the demos with a draft take."""
+
+    def options(fn):
+        return click.argument("prompt", default="Return the ")(_play_tokens(tokens)(_PLAY_K(_PLAY_TARGET(fn))))
+
+    return options
+
+
+@play.command("cache")
+@click.argument("prompt", default="R")
+@_play_tokens(9)
+@_PLAY_TARGET
+def play_cache(prompt, tokens, target):
+    """Write the same sentence twice: re-reading the whole text for every
+    character, then remembering it with a KV cache; count the work of each."""
+    from grader.learn import play_screens
+
+    _show(play_screens.cache(prompt, tokens, target, live=live_terminal()))
+
+
+@play.command("speculate")
+@_drafting(40)
+def play_speculate(prompt, tokens, k, target):
+    """The distilled draft guesses K characters a round, the teacher checks
+    them all in one call and keeps what it would have written itself."""
+    from grader.learn import play_screens
+
+    _show(play_screens.speculate(prompt, tokens, k, target, live=live_terminal()))
+
+
+@play.command("quantize")
+@click.option(
+    "--weight", "name", default="layers.0.wq", show_default=True, help="Which of the teacher's weight matrices."
+)
+@click.option(
+    "--index",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Which weight of it, counted along its input axis (where its groups of 32 run).",
+)
+@click.option("--prompt", default="Return the ", show_default=True, help="What the quantized teacher continues.")
+@_PLAY_TARGET
+def play_quantize(name, index, prompt, target):
+    """Step one of the teacher's weights down from 8 bits to 2 and watch it
+    snap to the nearest allowed level: the error, the teacher's bytes, and
+    what the quantized teacher writes, per group of 32 and per tensor."""
+    from grader.learn import play_screens
+
+    _show(play_screens.quantize(name, index, prompt, target))
+
+
+@play.command("distill")
+@click.argument("text", default="Return the number of items in the queue.")
+@click.option(
+    "--at", "at", default="7,11,14", show_default=True, help="Positions of TEXT to show (the characters after them)."
+)
+@_PLAY_TARGET
+def play_distill(text, at, target):
+    """What the teacher thinks comes next in TEXT, beside its distilled draft
+    and two bigram students your distill_bigram trains on the teacher's soft
+    targets and on hard labels alone; how far each student is (KL)."""
+    from grader.learn import play_screens
+
+    _show(play_screens.distill(text, at, target))
+
+
+@play.command("stack")
+@_drafting(48)
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rounds behind each row's speed, taking turns with the row before; the median is shown.",
+)
+def play_stack(prompt, tokens, k, target, rounds):
+    """The deployed model the katas end on: the MoE teacher, its weights in
+    8 bits, served with a KV cache and speculative decoding from the distilled
+    draft. One bargain at a time, each measured in this run."""
+    from grader.learn import play_screens
+
+    columns = shutil.get_terminal_size().columns
+    _show(play_screens.stack(prompt, tokens, k, target, rounds, columns=columns))
+
+
+@play.command("moe")
+@click.argument("prompt", default="Return the number of items in the queue.")
+@click.option("--layer", default=0, show_default=True, type=click.IntRange(min=0), help="Whose router: layer 0, 1, ...")
+@_PLAY_TARGET
+def play_moe(prompt, layer, target):
+    """Colour each character of PROMPT by the experts one layer's router
+    sends it to, and set each expert's load against an even split."""
+    from grader.learn import play_screens
+
+    _show(play_screens.moe(prompt, layer, target))
+
+
+@play.command("write")
+@click.argument("prompt", default="def ")
+@click.option(
+    "--model",
+    "model_name",
+    type=click.Choice(["teacher", "draft"]),
+    default="teacher",
+    show_default=True,
+    help="Which shipped model writes.",
+)
+@click.option(
+    "--tokens", "-n", default=120, show_default=True, type=click.IntRange(min=0), help="How many characters to write."
+)
+@click.option(
+    "--temperature",
+    "-t",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="0 writes greedily; higher is more adventurous.",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed for sampling at temperature > 0.")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Generate the naive way, re-reading the whole text for every character, to feel the difference.",
+)
+def play_write(prompt, model_name, tokens, temperature, seed, no_cache):
+    """Let a shipped model continue PROMPT, and say how fast it wrote (`kata play PROMPT` does this too)."""
+    from grader.learn import play_screens
+
+    try:
+        text, speed = play_screens.write(prompt, model_name, tokens, temperature, seed, no_cache)
+    except play_screens.DemoError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(text)
+    click.echo(speed, err=True)

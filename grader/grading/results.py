@@ -1,0 +1,140 @@
+"""What a grading produces: each check's outcome, and from them each task's
+and kata's result, the way the runner and every report see them. Plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from grader.grading.events import Status
+from grader.kata.registry import Kata, Task
+
+
+@dataclass(frozen=True)
+class Limits:
+    test_seconds: float = 60.0  # wall clock one check may take
+    kata_seconds: float = 300.0  # wall clock a kata's whole suite may take
+    memory_mb: int = 4096  # address space of a grading process
+    output_mb: int = 64  # what a grading process may print
+
+
+@dataclass
+class Check:
+    id: str  # pytest node id
+    name: str  # the test function's name
+    task: str = ""  # the task its @pytest.mark.task mark names
+    outcome: Status = Status.NOT_RUN
+    message: str = ""
+    example: str = ""  # Hypothesis's minimal falsifying example, if any
+    figures: list[dict] = field(default_factory=list)  # what the check measured against its bar
+
+
+@dataclass
+class TaskResult:
+    name: str
+    title: str
+    status: Status
+    score: int
+    max_score: int
+    checks_passed: int
+    checks_total: int
+    message: str  # why the first failing check failed, in the learner's words
+    hint: str  # shown when the task does not pass: its failing check's own hint, else the task's first
+    failures: list[dict] = field(default_factory=list)
+    visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
+    figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
+
+
+@dataclass
+class KataResult:
+    name: str
+    title: str
+    score: int
+    max_score: int
+    duration: float
+    tasks: list[TaskResult]
+
+
+@dataclass
+class GradeResult:
+    target: str
+    seed: int
+    score: int
+    max_score: int
+    duration: float
+    katas: list[KataResult]
+    interrupted: bool = False  # Ctrl-C stopped the grading: katas holds what was graded so far
+
+    @property
+    def passed(self) -> bool:
+        return not self.interrupted and all(t.status is Status.PASS for k in self.katas for t in k.tasks)
+
+
+def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "") -> TaskResult:
+    """A task passes only when every one of its checks finished and passed.
+    no_checks: why there are none, if not for a crash (note)."""
+    passed = sum(c.outcome is Status.PASS for c in checks)
+    hint = None
+    if not checks:
+        status = Status.CRASH if note else Status.ERROR
+        message = note or no_checks or "the suite has no checks for this task"
+    else:
+
+        def outcome(c: Check) -> Status:
+            return Status.ERROR if c.outcome is Status.NOT_RUN else c.outcome
+
+        worst = min(checks, key=lambda c: outcome(c).rank)
+        status = outcome(worst)
+        message = "" if status is Status.PASS else worst.message
+        hint = task.hint_for(worst.name)
+    failures = [
+        {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
+        for c in checks
+        if c.outcome is not Status.PASS
+    ]
+    return TaskResult(
+        name=task.name,
+        title=task.title,
+        status=status,
+        score=task.points if status is Status.PASS else 0,
+        max_score=task.points,
+        checks_passed=passed,
+        checks_total=len(checks),
+        message=message,
+        hint="" if status is Status.PASS else hint or task.hints[0],
+        failures=failures,
+        visibility=task.visibility,
+        figures=[f for c in checks for f in c.figures],
+    )
+
+
+def kata_result(
+    kata: Kata,
+    chosen: list[Task],
+    checks: dict[str, Check],
+    note: str,
+    names: list[str],
+    duration: float,
+    progress: Callable[[Kata, TaskResult], None] | None = None,
+    told: set[str] = frozenset(),
+) -> KataResult:
+    """The grade of the chosen tasks from their checks' outcomes (a check that did
+    not run is an error); progress is told of each task it was not told of yet."""
+    for c in checks.values():
+        if c.outcome is Status.NOT_RUN:
+            c.outcome, c.message = Status.ERROR, c.message or "the check did not run"
+    results = []
+    for task in chosen:
+        mine = [c for c in checks.values() if c.task == task.name]
+        missing = f"the task has no check named {' or '.join(names)}" if names else ""
+        results.append(task_result(task, mine, note, missing))
+        if progress is not None and task.name not in told:
+            progress(kata, results[-1])
+    return KataResult(
+        name=kata.name,
+        title=kata.title,
+        score=sum(t.score for t in results),
+        max_score=sum(t.max_score for t in results),
+        duration=round(duration, 3),
+        tasks=results,
+    )

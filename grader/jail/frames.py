@@ -1,0 +1,108 @@
+"""The frames the judge and the jail exchange (grader.jail.protocol carries values in them):
+
+    !II   header length, number of buffers
+    JSON  the header: {"v": VERSION, "op": ..., "id": ..., ...}
+    !Q + bytes, once per buffer (the raw bytes of arrays and bytes objects)
+
+Runs on both sides, so it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+
+VERSION = 1
+MAX_HEADER = 16 * 1024 * 1024  # bytes of JSON in one frame
+MAX_FRAME = 256 * 1024 * 1024  # bytes of one frame, buffers included
+
+
+class ProtocolError(Exception):
+    """A frame or value broke the protocol (too big, malformed, a refused dtype)."""
+
+
+class PeerGone(Exception):
+    """The other end closed the channel or died."""
+
+
+class PeerTimeout(Exception):
+    """No answer came before the deadline."""
+
+
+class Reader:
+    """Buffered reads from a socket, with a deadline: one recv usually brings a whole frame."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf = sock, bytearray()
+
+    def _wait(self, deadline: float | None) -> None:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise PeerTimeout("no answer before the deadline")
+
+    def read(self, n: int, deadline: float | None) -> bytes:
+        if n <= 1 << 16:  # small: one recv usually brings this and the rest of the frame
+            while len(self.buf) < n:
+                self._wait(deadline)
+                try:
+                    chunk = self.sock.recv(1 << 16)
+                except OSError as exc:
+                    raise PeerGone(str(exc)) from None
+                if not chunk:
+                    raise PeerGone("the channel closed")
+                self.buf += chunk
+            out = bytes(self.buf[:n])
+            del self.buf[:n]
+            return out
+        out = bytearray(n)  # large: straight into its own buffer
+        view = memoryview(out)
+        have = min(len(self.buf), n)
+        view[:have] = self.buf[:have]
+        del self.buf[:have]
+        while have < n:
+            self._wait(deadline)
+            try:
+                got = self.sock.recv_into(view[have:], n - have)
+            except OSError as exc:
+                raise PeerGone(str(exc)) from None
+            if not got:
+                raise PeerGone("the channel closed")
+            have += got
+        return bytes(out)
+
+
+def send_frame(sock: socket.socket, header: dict, buffers: list[bytes]) -> None:
+    text = json.dumps(header, separators=(",", ":")).encode()
+    parts = [struct.pack("!II", len(text), len(buffers)), text]
+    for b in buffers:
+        parts += [struct.pack("!Q", len(b)), b]
+    if sum(map(len, parts)) > MAX_FRAME:
+        raise ProtocolError(f"a message of more than {MAX_FRAME >> 20} MiB cannot cross")
+    try:
+        sock.sendall(b"".join(parts))
+    except OSError as exc:
+        raise PeerGone(str(exc)) from None
+
+
+def recv_frame(reader: Reader, deadline: float | None = None) -> tuple[dict, list[bytes]]:
+    size, count = struct.unpack("!II", reader.read(8, deadline))
+    if size > MAX_HEADER or count > 100_000:
+        raise ProtocolError("a frame header is too large")
+    try:
+        header = json.loads(reader.read(size, deadline))
+    except (ValueError, RecursionError):
+        raise ProtocolError("a frame header is not JSON") from None
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        raise ProtocolError(f"a frame of another protocol version (this end speaks {VERSION})")
+    buffers, total = [], size
+    for _ in range(count):
+        (n,) = struct.unpack("!Q", reader.read(8, deadline))
+        total += n
+        if total > MAX_FRAME:
+            raise ProtocolError(f"a message of more than {MAX_FRAME >> 20} MiB cannot cross")
+        buffers.append(reader.read(n, deadline))
+    return header, buffers
