@@ -26,22 +26,22 @@ def softmax(logits, temperature=1.0, axis=-1) -> np.ndarray:
         below 1 sharpens it toward one-hot.
     axis: the axis the probabilities sum to 1 along.
 
-    Returns float64 probabilities of the shape of logits. Subtracting each
-    row's maximum before exp keeps exp from overflowing (logits of 1e4 are fine).
+    Returns float64 probabilities of the shape of logits, finite for
+    logits as large as 1e4.
     Raises ValueError for non-finite logits, temperature <= 0 or a bad axis.
     """
     raise NotImplementedError
 
 
 def log_softmax(logits, temperature=1.0, axis=-1) -> np.ndarray:
-    """log(softmax(logits / temperature)) along `axis`, computed without
-    taking the log of a probability that may have underflowed to 0.
+    """log(softmax(logits / temperature)) along `axis`, stable for huge logits.
 
     logits: float array of any shape, e.g. (N, V); finite values.
     temperature: a finite number > 0.
     axis: the axis the probabilities sum to 1 along.
 
-    Returns float64 log-probabilities (all <= 0, finite) of the shape of logits.
+    Returns float64 log-probabilities (all <= 0, finite, for logits as large
+    as 1e4 too) of the shape of logits.
     Raises ValueError for non-finite logits, temperature <= 0 or a bad axis.
     """
     raise NotImplementedError

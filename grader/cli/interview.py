@@ -49,6 +49,25 @@ def grade_in_workspace(workspace: Path, katas: tuple[str, ...], verbose: bool, l
     return 0 if graded.result.passed else 1
 
 
+def list_in_workspace(workspace: Path) -> None:
+    """kata list inside an interview workspace: the interview, its tasks, the time left, the attempts and hints."""
+    try:
+        click.echo(interview.listing(interview.load(workspace), _clock().now()))
+    except interview.InterviewError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def hint_in_workspace(workspace: Path, kata: str, task: str | None, show_all: bool) -> None:
+    """kata hint inside an interview workspace: the next hint of one of its tasks (or all of them), logged."""
+    try:
+        shown = interview.hint(workspace, kata, task, _clock(), every=show_all)
+    except interview.InterviewError as exc:
+        raise click.UsageError(str(exc)) from None
+    for h in shown:
+        click.echo(f"{kata} / {h.task}, hint {h.number}/{h.of}: {h.text}")
+    click.echo("(logged, with the time, for the interview's report)")
+
+
 def _echo_interview_grade(graded: interview.Graded, verbose: bool) -> None:
     s = graded.session.state
     header = f"interview: {s.kata} / {', '.join(s.tasks)} (graded with the interview's own seed)"
@@ -133,6 +152,7 @@ def _interview_workspace(directory: str | None) -> Path:
     help="Practise alone: the report is your debrief, the follow-up questions show at the end and "
     "--answers shows their answer sketches.",
 )
+@click.option("--candidate", metavar="NAME", help="The candidate's name, for the report.")
 @click.option("--preset", "preset_name", metavar="NAME", help="Start a ready-made interview (see --list).")
 @click.option("--list", "list_presets", is_flag=True, help="List the ready-made interviews and exit.")
 @click.option(
@@ -143,7 +163,9 @@ def _interview_workspace(directory: str | None) -> Path:
 @click.option(
     "--answers", is_flag=True, help="After the end: print the follow-up questions with their answer sketches."
 )
-def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, list_presets, finish, answers):
+def interview_cmd(
+    kata, tasks, minutes, directory, seed, practice, candidate, preset_name, list_presets, finish, answers
+):
     """Start a timed interview on KATA (its TASKS, or the whole kata) in a fresh workspace.
 
     The workspace holds only the kata's module, with the functions of the
@@ -171,7 +193,14 @@ def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, 
         raise click.UsageError("give one of: KATA [TASK...], --preset NAME, --list, --finish or --answers; " + what)
     if not (kata or preset_name):
         stray = [
-            opt for opt, on in (("--minutes", minutes), ("--seed", seed is not None), ("--practice", practice)) if on
+            opt
+            for opt, on in (
+                ("--minutes", minutes),
+                ("--seed", seed is not None),
+                ("--practice", practice),
+                ("--candidate", candidate is not None),
+            )
+            if on
         ] + (["--dir"] if directory and list_presets else [])
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
@@ -187,7 +216,7 @@ def interview_cmd(kata, tasks, minutes, directory, seed, practice, preset_name, 
         except interview.InterviewError as exc:
             raise click.ClickException(str(exc)) from None
     else:
-        _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name)
+        _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name, candidate)
 
 
 def _list_presets() -> None:
@@ -200,7 +229,7 @@ def _list_presets() -> None:
     click.echo("\nstart one with: kata interview --preset NAME [--dir DIR] [--practice]")
 
 
-def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name) -> None:
+def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_name, candidate) -> None:
     try:
         if preset_name:
             if tasks:
@@ -210,14 +239,21 @@ def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_nam
             plan = interview.plan(kata, tuple(tasks), interview.DEFAULT_MINUTES if minutes is None else minutes)
         name = plan.preset or "-".join([plan.kata.name] + ([] if plan.whole_kata else [t.name for t in plan.tasks]))
         session = interview.start(
-            plan, Path(directory or f"interview-{name}"), seed=seed, practice=practice, clock=_clock()
+            plan,
+            Path(directory or f"interview-{name}"),
+            seed=seed,
+            practice=practice,
+            clock=_clock(),
+            candidate=candidate,
         )
     except ValueError as exc:  # InterviewError, or an unknown kata or task
         raise click.UsageError(str(exc)) from None
     s, ws = session.state, session.directory
     points = sum(t.points for t in plan.tasks)
     click.echo(f"interview workspace: {ws}")
-    click.echo(f"  {s.title}{' (practice)' if s.practice else ''}")
+    click.echo(
+        f"  {s.title}{' (practice)' if s.practice else ''}" + (f", candidate {s.candidate}" if s.candidate else "")
+    )
     click.echo(
         f"  write: {', '.join(s.functions)} in {s.kata}.py"
         + ("" if plan.whole_kata else " (the rest of the kata is written)")

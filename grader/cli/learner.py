@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.interview import grade_in_workspace
+from grader.cli.interview import grade_in_workspace, hint_in_workspace, list_in_workspace
 from grader.cli.options import (
     TEST_TIMEOUT,
     check_target,
@@ -161,7 +161,13 @@ def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: bool
 
 @click.command("list")
 def list_cmd():
-    """List the katas and their tasks, with the status from your last grade."""
+    """List the katas and their tasks, with the status from your last grade.
+
+    Inside an interview workspace: the interview, its tasks, the time left and the attempts so far.
+    """
+    workspace = find_workspace()
+    if workspace is not None:
+        return list_in_workspace(workspace)
     last = state.read(state.LAST_GRADE)
     for kata in load_registry():
         click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
@@ -178,8 +184,12 @@ def list_cmd():
 def hint_cmd(kata, task, show_all):
     """Show the next hint for TASK of KATA (by default the first task that does not pass yet).
 
-    Each call shows one more hint; hints are questions, not answers.
+    Each call shows one more hint; hints are questions, not answers. Inside an
+    interview workspace each hint shown is logged, with its time, for the report.
     """
+    workspace = find_workspace()
+    if workspace is not None:
+        return hint_in_workspace(workspace, kata, task, show_all)
     k = kata_named(kata)
     if task is None:
         last = state.read(state.LAST_GRADE).get(k.name, {})

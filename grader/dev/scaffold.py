@@ -10,7 +10,7 @@ pass straight after and the kata shows up in `kata list` and `kata grade`:
                                   a Hypothesis property and an error check, and a check that records
                                   the figure the recap quotes
     grader/kata/katas.toml        the kata (order = next free, a recap), a task per function with
-                                  hints and follow-up questions, and a ready-made interview
+                                  hints, a rubric and follow-up questions, and a ready-made interview
     CHECKLIST.md                  the kata's section, in the format tests/suites/test_katas.py reads
     README.md                     a row in the table of katas
     benchmarks/bench_NAME.py      a script that times `double` on a --target

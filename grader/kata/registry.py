@@ -65,6 +65,14 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Rubric:
+    """What a task probes in an interview, and what a strong answer shows: for the interviewer's report."""
+
+    probes: str
+    strong: str
+
+
+@dataclass(frozen=True)
 class Task:
     name: str  # short id used on the command line, e.g. "cache"
     title: str  # one line for the table and the checklist
@@ -74,6 +82,7 @@ class Task:
         str, ...
     ] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
     questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
+    rubric: Rubric | None = None  # what the task probes and what a strong answer shows, for `kata interview`
     visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
     release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
     check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
@@ -165,7 +174,15 @@ def _task(entry: TaskTable, where: str) -> Task:
         check_hints += [(t, hint.strip()) for t in named]
     if len({t for t, _ in check_hints}) != len(check_hints):
         raise RegistryError(f"{where}: a test has two check hints")
-    return Task(name, entry.title, points, hints, functions, questions, visibility, entry.release, tuple(check_hints))
+    rubric = None
+    if entry.rubric is not None:
+        probes, strong = entry.rubric.probes.strip(), entry.rubric.strong.strip()
+        if not probes or not strong:
+            raise RegistryError(f"{where} rubric: 'probes' and 'strong' must not be empty")
+        rubric = Rubric(probes, strong)
+    return Task(
+        name, entry.title, points, hints, functions, questions, rubric, visibility, entry.release, tuple(check_hints)
+    )
 
 
 def _question(entry: QuestionTable, where: str) -> Question:

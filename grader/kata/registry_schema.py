@@ -24,6 +24,13 @@ class QuestionTable(_Table):
     answer: str
 
 
+class RubricTable(_Table):
+    """[kata.task.rubric]: what the task probes in an interview, and what a strong answer shows."""
+
+    probes: str
+    strong: str
+
+
 class CheckTable(_Table):
     """[[kata.task.check]]: the hint shown when one of these checks fails."""
 
@@ -40,6 +47,7 @@ class TaskTable(_Table):
     hints: list[str]
     functions: list[str] = []
     question: list[QuestionTable] = []
+    rubric: RubricTable | None = None
     visibility: str = "visible"
     release: bool = True
     check: list[CheckTable] = []
@@ -87,6 +95,8 @@ _ARRAYS = {
     "check": ("check", "[[kata.task.check]]", CheckTable),
     "preset": ("preset", "[[preset]]", PresetTable),
 }
+# The single tables inside an entry, by key: how a message names one, its TOML header, its schema.
+_TABLES = {"rubric": ("rubric", "[kata.task.rubric]", RubricTable)}
 _TYPES = {
     "string_type": "a string",
     "int_type": "an integer",
@@ -123,6 +133,10 @@ def _describe(data: dict, error: dict) -> str:
         named = isinstance(name, str) and "name" in table.model_fields  # a question or a check goes by number
         names.append(f"{label} {name!r}" if named else f"{label} {loc[1] + 1}")
         node, loc = entry, loc[2:]
+    if len(loc) >= 2 and loc[0] in _TABLES and isinstance(node, dict) and isinstance(node.get(loc[0]), dict):
+        label, _, table = _TABLES[loc[0]]  # a key of a single table inside the entry, such as its rubric
+        names.append(label)
+        entry, loc = node[loc[0]], loc[1:]
     where = " ".join(names) or "the top level"
     if not loc:  # the entry itself is not a table
         return f"{where}: must be a table ({_ARRAYS[error['loc'][-2]][1]}), got {_shown(error['input'])}"
@@ -132,13 +146,15 @@ def _describe(data: dict, error: dict) -> str:
         if retired:
             return f"{where}: " + retired.format(name=entry.get("name", "NAME") if isinstance(entry, dict) else "NAME")
         allowed = ", ".join(table.model_fields)
-        header = next((h for _, h, t in _ARRAYS.values() if t is table), "the top level")
+        header = next((h for _, h, t in [*_ARRAYS.values(), *_TABLES.values()] if t is table), "the top level")
         return f"{where}: unknown key '{key}'; {header} takes only: {allowed}"
     if error["type"] == "missing":
         return f"{where}: missing '{key}'"
     what = f"'{key}'" + "".join(f" item {i + 1}" for i in loc[1:] if isinstance(i, int))
     if key in _ARRAYS and len(loc) == 1:
         expected = f"an array of tables ({_ARRAYS[key][1]})"
+    elif key in _TABLES and len(loc) == 1:
+        expected = f"a table ({_TABLES[key][1]})"
     else:
         expected = _TYPES.get(error["type"], error["msg"].removeprefix("Input should be ").rstrip("."))
     return f"{where}: {what} must be {expected}, got {_shown(error['input'])}"

@@ -130,6 +130,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
         max(k.order for k in katas[:-1]) + 1,
     )
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
+    assert all(t.rubric and len(t.questions) == 2 for t in new.tasks), "each task needs a rubric and its questions"
     assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "kata" / "katas.toml")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
     assert not (small_root / "grader" / "kata" / "stub_files").exists()  # the stub has one copy, made from the solution

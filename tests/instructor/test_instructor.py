@@ -365,7 +365,7 @@ def test_the_student_edition_installs_grades_todo_resets_and_benches_without_sol
 
 
 def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, monkeypatch):
-    from grader.interview import session as interview
+    from grader.interview import plan as interview
 
     monkeypatch.setattr(interview, "SOLUTIONS_DIR", tmp_path)
     whole = interview.plan("moe")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import shutil
 import stat
 from datetime import datetime, timedelta, timezone
@@ -18,12 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
+from grader.interview import seal
 from grader.interview import session as interview
 from grader.kata.registry import RegistryError, load_presets, load_registry
 from grader.kata.target import SOLUTIONS_DIR
 
 KATAS = load_registry()
 SEED = 987654321  # distinctive enough that finding it in an output means it was printed
+CANDIDATE = "Ada Lovelace"
 TOY_REGISTRY = Path(__file__).parent.parent / "fixtures" / "toy" / "katas.toml"
 
 
@@ -60,24 +63,43 @@ def sha256(path: Path) -> str:
 pytestmark = pytest.mark.xdist_group("test_interview")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def key(tmp_path_factory):
+    """The interview key, in a folder of its own outside every workspace (never the user's own)."""
+    path = tmp_path_factory.mktemp("key") / "state" / "interview.key"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(seal.KEY_ENV, str(path))
+        yield path
+
+
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
-    """moe / capacity in 30 minutes: a grade of the stub at 5:00, the reference
-    dropped in and graded at 10:00, a grade at 35:00 (time is up), one more after."""
+    """moe / capacity in 30 minutes for a named candidate: a grade of the stub at 5:00,
+    a hint at 6:00 and another at 7:00, the reference dropped in and graded at 10:00,
+    a grade at 35:00 (time is up), one more after; `kata list` during and after."""
     clock = FakeClock()
     ws = tmp_path_factory.mktemp("interview") / "ws"
     out = {"ws": ws, "clock": clock}
-    out["start"] = run(clock, "interview", "moe", "capacity", "--minutes", "30", "--dir", str(ws), "--seed", str(SEED))
+    out["start"] = run(
+        clock, "interview", "moe", "capacity", "--minutes", "30", "--dir", str(ws), "--seed", str(SEED),
+        "--candidate", CANDIDATE,
+    )  # fmt: skip
     out["files_at_start"] = files_in(ws)
     out["stub"] = (ws / "moe.py").read_text()
     clock.advance(5)
-    out["grade_stub"] = run(clock, "grade", workspace=ws)
+    out["grade_stub"] = run(clock, "grade", "-v", workspace=ws)
+    clock.advance(1)
+    out["hint_next"] = run(clock, "hint", "moe", workspace=ws)
+    clock.advance(1)
+    out["hint_named"] = run(clock, "hint", "moe", "capacity", workspace=ws)
     shutil.copyfile(SOLUTIONS_DIR / "moe.py", ws / "moe.py")
-    clock.advance(5)
+    clock.advance(3)
     out["grade_solution"] = run(clock, "grade", "-v", workspace=ws)
+    out["list_during"] = run(clock, "list", workspace=ws)
     clock.advance(25)
     out["grade_late"] = run(clock, "grade", workspace=ws)
     out["grade_after"] = run(clock, "grade", workspace=ws)
+    out["list_after"] = run(clock, "list", workspace=ws)
     out["log"] = [json.loads(line) for line in (ws / ".interview" / "log.jsonl").read_text().splitlines()]
     out["report_md"] = (ws / ".interview" / "interview-report.md").read_text()
     out["report_json"] = json.loads((ws / ".interview" / "interview-report.json").read_text())
@@ -130,8 +152,8 @@ def test_the_untouched_stub_grades_todo_and_the_reference_dropped_in_scores_full
 
 def test_every_attempt_is_logged_with_its_time_score_first_failure_and_code_digest(whole):
     kinds = [e["kind"] for e in whole["log"]]
-    assert kinds == ["start", "grade", "grade", "final"]
-    start, stub, solution = whole["log"][:3]
+    assert kinds == ["start", "grade", "hint", "hint", "grade", "final"]
+    start, stub, solution = (whole["log"][i] for i in (0, 1, 4))
     assert start["sha256"] == stub["sha256"] == hashlib.sha256(whole["stub"].encode()).hexdigest()
     assert solution["sha256"] == sha256(SOLUTIONS_DIR / "moe.py")
     assert [stub["elapsed"], solution["elapsed"]] == [300.0, 600.0]
@@ -163,7 +185,7 @@ def test_a_grade_after_the_end_says_the_interview_is_over_and_names_the_report(w
     assert after.exit_code == 1
     assert "this interview is over" in after.output
     assert str(whole["ws"] / ".interview" / "interview-report.md") in after.output
-    assert len(whole["log"]) == 4, "a grade after the end must not be logged"
+    assert len(whole["log"]) == 6, "a grade after the end must not be logged"
 
 
 def test_the_report_lists_every_attempt_with_its_time_score_and_first_failing_check(whole):
@@ -198,6 +220,74 @@ def test_the_report_shows_the_diff_from_the_stub_to_the_final_code(whole):
     assert "-    raise NotImplementedError" in diff
     assert "+    return position < capacity, position" in diff
     assert "```diff" in whole["report_md"]
+
+
+def capacity_task():
+    return next(k for k in KATAS if k.name == "moe").task("capacity")
+
+
+def test_the_report_names_the_candidate_given_at_the_start(whole):
+    assert CANDIDATE in whole["start"].output
+    assert whole["report_json"]["candidate"] == CANDIDATE
+    assert f"| candidate | {CANDIDATE} |" in whole["report_md"]
+
+
+def test_a_grade_in_the_interview_points_to_kata_hint_instead_of_showing_a_hint(whole):
+    task, out = capacity_task(), whole["grade_stub"].output
+    assert "`kata hint moe capacity` shows one" in out
+    shown = [h for h in task.hints + tuple(h for _, h in task.check_hints) if h in out]
+    assert not shown, f"a grade showed a hint without logging it: {shown[0]}"
+
+
+def test_each_hint_is_shown_and_logged_with_its_time_and_the_code_at_that_moment(whole):
+    task = capacity_task()
+    n = len(task.hints)
+    assert f"moe / capacity, hint 1/{n}: {task.hints[0]}" in whole["hint_next"].output
+    assert f"moe / capacity, hint 2/{n}: {task.hints[1]}" in whole["hint_named"].output
+    assert "logged, with the time" in whole["hint_next"].output
+    hints = [e for e in whole["log"] if e["kind"] == "hint"]
+    assert [(e["elapsed"], e["hint"]["task"], e["hint"]["number"]) for e in hints] == [
+        (360.0, "capacity", 1),
+        (420.0, "capacity", 2),
+    ]
+    assert {e["sha256"] for e in hints} == {hashlib.sha256(whole["stub"].encode()).hexdigest()}
+
+
+def test_the_report_lists_the_hints_with_their_times(whole):
+    task, md = capacity_task(), whole["report_md"]
+    n = len(task.hints)
+    assert f"| 6:00 | capacity | 1/{n} |" in md and f"| 7:00 | capacity | 2/{n} |" in md
+    assert task.hints[0] in md and task.hints[1] in md
+    assert "| hints | 2 shown by kata hint |" in md
+    assert [(h["elapsed"], h["hint"]["text"]) for h in whole["report_json"]["hints"]] == [
+        (360.0, task.hints[0]),
+        (420.0, task.hints[1]),
+    ]
+
+
+def test_the_report_gives_each_tasks_rubric_and_a_notes_section_for_the_interviewer(whole):
+    rubric, md = capacity_task().rubric, whole["report_md"]
+    assert f"**What it probes:** {rubric.probes}" in md and f"**What a strong answer shows:** {rubric.strong}" in md
+    assert whole["report_json"]["rubric"] == [{"task": "capacity", "probes": rubric.probes, "strong": rubric.strong}]
+    assert "## Interviewer's notes" in md
+
+
+def test_an_untouched_interview_reports_its_seal_intact_and_the_final_code_within_time(whole):
+    data = whole["report_json"]
+    assert data["seal"] == {"intact": True, "tampered": [], "problem": "", "log_unsealed": False}
+    assert data["within_time"] is True
+    assert "graded as attempt 2, within time" in whole["report_md"] and "TAMPERED" not in whole["report_md"]
+
+
+def test_kata_list_in_the_workspace_shows_the_interview_instead_of_the_katas(whole):
+    during, after = whole["list_during"], whole["list_after"]
+    assert during.exit_code == 0, during.output
+    assert f"candidate {CANDIDATE}" in during.output
+    assert "capacity" in during.output and "pass 1" in during.output
+    assert "time left: 20:00 of 30:00" in during.output and "attempts: 2, hints: 2" in during.output
+    assert "kv_cache" not in during.output and "router" not in during.output, "kata list showed the katas"
+    assert "over: ended" in after.output and "(time up)" in after.output
+    assert str(whole["ws"] / ".interview" / "interview-report.md") in after.output
 
 
 # ----------------------------------------------------- finish and practice
@@ -363,6 +453,7 @@ def test_an_unknown_kata_or_task_is_a_usage_error_naming_the_choices(tmp_path, a
         (["--list", "--finish"], "got --list and --finish"),
         (["moe", "--preset", "moe-dispatch-30"], "got KATA and --preset"),
         (["--finish", "--minutes", "5"], "--minutes applies only when starting"),
+        (["--finish", "--candidate", "Ada"], "--candidate applies only when starting"),
     ],
 )
 def test_interview_takes_exactly_one_thing_to_do(args, expected):
@@ -425,6 +516,210 @@ def test_an_edited_log_line_shows_as_a_broken_chain(tmp_path):
     assert not interview.load(session.directory).log_intact
 
 
+# ------------------------------------------------------ the clock that holds
+
+
+def edit_state(workspace: Path, **changes) -> None:
+    path = workspace / ".interview" / "state.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
+def test_the_key_is_made_outside_the_workspace_and_only_its_owner_can_read_it(tmp_path, key):
+    session = started(tmp_path, "moe", ("router",))
+    assert key.is_file() and not key.resolve().is_relative_to(session.directory)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+    state = json.loads((session.folder / "state.json").read_text())
+    assert set(state["seal"]) == set(seal.FIELDS) and key.read_text().strip() not in json.dumps(state)
+
+
+@pytest.mark.parametrize(
+    "field,edit",
+    [
+        ("limit", {"minutes": 60}),
+        ("start", {"started": "2026-03-02T09:30:00+00:00"}),
+        ("seed", {"seed": 2}),
+        ("settings", {"tasks": ["router", "top_k"]}),
+        ("settings", {"candidate": "someone else"}),
+        ("settings", {"practice": True}),
+    ],
+)
+def test_an_edited_field_of_the_state_breaks_its_own_seal(tmp_path, field, edit):
+    session = started(tmp_path, "moe", ("router",))
+    assert interview.load(session.directory).sealed.intact
+    edit_state(session.directory, **edit)
+    assert interview.load(session.directory).sealed.broken == (field,)
+
+
+def test_a_seal_copied_from_another_interview_does_not_match(tmp_path):
+    short, long = started(tmp_path / "a", "moe", ("router",)), started(tmp_path / "b", "moe", ("router",))
+    long_state = json.loads((long.folder / "state.json").read_text())
+    edit_state(
+        short.directory,
+        minutes=60,
+        seal=json.loads((short.folder / "state.json").read_text())["seal"] | {"limit": long_state["seal"]["limit"]},
+    )
+    assert "limit" in interview.load(short.directory).sealed.broken
+
+
+def rewrite_log(session: interview.Session, keep) -> None:
+    """The log with only the lines `keep` says yes to, its chain of digests recomputed as a forger would."""
+    log = session.folder / "log.jsonl"
+    kept, prev = [], ""
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if keep(entry):
+            kept.append(json.dumps(entry | {"prev": prev}))
+            prev = hashlib.sha256(kept[-1].encode()).hexdigest()
+    log.write_text("\n".join(kept) + "\n")
+
+
+def test_a_log_rewritten_with_its_chain_recomputed_breaks_the_seal_and_stays_broken(tmp_path):
+    session = started(tmp_path, "moe", ("router",))
+    clock = FakeClock()
+    for minutes in (1, 2):
+        clock.advance(minutes)
+        session.append(interview.Entry(interview.EntryKind.GRADE, clock.now(), minutes * 60.0, "0" * 64))
+    assert interview.load(session.directory).sealed.intact
+    rewrite_log(session, lambda e: e["elapsed"] != 60.0)  # the first attempt, gone
+    again = interview.load(session.directory)
+    assert again.log_intact, "the chain alone cannot tell"
+    assert again.sealed.broken == ("attempts",)
+    again.append(interview.Entry(interview.EntryKind.GRADE, clock.now(), 240.0, "0" * 64))
+    assert interview.load(session.directory).sealed.broken == ("attempts",), "a later line re-sealed an edited log"
+
+
+def test_an_edited_limit_is_reported_as_tampered_not_within_time(tmp_path):
+    clock, ws = FakeClock(), tmp_path / "ws"
+    assert run(clock, "interview", "moe", "router", "--minutes", "1", "--dir", str(ws)).exit_code == 0
+    edit_state(ws, minutes=30)
+    shutil.copyfile(SOLUTIONS_DIR / "moe.py", ws / "moe.py")
+    clock.advance(10)
+    graded = run(clock, "grade", workspace=ws)
+    assert graded.exit_code == 0 and "time left: 20:00 of 30:00" in graded.output  # the edit bought time...
+    assert "TAMPERED: the time limit changed" in run(clock, "list", workspace=ws).output
+    assert run(clock, "interview", "--finish", "--dir", str(ws)).exit_code == 0
+    data = json.loads((ws / ".interview" / "interview-report.json").read_text())
+    md = (ws / ".interview" / "interview-report.md").read_text()
+    assert data["seal"] == {"intact": False, "tampered": ["limit"], "problem": "", "log_unsealed": False}
+    assert data["within_time"] is None and "within time" not in md
+    assert "**TAMPERED: the time limit changed" in md
+
+
+def test_a_state_sealed_with_another_key_does_not_match_and_without_a_key_is_not_checked(tmp_path, monkeypatch):
+    session = started(tmp_path, "moe", ("router",))
+    other = tmp_path / "other" / "interview.key"
+    seal.make_key(other)
+    monkeypatch.setenv(seal.KEY_ENV, str(other))
+    assert set(interview.load(session.directory).sealed.broken) == set(seal.FIELDS)
+    monkeypatch.setenv(seal.KEY_ENV, str(tmp_path / "missing.key"))
+    unchecked = interview.load(session.directory).sealed
+    assert not unchecked.intact and "no interview key at" in unchecked.problem
+    assert "NOT CHECKED" in interview.listing(interview.load(session.directory), FakeClock().now())
+
+
+def test_a_log_written_by_an_account_without_the_key_is_marked_unsealed_not_tampered(tmp_path, key, monkeypatch):
+    session = started(tmp_path, "moe", ("router",))
+    clock = FakeClock()
+    clock.advance(3)
+    monkeypatch.setenv(seal.KEY_ENV, str(tmp_path / "not-readable-here.key"))  # the candidate's account
+    candidate = interview.load(session.directory)
+    assert "no interview key at" in candidate.sealed.problem
+    candidate.append(interview.Entry(interview.EntryKind.GRADE, clock.now(), 180.0, "0" * 64))
+    monkeypatch.setenv(seal.KEY_ENV, str(key))  # the interviewer's, again
+    checked = interview.load(session.directory).sealed
+    assert checked.intact and checked.log_unsealed and not checked.broken
+    assert "only its chain of digests vouches for it" in checked.summary()
+    edit_state(session.directory, minutes=60)
+    assert interview.load(session.directory).sealed.broken == ("limit",), "the settings stay sealed"
+
+
+def test_a_key_others_can_read_or_one_inside_the_workspace_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    readable = tmp_path / "keys" / "interview.key"
+    seal.make_key(readable)
+    readable.chmod(0o644)
+    ws = tmp_path / "ws"
+    for path, says in ((readable, f"chmod 600 {readable}"), (ws / "interview.key", "inside the workspace")):
+        monkeypatch.setenv(seal.KEY_ENV, str(path))
+        result = run(FakeClock(), "interview", "moe", "router", "--dir", str(ws))
+        assert result.exit_code == 2 and says in result.output, result.output
+        assert not ws.exists()
+
+
+@pytest.mark.parametrize("name", ["", "   ", "two\nlines", "x" * 101])
+def test_a_candidate_name_is_one_line_of_printable_text(tmp_path, name):
+    result = run(FakeClock(), "interview", "moe", "router", "--candidate", name, "--dir", str(tmp_path / "ws"))
+    assert result.exit_code == 2 and "--candidate takes the candidate's name" in result.output
+    assert not (tmp_path / "ws").exists()
+
+
+def test_kata_hint_all_shows_and_logs_every_hint_of_the_task(tmp_path):
+    session = started(tmp_path, "moe", ("router",))
+    hints = next(k for k in KATAS if k.name == "moe").task("router").hints
+    result = run(FakeClock(), "hint", "moe", "router", "--all", workspace=session.directory)
+    assert result.exit_code == 0 and all(h in result.output for h in hints)
+    logged = interview.load(session.directory).hints
+    assert [e.hint.number for e in logged] == list(range(1, len(hints) + 1))
+
+
+@pytest.mark.parametrize("args", [["moe", "top_k"], ["kv_cache"]])
+def test_kata_hint_in_an_interview_gives_only_the_interviews_hints(tmp_path, args):
+    session = started(tmp_path, "moe", ("router",))
+    result = run(FakeClock(), "hint", *args, workspace=session.directory)
+    assert result.exit_code == 2 and "is an interview on moe / router" in result.output
+    assert len(interview.load(session.directory).entries) == 1, "a refused hint must not be logged"
+
+
+def test_kata_list_says_when_time_is_up(tmp_path):
+    session = started(tmp_path, "moe", ("router",))
+    clock = FakeClock()
+    clock.advance(31)
+    result = run(clock, "list", workspace=session.directory)
+    assert "time is up" in result.output and "the next kata grade is the final one" in result.output
+
+
+# The words of messages and docstrings that told a candidate how to fix the code instead of what is wrong.
+ANSWER_PHRASES = re.compile(
+    r"subtract(ing)? each row'?s? maximum|maximum (first|before exp|out before exp|subtracted first)"
+    r"|log of a probability that|compute into a new array|(work on|quantize) a copy|divide by the kept rows"
+    r"|check (the arguments|everything) before|divided by the temperature too|int\(t\) of each|T² should keep",
+    re.I,
+)
+
+
+def shown_strings(source: str) -> list[str]:
+    """The string literals of a suite a failure can show: every one but the docstrings."""
+    tree = ast.parse(source)
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            out.append(n.value)
+    return out
+
+
+@pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.name)
+def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(preset):
+    kata = next(k for k in KATAS if k.name == preset.kata)
+    plan = interview.plan_preset(preset.name)
+    suite = sorted(kata.suite.rglob("*.py")) if kata.suite.is_dir() else [kata.suite]
+    for where, text in [(f"{kata.name}.py as handed out", interview.module_text(plan))] + [
+        (path.name, s) for path in suite for s in shown_strings(path.read_text())
+    ]:
+        found = ANSWER_PHRASES.search(text)
+        assert not found, (
+            f"{where} tells the candidate how to fix it: ...{text[max(0, found.start() - 40) : found.end() + 20]}..."
+        )
+
+
 # ------------------------------------------------------ registry checks
 
 
@@ -451,6 +746,21 @@ def test_an_edited_log_line_shows_as_a_broken_chain(tmp_path):
                 '= "So."\n'
             ),
             "missing 'answer'",
+        ),
+        (
+            lambda t: t + '\n  [kata.task.rubric]\n  probes = "Sums."\n  strong = "Exact sums."\n  answer = "np.sum"\n',
+            r"task 'fast' rubric: unknown key 'answer'; \[kata.task.rubric\] takes only: probes, strong",
+        ),
+        (lambda t: t + '\n  [kata.task.rubric]\n  probes = "Sums."\n', "task 'fast' rubric: missing 'strong'"),
+        (
+            lambda t: t + '\n  [kata.task.rubric]\n  probes = " "\n  strong = "Exact sums."\n',
+            "task 'fast' rubric: 'probes' and 'strong' must not be empty",
+        ),
+        (
+            lambda t: t.replace(
+                'hints = ["Is there a Python loop?"', 'rubric = "sums"\n  hints = ["Is there a Python loop?"'
+            ),
+            r"task 'fast': 'rubric' must be a table \(\[kata.task.rubric\]\)",
         ),
     ],
 )
@@ -488,3 +798,17 @@ def test_the_registry_rejects_bad_presets_naming_the_preset(tmp_path, edit, expe
         load_presets(path)
     path.write_text(registry + PRESET)
     assert [p.name for p in load_presets(path)] == ["toy-10"]
+
+
+def test_every_task_of_the_registry_has_a_rubric_for_the_interviewer():
+    missing = [f"{k.name} / {t.name}" for k in KATAS for t in k.tasks if t.rubric is None]
+    assert not missing, f"tasks without a [kata.task.rubric]: {', '.join(missing)}"
+
+
+def test_a_well_formed_rubric_loads_with_its_task(tmp_path):
+    path = tmp_path / "katas.toml"
+    path.write_text(
+        TOY_REGISTRY.read_text() + '\n  [kata.task.rubric]\n  probes = " Sums. "\n  strong = "Exact sums."\n'
+    )
+    fast = load_registry(path)[0].task("fast")
+    assert (fast.rubric.probes, fast.rubric.strong) == ("Sums.", "Exact sums.")

@@ -91,7 +91,7 @@ def test_ignored_rows_do_not_change_the_loss(kata, batch, extra, temperature, al
     base = float(kata.distillation_loss(student, teacher, labels, temperature, alpha))
     got = float(kata.distillation_loss(more_s, more_t, more_y, temperature, alpha))
     assert _close(got, base, rtol=LOSS_RTOL, atol=LOSS_ATOL), (
-        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: the means run over the kept rows alone"
+        f"adding two ignored rows changed the loss from {base:.6g} to {got:.6g}: ignored rows must count for nothing"
     )
 
 

@@ -74,7 +74,7 @@ def test_ignored_rows_get_zero_gradient_and_change_no_other_row(kata, batch, ext
     assert got.shape == more_s.shape, f"distillation_grad returned shape {got.shape}, expected {more_s.shape}"
     assert np.all(got[n:] == 0), "rows whose label is ignore_index got a nonzero gradient"
     assert _close(got[:n], base, rtol=GRAD_RTOL, atol=GRAD_ATOL), (
-        "adding two ignored rows changed the gradient of the other rows: divide by the kept rows alone"
+        "adding two ignored rows changed the gradient of the other rows: ignored rows must count for nothing"
     )
 
 
@@ -116,7 +116,7 @@ def test_soft_gradient_keeps_its_scale_as_temperature_grows(kata):
     ratio = max(sizes) / max(min(sizes), 1e-300)
     assert ratio < 2.0, (
         f"the soft gradient's size changes {ratio:.3g}x between T=4 and T=32 "
-        f"({', '.join(f'{s:.3g}' for s in sizes)}); T² should keep it the same order"
+        f"({', '.join(f'{s:.3g}' for s in sizes)}); it should stay the same order as T grows"
     )
 
 

@@ -299,8 +299,8 @@ def test_paged_bad_update_raises_value_error_and_changes_nothing(kata, case):
     seq, layer, k, v = BAD_PAGED_UPDATES[case]
     _refused(ValueError, lambda: cache.update(seq, layer, k, v), f"a paged update with {case}")
     assert int(cache.blocks_in_use) == 1, (
-        f"after a refused update ({case}), blocks_in_use is {cache.blocks_in_use}, expected 1 as before: check "
-        "everything before taking a block"
+        f"after a refused update ({case}), blocks_in_use is {cache.blocks_in_use}, expected 1 as before: a refused "
+        "update takes no block"
     )
     _paged_continues(kata, cache, "a", written["a"], rng, f"after a refused update ({case})")
 

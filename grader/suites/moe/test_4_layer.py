@@ -160,9 +160,7 @@ def test_moe_forward_is_right_for_router_logits_past_the_range_of_exp(kata, norm
     assert np.all(_clear(_route64(x, w_router, 2)[0], 2)), "suite data has near ties; report this as a grader bug"
     y, _ = kata.moe_forward(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
     y = np.asarray(y, dtype=np.float64)
-    assert np.all(np.isfinite(y)), (
-        "moe_forward returned NaN or inf for router logits of +-100: subtract each row's maximum before exp"
-    )
+    assert np.all(np.isfinite(y)), "moe_forward returned NaN or inf for router logits of +-100, whose softmax is finite"
     want, _, _ = _moe64(x, w_router, w_gate, w_up, w_down, 2, normalize=normalize)
     d = float(np.max(np.abs(y - want)))
     assert np.allclose(y, want, rtol=OUT_RTOL, atol=OUT_ATOL), (

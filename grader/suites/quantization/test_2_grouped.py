@@ -53,7 +53,7 @@ def test_grouped_error_is_at_most_half_a_step_of_its_group(grp, xg, bits):
     q, scales = grp.quantize_grouped(x, bits, group_size)
     x_hat = np.asarray(grp.dequantize_grouped(q, scales, group_size), dtype=np.float64)
     assert x_hat.shape == x.shape, f"dequantize_grouped returned shape {x_hat.shape}, expected {x.shape}"
-    assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf (a group of zeros divided by 0?)"
+    assert np.all(np.isfinite(x_hat)), "dequantize_grouped returned NaN or inf for finite x"
     _assert_within_half_a_step(x, x_hat, _group_amax(x, group_size), bits, " of its group")
 
 
@@ -172,7 +172,7 @@ def test_grouped_float16_groups_of_small_values_get_round_x_over_scale_codes(kat
     bad = ~_codes_match(q, ratio)
     assert not bad.any(), (
         f"float16 value {float(x[bad][0]):.4g} in a group whose max|x| is {amax[bad][0]:.3g} got code {q[bad][0]}, "
-        f"round(x / scale) is {np.round(ratio[bad][0]):g} (did qmax / max|group| overflow float16?)"
+        f"round(x / scale) is {np.round(ratio[bad][0]):g}"
     )
 
 

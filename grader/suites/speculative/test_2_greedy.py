@@ -48,7 +48,7 @@ def test_tokens_come_back_as_a_list_of_python_ints(kata, task):
     for out in _a_round(kata, task):
         kinds = sorted({type(t).__name__ for t in out}) if isinstance(out, (list, tuple, np.ndarray)) else []
         assert type(out) is list and kinds == ["int"], (
-            f"{task}: the tokens must come back as a list of Python ints (int(t) of each NumPy integer), got a "
+            f"{task}: the tokens must come back as a list of Python ints, got a "
             f"{type(out).__name__} of {kinds or type(out).__name__}: {out!r}"
         )
 

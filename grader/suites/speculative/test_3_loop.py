@@ -174,8 +174,7 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
     )
     assert accepted + target.calls == n_new, (
         f"each target call yields its accepted drafts plus one token of its own, so {accepted} accepted drafts in "
-        f"{target.calls} target calls make {accepted + target.calls} tokens, not the {n_new} asked for: the last "
-        f"round drafts only what is still needed, so nothing is trimmed"
+        f"{target.calls} target calls make {accepted + target.calls} tokens, not the {n_new} asked for"
     )
     assert draft.calls == drafted, (
         f"each drafted token takes one draft call, but {drafted} drafts took {draft.calls} draft calls"
@@ -229,13 +228,12 @@ def test_sampling_survives_logits_whose_exp_overflows(kata):
     learner_rng = np.random.default_rng(gen.integers(2**63))
     got, _ = _without_crashing(
         lambda: kata.speculative_generate(target, draft, prompt, n_new, k=3, temperature=1.0, rng=learner_rng),
-        f"speculative_generate with logits near {LARGE_LOGIT:g} (exp overflows; subtract each row's maximum first)",
+        f"speculative_generate with logits near {LARGE_LOGIT:g} (beyond the range of exp)",
     )
     got = [int(t) for t in got]
     assert got == want, (
         f"with logits near {LARGE_LOGIT:g} (exp overflows) at temperature 1 the target puts all but e^-500 of "
-        f"its mass on one token per position, so the output must be {want}; got {got}: is every softmax "
-        "computed stably (the row's maximum subtracted first)?"
+        f"its mass on one token per position, so the output must be {want}; got {got}"
     )
 
 
@@ -303,7 +301,7 @@ def test_speculative_generate_refuses_a_missing_rng_an_empty_prompt_or_a_model_w
     )
     assert (target.calls, draft.calls) == (0, 0), (
         f"speculative_generate refused {what}, but only after calling the target {target.calls} and the draft "
-        f"{draft.calls} times: check the arguments before the first round"
+        f"{draft.calls} times: a bad argument must be refused before any model is called"
     )
 
 
@@ -325,6 +323,5 @@ def test_a_draft_equal_to_the_target_is_always_accepted_when_sampling(kata):
     assert stats == [(drafts, drafts)] * runs, (
         f"with the draft equal to the target at temperature {temperature}, q = p at every drafted position, so "
         f"every draft is accepted: {n_new} tokens at k = {k} make {drafts} drafts, all accepted, in every run; "
-        f"(accepted, drafted) over {runs} runs: {stats}. Are the draft's logits divided by the temperature too, "
-        f"before its softmax?"
+        f"(accepted, drafted) over {runs} runs: {stats}"
     )
