@@ -24,6 +24,7 @@ from grader.cli.options import (
     pick_tasks,
     seed_option,
 )
+from grader.grading.events import DONE_HERE
 from grader.grading.runner import Limits, grade
 from grader.interview.session import find_workspace
 from grader.kata import target as _target
@@ -193,7 +194,7 @@ def hint_cmd(kata, task, show_all):
     k = kata_named(kata)
     if task is None:
         last = state.read(state.LAST_GRADE).get(k.name, {})
-        pending = [t for t in k.tasks if last.get(t.name) != "pass"]
+        pending = [t for t in k.tasks if last.get(t.name) not in DONE_HERE]
         t = pending[0] if pending else k.tasks[0]
     else:
         try:

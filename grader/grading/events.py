@@ -18,6 +18,7 @@ class Status(str, Enum):
     FAIL = "fail"  # a wrong answer
     TODO = "todo"  # the stub still raises NotImplementedError
     SLOW = "slow"  # correct, but a speed check failed
+    SUBMIT = "on submission"  # an edition's task: its public checks pass, its hidden ones are graded on submission
     PASS = "pass"
     NOT_RUN = "not run"  # a check no result came back for (never a task's status)
 
@@ -30,6 +31,14 @@ class Status(str, Enum):
     @property
     def rank(self) -> int:
         return list(Status).index(self)
+
+    @property
+    def done_here(self) -> bool:
+        """Nothing left to do in this copy: a pass, or a pass of every check this copy holds."""
+        return self in (Status.PASS, Status.SUBMIT)
+
+
+DONE_HERE = (Status.PASS.value, Status.SUBMIT.value)  # the statuses, as recorded in learner state, that are done_here
 
 
 class EventKind(str, Enum):

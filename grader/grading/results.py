@@ -43,6 +43,7 @@ class TaskResult:
     failures: list[dict] = field(default_factory=list)
     visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
     figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
+    checks_hidden: int = 0  # a student edition's: the task's checks it does not hold, graded on submission
 
 
 @dataclass
@@ -67,15 +68,24 @@ class GradeResult:
 
     @property
     def passed(self) -> bool:
-        return not self.interrupted and all(t.status is Status.PASS for k in self.katas for t in k.tasks)
+        return not self.interrupted and all(t.status.done_here for k in self.katas for t in k.tasks)
+
+    @property
+    def on_submission(self) -> int:
+        """The points of the tasks whose hidden checks are graded on submission (a student edition's)."""
+        return sum(t.max_score for k in self.katas for t in k.tasks if t.status is Status.SUBMIT)
 
 
 def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "") -> TaskResult:
     """A task passes only when every one of its checks finished and passed.
-    no_checks: why there are none, if not for a crash (note)."""
+    no_checks: why there are none, if not for a crash (note). A task with hidden
+    checks (a student edition's) whose every check here passes is SUBMIT: the
+    rest is graded on submission."""
     passed = sum(c.outcome is Status.PASS for c in checks)
     hint = None
-    if not checks:
+    if not checks and task.hidden and not note:
+        status, message = Status.SUBMIT, _on_submission(task, 0)
+    elif not checks:
         status = Status.CRASH if note else Status.ERROR
         message = note or no_checks or "the suite has no checks for this task"
     else:
@@ -87,6 +97,8 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
         status = outcome(worst)
         message = "" if status is Status.PASS else worst.message
         hint = task.hint_for(worst.name)
+        if status is Status.PASS and task.hidden:
+            status, message = Status.SUBMIT, _on_submission(task, len(checks))
     failures = [
         {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
         for c in checks
@@ -101,10 +113,20 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
         checks_passed=passed,
         checks_total=len(checks),
         message=message,
-        hint="" if status is Status.PASS else hint or task.hints[0],
+        hint="" if status.done_here else hint or task.hints[0],
         failures=failures,
         visibility=task.visibility,
         figures=[f for c in checks for f in c.figures],
+        checks_hidden=len(task.hidden),
+    )
+
+
+def _on_submission(task: Task, public: int) -> str:
+    hidden = len(task.hidden)
+    mine = "" if not public else f"its {public} public check{' passes' if public == 1 else 's pass'}; "
+    return (
+        f"{mine}{hidden} hidden check{'s' if hidden != 1 else ''} of this task "
+        f"{'are' if hidden != 1 else 'is'} graded on submission (this edition does not hold them)"
     )
 
 

@@ -1,8 +1,18 @@
-"""What a held-back task takes out of its suite in the student edition: its
-checks, and every helper, oracle, strategy, fixture and class that only they
-use, in whichever module of the suite it is defined (a suite folder's test
-modules, checks.py, oracles.py, strategies.py, conftest.py; or a single-file
-suite). Read from the source, never imported.
+"""What the student edition takes out of a suite: the checks of a held-back
+task and the hidden checks (hidden_checks), and every helper, oracle,
+strategy, fixture and class that only they use, in whichever module of the
+suite it is defined (a suite folder's test modules, checks.py, oracles.py,
+strategies.py, conftest.py; or a single-file suite). Read from the source,
+never imported.
+
+A check is hidden when it needs an answer to compare with: when it reaches,
+through the helpers, strategies and fixtures it uses, a definition of the
+suite's oracles.py or code that loads the speed task's baseline, unless it is
+marked @pytest.mark.public (what it uses computes no answer a student could
+paste: a count, or a baseline the model package already ships; the project's
+tests paste every function the edition ships into every task to hold that).
+Every other check is public: properties, shapes, refusals, comparisons with
+the reference model the edition ships anyway.
 
 A definition stays when anything that stays uses it: a released check, a
 module-level statement of a module that ships, or another definition that
@@ -21,6 +31,7 @@ from grader.kata.registry import suite_modules
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 Ref = tuple[str, str]  # (module stem, name): a top-level definition of the suite
+ORACLES = "oracles"  # the module of a suite folder that computes expected answers
 
 
 @dataclass
@@ -36,8 +47,7 @@ def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
     """Every module of a suite (a folder's .py files, or the file) -> its text in the
     edition without the held-back `tests` and the code only they use; None for a test
     module whose every check is held back (it ships nothing)."""
-    paths = sorted(Path(suite).glob("*.py")) if Path(suite).is_dir() else [Path(suite)]
-    modules = {p.stem: _parse(p, suite) for p in paths}
+    modules = _modules(Path(suite))
     test_modules = {p.stem for p in suite_modules(suite)}
     gone = {stem for stem in test_modules if _only_checks_of(modules[stem], tests)}
     dropped = {(stem, name) for stem, m in modules.items() for name in m.defs if name in tests or stem in gone}
@@ -62,15 +72,42 @@ def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
     return out
 
 
+def hidden_checks(suite: Path) -> dict[str, str]:
+    """The suite's hidden checks: test name -> what answer it needs ("oracles._route64",
+    "the baseline"), in the suite's order. Public checks are not listed."""
+    modules = _modules(Path(suite))
+    uses = {(stem, name): _uses(modules, stem, node) for stem, m in modules.items() for name, node in m.defs.items()}
+    answers = {
+        ref: "the baseline" if _calls_baseline(modules[ref[0]].defs[ref[1]]) else f"{ref[0]}.{ref[1]}"
+        for ref in uses
+        if ref[0] == ORACLES or _calls_baseline(modules[ref[0]].defs[ref[1]])
+    }
+    hidden = {}
+    for path in suite_modules(suite):
+        for name, node in modules[path.stem].defs.items():
+            if name.startswith("test") and isinstance(node, ast.FunctionDef) and not _marked_public(node):
+                needs = sorted({answers[ref] for ref in _reached(uses, {(path.stem, name)}) if ref in answers})
+                if needs:
+                    hidden[name] = needs[0]
+    return hidden
+
+
+def _marked_public(node: ast.FunctionDef) -> bool:
+    """Whether a check is decorated @pytest.mark.public."""
+    return any(ast.unparse(d) in ("pytest.mark.public", "mark.public") for d in node.decorator_list)
+
+
+def _calls_baseline(node: ast.AST) -> bool:
+    return any(isinstance(sub, ast.Call) and _called_name(sub) == "load_baseline" for sub in ast.walk(node))
+
+
+def _called_name(call: ast.Call) -> str:
+    return call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+
+
 def loads_baseline(source: str) -> bool:
     """Whether a module's code calls load_baseline (an import of the name alone does not count)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            called = node.func
-            name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
-            if name == "load_baseline":
-                return True
-    return False
+    return _calls_baseline(ast.parse(source))
 
 
 def without_functions(source: str, names: set[str]) -> str:
@@ -80,6 +117,12 @@ def without_functions(source: str, names: set[str]) -> str:
     return _delete(
         source, [node for node in ast.parse(source).body if isinstance(node, DEFINITIONS) and node.name in names]
     )
+
+
+def _modules(suite: Path) -> dict[str, _Module]:
+    """Every module of a suite (a folder's .py files, or the file), parsed, by stem."""
+    paths = sorted(suite.glob("*.py")) if suite.is_dir() else [suite]
+    return {p.stem: _parse(p, suite) for p in paths}
 
 
 def _parse(path: Path, suite: Path) -> _Module:

@@ -15,12 +15,20 @@ and a recap that quotes a figure only held-back code measures is left out.
 Interview presets on part of a kata are left out too: they hand the
 candidate the rest of the module as the solution writes it.
 
-`write_edition(OUT, held_back=True)` keeps the held-back tasks: that is the
-grading edition the Gradescope kit installs, still without the solutions.
+Each suite ships its public checks only. A hidden check (one that needs an
+oracle or a baseline: held_back.hidden_checks) is left out with the code only
+it uses, so that no function the edition holds computes an answer; the
+edition's registry names each task's hidden checks (hidden_checks), and
+`kata grade` there reports them as graded on submission.
+
+`write_edition(OUT, held_back=True)` keeps the held-back tasks and the hidden
+checks: that is the grading edition the Gradescope kit installs, still
+without the solutions.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -76,8 +84,11 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
     katas = load_registry(registry)
     drop = {} if held_back else held_back_tasks(katas)
     dropped_tests = _dropped_tests(katas, drop)
+    hidden = {} if held_back else hidden_by_task(katas, drop)
+    for k in katas:
+        dropped_tests[k.name] |= {test for tests in hidden.get(k.name, {}).values() for test in tests}
     edition = _Edition(out)
-    _copy_trees(edition, katas, registry, drop, dropped_tests)
+    _copy_trees(edition, katas, registry, drop, dropped_tests, hidden)
     edition.put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
     for k in katas:
         stub = stub_for(k.name)
@@ -90,8 +101,19 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
                 edition.put(name, checklist_text(path.read_text(encoding="utf-8"), drop))
             else:
                 edition.put(name, source=path)
-    _check(out, katas, drop)
+    _check(out, katas, drop, held_back)
     return edition.written
+
+
+def hidden_by_task(katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """kata name -> released task -> its hidden checks (held_back.hidden_checks), in the suite's
+    order; tasks with none are not listed."""
+    out = {}
+    for k in katas:
+        hidden = held_back.hidden_checks(k.suite)
+        tasks = {t.name: [x for x in t.tests if x in hidden] for t in k.tasks if t.name not in drop.get(k.name, ())}
+        out[k.name] = {task: tests for task, tests in tasks.items() if tests}
+    return out
 
 
 def _edition_folder(out: Path) -> Path:
@@ -146,11 +168,12 @@ class _Edition:
         self.written.append(dest)
 
 
-def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests) -> None:
+def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests, hidden) -> None:
     """TREES into the edition, but for LEFT_OUT and JUNK: each suite's modules
-    without their dropped checks and the code only those use, none whose checks
-    are all dropped (and the suite's baseline only where what is left still loads
-    one), the registry without its held-back tasks, everything else as it is."""
+    without their dropped checks (held back or hidden) and the code only those
+    use, none whose checks are all dropped (and the suite's baseline only where
+    what is left still loads one), the registry without its held-back tasks and
+    naming the hidden checks, everything else as it is."""
     texts = {k.name: held_back.suite_texts(k.suite, dropped_tests[k.name]) for k in katas}
     suites = {path.resolve(): text for by_path in texts.values() for path, text in by_path.items()}
     shipped = {kata: [t for t in by_path.values() if t is not None] for kata, by_path in texts.items()}
@@ -166,7 +189,8 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
             elif path == REGISTRY_PATH:
                 presets = whole_kata_presets(registry, drop)
                 no_recap = lost_recaps(katas, shipped)
-                edition.put(rel, registry_text(registry.read_text(encoding="utf-8"), drop, presets, no_recap))
+                text = registry_text(registry.read_text(encoding="utf-8"), drop, presets, no_recap, hidden)
+                edition.put(rel, text)
             else:
                 edition.put(rel, source=path)
     for baseline, kata in baselines.items():
@@ -201,19 +225,48 @@ def whole_kata_presets(registry: Path, drop: dict[str, set[str]]) -> set[str]:
     }
 
 
-def registry_text(text: str, drop: dict[str, set[str]], presets: set[str], no_recap: set[str] = frozenset()) -> str:
+def registry_text(
+    text: str,
+    drop: dict[str, set[str]],
+    presets: set[str],
+    no_recap: set[str] = frozenset(),
+    hidden: dict[str, dict[str, list[str]]] | None = None,
+) -> str:
     """katas.toml without the dropped tasks (their hints, check hints and questions with them),
-    with only the named presets, and without the recap of the katas in no_recap. Edited as a
-    TOML document (tomlkit), so every comment and the layout of what stays are kept."""
+    with only the named presets, and without the recap of the katas in no_recap; each task of
+    `hidden` (kata -> task -> its hidden checks) lists them as hidden_checks, and its check hints
+    name none of them. Edited as a TOML document (tomlkit), so every comment and the layout of
+    what stays are kept."""
     doc = tomlkit.parse(text)
     for kata in doc.get("kata", []):
         _keep(kata.get("task", []), lambda task: task.get("name") not in drop.get(kata.get("name"), ()))
         if kata.get("name") in no_recap and "recap" in kata:
             del kata["recap"]
+        for task in kata.get("task", []):
+            _hide(task, (hidden or {}).get(kata.get("name"), {}).get(task.get("name"), []))
     _keep(doc.get("preset", []), lambda preset: preset.get("name") in presets)
     if "preset" in doc and not doc["preset"]:
         del doc["preset"]  # no `preset = []` left behind
     return tomlkit.dumps(doc).rstrip("\n") + "\n"
+
+
+def _hide(task, tests: list[str]) -> None:
+    """A task's table, in place, naming `tests` as its hidden checks (before its sub-tables),
+    its check hints rid of them, and a check hint left with no test taken out."""
+    if not tests:
+        return
+    checks = task.get("check", [])
+    for check in checks:
+        kept = [t for t in check.get("tests", []) if t not in tests]
+        if kept != list(check.get("tests", [])):
+            check["tests"] = kept
+    _keep(checks, lambda check: bool(check.get("tests")))
+    if "check" in task and not task["check"]:
+        del task["check"]
+    listed = tomlkit.array()
+    listed.extend(tests)
+    listed.multiline(True)
+    task["hidden_checks"] = listed
 
 
 def _keep(tables, wanted) -> None:
@@ -238,8 +291,9 @@ def checklist_text(text: str, drop: dict[str, set[str]]) -> str:
     return text
 
 
-def _check(out: Path, katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> None:
-    """The edition's registry loads and holds exactly the tasks it should."""
+def _check(out: Path, katas: tuple[Kata, ...], drop: dict[str, set[str]], held: bool) -> None:
+    """The edition's registry loads and holds exactly the tasks it should; a student
+    edition's oracles define nothing."""
     try:
         edition = load_registry(out / "grader" / "kata" / "katas.toml", suites_dir=out / "grader" / "suites")
         shipped = {k.name: {t.name for t in k.tasks} for k in edition}
@@ -248,3 +302,8 @@ def _check(out: Path, katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> Non
     want = {k.name: {t.name for t in k.tasks} - drop.get(k.name, set()) for k in katas}
     if shipped != want:
         raise RuntimeError(f"the edition's registry lists {shipped}, expected {want}")
+    for oracles in [] if held else (out / "grader" / "suites").glob(f"*/{held_back.ORACLES}.py"):
+        tree = ast.parse(oracles.read_text(encoding="utf-8"))
+        left = [n.name for n in tree.body if isinstance(n, held_back.DEFINITIONS)]
+        if left:
+            raise RuntimeError(f"the student edition's {oracles} defines {', '.join(left)}: a public check uses it")

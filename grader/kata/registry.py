@@ -87,6 +87,13 @@ class Task:
     release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
     check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
     tests: tuple[str, ...] = ()  # the suite's test functions marked with this task (read from the suite)
+    hidden: tuple[str, ...] = ()  # a student edition's: the checks it leaves out, graded on submission
+
+    @property
+    def graded_here(self) -> bool:
+        """Whether this copy of the suite holds every check of the task (False in a student
+        edition for a task with hidden checks: `kata grade` there says which are graded on submission)."""
+        return not self.hidden
 
     def hint_for(self, test_name: str) -> str | None:
         """The hint attached to this check ([[kata.task.check]]), if any."""
@@ -174,6 +181,9 @@ def _task(entry: TaskTable, where: str) -> Task:
         check_hints += [(t, hint.strip()) for t in named]
     if len({t for t, _ in check_hints}) != len(check_hints):
         raise RegistryError(f"{where}: a test has two check hints")
+    hidden = tuple(entry.hidden_checks)
+    if not all(t.startswith("test_") and t.isidentifier() for t in hidden) or len(set(hidden)) != len(hidden):
+        raise RegistryError(f"{where}: 'hidden_checks' must name distinct tests (test_...), not {list(hidden)!r}")
     rubric = None
     if entry.rubric is not None:
         probes, strong = entry.rubric.probes.strip(), entry.rubric.strong.strip()
@@ -181,7 +191,17 @@ def _task(entry: TaskTable, where: str) -> Task:
             raise RegistryError(f"{where} rubric: 'probes' and 'strong' must not be empty")
         rubric = Rubric(probes, strong)
     return Task(
-        name, entry.title, points, hints, functions, questions, rubric, visibility, entry.release, tuple(check_hints)
+        name,
+        entry.title,
+        points,
+        hints,
+        functions,
+        questions,
+        rubric,
+        visibility,
+        entry.release,
+        tuple(check_hints),
+        hidden=hidden,
     )
 
 
@@ -303,7 +323,13 @@ def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task,
     out = []
     for task in tasks:
         tests = tuple(test for test, owners in marks.items() if task.name in owners)
-        if not tests:
+        held = [t for t in task.hidden if t in marks]
+        if held:
+            raise RegistryError(
+                f"{where} task {task.name!r}: 'hidden_checks' names checks {named} holds: {', '.join(held)} "
+                "(only a student edition lists them, for the checks `kata release` left out)"
+            )
+        if not tests and not task.hidden:
             raise RegistryError(
                 f'{where} task {task.name!r}: no test in {named} is marked @pytest.mark.task("{task.name}")'
             )

@@ -50,6 +50,7 @@ class TaskTable(_Table):
     rubric: RubricTable | None = None
     visibility: str = "visible"
     release: bool = True
+    hidden_checks: list[str] = []
     check: list[CheckTable] = []
 
 

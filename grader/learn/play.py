@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from grader.grading import timing
+from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.in_process import import_kata
 from grader.kata.registry import find_kata
@@ -46,7 +47,7 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") ->
     tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":
         last = state.read(state.LAST_GRADE).get(kata, {})
-        if not all(last.get(t) == "pass" for t in tasks):
+        if not all(last.get(t) in DONE_HERE for t in tasks):
             which = f"task {tasks[0]} does" if len(tasks) == 1 else f"tasks {' and '.join(tasks)} do"
             return Source(None, f"the model's own, since your {kata} {which} not pass yet (kata grade {kata})")
     module = import_kata(target, kata)

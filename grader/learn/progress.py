@@ -18,6 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
+from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.registry import Kata, Task
 from grader.output import files, report
@@ -44,7 +45,7 @@ def write(name: str, data: dict) -> None:
 
 
 def all_pass(kata: Kata, statuses: dict) -> bool:
-    return all(statuses.get(t.name) == "pass" for t in kata.tasks)
+    return all(statuses.get(t.name) in DONE_HERE for t in kata.tasks)
 
 
 def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
@@ -56,7 +57,7 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     for k, graded in zip(katas, result.katas):
         was_done = all_pass(k, last.get(k.name, {}))
         last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
-        if all_pass(k, last[k.name]) and not was_done and all(t.status.value == "pass" for t in graded.tasks):
+        if all_pass(k, last[k.name]) and not was_done and all(t.status.done_here for t in graded.tasks):
             recaps.append(report.recap(k, graded))
     write(LAST_GRADE, last)
     return last, [r for r in recaps if r]

@@ -28,6 +28,7 @@ from typing import Callable
 
 import click
 
+from grader.grading.events import DONE_HERE
 from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade
 from grader.kata import target as _target
 from grader.kata.registry import Kata, load_registry
@@ -56,7 +57,7 @@ def save_last_grade(kata: Kata, result: GradeResult) -> tuple[dict[str, dict[str
 
 def _fully_passing(kata: Kata, state: dict) -> bool:
     mine = state.get(kata.name, {})
-    return all(mine.get(t.name) == "pass" for t in kata.tasks)
+    return all(mine.get(t.name) in DONE_HERE for t in kata.tasks)
 
 
 def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = None) -> Kata | None:
@@ -170,7 +171,7 @@ def screen(
         if len(said) > CHANGED_LINES:
             shown[-1] += " ..."
         lines += shown
-    failing: TaskResult | None = next((t for t in result.tasks if t.status.value != "pass"), None)
+    failing: TaskResult | None = next((t for t in result.tasks if not t.status.done_here), None)
     if failing is None:
         lines.append(f"every task of {kata.name} passes.")
         if next_kata is None:

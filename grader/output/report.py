@@ -28,6 +28,7 @@ COLOURS = {
     Status.TIMEOUT: "yellow",
     Status.SLOW: "yellow",
     Status.TODO: "bright_black",
+    Status.SUBMIT: "cyan",
 }
 
 
@@ -70,7 +71,7 @@ def task_row(kata: str, task: TaskResult) -> list[str]:
         kata,
         task.name,
         styled(task.status),
-        f"{task.checks_passed}/{task.checks_total}",
+        f"{task.checks_passed}/{task.checks_total}" + (f" +{task.checks_hidden} hidden" if task.checks_hidden else ""),
         f"{task.score}/{task.max_score}",
         measured,
     ]
@@ -81,7 +82,9 @@ def header_line(result_target: str, seed: int) -> str:
 
 
 def total_line(result: GradeResult) -> str:
-    return f"total: {result.score}/{result.max_score} points in {result.duration:.1f} s"
+    pending = result.on_submission
+    later = f" ({pending} more whose hidden checks are graded on submission)" if pending else ""
+    return f"total: {result.score}/{result.max_score} points{later} in {result.duration:.1f} s"
 
 
 def table(result: GradeResult, header: str = "") -> str:
@@ -143,7 +146,7 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
     known = {k.name: k for k in katas}
     for kata in result.katas:
         for task in kata.tasks:
-            if task.status is Status.PASS:
+            if task.status.done_here:
                 continue
             path = _target.kata_path(result.target, kata.name)
             registered = known.get(kata.name)
@@ -154,6 +157,9 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
                 where = f"see `kata grade -v {kata.name}:{task.name}` and `kata hint {kata.name} {task.name}`"
             return f"next: {kata.name} / {task.name} ({task.status.value}): {where}"
     n = sum(len(k.tasks) for k in result.katas)
+    later = sum(t.status is Status.SUBMIT for k in result.katas for t in k.tasks)
+    if later:
+        return f"every graded task passes here ({n} of {n}); {later} have hidden checks, graded on submission"
     return f"every graded task passes ({n} of {n})"
 
 
@@ -188,7 +194,10 @@ def details(result: GradeResult) -> str:
         shared = _shared_failure(kata)
         first = True
         for task in kata.tasks:
-            if task.status == "pass":
+            if task.status is Status.PASS:
+                continue
+            if task.status is Status.SUBMIT:
+                blocks.append((False, [f"{kata.name} / {task.name}: {task.status}: {task.message}"]))
                 continue
             head = f"{kata.name} / {task.name}: {task.status}"
             if shared is not None:
@@ -230,7 +239,7 @@ def failing_summary(result: GradeResult) -> str:
             lines.append(f"{kata.name}: every check failed the same way: {_one_line(shared)}")
             continue
         for task in kata.tasks:
-            if task.status != "pass" and task.status != "todo":
+            if not task.status.done_here and task.status != "todo":
                 lines.append(f"{kata.name} / {task.name}: {_one_line(task.message)}")
     return "\n".join(lines)
 
@@ -245,7 +254,7 @@ def _shared_failure(kata) -> str | None:
     messages = set()
     failures = 0
     for task in kata.tasks:
-        if task.status == "pass" or task.checks_passed or task.status == "todo":
+        if task.status.done_here or task.checks_passed or task.status == "todo":
             return None
         for f in task.failures:
             if f["outcome"] == "todo":
@@ -321,6 +330,7 @@ def as_json(result: GradeResult) -> dict:
                         "max_score": t.max_score,
                         "checks_passed": t.checks_passed,
                         "checks_total": t.checks_total,
+                        "checks_hidden": t.checks_hidden,
                         "message": t.message,
                         "hint": t.hint,
                         "failures": t.failures,

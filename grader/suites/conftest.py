@@ -1,5 +1,5 @@
 """pytest configuration of the grading suites: which implementation they test
-(--target), the Hypothesis profile, and the `task`, `speed` and `needs` markers."""
+(--target), the Hypothesis profile, and the `task`, `speed`, `needs` and `public` markers."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "task(name): the task of the registry this check grades")
     config.addinivalue_line("markers", "speed: a speed check (a failure grades the task 'slow', not 'fail')")
     config.addinivalue_line("markers", "needs(module): a check that exists only where the optional module is installed")
+    config.addinivalue_line(
+        "markers",
+        "public: a check the student edition ships although it uses an oracle or the baseline, which computes no "
+        "answer a student could paste (grader.instructor.held_back.hidden_checks)",
+    )
     target = config.getoption("target")
     _target.resolve(target)  # a bad --target stops here with a clear message
     jail_client.SETTINGS.target = target

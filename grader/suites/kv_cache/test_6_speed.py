@@ -28,6 +28,7 @@ SPEED_MODEL = Model.random(
 
 @pytest.mark.task("speed")
 @pytest.mark.speed
+@pytest.mark.public  # its baseline is reference.sampling.generate_naive, which the model package ships anyway
 def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
     """Both run in their jails on a copy of SPEED_MODEL, timed here,
     alternately, on a fresh prompt each round; the tokens each returns
