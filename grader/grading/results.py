@@ -3,6 +3,7 @@ and kata's result, the way the runner and every report see them. Plain data."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -121,6 +122,20 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
     )
 
 
+def _waiting(task: Task, result: TaskResult, others: list[TaskResult]) -> TaskResult:
+    """A task all of whose checks are hidden (a speed task, timing the functions of the
+    others) is todo while another task graded with it is not done here."""
+    pending = [r.name for r in others if not r.status.done_here]
+    if not pending:
+        return result
+    return dataclasses.replace(
+        result,
+        status=Status.TODO,
+        message=f"{result.message}; it grades the functions of {', '.join(pending)}, which do not pass here yet",
+        hint=task.hints[0],
+    )
+
+
 def _on_submission(task: Task, public: int) -> str:
     hidden = len(task.hidden)
     mine = "" if not public else f"its {public} public check{' passes' if public == 1 else 's pass'}; "
@@ -150,8 +165,12 @@ def kata_result(
         mine = [c for c in checks.values() if c.task == task.name]
         missing = f"the task has no check named {' or '.join(names)}" if names else ""
         results.append(task_result(task, mine, note, missing))
+    for i, (task, result) in enumerate(zip(chosen, results)):
+        if result.status is Status.SUBMIT and not result.checks_total:
+            results[i] = _waiting(task, result, [r for r in results if r is not result])
+    for task, result in zip(chosen, results):
         if progress is not None and task.name not in told:
-            progress(kata, results[-1])
+            progress(kata, result)
     return KataResult(
         name=kata.name,
         title=kata.title,

@@ -15,11 +15,11 @@ import pasting
 import pytest
 
 from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, KataResult, task_result
+from grader.grading.results import Check, GradeResult, KataResult, kata_result, task_result
 from grader.grading.runner import Grader
 from grader.instructor import release
 from grader.instructor.held_back import hidden_checks
-from grader.kata.registry import REGISTRY_PATH, RegistryError, Task, find_kata, load_registry
+from grader.kata.registry import REGISTRY_PATH, Kata, RegistryError, Task, find_kata, load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 from grader.output import report
 
@@ -152,6 +152,18 @@ def test_a_task_with_hidden_checks_is_on_submission_when_every_check_here_passes
     assert "passes here" in report.next_step(result, [])
     assert "toy / t: on submission: its 1 public check passes" in report.details(result)
     assert report.failing_summary(result) == ""
+
+
+def test_a_task_whose_every_check_is_hidden_is_todo_while_a_task_graded_with_it_is_not_done():
+    speed = Task("speed", "speed", 1, ("a?", "b?"), hidden=("test_fast",))
+    kata = Kata("toy", "Toy", "nothing", 1, (TASK, speed), Path("toy"))
+    waiting = kata_result(kata, [TASK, speed], {"a": _check(Status.TODO)}, "", [], 1.0).tasks
+    assert [t.status for t in waiting] == [Status.TODO, Status.TODO]
+    assert "it grades the functions of t, which do not pass here yet" in waiting[1].message and waiting[1].hint == "a?"
+    done = kata_result(kata, [TASK, speed], {"a": _check(Status.PASS)}, "", [], 1.0).tasks
+    assert [t.status for t in done] == [Status.SUBMIT, Status.SUBMIT]
+    alone = kata_result(kata, [speed], {}, "", [], 1.0).tasks
+    assert [t.status for t in alone] == [Status.SUBMIT]
 
 
 @pytest.mark.slow
