@@ -21,7 +21,9 @@ def release_cmd(out):
     Stubs, suites, the reference model with its weights and corpus, the
     grader, the benchmarks, README, CHECKLIST and packaging; no reference
     solutions, no project tests (alternative implementations, mutants), and
-    no task the registry marks release = false. Students install it with
+    no task the registry marks release = false, and only the public checks
+    (a check that needs an oracle or a baseline is hidden: grade-all and the
+    Gradescope kit run it from your copy). Students install it with
     pip install -e OUT (or push it as the template of a GitHub Classroom
     assignment; see kata classroom).
     """
@@ -35,6 +37,15 @@ def release_cmd(out):
     click.echo(f"wrote the student edition to {Path(out).resolve()} ({len(written)} files, no reference solutions)")
     if held:
         click.echo("held back (graded by you only): " + "; ".join(f"{k}: {', '.join(t)}" for k, t in held.items()))
+    katas = load_registry()
+    hidden = {
+        k: sum(map(len, tasks.values()))
+        for k, tasks in release.hidden_by_task(katas, release.held_back_tasks(katas)).items()
+    }
+    click.echo(
+        "hidden checks (left out: they need an oracle or a baseline; graded by your own grading only): "
+        + ", ".join(f"{k} {n}" for k, n in hidden.items() if n)
+    )
     click.echo(
         f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
         f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)"

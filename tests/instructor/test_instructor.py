@@ -304,6 +304,7 @@ def test_kata_release_says_what_it_wrote(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["release", str(tmp_path / "ed")])
     assert result.exit_code == 0, result.output
     assert "no reference solutions" in result.output and (tmp_path / "ed" / "pyproject.toml").is_file()
+    assert "hidden checks (left out: they need an oracle or a baseline" in result.output and "moe 25" in result.output
     again = CliRunner().invoke(main, ["release", str(tmp_path / "ed")])
     assert again.exit_code == 1 and "not an empty folder" in again.output
 
