@@ -245,6 +245,11 @@ def init_cmd(directory):
     click.echo(f"  export KATA_WORKDIR={dest}")
 
 
+def _has_terminal() -> bool:
+    """Whether a question can be asked: standard input is a terminal."""
+    return sys.stdin.isatty()
+
+
 @click.command("reset")
 @click.argument("kata", shell_complete=complete_kata)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -253,6 +258,8 @@ def reset_cmd(kata, yes):
     k = kata_named(kata)
     path = _target.workdir() / f"{k.name}.py"
     if not yes:
+        if not _has_terminal():
+            raise click.UsageError(f"no terminal to confirm on: to replace {path}, run kata reset {k.name} --yes")
         click.confirm(f"Replace {path} with the untouched stub? (a backup is kept)", abort=True)
     if path.exists():
         click.echo(f"backed up your {path.name} to {state.back_up(path, k.name)}")

@@ -14,6 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from grader.cli import learner
 from grader.cli.commands import main
 from grader.grading import runner
 from grader.grading.events import Event, EventKind
@@ -266,9 +267,25 @@ def test_reset_asks_first_and_leaves_the_file_alone_when_told_no(cli, tmp_path, 
     monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
     mine = tmp_path / "kv_cache.py"
     mine.write_text("my work\n")
+    monkeypatch.setattr(learner, "_has_terminal", lambda: True)
     result = cli.invoke(main, ["reset", "kv_cache"], input="n\n")
     assert result.exit_code == 1
     assert mine.read_text() == "my work\n"
+
+
+def test_reset_without_a_terminal_to_ask_on_says_to_pass_yes(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", "")
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
+    (tmp_path / "kv_cache.py").write_text("my work\n")
+    result = cli.invoke(main, ["reset", "kv_cache"])  # CliRunner's stdin is no terminal
+    assert result.exit_code == 2 and "run kata reset kv_cache --yes" in result.output, result.output
+    assert "Aborted" not in result.output and (tmp_path / "kv_cache.py").read_text() == "my work\n"
+
+
+def test_a_demo_name_mistyped_is_a_usage_error_that_names_the_demo(cli):
+    result = cli.invoke(main, ["play", "cach"])
+    assert result.exit_code == 2 and "did you mean cache?" in result.output, result.output
+    assert "kata play write cach" in result.output
 
 
 def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, monkeypatch):
