@@ -15,7 +15,8 @@ class _PlayGroup(click.Group):
 
     def parse_args(self, ctx, args):
         if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
-            near = difflib.get_close_matches(args[0], [c for c in self.commands if c != "write"], n=1, cutoff=0.75)
+            demos = [c for c in self.commands if c != "write"]
+            near = difflib.get_close_matches(args[0], demos, n=1, cutoff=0.75) if args else []
             if near and args[0].isidentifier():  # one word: a prompt with a space or a sign is text
                 raise click.UsageError(
                     f"there is no demo {args[0]!r}; did you mean {near[0]}? "
