@@ -286,6 +286,7 @@ def test_a_demo_name_mistyped_is_a_usage_error_that_names_the_demo(cli):
     result = cli.invoke(main, ["play", "cach"])
     assert result.exit_code == 2 and "did you mean cache?" in result.output, result.output
     assert "kata play write cach" in result.output
+    assert cli.invoke(main, ["play", "-n", "3"]).exit_code == 0  # no argument: the default demo, nothing to match
 
 
 def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, monkeypatch):
