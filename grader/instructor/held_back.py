@@ -7,7 +7,9 @@ never imported.
 
 A check is hidden when it needs an answer to compare with: when it reaches,
 through the helpers, strategies and fixtures it uses, a definition of the
-suite's oracles.py or code that loads the speed task's baseline, unless it is
+suite's oracles.py or code that loads the speed task's baseline, or when it
+is marked @pytest.mark.needs (it compares with an optional package's answer:
+gguf's encoders, which the edition's dev extra installs), unless it is
 marked @pytest.mark.public (what it uses computes no answer a student could
 paste: a count, or a baseline the model package already ships; the project's
 tests paste every function the edition ships into every task to hold that).
@@ -87,9 +89,20 @@ def hidden_checks(suite: Path) -> dict[str, str]:
         for name, node in modules[path.stem].defs.items():
             if name.startswith("test") and isinstance(node, ast.FunctionDef) and not _marked_public(node):
                 needs = sorted({answers[ref] for ref in _reached(uses, {(path.stem, name)}) if ref in answers})
+                needs = _packages_needed(node) + needs
                 if needs:
                     hidden[name] = needs[0]
     return hidden
+
+
+def _packages_needed(node: ast.FunctionDef) -> list[str]:
+    """The optional packages a check is marked @pytest.mark.needs("...") with: it compares with
+    their answers (gguf's llama.cpp encoders), which the edition's pyproject names."""
+    return [
+        f"the package {ast.literal_eval(d.args[0])}"
+        for d in node.decorator_list
+        if isinstance(d, ast.Call) and ast.unparse(d.func).endswith("mark.needs") and d.args
+    ]
 
 
 def _marked_public(node: ast.FunctionDef) -> bool:

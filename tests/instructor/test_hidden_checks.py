@@ -5,6 +5,7 @@ a hidden check asks for (pasting.py tries each of them in each function's place)
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -42,7 +43,8 @@ TOY = {
         '@pytest.mark.task("t")\ndef test_through_a_helper():\n    _compare(abs, 1)\n\n\n'
         '@pytest.mark.task("t")\ndef test_through_a_fixture(expected):\n    assert expected\n\n\n'
         '@pytest.mark.task("speed")\ndef test_speed():\n    load_baseline("toy")\n\n\n'
-        '@pytest.mark.task("speed")\n@pytest.mark.public\ndef test_marked_public():\n    load_baseline("toy")\n'
+        '@pytest.mark.task("speed")\n@pytest.mark.public\ndef test_marked_public():\n    load_baseline("toy")\n\n\n'
+        '@pytest.mark.task("t")\n@pytest.mark.needs("gguf")\ndef test_against_a_package():\n    import gguf\n'
     ),
 }
 
@@ -56,6 +58,7 @@ def test_a_check_is_hidden_when_it_reaches_an_oracle_or_the_baseline_through_any
         "test_through_a_helper": "oracles._answer",
         "test_through_a_fixture": "oracles._answer",
         "test_speed": "the baseline",
+        "test_against_a_package": "the package gguf",
     }
 
 
@@ -67,6 +70,8 @@ def test_the_shipped_suites_hide_what_compares_with_an_oracle_and_keep_public_ch
     assert "test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens" not in kv  # marked public
     moe = hidden_checks(find_kata("moe").suite)
     assert moe["test_moe_forward_is_within_3x_of_a_vectorized_layer"] == "the baseline"
+    quantization = hidden_checks(find_kata("quantization").suite)
+    assert quantization["test_q8_0_and_q4_0_match_gguf_on_random_blocks"] == "the package gguf"
     for kata in load_registry():
         hidden = hidden_checks(kata.suite)
         for task in kata.tasks:
@@ -93,6 +98,8 @@ def test_the_student_edition_ships_the_public_checks_and_names_each_hidden_one(e
         text = "".join(p.read_text(encoding="utf-8") for p in folder.glob("*.py"))
         oracles = (folder / "oracles.py").read_text(encoding="utf-8")
         assert "\ndef " not in oracles and "\nclass " not in oracles, f"{kata.name}'s oracles ship"
+        imports = [n for n in ast.parse(oracles).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert all(getattr(n, "module", "") == "__future__" for n in imports), f"{kata.name}'s oracles.py imports"
         baseline = edition / "grader" / "suites" / f"baseline_{kata.name}.py"
         assert baseline.exists() == (kata.name == "kv_cache")  # its speed check is marked public
         for task in kata.tasks:
