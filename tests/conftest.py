@@ -18,9 +18,14 @@ settings.register_profile("ci", derandomize=True, database=None, deadline=None, 
 settings.load_profile("ci")
 
 
+# The test files whose tests take longest (100 s and more together): started first, so that neither
+# worker is left alone with one of them at the end.
+LONGEST = ("test_speed_flake.py", "test_hidden_checks.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Start the speed-flake test first, and keep each xdist_group on one
-    worker under pytest 9.2 too.
+    """Start the speed-flake and hidden-check tests first, and keep each
+    xdist_group on one worker under pytest 9.2 too.
 
     The speed-flake test holds its worker for 100 s or more. Collected near
     the end, it can start when the other worker has little left to run, which
@@ -34,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
     grade once for all its tests (test_cheating, test_katas, ...) then grades
     once per worker. Where the suffix is missing, this writes it the way
     pytest 9.2 reads it; with versions that agree, it does nothing."""
-    items.sort(key=lambda item: item.path.name != "test_speed_flake.py")  # stable: the rest keep their order
+    items.sort(key=lambda item: item.path.name not in LONGEST)  # stable: the rest keep their order
     if not getattr(config.option, "loadgroup", False):
         return
     try:
