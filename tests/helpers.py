@@ -86,3 +86,20 @@ def spawn(cmd: list[str], cwd, env: dict, **popen) -> subprocess.Popen:
     """cmd started with no input and its output and errors piped back as text."""
     out = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.Popen(cmd, cwd=cwd, env=env, **out, **popen)
+
+
+def edition_cli(
+    edition: Path, work: Path, state: Path, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`kata ARGS` run by an edition's own grader (it is in the folder Python starts in), on the
+    kata modules in `work`, with its state in `state`, and no KATA_ or PYTHONPATH setting of ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
+    env.update(KATA_WORKDIR=str(work), KATA_STATE_DIR=str(state))
+    return subprocess.run(
+        [sys.executable, "-c", "from grader.cli.commands import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=edition,
+        timeout=timeout,
+    )

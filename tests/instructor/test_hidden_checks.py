@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pasting
@@ -23,6 +20,8 @@ from grader.instructor.held_back import hidden_checks
 from grader.kata.registry import REGISTRY_PATH, Kata, RegistryError, Task, find_kata, load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 from grader.output import report
+
+from helpers import edition_cli
 
 TOY = {
     "oracles.py": "def _answer(x):\n    return x + 1\n",
@@ -178,16 +177,7 @@ def test_kata_grade_in_the_student_edition_reports_the_hidden_checks_as_graded_o
     work = tmp_path / "work"
     work.mkdir()
     (work / "moe.py").write_text((SOLUTIONS_DIR / "moe.py").read_text(encoding="utf-8"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
-    env.update(KATA_WORKDIR=str(work), KATA_STATE_DIR=str(tmp_path / "state"))
-    graded = subprocess.run(  # the edition's own grader: it is in the folder Python starts in
-        [sys.executable, "-c", "from grader.cli.commands import main; main()", "grade", "moe", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=edition,
-        timeout=300,
-    )
+    graded = edition_cli(edition, work, tmp_path / "state", "grade", "moe", "--json")
     assert graded.returncode == 0, graded.stdout + graded.stderr  # nothing left to do here
     (moe,) = json.loads(graded.stdout)["katas"]
     tasks = {t["name"]: t for t in moe["tasks"]}

@@ -20,7 +20,7 @@ from grader.instructor import gradebook, held_back, release, submissions
 from grader.kata.registry import REGISTRY_PATH, find_kata, load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY, edition_cli
 
 
 @pytest.fixture
@@ -276,16 +276,7 @@ def test_kata_reset_in_the_edition_restores_the_stub_it_stored_having_no_solutio
     stored.write_text(stored.read_text() + "# the edition's stored stub\n")  # to tell it from one made here
     work.mkdir()
     (work / "moe.py").write_text("my work")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH"))}
-    env.update(KATA_WORKDIR=str(work), KATA_STATE_DIR=str(tmp_path / "state"))
-    reset = subprocess.run(  # the edition's own grader: it is in the folder Python starts in
-        [sys.executable, "-c", "from grader.cli.commands import main; main()", "reset", "moe", "--yes"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=out,
-        timeout=120,
-    )
+    reset = edition_cli(out, work, tmp_path / "state", "reset", "moe", "--yes", timeout=120)
     assert reset.returncode == 0, reset.stderr
     assert (work / "moe.py").read_text() == stored.read_text()
 
