@@ -26,6 +26,7 @@ imported whole. An import of a name that goes goes with it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,6 +131,32 @@ def without_functions(source: str, names: set[str]) -> str:
     return _delete(
         source, [node for node in ast.parse(source).body if isinstance(node, DEFINITIONS) and node.name in names]
     )
+
+
+def without_unused_imports(source: str) -> str:
+    """source without the imports nothing in it uses (`from __future__` too, once nothing but
+    imports is left): what is left of a student edition's oracles.py, whose imports would still
+    point at the parts the removed oracles were made of."""
+    tree = ast.parse(source)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    bare = not any(isinstance(n, (*DEFINITIONS, ast.Assign, ast.AnnAssign)) for n in tree.body)
+    deleted, rewritten = [], {}
+    for node in tree.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if getattr(node, "module", "") == "__future__":
+            if bare:
+                deleted.append(node)
+            continue
+        kept = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
+        if not kept:
+            deleted.append(node)
+        elif len(kept) < len(node.names):
+            node.names = kept
+            rewritten[node.lineno] = (node, ast.unparse(node) + "\n")
+    text = _delete(source, deleted, rewritten)
+    return re.sub(r"\n{3,}", "\n\n\n", text).rstrip("\n") + "\n"
 
 
 def _modules(suite: Path) -> dict[str, _Module]:

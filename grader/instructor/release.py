@@ -186,7 +186,9 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
             if path.resolve() in suites:
                 if suites[path.resolve()] is not None:  # a test module of held-back checks alone ships nothing
                     text = suites[path.resolve()]
-                    edition.put(rel, _oracles_text(text) if path.stem == held_back.ORACLES and hidden else text)
+                    if path.stem == held_back.ORACLES and hidden:
+                        text = held_back.without_unused_imports(text)
+                    edition.put(rel, text)
             elif path == REGISTRY_PATH:
                 presets = whole_kata_presets(registry, drop)
                 no_recap = lost_recaps(katas, shipped)
@@ -197,28 +199,6 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
     for baseline, kata in baselines.items():
         if baseline.is_file() and any(held_back.loads_baseline(text) for text in shipped[kata.name]):
             edition.put(baseline.relative_to(ROOT.resolve()).as_posix(), source=baseline)
-
-
-def _oracles_text(text: str) -> str:
-    """A student edition's oracles.py: what is left of it (its docstring, the constants that
-    public checks share) without the imports nothing left uses, which would still point at the
-    parts the removed oracles were made of."""
-    tree = ast.parse(text)
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    spans = []  # (first line, last line, what replaces them)
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", "") != "__future__":
-            kept = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
-            if len(kept) < len(node.names):
-                node.names = kept
-                spans.append((node.lineno, node.end_lineno, ast.unparse(node) + "\n" if kept else ""))
-    lines = text.splitlines(keepends=True)
-    for first, last, new in sorted(spans, reverse=True):
-        lines[first - 1 : last] = [new] if new else []
-    if not any(isinstance(n, held_back.DEFINITIONS + (ast.Assign, ast.AnnAssign)) for n in tree.body):
-        lines = [ln for ln in lines if ln.strip() != "from __future__ import annotations"]
-    return re.sub(r"\n{3,}", "\n\n\n", "".join(lines)).rstrip("\n") + "\n"
 
 
 def lost_recaps(katas: tuple[Kata, ...], shipped: dict[str, list[str]]) -> set[str]:

@@ -28,11 +28,11 @@ from typing import Callable
 
 import click
 
-from grader.grading.events import DONE_HERE
 from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade
 from grader.kata import target as _target
 from grader.kata.registry import Kata, load_registry
 from grader.learn import progress as state
+from grader.learn.progress import all_pass
 
 STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
 HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
@@ -55,11 +55,6 @@ def save_last_grade(kata: Kata, result: GradeResult) -> tuple[dict[str, dict[str
     return state.after_grade([kata], result)
 
 
-def _fully_passing(kata: Kata, state: dict) -> bool:
-    mine = state.get(kata.name, {})
-    return all(mine.get(t.name) in DONE_HERE for t in kata.tasks)
-
-
 def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = None) -> Kata | None:
     """The first kata in registry order that does not fully pass (those after
     `after` first, then from the start), or None when every one passes."""
@@ -67,7 +62,7 @@ def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = 
     if after is not None and after in order:
         i = order.index(after)
         order = order[i + 1 :] + order[:i]
-    return next((k for k in order if not _fully_passing(k, state)), None)
+    return next((k for k in order if not all_pass(k, state.get(k.name, {}))), None)
 
 
 # ------------------------------------------------------------------ the screen
