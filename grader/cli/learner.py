@@ -55,9 +55,10 @@ from grader.output import files, report
 @click.option(
     "--verbose",
     "-v",
-    is_flag=True,
-    help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it) and "
-    "a hint aimed at that check.",
+    count=True,
+    help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it), what "
+    "your code printed during it and a hint aimed at that check. -vv adds pytest's own words for each failure "
+    "(the assertion, Hypothesis's failing case and its @reproduce_failure line).",
 )
 @limit_options
 @click.option(
@@ -143,7 +144,7 @@ def _check_target_for(target: str, gradescope_path: str | None, seed: int) -> No
         raise
 
 
-def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: bool) -> None:
+def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: int) -> None:
     """A grade as text: the table (or, after live rows, the total), the next step,
     the recaps, then each failing check (-v) or one line per failing task."""
     click.echo("\n" + report.total_line(result) if live else report.table(result), color=colour())
@@ -151,7 +152,7 @@ def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: bool
     for text in recaps:
         click.echo("\n" + click.style(text, fg="green"), color=colour())
     if verbose:
-        text = report.details(result)
+        text = report.details(result, words=verbose > 1)
         if text:
             click.echo("\n" + text)
     else:

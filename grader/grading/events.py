@@ -44,7 +44,7 @@ DONE_HERE = (Status.PASS.value, Status.SUBMIT.value)  # the statuses, as recorde
 class EventKind(str, Enum):
     COLLECTED = "collected"  # the checks the judge will run: tests = [{"id", "name"}]
     START = "start"  # a check started: id
-    RESULT = "result"  # a check ended: id, outcome, message, example
+    RESULT = "result"  # a check ended: id, outcome, message, example, printed, pytest
     DONE = "done"  # every check ended
 
 
@@ -55,6 +55,8 @@ class Event:
     outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
+    printed: str = ""  # what the learner's code printed during a check that failed (jail_client.printed)
+    pytest: str = ""  # a failed check's exception as pytest words it, Hypothesis's notes included, verbatim
     tests: list[dict] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)  # what a check measured against its bar (common.figure)
 
@@ -75,6 +77,8 @@ class Event:
             outcome=Status(data.get("outcome", "not run")),
             message=str(data.get("message", "")),
             example=str(data.get("example", "")),
+            printed=str(data.get("printed", "")),
+            pytest=str(data.get("pytest", "")),
             tests=list(data.get("tests", [])),
             figures=_figures(data.get("figures")),
         )

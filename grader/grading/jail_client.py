@@ -79,6 +79,7 @@ class Settings:
     cpu_seconds: int = 600  # CPU time one jail may use in all
     load_seconds: float = 60.0  # wall clock importing the kata module may take
     deadline: float | None = None  # time.monotonic() by which the running check must end
+    judged: bool = False  # the judge takes what the learner's code prints (printed()); else the suites' conftest does
 
 
 SETTINGS = Settings()
@@ -168,6 +169,8 @@ class Jail:
         self.runtime: str | None = None  # the runtime copy the jail runs: its own, or the zygote's
         self.uid = 0
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
+        self.log = None  # the file the jail's stdout and stderr go to (the same open file: read with pread only)
+        self.read_to = 0  # how much of the log printed() has taken
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -197,7 +200,7 @@ class Jail:
         zygote = forks.connection()
         self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
-        self.log = tempfile.TemporaryFile()
+        self.log, self.read_to = tempfile.TemporaryFile(), 0
         config = {
             "fd": child.fileno(),
             "sub": self.sub,
@@ -274,11 +277,25 @@ class Jail:
             self.proc.kill()
             self.proc.wait()
             self.peer.sock.close()
+            if self.learner:
+                _PRINTED_BY_STOPPED.append(self.take_printed())
             self.log.close()
         self.proc, self.peer, self.module_remote = None, None, None
         if self.dir:
             forks.remove_tree(self.dir)
             self.dir = None
+
+    def take_printed(self, limit: int = 0) -> tuple[bytes, int]:
+        """(at most `limit` bytes (PRINTED_BYTES + 1 by default) of what the jail wrote since the last take, how many
+        more it wrote), read at an offset: the jail writes through the same open file, so its position must not move."""
+        if self.log is None or self.log.closed:
+            return b"", 0
+        end = os.fstat(self.log.fileno()).st_size
+        if end <= self.read_to:
+            return b"", 0
+        data = os.pread(self.log.fileno(), min(end - self.read_to, limit or PRINTED_BYTES + 1), self.read_to)
+        more, self.read_to = end - self.read_to - len(data), end
+        return data, more
 
     def _death(self) -> str:
         """Why the jail ended, with the tail of what it printed (faulthandler's traceback)."""
@@ -436,6 +453,32 @@ class ModuleProxy:
 
 
 _JAILS: dict[tuple[str, str], Jail] = {}
+
+# What a check shows of the learner's prints (stdout and stderr, as written): at most this many bytes and lines.
+PRINTED_BYTES, PRINTED_LINES = 8192, 50
+_PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped since the last printed() wrote
+
+
+def printed() -> str:
+    """What the learner's jails printed since the last call, stdout and stderr
+    as they were written: the first PRINTED_LINES lines and PRINTED_BYTES
+    bytes of it, then a line saying how much was cut; '' when nothing. Baseline
+    jails' output is never shown. Control characters are left for the report
+    to escape (grader.kata.text.printable)."""
+    taken = _PRINTED_BY_STOPPED + [jail.take_printed() for jail in _JAILS.values() if jail.learner]
+    _PRINTED_BY_STOPPED.clear()
+    data, more = b"".join(d for d, _ in taken), sum(m for _, m in taken)
+    if not data:
+        return ""
+    shown = data[:PRINTED_BYTES]
+    lines = shown.split(b"\n")
+    if len(lines) > PRINTED_LINES + (lines[-1] == b""):
+        shown = b"\n".join(lines[:PRINTED_LINES]) + b"\n"
+    cut = len(data) - len(shown) + more
+    text = shown.decode(errors="backslashreplace")
+    if cut:
+        text += ("" if text.endswith("\n") else "\n") + f"[... {cut:,} more bytes printed, not shown]\n"
+    return text
 
 
 def prestart(name: str, baseline: Path | None = None) -> None:

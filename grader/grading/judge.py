@@ -111,6 +111,20 @@ def _fail_message(text: str) -> str:
     return text or "a check failed"
 
 
+WORDS_CHARS = 6000  # of pytest's words for one failed check
+
+
+def _pytest_words(excinfo) -> str:
+    """The exception as pytest words it under a failing test (its `E` lines):
+    the assertion with pytest's explanation, and the notes Hypothesis adds
+    (the failing test case, its @reproduce_failure line). Verbatim; the report
+    escapes control characters."""
+    try:
+        return excinfo.exconly(tryshort=True)
+    except Exception as err:  # noqa: BLE001 - a courtesy; it never changes a verdict
+        return f"(the grader could not show pytest's words: {type(err).__name__})"
+
+
 def classify(exc: BaseException, limits: dict) -> tuple[Status, str]:
     """(outcome, message) for an exception a check raised."""
     import pytest
@@ -190,6 +204,8 @@ class Reporter:
         self.verdicts: dict[str, tuple[Status, str, str]] = {}
         self.stopped: dict[str, tuple[Status, str]] = {}  # task -> what its remaining checks are reported as
         self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
+        self.failing_printed: str | None = None  # what the learner's code printed during that example
+        self.words: dict[str, tuple[str, str]] = {}  # a failed check's (printed, pytest's words), by node id
 
     def pytest_collection_modifyitems(self, session, config, items):
         # A check without a task mark grades nothing (the registry refuses a suite that has one).
@@ -263,7 +279,8 @@ class Reporter:
         self.channel.send(Event(EventKind.START, id=item.nodeid))
         common.FIGURES.clear()
         jail_client.forget_calls()
-        self.failing_calls = None
+        jail_client.printed()  # what was printed before this check (at import, by the last one) is not its own
+        self.failing_calls = self.failing_printed = None
         self._track_examples(item)
         jail_client.SETTINGS.deadline = time.monotonic() + self.limits["test_seconds"]
         return None
@@ -293,12 +310,13 @@ class Reporter:
         @functools.wraps(inner)
         def one_example(*args, **kwargs):
             jail_client.forget_calls()
+            jail_client.printed()
             try:
                 return inner(*args, **kwargs)
             except control:
                 raise
             except BaseException:
-                self.failing_calls = jail_client.recorded_calls()
+                self.failing_calls, self.failing_printed = jail_client.recorded_calls(), jail_client.printed()
                 raise
 
         one_example._kata_tracks_calls = True
@@ -348,6 +366,9 @@ class Reporter:
                 task_of(item), (outcome, f"not run (--fail-fast): {item.originalname} of this task did not pass")
             )
         self.verdicts[item.nodeid] = (outcome, message, self._example(item, call.excinfo.value, outcome))
+        if outcome is not Status.TODO:
+            printed = self.failing_printed if self.failing_printed is not None else jail_client.printed()
+            self.words[item.nodeid] = (printed, _pytest_words(call.excinfo))
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" and report.passed and report.nodeid not in self.verdicts:
@@ -358,6 +379,7 @@ class Reporter:
         outcome, message, example = self.verdicts.get(
             nodeid, (Status.ERROR, "the check did not finish (it was neither passed nor failed)", "")
         )
+        printed, words = self.words.pop(nodeid, ("", ""))
         self.channel.send(
             Event(
                 EventKind.RESULT,
@@ -365,6 +387,8 @@ class Reporter:
                 outcome=outcome,
                 message=message[:2000],
                 example=example[:2000],
+                printed=printed[: 2 * jail_client.PRINTED_BYTES],
+                pytest=words[:WORDS_CHARS],
                 figures=list(common.FIGURES[:8]),
             )
         )
@@ -406,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
     jail_client.SETTINGS.memory_mb, jail_client.SETTINGS.output_mb = args.memory_mb, args.output_mb
     jail_client.SETTINGS.cpu_seconds, jail_client.SETTINGS.load_seconds = args.cpu_seconds, args.test_seconds
+    jail_client.SETTINGS.judged = True
     faulthandler.enable()
 
     import pytest

@@ -27,6 +27,8 @@ class Check:
     outcome: Status = Status.NOT_RUN
     message: str = ""
     example: str = ""  # Hypothesis's minimal falsifying example, if any
+    printed: str = ""  # what the learner's code printed while the check ran, if it failed (capped)
+    pytest: str = ""  # pytest's own words for the failure (assertion text, Hypothesis's notes), verbatim
     figures: list[dict] = field(default_factory=list)  # what the check measured against its bar
 
 
@@ -101,7 +103,14 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
         if status is Status.PASS and task.hidden:
             status, message = Status.SUBMIT, _on_submission(task, len(checks))
     failures = [
-        {"test": c.id.split("::")[-1], "outcome": c.outcome.value, "message": c.message, "example": c.example}
+        {
+            "test": c.id.split("::")[-1],
+            "outcome": c.outcome.value,
+            "message": c.message,
+            "example": c.example,
+            "printed": c.printed,
+            "pytest": c.pytest,
+        }
         for c in checks
         if c.outcome is not Status.PASS
     ]

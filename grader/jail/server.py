@@ -250,6 +250,12 @@ class Server:
         return module
 
     def serve(self, header: dict, bufs: list[bytes]):
+        try:
+            return self._serve(header, bufs)
+        finally:
+            _flush()  # what the learner's code printed reaches the log before the judge has the answer
+
+    def _serve(self, header: dict, bufs: list[bytes]):
         op = header.get("op")
         self.codec.rngs = []
         if op == p.Op.LOAD.value:
@@ -289,6 +295,14 @@ class Server:
             self.peer.answer(header, bufs)
 
 
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # past the output limit, or closed by the learner's code
+            pass
+
+
 def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
@@ -298,6 +312,8 @@ def main(config_json: str) -> None:
     limits = config["limits"]
     sock = socket.socket(fileno=config["fd"])
     faulthandler.enable()  # a segfault's traceback goes to the log the judge reads
+    for stream in (sys.stdout, sys.stderr):  # each printed line reaches the log at once, even before a hang
+        stream.reconfigure(line_buffering=True, errors="backslashreplace")
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead of killing us
     _limit(resource.RLIMIT_AS, limits["memory_mb"] * MIB)
     _limit(resource.RLIMIT_FSIZE, limits["output_mb"] * MIB)

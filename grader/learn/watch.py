@@ -31,6 +31,7 @@ import click
 from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade
 from grader.kata import target as _target
 from grader.kata.registry import Kata, load_registry
+from grader.kata.text import printable
 from grader.learn import progress as state
 from grader.learn.progress import all_pass
 
@@ -94,6 +95,17 @@ def _trim(text: str, lines: int, width: int, indent: str) -> list[str]:
         out = out[:lines]
         out[-1] = out[-1][: max(len(indent) + 1, width - 4)].rstrip() + " ..."
     return out
+
+
+def _printed(text: str, width: int) -> list[str]:
+    """What the learner's code printed during the check, on one line: its first line, escaped, and how many more."""
+    said = [printable(ln.rstrip()) for ln in text.rstrip("\n").split("\n")] if text.strip() else []
+    if not said:
+        return []
+    more = f" (+{len(said) - 1} more lines: kata grade -v)" if len(said) > 1 else ""
+    room = width - len("  your code printed: ") - len(more)
+    first = said[0] if len(said[0]) <= room else said[0][: max(room - 3, 0)] + "..."
+    return [f"  your code printed: {first}{more}"]
 
 
 def _example_text(example: str) -> str:
@@ -183,10 +195,13 @@ def screen(
         )
         check = f" / {f['test']}" if f["test"] else ""
         lines.append(f"first failing check: {failing.name}{check} [{f['outcome']}]")
-        lines += _trim(f["message"] or failing.message or "(no message)", MESSAGE_LINES, width, "  ")
-        example = _example_text(f.get("example") or "")
+        printed = _printed(f.get("printed") or "", width)
+        message = printable(f["message"] or failing.message or "(no message)")
+        lines += _trim(message, MESSAGE_LINES - len(printed), width, "  ")  # the screen keeps its size
+        example = _example_text(printable(f.get("example") or ""))
         if example:
             lines += _trim("example: " + example, EXAMPLE_LINES, width, "  ")
+        lines += printed
         if failing.hint:
             lines += _trim("hint: " + failing.hint, HINT_LINES, width, "  ")
     lines.append("")

@@ -12,7 +12,7 @@ from grader.grading import versions
 from grader.grading.events import Status
 from grader.grading.runner import GradeResult, TaskResult
 from grader.kata.registry import load_registry
-from grader.output.report import printable
+from grader.kata.text import printable
 
 RESULTS_VERSION = 1  # extra_data["version"]: bumped when a field of ours is renamed or removed
 MAX_FAILURES_SHOWN = 5  # failing checks a test's output details; the rest are counted

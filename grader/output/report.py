@@ -15,6 +15,7 @@ from grader.grading.events import Status
 from grader.grading.runner import GradeResult, TaskResult
 from grader.kata import target as _target
 from grader.kata.registry import Kata
+from grader.kata.text import printable
 
 # The version of as_json's shape: bumped when a field is renamed or removed, not when one is added.
 JSON_VERSION = 2
@@ -30,21 +31,6 @@ COLOURS = {
     Status.TODO: "bright_black",
     Status.SUBMIT: "cyan",
 }
-
-
-# Every character that can move a terminal's cursor, clear its screen, ring it, write its clipboard (OSC 52)
-# or reorder text (the bidirectional overrides): C0 but newline and tab, DEL, C1, and the bidi controls.
-_CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F)]
-_CONTROLS += [*range(0x2066, 0x206A)]
-_ESCAPED = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _CONTROLS}
-_ESCAPED_LINES = {**_ESCAPED, 0x0A: "\\n", 0x09: "\\t"}
-
-
-def printable(text: str, *, lines: bool = True) -> str:
-    """text with every control character written as a visible escape (ESC as \\x1b),
-    so text from learner code can neither drive a terminal nor forge a line of a
-    report; newlines and tabs are kept when `lines` is set, escaped otherwise."""
-    return text.translate(_ESCAPED if lines else _ESCAPED_LINES)
 
 
 def styled(status: Status) -> str:
@@ -182,9 +168,10 @@ def _where(path, name: str) -> str:
 _TODO_LINE = "todo (not started: its functions raise NotImplementedError)"
 
 
-def details(result: GradeResult) -> str:
+def details(result: GradeResult, words: bool = False) -> str:
     """Every check that did not pass: its message, the example that broke it,
-    the task's first hint. Said once where once says it all: a task not
+    what the learner's code printed during it, the task's first hint (with
+    `words`, `kata grade -vv`, pytest's own words for each failure too). Said once where once says it all: a task not
     started is one line and its hint, a kata whose every check failed the
     same way (a module that does not load) gives the message once, and
     consecutive checks of a task that failed alike are one entry with a count.
@@ -216,6 +203,9 @@ def details(result: GradeResult) -> str:
                 f = group[0]
                 lines += _block(f["message"], f"  {f['test']} [{f['outcome']}]: ", "      ")
                 lines += _example_lines(f["example"])
+                lines += printed_lines(f.get("printed", ""), "      ")
+                if words:
+                    lines += _labelled("pytest says:", f.get("pytest", ""), "      ")
                 if len(group) > 1:
                     more = len(group) - 1
                     lines.append(f"  ... and {more} more check{'s' if more > 1 else ''} failed the same way")
@@ -292,6 +282,16 @@ def _example_lines(example: str) -> list[str]:
     if len(lines) == 1:
         return [f"      example: {lines[0]}"]
     return ["      example:"] + [f"        {ln}" for ln in lines]
+
+
+def printed_lines(text: str, indent: str) -> list[str]:
+    """What a failing check's run of the learner's code printed, under a heading, every line escaped."""
+    return _labelled("your code printed:", text, indent)
+
+
+def _labelled(label: str, text: str, indent: str) -> list[str]:
+    lines = [printable(ln.rstrip()) for ln in text.rstrip("\n").split("\n")] if text.strip() else []
+    return [f"{indent}{label}"] + [f"{indent}  | {ln}" for ln in lines] if lines else []
 
 
 def _one_line(message: str) -> str:

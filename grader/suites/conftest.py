@@ -7,11 +7,13 @@ import atexit
 import importlib.util
 import os
 
+import pytest
 from hypothesis import settings
 
 from grader.grading import jail_client
 from grader.jail import zygote as forks
 from grader.kata import target as _target
+from grader.kata.text import printable
 from grader.suites import common
 
 
@@ -76,3 +78,25 @@ def pytest_collection_modifyitems(config, items):
     if missing:
         items[:] = [i for i in items if i not in missing]
         config.hook.pytest_deselected(items=missing)
+
+
+# Under plain pytest (kata test) what the learner's code prints during a check shows as pytest shows any captured
+# output: a section of the failing check's report. (The judge takes it itself, for its own report.)
+PRINTED_SECTION = "what the kata module printed"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if not jail_client.SETTINGS.judged:
+        jail_client.printed()  # what came before this check is not its own
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if jail_client.SETTINGS.judged or call.when == "setup":
+        return
+    text = jail_client.printed()
+    if report.failed and text:
+        report.sections.append((f"{PRINTED_SECTION} ({call.when})", printable(text)))

@@ -514,3 +514,23 @@ def test_a_batch_grades_only_the_checks_it_names(toy):
     )
     assert [(t.status, t.checks_total) for t in graded[0].tasks] == [("fail", 1)]
     assert [(t.status, t.message) for t in graded[1].tasks] == [("error", "the task has no check named test_nope")]
+
+
+def test_what_a_failing_check_printed_shows_under_it_escaped_and_pytests_words_on_request(cli):
+    """A learner's print() in a function a check fails shows under that check in `kata grade -v`: the prints of
+    the failing example Hypothesis settled on, not of every example it tried, stdout and stderr as written,
+    control characters escaped so that no print can clear the screen or forge a row. A passing check's prints
+    are not shown. -vv adds pytest's own words: its assertion text and Hypothesis's failing case and
+    reproduce line, verbatim."""
+    verbose = cli.invoke(main, ["grade", "--target", str(SUBS / "prints"), "-v", "--no-live"])
+    assert verbose.exit_code == 1, verbose.output
+    out = verbose.output
+    assert "\x1b" not in out and "\\x1b[2J\\x1b[Htoy / mean  pass  (a forged row)" in out
+    mean = out[out.index("toy / mean: fail") : out.index("hint:", out.index("toy / mean: fail"))]
+    assert "your code printed:" in mean and mean.count("mean_of got 7 values") == 1, mean
+    assert "scale is right" not in out and "pytest says:" not in out
+
+    words = cli.invoke(main, ["grade", "--target", str(SUBS / "prints"), "-vv", "--no-live"])
+    said = words.output[words.output.index("pytest says:") :]
+    assert "AssertionError" in said and "@reproduce_failure(" in said, said
+    assert "test_mean_matches_a_float64_sum(" in said  # Hypothesis's failing case names the check

@@ -508,3 +508,43 @@ def test_the_zygote_answers_no_process_of_another_uid(zygote):
     with pytest.raises(OSError, match="could not fork"):
         test.spawn({"config": {}}, [0, 1])
     test.sock.close()
+
+
+def test_what_learner_code_prints_is_taken_once_in_order_capped_and_kept_past_a_crash(jail_of):
+    k = jail_of("""
+        import os, sys
+
+        def talk(n):
+            print("to stdout", n)
+            print("to stderr", n, file=sys.stderr)
+            print("no newline yet", end="")
+            return n
+
+        def flood():
+            for i in range(10_000):
+                print("line", i)
+
+        def die():
+            print("last words")
+            os._exit(3)
+    """)
+    jail_client.printed()  # nothing is left from the load
+    assert k.talk(1) == 1
+    assert jail_client.printed() == "to stdout 1\nto stderr 1\nno newline yet"
+    assert jail_client.printed() == ""  # taken once
+    k.flood()
+    text = jail_client.printed()
+    lines = text.splitlines()
+    assert lines[: jail_client.PRINTED_LINES] == [f"line {i}" for i in range(jail_client.PRINTED_LINES)]
+    total = sum(len(f"line {i}\n") for i in range(10_000))
+    shown = sum(len(f"line {i}\n") for i in range(jail_client.PRINTED_LINES))
+    assert lines[-1] == f"[... {total - shown:,} more bytes printed, not shown]" and len(lines) == 51
+    with pytest.raises(jail_client.JailCrash):
+        k.die()
+    assert jail_client.printed() == "last words\n"  # the jail is gone; what it printed is not
+
+
+def test_a_baselines_prints_are_never_shown(jail_of, tmp_path):
+    (tmp_path / "base.py").write_text("def talk():\n    print('baseline speaking')\n")
+    jail_client.baseline_module(tmp_path / "base.py").talk()
+    assert jail_client.printed() == ""

@@ -270,6 +270,7 @@ def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_
                     "outcome": "fail",
                     "message": long,
                     "example": "Falsifying example: test_x(\n" + "    x=1,\n" * 10 + ")",
+                    "printed": "".join(f"debug {i} \x1b[2J\n" for i in range(10)),
                 }
             ],
         )
@@ -288,6 +289,8 @@ def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_
     assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 80, text
     assert f"first failing check: {kata.tasks[0].name} / test_{kata.tasks[0].name} [fail]" in text
     assert "  example: x=1, x=1" in text and "Falsifying" not in text
+    # What the learner printed: its first lines, escaped (no screen clear gets through), and how much more there was.
+    assert "  your code printed: debug 0 \\x1b[2J (+9 more lines: kata grade -v)\n" in text and "\x1b" not in text
     assert f"  hint: {kata.tasks[0].hints[0][:30]}" in text
 
     passed = [TaskResult(t.name, t.title, Status.PASS, t.points, t.points, 3, 3, "", "") for t in katas[0].tasks]
