@@ -151,12 +151,15 @@ def describe(value) -> str:
 
 
 def _float(v) -> str:
-    v = float(v)
+    """v as Python or NumPy writes it: the shortest digits that read back as the same value of its own dtype, so
+    that the call shown reproduces the failure (np.float32 -41.187477, float -41.1874752770682)."""
+    if not isinstance(v, np.floating):
+        v = float(v)
     if math.isnan(v) or math.isinf(v):
-        return str(v)
-    if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-4):
-        return np.format_float_scientific(v, precision=3, unique=True, trim="-")
-    return np.format_float_positional(v, precision=4, unique=True, trim="0")
+        return str(float(v))
+    if v != 0 and (abs(float(v)) >= 1e16 or abs(float(v)) < 1e-4):
+        return np.format_float_scientific(v, unique=True, trim="-")
+    return np.format_float_positional(v, unique=True, trim="0")
 
 
 def _array_summary(a: np.ndarray | Summary) -> str:
@@ -169,7 +172,6 @@ def _array(a: np.ndarray) -> str:
     body = np.array2string(
         a,
         max_line_width=10**6,
-        precision=4,
         separator=", ",
         threshold=10**6,
         formatter={"float_kind": _float, "bool": lambda b: str(bool(b)), "int": str},

@@ -306,3 +306,18 @@ def test_the_verbose_report_of_a_submission(sub, want):
     graded, text = toy_verbose(sub)
     assert normalised(text) == want
     assert all(isinstance(f["example"], str) for t in graded.tasks for f in t.failures)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_the_values_shown_read_back_as_the_very_values_the_call_got(dtype):
+    """The example of a failing call writes each float with the shortest digits that read back as the same
+    value of its dtype (as repr does), not rounded: pasted back, the call gets the very arguments that failed."""
+    gen = np.random.default_rng(7)
+    reach = min(9, int(np.log10(np.finfo(dtype).max)) - 1)  # every value finite in the dtype
+    values = np.concatenate([gen.standard_normal(12) * 10.0 ** gen.integers(-reach, reach, 12), [-41.1874752770682, 0]])
+    a = values.astype(dtype)
+    shown = failing_calls.value_text(failing_calls.freeze(a))
+    back = eval(shown, {"array": np.array, "float32": np.float32, "float16": np.float16})  # noqa: S307 - our own text
+    assert back.dtype == a.dtype and np.array_equal(back, a), shown
+    for x in [float(values[0]), float(values[-2]), 2 / 3]:
+        assert float(failing_calls.value_text(x)) == x
