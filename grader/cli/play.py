@@ -96,7 +96,8 @@ def play_cache(prompt, tokens, target):
     character, then remembering it with a KV cache; count the work of each."""
     from grader.learn import play_screens
 
-    _show(play_screens.cache(prompt, tokens, target, live=live_terminal()))
+    columns = shutil.get_terminal_size().columns
+    _show(play_screens.cache(prompt, tokens, target, live=live_terminal(), columns=columns))
 
 
 @play.command("speculate")

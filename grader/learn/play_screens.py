@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from grader.grading import blas
+from grader.kata.text import printable
 from grader.learn import play as demos
 from reference.lm import CachedLM, generate
 from reference.model import Model
@@ -90,10 +91,29 @@ def blas_line() -> str:
 # ------------------------------------------------------------------ kata play cache
 
 
-def cache(prompt: str, tokens: int, target: str, *, live: bool) -> Iterator[Line]:
+def one_line(text: str) -> str:
+    """Generated text on one line of a table or meter: newlines (and any other control character, and the
+    backslash that would make them ambiguous) written as escapes."""
+    return printable(text.replace("\\", "\\\\"), lines=False)
+
+
+def quoted(text: str) -> str:
+    return f"'{one_line(text)}'"
+
+
+def _meter_line(text: str, meter: str, columns: int) -> str:
+    """The live line of `kata play cache`: the newest end of the text (escaped) and the meter, within the
+    terminal's width, so that a carriage return redraws it in place however long the text grows."""
+    line, room = one_line(text) + meter, max(columns - 1, 10)
+    if len(line) > room:
+        line = "..." + line[len(line) - room + 3 :]
+    return f"\r{line}\x1b[K"
+
+
+def cache(prompt: str, tokens: int, target: str, *, live: bool, columns: int = 80) -> Iterator[Line]:
     """`kata play cache`: the teacher writes `tokens` characters after prompt twice, re-reading the
     whole text for every character, then with the KV cache of target; the work of each. live: redraw
-    the line after every character, with its meter."""
+    the line after every character, with its meter, within `columns` (the terminal's width)."""
     model = _teacher()
     ids = _prompt_ids(prompt, tokens, model)
     source = _source("kv_cache", ("KVCache", "forward_cached"), target)
@@ -113,10 +133,10 @@ def cache(prompt: str, tokens: int, target: str, *, live: bool) -> Iterator[Line
                 done.append(step)
                 if live:
                     meter = f"   [{step.positions:,} token passes per layer, {step.macs:,} MACs]"
-                    yield Line(f"\r{prompt}{decode([s.token for s in done])}{meter}", nl=False)
+                    yield Line(_meter_line(prompt + decode([s.token for s in done]), meter, columns), nl=False)
         end = done[-1]
         text = f"{prompt}{decode([s.token for s in done])}"
-        yield Line(f"\r{text}\x1b[K" if live else text)
+        yield Line(f"\r\x1b[K{text}" if live else text)
         yield Line(f"   {end.positions:,} token passes per layer, {end.macs:,} multiply-accumulates\n")
         last.append(done)
     naive, cached = last
@@ -167,16 +187,17 @@ def _round_row(rounds: list[demos.Round], k: int, live: bool) -> str:
     red, the ones after it grey), how many the teacher kept, what it wrote, and the count so far."""
     r = rounds[-1]
     fix = decode(r.emitted[-1:])
-    why = f" (not {decode(r.drafted[r.accepted : r.accepted + 1])!r})" if r.accepted < len(r.drafted) else ""
-    guessed = f"{decode(r.drafted)!r:<{k + 2}}"
+    why = f" (not {quoted(decode(r.drafted[r.accepted : r.accepted + 1]))})" if r.accepted < len(r.drafted) else ""
+    guessed = f"{quoted(decode(r.drafted)):<{k + 2}}"
     if live:
-        kept, refused = decode(r.drafted[: r.accepted]), decode(r.drafted[r.accepted : r.accepted + 1])
-        rest, pad = decode(r.drafted[r.accepted + 1 :]), " " * (len(guessed) - len(repr(decode(r.drafted))))
+        kept = one_line(decode(r.drafted[: r.accepted]))
+        refused = one_line(decode(r.drafted[r.accepted : r.accepted + 1]))
+        rest, pad = one_line(decode(r.drafted[r.accepted + 1 :])), " " * (len(guessed) - len(quoted(decode(r.drafted))))
         paint = click.style(kept, fg="green") + click.style(refused, fg="red")
         guessed = f"'{paint}{click.style(rest, fg='bright_black')}'{pad}"
     so_far = sum(len(x.emitted) for x in rounds)
     counts = f"{so_far} chars in {len(rounds)} teacher calls, {so_far / len(rounds):.2f} a call"
-    wrote = f"{fix!r}{why}"
+    wrote = f"{quoted(fix)}{why}"
     return f"{len(rounds):>5}  {guessed}  {r.accepted:>4}  {wrote:<16}  {counts}"
 
 

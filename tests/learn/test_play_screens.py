@@ -10,7 +10,7 @@ import click
 import pytest
 
 from grader.learn import play_screens
-from grader.learn.play import Bargain
+from grader.learn.play import Bargain, Round
 from reference.lm import shipped_model
 from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
@@ -34,7 +34,25 @@ def test_on_a_terminal_the_cache_redraws_its_line_after_every_character_with_a_g
     assert [r.split("   [")[0] for r in redrawn] == [f"\rR{text[:i]}" for i in range(1, 5)] * 2
     naive = [int(n.replace(",", "")) for n in re.findall(r"\[([\d,]+) token passes", "".join(redrawn[:4]))]
     assert naive == [1, 3, 6, 10]  # each new character re-reads the whole text
-    assert [line.text for line in lines if line.text.startswith("\rR") and line.nl] == [f"\rR{text}\x1b[K"] * 2
+    assert [line.text for line in lines if line.text.startswith("\r\x1b[K") and line.nl] == [f"\r\x1b[KR{text}"] * 2
+
+
+def test_the_live_meter_stays_on_one_line_of_the_terminal_however_long_the_text_grows():
+    """A carriage return redraws one line only: the meter shows the newest end of the text, newlines
+    escaped, within the terminal's width (a wrapped line would leave a trail of half-meters)."""
+    prompt = "def f(x):\n    return "
+    for line in [x for x in play_screens.cache(prompt, 30, "katas", live=True, columns=70) if not x.nl]:
+        shown = line.text.removeprefix("\r").removesuffix("\x1b[K")
+        assert "\n" not in shown and "\r" not in shown and len(shown) <= 69, repr(line.text)
+    last = line.text
+    assert last.startswith("\r...") and "token passes per layer" in last
+
+
+def test_a_guess_holding_a_newline_stays_on_its_row():
+    row = play_screens._round_row([Round(encode("a\nb\\"), encode("a\nc"))], 4, live=False)
+    assert "\n" not in row and "'a\\nb\\\\'" in row and "'c' (not 'b')" in row
+    live = play_screens._round_row([Round(encode("a\nb\\"), encode("a\nc"))], 4, live=True)
+    assert "\n" not in live and click.unstyle(live) == row
 
 
 def test_off_a_terminal_the_cache_writes_each_sentence_once_without_escapes():
