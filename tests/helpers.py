@@ -41,14 +41,15 @@ def wait_for_processes(folder, *, present: bool, seconds: float) -> list[int]:
     return processes_under(folder)
 
 
-def hanging_grade(tmp_path: Path, **popen) -> tuple[subprocess.Popen, Path]:
-    """`kata grade` of the toy's looping submission, started with a TMPDIR of
-    its own and returned once its judge is inside the hanging check: (the
-    process, that TMPDIR)."""
+def hanging_grade(tmp_path: Path, args: tuple[str, ...] = (), env: dict | None = None, **popen):
+    """`kata grade` of the toy's looping submission (or `kata grade ARGS` with env added), started with a
+    TMPDIR of its own and returned once its judge is inside the hanging check: (the process, that TMPDIR)."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = dict(os.environ, KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(tmp_path), TMPDIR=str(scratch))
-    cmd = [sys.executable, "-m", "grader.cli", "grade", "--target", str(SUBS / "loop"), "--test-timeout", "120"]
+    env = {**os.environ, "KATA_REGISTRY": str(TOY / "katas.toml"), "KATA_STATE_DIR": str(tmp_path), **(env or {})}
+    env["TMPDIR"] = str(scratch)
+    args = args or ("--target", str(SUBS / "loop"))
+    cmd = [sys.executable, "-m", "grader.cli", "grade", *args, "--test-timeout", "120"]
     proc = subprocess.Popen(cmd, env=env, **popen)
     assert wait_for_processes(scratch, present=True, seconds=20), "the grading had no judge or jail running"
     # Inside the hanging check (where the judge writes nothing that would fail on a closed pipe) once

@@ -165,18 +165,16 @@ def _print_grade(result, chosen, recaps: list[str], *, live: bool, verbose: int)
 def list_cmd():
     """List the katas and their tasks, with the status from your last grade.
 
+    First the points so far, a progress bar and the next task (marked > in
+    the list). A task whose latest grade Ctrl-C stopped keeps the status of
+    the grade before, and says it was interrupted.
+
     Inside an interview workspace: the interview, its tasks, the time left and the attempts so far.
     """
     workspace = find_workspace()
     if workspace is not None:
         return list_in_workspace(workspace)
-    last = state.read(state.LAST_GRADE)
-    for kata in load_registry():
-        click.echo(f"{kata.order}. {kata.name}: {kata.title} ({kata.trade})")
-        for task in kata.tasks:
-            status = last.get(kata.name, {}).get(task.name, "not graded yet")
-            points = f"{task.points} pt" + ("s" if task.points != 1 else " ")
-            click.echo(f"   {task.name:<14} {points}  {status:<15} {task.title}")
+    click.echo("\n".join(state.listing(load_registry())))
 
 
 @click.command("hint")
@@ -255,7 +253,10 @@ def _has_terminal() -> bool:
 @click.argument("kata", shell_complete=complete_kata)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset_cmd(kata, yes):
-    """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/."""
+    """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/.
+
+    What was remembered of KATA's grades and hints goes too: `kata list`
+    shows its tasks not graded yet, and `kata hint` starts at the first hint."""
     k = kata_named(kata)
     path = _target.workdir() / f"{k.name}.py"
     if not yes:
@@ -265,7 +266,8 @@ def reset_cmd(kata, yes):
     if path.exists():
         click.echo(f"backed up your {path.name} to {state.back_up(path, k.name)}")
     path.write_text(stub_for(k.name), encoding="utf-8")
-    click.echo(f"restored the stub of {k.name} at {path}")
+    state.forget(k.name)
+    click.echo(f"restored the stub of {k.name} at {path}; its grades and hints are forgotten")
 
 
 @click.command("bench", context_settings={"ignore_unknown_options": True})

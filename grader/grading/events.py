@@ -12,6 +12,7 @@ class Status(str, Enum):
     """A task's status, and a check's outcome, most severe first: a task takes
     the most severe status of its checks."""
 
+    INTERRUPTED = "interrupted"  # Ctrl-C stopped the grading before the check ended: no verdict
     CRASH = "crash"  # the kata's process died during the check
     TIMEOUT = "timeout"  # the check did not finish in its time limit
     ERROR = "error"  # an exception, an import or syntax error, a check that did not finish
@@ -37,6 +38,8 @@ class Status(str, Enum):
         """Nothing left to do in this copy: a pass, or a pass of every check this copy holds."""
         return self in (Status.PASS, Status.SUBMIT)
 
+
+INTERRUPTED_MESSAGE = "not graded: the grading was interrupted (Ctrl-C)"
 
 DONE_HERE = (Status.PASS.value, Status.SUBMIT.value)  # the statuses, as recorded in learner state, that are done_here
 

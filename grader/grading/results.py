@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader.grading.events import Status
+from grader.grading.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata, Task
 
 
@@ -89,7 +89,7 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
     if not checks and task.hidden and not note:
         status, message = Status.SUBMIT, _on_submission(task, 0)
     elif not checks:
-        status = Status.CRASH if note else Status.ERROR
+        status = Status.INTERRUPTED if note == INTERRUPTED_MESSAGE else Status.CRASH if note else Status.ERROR
         message = note or no_checks or "the suite has no checks for this task"
     else:
 

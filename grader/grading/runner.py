@@ -25,7 +25,7 @@ from typing import Callable
 
 from grader import ONE_BLAS_THREAD
 from grader.grading import judge_server
-from grader.grading.events import EventKind, Status
+from grader.grading.events import INTERRUPTED_MESSAGE, EventKind, Status
 from grader.grading.judges import JudgeRun, JudgeServer, judge_argv, judge_target
 from grader.grading.results import Check, GradeResult, KataResult, Limits, TaskResult, kata_result, task_result
 from grader.jail import zygote as forks
@@ -50,7 +50,6 @@ __all__ = [
 
 # A judge enforces each check's limit itself; the runner steps in only if the judge stops answering.
 JUDGE_GRACE = 20.0
-INTERRUPTED_MESSAGE = "not graded: the grading was interrupted (Ctrl-C)"
 
 
 class Grader:
@@ -246,7 +245,7 @@ class _Progress:
         now = time.monotonic()
         if cancel.is_set():
             run.kill()
-            self._unrun(Status.ERROR, INTERRUPTED_MESSAGE)
+            self._unrun(Status.INTERRUPTED, INTERRUPTED_MESSAGE)
             self.note, self.finished = INTERRUPTED_MESSAGE, True
             return True
         if self.current is not None and now - self.current_start > limits.test_seconds + JUDGE_GRACE:
@@ -299,7 +298,7 @@ class _Progress:
                 checks[self.current].outcome = Status.CRASH
                 checks[self.current].message = f"{death} during this check"
             note = note or f"{death}: {tail.strip()[-500:]}"
-        elif code != 0 and not checks:
+        elif code != 0 and not checks and note != INTERRUPTED_MESSAGE:
             note = f"{death}: {tail.strip()[-500:]}"
         graded.append((checks, note))
         ended = note or "the judge stopped"

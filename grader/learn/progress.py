@@ -1,7 +1,9 @@
 """What `kata` remembers between runs, in .kata/ of the work directory (next
 to the learner's files) unless $KATA_STATE_DIR says otherwise:
 
-- last_grade.json: kata -> task -> status of the latest grade of each task;
+- last_grade.json: kata -> task -> status of the latest grade of each task
+  that finished (a grade that Ctrl-C stopped keeps the task's previous status);
+- interrupted.json: kata -> the tasks whose latest grade Ctrl-C stopped;
 - hints.json: "kata/task" -> how many of its hints were shown;
 - backups/: the learner's files that `kata reset` replaced.
 
@@ -18,12 +20,13 @@ import shutil
 import time
 from pathlib import Path
 
-from grader.grading.events import DONE_HERE
+from grader.grading.events import DONE_HERE, Status
 from grader.kata import target as _target
 from grader.kata.registry import Kata, Task
 from grader.output import files, report
 
 LAST_GRADE, HINTS, BACKUPS = "last_grade.json", "hints.json", "backups"
+INTERRUPTED = "interrupted.json"
 
 
 def state_dir() -> Path:
@@ -50,16 +53,26 @@ def all_pass(kata: Kata, statuses: dict) -> bool:
 
 def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     """Merge a grade of the learner's katas into last_grade.json (a task
-    graded alone keeps its kata's other statuses). Returns the new state and
-    the recaps of the katas this grade turned fully green."""
-    last = read(LAST_GRADE)
+    graded alone keeps its kata's other statuses; a task whose grading Ctrl-C
+    stopped keeps its previous status, and interrupted.json names it until a
+    grade of it finishes). Returns the new state and the recaps of the katas
+    this grade turned fully green."""
+    last, stopped = read(LAST_GRADE), read(INTERRUPTED)
+    known = {k.name: k for k in katas}
     recaps = []
-    for k, graded in zip(katas, result.katas):
+    for graded in result.katas:
+        k = known[graded.name]
         was_done = all_pass(k, last.get(k.name, {}))
-        last.setdefault(k.name, {}).update({t.name: t.status.value for t in graded.tasks})
+        finished = {t.name: t.status.value for t in graded.tasks if t.status is not Status.INTERRUPTED}
+        last.setdefault(k.name, {}).update(finished)
+        now = {t.name for t in graded.tasks if t.name not in finished}
+        stopped[k.name] = sorted((set(interrupted(k.name, stopped)) - set(finished)) | now)
         if all_pass(k, last[k.name]) and not was_done and all(t.status.done_here for t in graded.tasks):
             recaps.append(report.recap(k, graded))
     write(LAST_GRADE, last)
+    stopped = {name: tasks for name, tasks in stopped.items() if tasks}
+    if stopped != read(INTERRUPTED):
+        write(INTERRUPTED, stopped)
     return last, [r for r in recaps if r]
 
 
@@ -70,6 +83,25 @@ def after_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     `record_grade` returns."""
     use_next_hints(katas, result)
     return record_grade(katas, result)
+
+
+def interrupted(kata: str, stopped: dict | None = None) -> list[str]:
+    """The tasks of kata whose latest grade Ctrl-C stopped (their status is the grade before).
+    stopped: interrupted.json as read (read here if None)."""
+    tasks = (read(INTERRUPTED) if stopped is None else stopped).get(kata, [])
+    return [t for t in tasks if isinstance(t, str)] if isinstance(tasks, list) else []
+
+
+def forget(kata: str) -> None:
+    """What is remembered of kata's grades and hints: gone (`kata reset`)."""
+    for name in (LAST_GRADE, INTERRUPTED):
+        data = read(name)
+        if data.pop(kata, None) is not None:
+            write(name, data)
+    shown = read(HINTS)
+    kept = {key: n for key, n in shown.items() if not key.startswith(f"{kata}/")}
+    if kept != shown:
+        write(HINTS, kept)
 
 
 def hints_shown(kata: str, task: str) -> int:
@@ -112,3 +144,37 @@ def back_up(path: Path, kata: str) -> Path:
         backup, n = backups / f"{kata}-{stamp}-{n}.py", n + 1
     shutil.copy2(path, backup)
     return backup
+
+
+BAR = 24  # characters of `kata list`'s progress bar
+
+
+def listing(katas: list[Kata]) -> list[str]:
+    """`kata list`: the points so far with a progress bar and the next task, then each kata and
+    its tasks with the status of their latest grade ('you are here' at the next task)."""
+    last, stopped = read(LAST_GRADE), read(INTERRUPTED)
+    total = sum(t.points for k in katas for t in k.tasks)
+    got = sum(t.points for k in katas for t in k.tasks if last.get(k.name, {}).get(t.name) == Status.PASS.value)
+    later = sum(t.points for k in katas for t in k.tasks if last.get(k.name, {}).get(t.name) == Status.SUBMIT.value)
+    filled = round(BAR * got / total) if total else 0
+    head = f"{got}/{total} points  [{'#' * filled}{'.' * (BAR - filled)}]  {100 * got // max(total, 1)}%"
+    lines = [head + (f"  (+{later} on submission)" if later else "")]
+    pending = [(k, t) for k in katas for t in k.tasks if last.get(k.name, {}).get(t.name) not in DONE_HERE]
+    here = pending[0] if pending else None
+    if here is None:
+        lines.append("every task passes: well done.")
+    else:
+        k, t = here
+        lines.append(report.next_line(k.name, t.name, last.get(k.name, {}).get(t.name, "not graded yet"), k))
+    for k in katas:
+        done = sum(t.points for t in k.tasks if last.get(k.name, {}).get(t.name) == Status.PASS.value)
+        lines.append(f"\n{k.order}. {k.name}: {k.title} ({k.trade}), {done}/{k.max_score} pts")
+        cut = set(interrupted(k.name, stopped))
+        for t in k.tasks:
+            status = last.get(k.name, {}).get(t.name, "not graded yet")
+            if t.name in cut:
+                status += ", then interrupted"
+            points = f"{t.points} pt" + ("s" if t.points != 1 else " ")
+            mark = ">" if here == (k, t) else " "
+            lines.append(f" {mark} {t.name:<14} {points}  {status:<15} {t.title}")
+    return lines

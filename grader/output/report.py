@@ -27,6 +27,7 @@ COLOURS = {
     Status.ERROR: "red",
     Status.CRASH: "red",
     Status.TIMEOUT: "yellow",
+    Status.INTERRUPTED: "yellow",
     Status.SLOW: "yellow",
     Status.TODO: "bright_black",
     Status.SUBMIT: "cyan",
@@ -132,21 +133,23 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
     known = {k.name: k for k in katas}
     for kata in result.katas:
         for task in kata.tasks:
-            if task.status.done_here:
-                continue
-            path = _target.kata_path(result.target, kata.name)
-            registered = known.get(kata.name)
-            functions = registered.task(task.name).functions if registered else ()
-            if functions:
-                where = f"write {', '.join(functions)} in {_where(path, functions[0])}"
-            else:
-                where = f"see `kata grade -v {kata.name}:{task.name}` and `kata hint {kata.name} {task.name}`"
-            return f"next: {kata.name} / {task.name} ({task.status.value}): {where}"
+            if not task.status.done_here:
+                return next_line(kata.name, task.name, task.status.value, known.get(kata.name), result.target)
     n = sum(len(k.tasks) for k in result.katas)
     later = sum(t.status is Status.SUBMIT for k in result.katas for t in k.tasks)
     if later:
         return f"every graded task passes here ({n} of {n}); {later} have hidden checks, graded on submission"
     return f"every graded task passes ({n} of {n})"
+
+
+def next_line(kata: str, task: str, status: str, registered: Kata | None, target: str = "katas") -> str:
+    """'next: KATA / TASK (STATUS): where to work on it' (the file and line of its first function)."""
+    functions = registered.task(task).functions if registered else ()
+    if functions:
+        where = f"write {', '.join(functions)} in {_where(_target.kata_path(target, kata), functions[0])}"
+    else:
+        where = f"see `kata grade -v {kata}:{task}` and `kata hint {kata} {task}`"
+    return f"next: {kata} / {task} ({status}): {where}"
 
 
 def _where(path, name: str) -> str:

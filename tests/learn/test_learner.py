@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from grader.kata.registry import load_registry
 from grader.kata.target import ROOT
 from grader.output import report
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY, hanging_grade
 
 
 @pytest.fixture
@@ -122,6 +123,54 @@ def test_grading_one_task_keeps_the_other_tasks_statuses(workdir):
         "scale": "todo",
         "fast": "pass",
     }
+    listed = CliRunner().invoke(main, ["list"]).output.splitlines()
+    assert listed[0] == "3/4 points  [##################......]  75%"
+    assert listed[1].startswith("next: toy / scale (todo): ")
+    assert [ln.split()[:2] for ln in listed if ln.startswith(" >")] == [[">", "scale"]]  # you are here
+    assert "1. toy: Toy (nothing for testing), 3/4 pts" == listed[3]
+
+
+def test_ctrl_c_keeps_the_previous_grade_and_kata_list_says_it_was_interrupted(workdir, tmp_path):
+    """Ctrl-C at a terminal (SIGINT to the whole foreground group) in the middle of a grade: the
+    table says `interrupted` for what it did not finish, no verdict is recorded for it, and `kata
+    list` shows the grade before with the word interrupted, until a grade of the task finishes."""
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    assert CliRunner().invoke(main, ["grade", "--no-live"]).exit_code == 0
+    shutil.copy(SUBS / "loop" / "toy.py", workdir / "toy.py")
+    env = {"KATA_REGISTRY": os.environ["KATA_REGISTRY"], "KATA_WORKDIR": str(workdir), "KATA_STATE_DIR": ""}
+    proc, _ = hanging_grade(
+        tmp_path, ("toy",), env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err.decode()
+    assert "interrupted" in [row.split()[2] for row in out.decode().splitlines() if row.startswith("toy ")]
+    state = json.loads((workdir / ".kata" / "last_grade.json").read_text())["toy"]
+    assert state == {"mean": "pass", "scale": "pass", "fast": "pass"}
+    listed = CliRunner().invoke(main, ["list"]).output
+    assert "mean           2 pts  pass, then interrupted" in listed, listed
+    shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
+    CliRunner().invoke(main, ["grade", "toy:mean", "--no-live"])
+    listed = CliRunner().invoke(main, ["list"]).output
+    assert "mean           2 pts  pass " in listed and "scale          1 pt   pass, then interrupted" in listed
+    CliRunner().invoke(main, ["grade", "--no-live"])
+    assert "interrupted" not in CliRunner().invoke(main, ["list"]).output
+
+
+def test_reset_forgets_the_katas_grade_and_hint_position(tmp_path, monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", "")  # the real katas, whose stubs reset restores
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
+    monkeypatch.delenv("KATA_STATE_DIR", raising=False)
+    state = tmp_path / ".kata"
+    state.mkdir()
+    (state / "last_grade.json").write_text(json.dumps({"kv_cache": {"cache": "pass"}, "moe": {"router": "fail"}}))
+    for _ in range(2):
+        CliRunner().invoke(main, ["hint", "kv_cache", "forward"])
+    reset = CliRunner().invoke(main, ["reset", "kv_cache", "--yes"])
+    assert reset.exit_code == 0 and "its grades and hints are forgotten" in reset.output, reset.output
+    assert json.loads((state / "last_grade.json").read_text()) == {"moe": {"router": "fail"}}  # other katas kept
+    assert "cache          3 pts  not graded yet" in CliRunner().invoke(main, ["list"]).output
+    assert "hint 1/" in CliRunner().invoke(main, ["hint", "kv_cache", "forward"]).output
 
 
 def test_kata_init_copies_the_stubs_and_checklist_and_never_overwrites(tmp_path, monkeypatch):
