@@ -10,9 +10,11 @@ The scripts put the checkout on sys.path before importing this module.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
 from grader.grading import blas, timing
@@ -120,8 +122,14 @@ def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = ""
         add_repeats_option(parser, repeats, what)
 
     def picture(text: str) -> str:
+        """FILE of --plot, refused before any work is done: its kind, matplotlib and the folder it goes in."""
         if not text.endswith((".png", ".svg")):
             raise argparse.ArgumentTypeError(f"the picture must be a .png or .svg file, got {text!r}")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise argparse.ArgumentTypeError("drawing needs matplotlib, which is not installed: pip install matplotlib")
+        folder = Path(text).expanduser().resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {folder} is not a folder you can write to")
         return text
 
     parser.add_argument(

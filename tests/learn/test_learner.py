@@ -337,3 +337,24 @@ def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(
     assert picture.lstrip().startswith("<?xml") and "soft targets" in picture and "hard labels" in picture
     refused = bench("--plot", "students.pdf")
     assert refused.returncode == 2 and "must be a .png or .svg file" in refused.stderr
+    nowhere = bench("--plot", str(tmp_path / "no such folder" / "students.svg"))
+    assert nowhere.returncode == 2 and "is not a folder you can write to" in nowhere.stderr
+
+
+def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
+    """--plot is checked as the options are read, not after a minute of measuring: without matplotlib the
+    script stops at once (exit 2) saying what to install. (The script runs with matplotlib hidden from it,
+    on one BLAS thread already, so that it does not start itself again.)"""
+    hide = (
+        "import importlib.util, runpy, sys; real = importlib.util.find_spec; "
+        "importlib.util.find_spec = lambda name, *a: None if name == 'matplotlib' else real(name, *a); "
+        f"sys.argv = ['bench_distillation.py', '--target', 'reference', '--plot', 'x.png']; "
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
+        f"runpy.run_path({str(ROOT / 'benchmarks' / 'bench_distillation.py')!r}, run_name='__main__')"
+    )
+    env = {**os.environ, **ONE_BLAS_THREAD}
+    ran = subprocess.run(
+        [sys.executable, "-c", hide], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+    )
+    assert ran.returncode == 2 and "drawing needs matplotlib, which is not installed" in ran.stderr, ran.stderr
+    assert not (tmp_path / "x.png").exists()
