@@ -29,6 +29,7 @@ import collections
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -171,6 +172,8 @@ class Jail:
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
         self.log = None  # the file the jail's stdout and stderr go to (the same open file: read with pread only)
         self.read_to = 0  # how much of the log printed() has taken
+        self.dump_at: int | None = None  # where in the log faulthandler's dump of a hung jail starts (not printed)
+        self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -200,7 +203,7 @@ class Jail:
         zygote = forks.connection()
         self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
-        self.log, self.read_to = tempfile.TemporaryFile(), 0
+        self.log, self.read_to, self.dump_at = tempfile.TemporaryFile(), 0, None
         config = {
             "fd": child.fileno(),
             "sub": self.sub,
@@ -291,11 +294,34 @@ class Jail:
         if self.log is None or self.log.closed:
             return b"", 0
         end = os.fstat(self.log.fileno()).st_size
+        if self.dump_at is not None:
+            end = min(end, self.dump_at)
         if end <= self.read_to:
             return b"", 0
         data = os.pread(self.log.fileno(), min(end - self.read_to, limit or PRINTED_BYTES + 1), self.read_to)
         more, self.read_to = end - self.read_to - len(data), end
         return data, more
+
+    def _running_line(self) -> str:
+        """' (it was running k.py:5 in f)': the innermost line of the learner's module that a hung jail is
+        in, from the stack faulthandler writes to the log on SIGUSR1 (grader.jail.server registers it); ''
+        when the jail says nothing within a second."""
+        fd = self.log.fileno()
+        self.dump_at = start = os.fstat(fd).st_size
+        try:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except OSError:
+            return ""
+        dump, quiet = b"", time.monotonic() + 1.0
+        while time.monotonic() < quiet:
+            time.sleep(0.02)
+            grown = os.pread(fd, 64 * 1024, start)
+            if grown != dump:
+                dump, quiet = grown, min(time.monotonic() + 0.1, quiet)  # until it stops growing
+        frame = re.search(
+            rf'File "[^"]*/{re.escape(self.kata)}\.py", line (\d+) in (\S+)', dump.decode(errors="replace")
+        )
+        return f" (it was running {self.kata}.py:{frame[1]} in {frame[2]})" if frame else ""
 
     def _death(self) -> str:
         """Why the jail ended, with the tail of what it printed (faulthandler's traceback)."""
@@ -334,7 +360,9 @@ class Jail:
         try:
             self.module_remote = self._send(p.Op.LOAD, deadline, name=self.kata)[0]
         except JailTimeout:
-            self.failed = JailTimeout(f"importing the kata module took longer than {deadline - start:.0f} s")
+            self.failed = JailTimeout(
+                f"importing the kata module took longer than {deadline - start:.0f} s{self.running}"
+            )
         except JailCrash as exc:
             self.failed = JailCrash(f"{exc} while importing the kata module")
         except KataLoadError as exc:
@@ -363,8 +391,9 @@ class Jail:
                 raise BadResult(f"the kata code returned something that cannot be graded: {exc}") from None
             return value, header
         except p.PeerTimeout:
+            self.running = self._running_line()
             self.stop()
-            raise JailTimeout("the kata code did not finish before the check's time limit") from None
+            raise JailTimeout(f"the kata code did not finish before the check's time limit{self.running}") from None
         except (p.PeerGone, p.ProtocolError) as exc:
             why = self._death() if isinstance(exc, p.PeerGone) else f"the kata process broke the protocol ({exc})"
             self.stop()

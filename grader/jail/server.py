@@ -242,7 +242,8 @@ class Server:
         try:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
-            raise KataImportError(f"{name}.py has a syntax error at line {exc.lineno}: {exc.msg}") from None
+            where = _source_and_caret(exc)
+            raise KataImportError(f"{name}.py has a syntax error at line {exc.lineno}: {exc.msg}{where}") from None
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: importing must not end the jail
             err = self.error(exc)
             where = f" (at {err.frames[-1]})" if err.frames else ""
@@ -295,6 +296,17 @@ class Server:
             self.peer.answer(header, bufs)
 
 
+def _source_and_caret(exc: SyntaxError) -> str:
+    """The line a SyntaxError is on and a caret under where Python stopped, as two more lines of its
+    message, each led by '| ' so that reports which strip a line's indent keep the caret in place."""
+    text = (exc.text or "").rstrip("\r\n")
+    if not text.strip():
+        return ""
+    code = text.lstrip()
+    column = max(min((exc.offset or 1) - 1 - (len(text) - len(code)), len(code)), 0)
+    return f"\n| {code[:160]}\n| {' ' * min(column, 160)}^"
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -312,6 +324,7 @@ def main(config_json: str) -> None:
     limits = config["limits"]
     sock = socket.socket(fileno=config["fd"])
     faulthandler.enable()  # a segfault's traceback goes to the log the judge reads
+    faulthandler.register(signal.SIGUSR1, all_threads=False)  # and, asked, the line a check that timed out was in
     for stream in (sys.stdout, sys.stderr):  # each printed line reaches the log at once, even before a hang
         stream.reconfigure(line_buffering=True, errors="backslashreplace")
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead of killing us

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -67,8 +68,12 @@ def test_a_result_line_keeps_only_well_formed_figures():
     ]
 
 
-def test_an_infinite_loop_times_out_and_the_other_tasks_are_still_graded(toy):
-    assert statuses(toy, "loop") == {"mean": "timeout", "scale": "pass", "fast": "timeout"}
+def test_an_infinite_loop_times_out_names_the_line_it_was_in_and_the_other_tasks_are_still_graded(toy):
+    result = grade_kata(toy, str(SUBS / "loop"), limits=FAST)
+    assert {t.name: t.status for t in result.tasks} == {"mean": "timeout", "scale": "pass", "fast": "timeout"}
+    # The loop is lines 5-6 of the module (`while True: pass`); faulthandler's dump is not shown as printed.
+    assert re.search(r"time limit \(it was running toy\.py:[56] in mean_of\)$", result.tasks[0].message)
+    assert not any(f["printed"] for t in result.tasks for f in t.failures)
 
 
 def test_a_segfault_crashes_only_the_checks_it_happens_in(toy):
@@ -343,6 +348,7 @@ def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_th
     result = grade_kata(toy, str(SUBS / "loop_at_import"), limits=FAST)
     assert {t.status for t in result.tasks} == {"timeout"}
     assert "importing the kata module" in result.tasks[0].message
+    assert re.search(r"\(it was running toy\.py:[12] in <module>\)$", result.tasks[0].message)
     assert result.duration < FAST.kata_seconds, "waited for the whole kata limit instead of one check limit"
 
 

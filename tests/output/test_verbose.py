@@ -92,6 +92,8 @@ def test_an_untouched_real_kata_is_one_line_and_a_hint_per_task(moe, tmp_path):
 def test_a_syntax_error_is_reported_once_for_the_kata():
     graded, text = toy_verbose("syntax")
     assert text.count("syntax error at line 13") == 1, text
+    # The line and a caret under where Python stopped, in place however the report indents them.
+    assert "    toy.py has a syntax error at line 13: invalid syntax\n    | def broken(:\n    |            ^\n" in text
     assert [ln for ln in text.splitlines() if ln.endswith("(see above)")] == [
         "toy / scale: error (see above)",
         "toy / fast: error (see above)",
@@ -284,6 +286,8 @@ SYNTAX = """\
 toy / mean: error
   every check of toy failed the same way:
     toy.py has a syntax error at line 13: invalid syntax
+    | def broken(:
+    |            ^
 
 toy / scale: error (see above)
 toy / fast: error (see above)"""
