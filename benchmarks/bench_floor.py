@@ -28,8 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
-
+from benchmarks.shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
 from grader.grading import timing  # noqa: E402
 from reference.model import Model, rope_cache  # noqa: E402
 

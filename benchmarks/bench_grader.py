@@ -26,8 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
-
+from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 from grader.grading.runner import grade_kata  # noqa: E402
 from grader.jail import zygote as forks  # noqa: E402
 from grader.kata.registry import find_kata, load_registry  # noqa: E402

@@ -35,8 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
-
+from benchmarks.shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
 from reference.model import Model  # noqa: E402

@@ -39,8 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
-
+from benchmarks.shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 from grader.grading import timing  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402

@@ -35,8 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-import shared  # noqa: E402, F401  (NumPy on one BLAS thread, as for every benchmark)
-
+from benchmarks import shared  # noqa: E402, F401  (NumPy on one BLAS thread, as for every benchmark)
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, decode, encode  # noqa: E402

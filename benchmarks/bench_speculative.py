@@ -48,7 +48,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from shared import (  # noqa: E402
+from benchmarks.shared import (  # noqa: E402
     DRAFT,
     TEACHER,
     Panel,
@@ -58,7 +58,6 @@ from shared import (  # noqa: E402
     run_main,
     shipped_or_random,
 )
-
 from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
 from reference.lm import CachedLM, generate, verify_work  # noqa: E402

@@ -19,9 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 
 
 def main() -> None:

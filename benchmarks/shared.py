@@ -4,7 +4,10 @@ time, a median timer, the parser (--native-blas, and a header naming the BLAS
 kernel), the --target and --repeats options; and one BLAS thread for every
 script that imports it.
 
-The scripts put the checkout on sys.path before importing this module.
+Each benchmark runs as a module, `python -m benchmarks.bench_KATA` (what
+`kata bench KATA` runs, from a checkout or an installed wheel alike), or from
+a checkout as a script, `python benchmarks/bench_KATA.py`, which puts the
+checkout on sys.path before importing this module.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ def _one_blas_thread() -> None:
     environ = {**os.environ, **missing}
     if NATIVE_FLAG in sys.argv[1:]:
         environ = blas.without_forcing(environ)
-    if environ != dict(os.environ):
-        os.execve(sys.executable, [sys.executable, *sys.argv], environ)
+    if environ != dict(os.environ):  # the same command line again: `-m benchmarks.bench_KATA` or the script's path
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environ)
 
 
 _one_blas_thread()
@@ -64,10 +67,11 @@ def load_kata(target: str, kata: str):
     directory), imported into this process. A benchmark only reports; unlike
     grading, it runs the code it times in its own process."""
     from grader.kata.in_process import import_kata
+    from grader.kata.target import NoKataFolder
 
     try:
         return import_kata(target, kata)
-    except ValueError as exc:
+    except (ValueError, NoKataFolder) as exc:
         raise SystemExit(str(exc)) from None
 
 

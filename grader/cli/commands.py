@@ -13,6 +13,7 @@ import click
 
 from grader.cli import contributor, instructor, interview, learner, play
 from grader.kata.registry import RegistryError
+from grader.kata.target import NoKataFolder
 
 
 class BrokenRegistry(click.ClickException):
@@ -31,13 +32,16 @@ SECTIONS = {
 
 class _Kata(click.Group):
     """The command group: `--help` lists the commands in SECTIONS; a broken registry ends
-    a command with one line, not a traceback."""
+    a command with one line, not a traceback, and so does a missing work folder (a usage
+    error, whose line says to run `kata init`)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except RegistryError as exc:
             raise BrokenRegistry(f"the kata registry is broken: {exc}") from None
+        except NoKataFolder as exc:
+            raise click.UsageError(str(exc)) from None
 
     def format_commands(self, ctx, formatter):
         commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
@@ -67,8 +71,9 @@ def _version() -> str:
 def main():
     """LLM speed katas: learn by doing why a language model types fast and runs cheap.
 
-    Edit the files in katas/, then run `kata grade`. `kata list` shows where
-    you are; `kata hint KATA` nudges you when a task does not pass.
+    Edit the files in katas/ (or in the folder `kata init DIR` made), then run
+    `kata grade` there. `kata list` shows where you are; `kata hint KATA`
+    nudges you when a task does not pass.
     """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -216,15 +217,23 @@ def hint_cmd(kata, task, show_all):
     state.mark_hint_shown(k.name, t)
 
 
+# What `kata init` writes as its marker (grader.kata.target.MARKER): TOML, for now comments alone.
+MARKER_TEXT = """\
+# `kata init` made this folder a kata folder: every kata command run in it, or in a folder below it,
+# works on the kata files here (unless KATA_WORKDIR names another folder). Its state is in .kata/.
+"""
+
+
 @click.command("init")
 @click.argument("directory", type=click.Path(file_okay=False))
 def init_cmd(directory):
-    """Copy the untouched stubs and CHECKLIST.md into DIRECTORY to work there.
+    """Copy the untouched stubs and CHECKLIST.md into DIRECTORY and make it your kata folder.
 
-    For an installed (not editable) copy of the katas, whose own files sit
-    inside site-packages. Prints the KATA_WORKDIR line that points `kata`
-    at DIRECTORY; the grade state and reset backups then live in
-    DIRECTORY/.kata/.
+    Every kata command run inside DIRECTORY, or in a folder below it, then
+    works on the files there, with no KATA_WORKDIR to set: it finds the
+    folder by the kata.toml this writes. The grade state and reset backups
+    live in DIRECTORY/.kata/. The way to work from an installed (not
+    editable) copy of the katas, whose own files sit inside site-packages.
     """
     dest = Path(directory).expanduser().resolve()
     katas = load_registry()
@@ -236,12 +245,28 @@ def init_cmd(directory):
     dest.mkdir(parents=True, exist_ok=True)
     for k in katas:
         (dest / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
-    checklist = _target.ROOT / "CHECKLIST.md"
-    if checklist.is_file() and not (dest / "CHECKLIST.md").exists():
-        shutil.copy2(checklist, dest / "CHECKLIST.md")
-    click.echo(f"copied {len(katas)} kata stubs and CHECKLIST.md to {dest}")
-    click.echo("point kata at them (add it to your shell's profile to keep it):")
-    click.echo(f"  export KATA_WORKDIR={dest}")
+    if not (dest / _target.MARKER).exists():
+        (dest / _target.MARKER).write_text(MARKER_TEXT, encoding="utf-8")
+    click.echo(f"copied {len(katas)} kata stubs{_copy_checklist(dest)} to {dest}")
+    click.echo(
+        f"kata commands run inside {dest} (or a folder below it) work on these files: {_target.MARKER} there "
+        "marks the folder, no KATA_WORKDIR needed. Start with:"
+    )
+    click.echo(f"  cd {dest} && kata grade")
+    named = os.environ.get("KATA_WORKDIR")
+    if named and Path(named).expanduser().resolve() != dest:
+        click.echo(f"(KATA_WORKDIR is set, to {named}: it wins over the folder you are in; unset it to work here)")
+
+
+def _copy_checklist(dest: Path) -> str:
+    """Copy CHECKLIST.md into dest unless one is there; returns what to add to the line saying what was copied."""
+    checklist = _target.checklist()
+    if checklist is None:
+        return " (this copy of the katas has no CHECKLIST.md to copy)"
+    if (dest / "CHECKLIST.md").exists():
+        return " (CHECKLIST.md was there already: kept as it is)"
+    shutil.copy2(checklist, dest / "CHECKLIST.md")
+    return " and CHECKLIST.md"
 
 
 def _has_terminal() -> bool:
@@ -253,7 +278,7 @@ def _has_terminal() -> bool:
 @click.argument("kata", shell_complete=complete_kata)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset_cmd(kata, yes):
-    """Restore KATA's stub in katas/ (or $KATA_WORKDIR), keeping a backup of your file under .kata/backups/.
+    """Restore KATA's stub in your kata folder, keeping a backup of your file under .kata/backups/ there.
 
     What was remembered of KATA's grades and hints goes too: `kata list`
     shows its tasks not graded yet, and `kata hint` starts at the first hint."""
@@ -274,18 +299,23 @@ def reset_cmd(kata, yes):
 @click.argument("kata", shell_complete=complete_kata)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):
-    """Run KATA's benchmark script (benchmarks/bench_KATA.py) on your code and print its table.
+    """Run KATA's benchmark (python -m benchmarks.bench_KATA) on your code and print its table.
 
-    ARGS go to the script: --target reference (or a folder of kata modules)
+    ARGS go to the benchmark: --target reference (or a folder of kata modules)
     runs other code than yours; --help lists the rest. One BLAS thread.
     """
     k = kata_named(kata)
-    script = _target.ROOT / "benchmarks" / f"bench_{k.name}.py"
-    if not script.is_file():
-        raise click.ClickException(f"no benchmark script at {script}")
+    if not (_target.ROOT / "benchmarks" / f"bench_{k.name}.py").is_file():
+        raise click.ClickException(f"no benchmark for {k.name}: {_target.ROOT / 'benchmarks'} has no bench_{k.name}.py")
     if not any(a == "--target" or a.startswith("--target=") for a in args):
+        _target.workdir()  # no kata folder: a usage error here, before the benchmark starts
         args = ("--target", "katas", *args)  # your code, unless you say otherwise
-    sys.exit(subprocess.call([sys.executable, str(script), *args]))  # from here: a relative --target is yours
+    # The package holding benchmarks/ first on the path: an install made before benchmarks/ was a package maps none.
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(_target.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    )
+    # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found from there.
+    sys.exit(subprocess.call([sys.executable, "-m", f"benchmarks.bench_{k.name}", *args], env=env))
 
 
 @click.command("watch")
@@ -296,7 +326,7 @@ def watch_cmd(kata, seed, test_timeout):
     """Re-grade KATA every time you save its file, on one compact screen.
 
     Without KATA it starts on the first kata that does not pass yet and
-    re-grades whichever kata's file you save in katas/ (or $KATA_WORKDIR).
+    re-grades whichever kata's file you save in your kata folder.
     The screen shows each task, what changed since the last run, and the
     first failing check with its example and a hint. Ctrl-C stops watching.
     """

@@ -85,10 +85,12 @@ def judge_argv(kata: Kata, target: str, seed: int, only, limits: Limits, fail_fa
 
 
 def judge_target(target: str) -> str:
-    """--target as a judge takes it: 'katas', 'reference' or a folder's absolute
-    path (a target that cannot be graded raises here, as _target.resolve says)."""
+    """--target as a judge takes it: 'reference' or a folder's absolute path, the
+    learner's work folder too (a judge runs in a folder of its own, where no
+    work folder is found; a target that cannot be graded raises here, as
+    _target.resolve says)."""
     resolved = _target.resolve(target)
-    return target if target in ("katas", "reference") else str(resolved)
+    return target if target == "reference" else str(resolved)
 
 
 class JudgeRun:

@@ -4,7 +4,8 @@
 and into grader/kata/stub_files/, which `kata reset` restores from where the
 solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
-packaging. It leaves out reference/solutions/, tests/ (the alternative
+packaging (pyproject.toml; setup.py and MANIFEST.in, which put CHECKLIST.md
+into its wheel). It leaves out reference/solutions/, tests/ (the alternative
 implementations and the mutant catalogue live there), tools/, and every task
 the registry marks `release = false`: its registry entry (hints, check hints
 and questions with it), its CHECKLIST line, its suite tests (a test module
@@ -55,6 +56,8 @@ TOP_FILES = (
     "CHECKLIST.md",
     "CONTRIBUTING.md",
     "pyproject.toml",
+    "setup.py",  # a wheel built from the edition carries its CHECKLIST.md (MANIFEST.in: its sdist too)
+    "MANIFEST.in",
     ".gitignore",
     "LICENSE",
     "LICENSE.md",

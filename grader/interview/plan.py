@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from grader.interview.clock import minutes_text
 from grader.kata.registry import MAX_MINUTES, Kata, Task, find_kata, load_presets
 from grader.kata.stubs import make_stub, stub_for
-from grader.kata.target import ROOT, SOLUTIONS_DIR
+from grader.kata.target import SOLUTIONS_DIR, checklist
 
 DEFAULT_MINUTES = 45
 
@@ -123,7 +123,10 @@ def module_text(p: Plan) -> str:
 def checklist_text(p: Plan) -> str:
     """CHECKLIST.md of the workspace: how the interview works, then the
     kata's section of the checklist with only the tasks under interview."""
-    text = (ROOT / "CHECKLIST.md").read_text(encoding="utf-8")
+    path = checklist()
+    if path is None:
+        raise InterviewError("this copy of the katas has no CHECKLIST.md, which says what each task must do")
+    text = path.read_text(encoding="utf-8")
     found = re.search(rf"<!-- {re.escape(p.kata.name)} -->\n(.*?)<!-- end {re.escape(p.kata.name)} -->", text, re.S)
     if not found:
         raise InterviewError(

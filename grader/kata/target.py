@@ -1,9 +1,16 @@
 """Which implementation a grading run tests, and how its kata modules load.
 
-A target is "katas" (the learner's modules: katas/ in this checkout, or the
-directory the KATA_WORKDIR environment variable names), "reference" (the
-reference solutions) or a directory holding kata modules named like the
-stubs (kv_cache.py, quantization.py, ...), such as a student's submission.
+A target is "katas" (the learner's modules: their work folder, found by
+workdir()), "reference" (the reference solutions) or a directory holding kata
+modules named like the stubs (kv_cache.py, quantization.py, ...), such as a
+student's submission.
+
+The work folder is $KATA_WORKDIR when that is set (it must be a folder), else
+the nearest folder at or above the current one that holds the marker file
+`kata init` writes (MARKER), else katas/ of this checkout (a clone, or an
+editable install of one). An installed copy (a wheel) has no checkout: there,
+outside a folder `kata init` made, there is no work folder, and no command
+makes one behind the learner's back.
 
 Kata modules are never imported here: grader.grading.jail_client copies the file into a
 jail process and talks to it.
@@ -18,18 +25,58 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KATAS_DIR = ROOT / "katas"  # the stubs as shipped
 SOLUTIONS_DIR = ROOT / "reference" / "solutions"
+# What `kata init` writes into the folder it fills: commands run there, or in a folder below it, work on it.
+MARKER = "kata.toml"
+# CHECKLIST.md: at the top of a checkout; a wheel carries it inside this package (setup.py copies it there).
+CHECKLISTS = (ROOT / "CHECKLIST.md", Path(__file__).resolve().parent / "CHECKLIST.md")
 
 # A learner's module may drive the reference model, never the reference solutions.
 USES_SOLUTIONS = re.compile(r"reference\s*\.\s*solutions|from\s+reference\s+import\s+[^\n]*\bsolutions\b")
 
 
-def workdir() -> Path:
-    """Where the learner's kata modules live: $KATA_WORKDIR, else katas/ in this checkout."""
-    return Path(os.environ.get("KATA_WORKDIR") or KATAS_DIR).expanduser().resolve()
+class NoKataFolder(LookupError):
+    """No work folder could be found: the message says what to run (the CLI makes it a usage error)."""
+
+
+def _marked_folder(start: Path) -> Path | None:
+    """The nearest folder at or above start that holds MARKER, or None."""
+    start = start.resolve()
+    return next((folder for folder in (start, *start.parents) if (folder / MARKER).is_file()), None)
+
+
+def workdir(root: Path = ROOT) -> Path:
+    """Where the learner's kata modules live: $KATA_WORKDIR, else the nearest folder at or above the
+    current one holding MARKER, else katas/ of root when root is a checkout (only a checkout has
+    pyproject.toml beside its packages; an installed wheel's root is site-packages). NoKataFolder
+    when none of these exists."""
+    named = os.environ.get("KATA_WORKDIR")
+    if named:
+        path = Path(named).expanduser().resolve()
+        if not path.is_dir():
+            raise NoKataFolder(
+                f"KATA_WORKDIR is {named}, which is not a folder: run `kata init {named}` to make it one "
+                "with the stubs, or unset KATA_WORKDIR"
+            )
+        return path
+    found = _marked_folder(Path.cwd())
+    if found is not None:
+        return found
+    if (root / "pyproject.toml").is_file() and (root / "katas").is_dir():
+        return root / "katas"
+    raise NoKataFolder(
+        f"no kata folder here ({Path.cwd()} and the folders above it hold no {MARKER}): run `kata init DIR` "
+        "to copy the stubs into DIR, then run kata commands inside DIR"
+    )
+
+
+def checklist() -> Path | None:
+    """CHECKLIST.md of this copy of the katas (the checkout's, else the one a wheel carries), or None."""
+    return next((path for path in CHECKLISTS if path.is_file()), None)
 
 
 def resolve(target: str) -> Path:
-    """The directory a target names, or a ValueError saying what targets exist."""
+    """The directory a target names, or a ValueError saying what targets exist ('katas' raises
+    NoKataFolder where there is no work folder: see workdir)."""
     if target == "katas":
         return workdir()
     if target == "reference":

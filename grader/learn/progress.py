@@ -30,7 +30,8 @@ INTERRUPTED = "interrupted.json"
 
 
 def state_dir() -> Path:
-    """.kata/ in the work directory (katas/ or $KATA_WORKDIR), unless $KATA_STATE_DIR names another."""
+    """.kata/ in the work folder (grader.kata.target.workdir, which raises NoKataFolder where there is
+    none: no state folder is made outside one), unless $KATA_STATE_DIR names another."""
     return Path(os.environ.get("KATA_STATE_DIR") or _target.workdir() / ".kata")
 
 

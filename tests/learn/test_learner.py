@@ -1,6 +1,6 @@
 """The learner's loop through the CLI: live rows, the next step, figures
-against their bars, state in the work directory, kata init, hints, the
-version, colour, registry errors and BLAS threads."""
+against their bars, state in the work directory, kata init and the folder it
+marks, hints, the version, colour, registry errors and BLAS threads."""
 
 from __future__ import annotations
 
@@ -175,16 +175,56 @@ def test_reset_forgets_the_katas_grade_and_hint_position(tmp_path, monkeypatch):
 
 def test_kata_init_copies_the_stubs_and_checklist_and_never_overwrites(tmp_path, monkeypatch):
     monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    monkeypatch.delenv("KATA_WORKDIR", raising=False)
     dest = tmp_path / "mine"
     result = CliRunner().invoke(main, ["init", str(dest)])
     assert result.exit_code == 0, result.output
-    assert f"export KATA_WORKDIR={dest}" in result.output
+    assert f"copied 5 kata stubs and CHECKLIST.md to {dest}\n" in result.output
+    assert "no KATA_WORKDIR needed" in result.output and "export" not in result.output
     assert (dest / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
-    assert (dest / "CHECKLIST.md").is_file()
+    assert (dest / "CHECKLIST.md").read_text() == (ROOT / "CHECKLIST.md").read_text()
+    assert (dest / "kata.toml").is_file()
     (dest / "moe.py").write_text("my work")
     again = CliRunner().invoke(main, ["init", str(dest)])
     assert again.exit_code == 1 and "already exists" in again.output
     assert (dest / "moe.py").read_text() == "my work"
+
+
+def test_kata_init_keeps_a_checklist_already_there_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    monkeypatch.delenv("KATA_WORKDIR", raising=False)
+    (tmp_path / "CHECKLIST.md").write_text("my notes")
+    result = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "copied 5 kata stubs (CHECKLIST.md was there already: kept as it is)" in result.output
+    assert (tmp_path / "CHECKLIST.md").read_text() == "my notes"
+
+
+def test_commands_inside_an_initd_folder_keep_their_state_there_without_kata_workdir(tmp_path, monkeypatch):
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    monkeypatch.delenv("KATA_WORKDIR", raising=False)
+    monkeypatch.delenv("KATA_STATE_DIR", raising=False)
+    dest = tmp_path / "mine"
+    assert CliRunner().invoke(main, ["init", str(dest)]).exit_code == 0
+    (dest / "notes").mkdir()
+    monkeypatch.chdir(dest / "notes")
+    hint = CliRunner().invoke(main, ["hint", "moe", "router"])
+    assert hint.exit_code == 0 and "moe / router, hint 1/" in hint.output
+    assert json.loads((dest / ".kata" / "hints.json").read_text()) == {"moe/router": 1}
+    (dest / "moe.py").write_text("my work")
+    reset = CliRunner().invoke(main, ["reset", "moe", "--yes"])
+    assert reset.exit_code == 0, reset.output
+    assert (dest / "moe.py").read_text() == (ROOT / "katas" / "moe.py").read_text()
+    (backup,) = (dest / ".kata" / "backups").iterdir()
+    assert backup.read_text() == "my work"
+
+
+def test_kata_init_says_when_kata_workdir_wins_over_the_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    monkeypatch.setenv("KATA_WORKDIR", str(tmp_path))
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "mine")])
+    assert result.exit_code == 0, result.output
+    assert f"(KATA_WORKDIR is set, to {tmp_path}: it wins over the folder you are in" in result.output
 
 
 def test_the_last_hint_says_it_was_the_last(workdir):
