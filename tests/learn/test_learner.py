@@ -352,6 +352,8 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "katas" / "moe.py", work / "moe.py")
+    # It runs as `python -m benchmarks.bench_moe` in the folder kata ran in: nothing there is imported.
+    (tmp_path / "numpy.py").write_text("raise SystemExit('the numpy.py of the start folder was imported')\n")
     env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
     env["KATA_WORKDIR"] = str(work)
     done = subprocess.run(
