@@ -316,12 +316,7 @@ class _Watch:
                 f"{workspace} is an interview workspace: grade it with `kata grade`, which "
                 "logs every attempt and shows the time left"
             )
-        self.directory = _target.workdir()
-        if not self.directory.is_dir():
-            raise click.ClickException(
-                f"{self.directory} does not exist: it is where kata watch looks for your kata files "
-                "(katas/ in the checkout, or $KATA_WORKDIR)"
-            )
+        self.directory = _target.workdir()  # an existing folder, or NoKataFolder (a usage error) saying what to run
         self.all, self.seed, self.limits, self.stop, self.out, self.clock = (
             kata_name is None,
             seed,
