@@ -29,7 +29,6 @@ import collections
 import dataclasses
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.grading import failing_calls
+from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
 from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
     EXPORTS,
     LOCAL_MISSES,
@@ -170,9 +170,7 @@ class Jail:
         self.runtime: str | None = None  # the runtime copy the jail runs: its own, or the zygote's
         self.uid = 0
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
-        self.log = None  # the file the jail's stdout and stderr go to (the same open file: read with pread only)
-        self.read_to = 0  # how much of the log printed() has taken
-        self.dump_at: int | None = None  # where in the log faulthandler's dump of a hung jail starts (not printed)
+        self.log: JailLog | None = None  # where the jail's stdout and stderr go
         self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
 
     # -- life
@@ -203,7 +201,7 @@ class Jail:
         zygote = forks.connection()
         self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
-        self.log, self.read_to, self.dump_at = tempfile.TemporaryFile(), 0, None
+        self.log = JailLog()
         config = {
             "fd": child.fileno(),
             "sub": self.sub,
@@ -260,8 +258,8 @@ class Jail:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
+            stdout=self.log.fileno(),
+            stderr=self.log.fileno(),
             pass_fds=(child.fileno(),),
             close_fds=True,
             env=forks.jail_env(self.work),
@@ -281,47 +279,12 @@ class Jail:
             self.proc.wait()
             self.peer.sock.close()
             if self.learner:
-                _PRINTED_BY_STOPPED.append(self.take_printed())
+                _PRINTED_BY_STOPPED.append(self.log.take())
             self.log.close()
         self.proc, self.peer, self.module_remote = None, None, None
         if self.dir:
             forks.remove_tree(self.dir)
             self.dir = None
-
-    def take_printed(self, limit: int = 0) -> tuple[bytes, int]:
-        """(at most `limit` bytes (PRINTED_BYTES + 1 by default) of what the jail wrote since the last take, how many
-        more it wrote), read at an offset: the jail writes through the same open file, so its position must not move."""
-        if self.log is None or self.log.closed:
-            return b"", 0
-        end = os.fstat(self.log.fileno()).st_size
-        if self.dump_at is not None:
-            end = min(end, self.dump_at)
-        if end <= self.read_to:
-            return b"", 0
-        data = os.pread(self.log.fileno(), min(end - self.read_to, limit or PRINTED_BYTES + 1), self.read_to)
-        more, self.read_to = end - self.read_to - len(data), end
-        return data, more
-
-    def _running_line(self) -> str:
-        """' (it was running k.py:5 in f)': the innermost line of the learner's module that a hung jail is
-        in, from the stack faulthandler writes to the log on SIGUSR1 (grader.jail.server registers it); ''
-        when the jail says nothing within a second."""
-        fd = self.log.fileno()
-        self.dump_at = start = os.fstat(fd).st_size
-        try:
-            os.kill(self.proc.pid, signal.SIGUSR1)
-        except OSError:
-            return ""
-        dump, quiet = b"", time.monotonic() + 1.0
-        while time.monotonic() < quiet:
-            time.sleep(0.02)
-            grown = os.pread(fd, 64 * 1024, start)
-            if grown != dump:
-                dump, quiet = grown, min(time.monotonic() + 0.1, quiet)  # until it stops growing
-        frame = re.search(
-            rf'File "[^"]*/{re.escape(self.kata)}\.py", line (\d+) in (\S+)', dump.decode(errors="replace")
-        )
-        return f" (it was running {self.kata}.py:{frame[1]} in {frame[2]})" if frame else ""
 
     def _death(self) -> str:
         """Why the jail ended, with the tail of what it printed (faulthandler's traceback)."""
@@ -338,9 +301,7 @@ class Jail:
                 why = f"was killed by signal {-code}"
         else:
             why = f"exited with code {code}"
-        self.log.seek(0, os.SEEK_END)
-        self.log.seek(max(0, self.log.tell() - 3000))
-        tail = self.log.read().decode(errors="replace").replace(self.sub + "/", "")
+        tail = self.log.tail().replace(self.sub + "/", "")
         lines = [ln.strip() for ln in tail.splitlines() if f"{self.kata}.py" in ln or "Fatal Python" in ln]
         return f"the kata process {why}" + (": " + "; ".join(lines[-4:]) if lines else "")
 
@@ -391,7 +352,7 @@ class Jail:
                 raise BadResult(f"the kata code returned something that cannot be graded: {exc}") from None
             return value, header
         except p.PeerTimeout:
-            self.running = self._running_line()
+            self.running = self.log.running_line(self.proc.pid, self.kata)
             self.stop()
             raise JailTimeout(f"the kata code did not finish before the check's time limit{self.running}") from None
         except (p.PeerGone, p.ProtocolError) as exc:
@@ -483,34 +444,16 @@ class ModuleProxy:
 
 _JAILS: dict[tuple[str, str], Jail] = {}
 
-# What a check shows of the learner's prints (stdout and stderr, as written): at most this many bytes and lines.
-PRINTED_BYTES, PRINTED_LINES = 8192, 50
-_PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped since the last printed() wrote
+_PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped since the last printed() took
 
 
 def printed() -> str:
     """What the learner's jails printed since the last call, stdout and stderr
-    as they were written: the first PRINTED_LINES lines and PRINTED_BYTES
-    bytes of it, then a line saying how much was cut; '' when nothing. Baseline
-    jails' output is never shown. Control characters are left for the report
-    to escape (grader.kata.text.printable)."""
-    taken = _PRINTED_BY_STOPPED + [jail.take_printed() for jail in _JAILS.values() if jail.learner]
+    as they were written, capped (grader.grading.jail_log.shown). Baseline
+    jails' output is never shown."""
+    taken = _PRINTED_BY_STOPPED + [jail.log.take() for jail in _JAILS.values() if jail.learner and jail.log]
     _PRINTED_BY_STOPPED.clear()
-    data, more = b"".join(d for d, _ in taken), sum(m for _, m in taken)
-    crash = data.find(b"Fatal Python error: ")
-    if crash >= 0:  # faulthandler's dump of a dying jail: the grader's frames; the check's message names the line
-        data, more = data[:crash], 0
-    if not data:
-        return ""
-    shown = data[:PRINTED_BYTES]
-    lines = shown.split(b"\n")
-    if len(lines) > PRINTED_LINES + (lines[-1] == b""):
-        shown = b"\n".join(lines[:PRINTED_LINES]) + b"\n"
-    cut = len(data) - len(shown) + more
-    text = shown.decode(errors="backslashreplace")
-    if cut:
-        text += ("" if text.endswith("\n") else "\n") + f"[... {cut:,} more bytes printed, not shown]\n"
-    return text
+    return shown(taken)
 
 
 def prestart(name: str, baseline: Path | None = None) -> None:

@@ -35,6 +35,7 @@ import functools
 import json
 import os
 import re
+import resource
 import sys
 import time
 
@@ -422,6 +423,20 @@ def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
     return out + ([f"--hypothesis-seed={seed}"] if seed else [])
 
 
+# The judge's own address space: the jail's allowance (what it may hand back) and room for the suite, the model and
+# the interpreter. A jail cannot make the judge grow past it: the judge then fails the check, not the machine.
+JUDGE_MEMORY_MB = 4096
+
+
+def _limit_own_memory(jail_mb: int) -> None:
+    cap = (jail_mb + JUDGE_MEMORY_MB) << 20
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     confine.die_with_parent()
@@ -431,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     jail_client.SETTINGS.memory_mb, jail_client.SETTINGS.output_mb = args.memory_mb, args.output_mb
     jail_client.SETTINGS.cpu_seconds, jail_client.SETTINGS.load_seconds = args.cpu_seconds, args.test_seconds
     jail_client.SETTINGS.judged = True
+    _limit_own_memory(args.memory_mb)
     faulthandler.enable()
 
     import pytest

@@ -40,6 +40,7 @@ from grader.jail.frames import (  # noqa: F401 (both ends use them as the protoc
 
 MAX_DEPTH = 40  # nesting of containers in one value
 MAX_MESSAGE = 4000  # characters of an error message kept
+MAX_DECODED = MAX_FRAME  # bytes of arrays one frame may decode to, an array it repeats counted at every use
 
 # Array dtypes that may cross; anything else (object, structured, strings) is refused.
 DTYPES = frozenset(
@@ -189,10 +190,11 @@ class Codec:
         # argument) crosses once: the buffer list being filled or read, and its arrays.
         self._frame: list | None = None
         self._arrays: dict = {}
+        self._decoded = 0  # bytes of arrays decoded from the frame so far (MAX_DECODED)
 
     def _frame_memo(self, buffers: list) -> dict:
         if self._frame is not buffers:  # a new frame (the list is held, so its id is not reused)
-            self._frame, self._arrays = buffers, {}
+            self._frame, self._arrays, self._decoded = buffers, {}, 0
         return self._arrays
 
     def handle(self, obj) -> int:
@@ -321,6 +323,9 @@ class Codec:
         known = memo.get(key)
         if known is None:
             known = memo[key] = decode_array(data, buffers)  # checked once per buffer and layout
+        self._decoded += getattr(known, "nbytes", 0)
+        if self._decoded > MAX_DECODED:  # one buffer named a million times would be a million copies
+            raise ProtocolError(f"a message that decodes to more than {MAX_DECODED >> 20} MiB of arrays")
         return known.copy() if tag == "nd" else known  # every use gets its own array, as if sent again
 
     def _decode_dict(self, data: dict, buffers: list[bytes], depth: int) -> dict:

@@ -188,26 +188,32 @@ def screen(
         else:
             lines.append(f"next: {next_kata.name} — run `kata watch {next_kata.name}`")
     else:
-        f = (
-            failing.failures[0]
-            if failing.failures
-            else {"test": "", "outcome": failing.status.value, "message": failing.message, "example": ""}
-        )
-        check = f" / {f['test']}" if f["test"] else ""
-        lines.append(f"first failing check: {failing.name}{check} [{f['outcome']}]")
-        printed = _printed(f.get("printed") or "", width)
-        message = printable(f["message"] or failing.message or "(no message)")
-        lines += _trim(message, MESSAGE_LINES - len(printed), width, "  ")  # the screen keeps its size
-        example = _example_text(printable(f.get("example") or ""))
-        if example:
-            lines += _trim("example: " + example, EXAMPLE_LINES, width, "  ")
-        lines += printed
-        if failing.hint:
-            lines += _trim("hint: " + failing.hint, HINT_LINES, width, "  ")
+        lines += _failure_lines(failing, width)
     lines.append("")
     where = f"every kata's file in {_shown(file.parent)}{os.sep}" if watching_all else _shown(file)
     lines.append(f"watching {where} — save to re-grade, Ctrl-C to stop")
     return "\n".join(lines)
+
+
+def _failure_lines(failing: TaskResult, width: int) -> list[str]:
+    """The first failing check of the screen's task: its message, example, what the code printed, the hint."""
+    f = (
+        failing.failures[0]
+        if failing.failures
+        else {"test": "", "outcome": failing.status.value, "message": failing.message, "example": ""}
+    )
+    check = f" / {f['test']}" if f["test"] else ""
+    lines = [f"first failing check: {failing.name}{check} [{f['outcome']}]"]
+    printed = _printed(f.get("printed") or "", width)
+    message = printable(f["message"] or failing.message or "(no message)")
+    lines += _trim(message, MESSAGE_LINES - len(printed), width, "  ")  # the screen keeps its size
+    example = _example_text(printable(f.get("example") or ""))
+    if example:
+        lines += _trim("example: " + example, EXAMPLE_LINES, width, "  ")
+    lines += printed
+    if failing.hint:
+        lines += _trim("hint: " + failing.hint, HINT_LINES, width, "  ")
+    return lines
 
 
 # ------------------------------------------------------------------ the files

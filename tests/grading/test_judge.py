@@ -548,3 +548,16 @@ def test_a_baselines_prints_are_never_shown(jail_of, tmp_path):
     (tmp_path / "base.py").write_text("def talk():\n    print('baseline speaking')\n")
     jail_client.baseline_module(tmp_path / "base.py").talk()
     assert jail_client.printed() == ""
+
+
+def test_a_message_that_would_decode_past_the_cap_is_refused_not_copied():
+    """One array repeated in a frame crosses once but decodes to a copy per use: a frame naming a 1 MiB
+    buffer 300 times would cost 300 MiB. Past MAX_DECODED it is refused as a protocol error."""
+    block = np.zeros(1 << 17)  # 1 MiB
+    buffers: list = []
+    data = json.loads(json.dumps(p.Codec().encode([block] * 300, buffers)))
+    assert len(buffers) == 1
+    with pytest.raises(p.ProtocolError, match="decodes to more than 256 MiB"):
+        p.Codec().decode(data, buffers)
+    few = p.Codec().decode(json.loads(json.dumps(p.Codec().encode([block] * 3, buffers := []))), buffers)
+    assert len(few) == 3 and few[0] is not few[1]
