@@ -16,6 +16,19 @@ finds the first such check in the suite's order:
 prints the catching check of each of KATA's mutants that names none (with
 --all, of every one, and whether the check it names still catches it), and
 with --write puts the checks it found into tests/mutants/KATA.toml.
+
+A mutant may also name the diagnosis the grader gives it (`looks_like`, and
+`why`, once per diagnosis): the kata's catalogue of known mistakes,
+grader/suites/KATA/mistakes.toml, is made from their failure signatures by
+
+    python tests/mutation.py KATA --signatures [--write]
+
+which grades each of them with every check of its task under every seed of
+SEEDS, merges the mutants that share a looks_like into one mistake, and
+writes the catalogue only when each grading is diagnosed as its own mutant's
+mistake (mutants it cannot tell apart must share a looks_like, or one of them
+names none). tests/mutants/fresh/KATA.toml holds the same mistakes written
+differently, each naming the diagnosis it should get.
 """
 
 from __future__ import annotations
@@ -24,9 +37,12 @@ import argparse
 import re
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.grading import diagnosis
+from grader.grading.diagnosis import Mistake, Sign
 from grader.grading.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
 from grader.kata.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
 from grader.kata.target import SOLUTIONS_DIR
@@ -54,6 +70,8 @@ class Mutant:
     old: str  # text of the mutated file (the reference solution unless told), present exactly once
     new: str  # what replaces it
     expect: tuple[str, ...] = ("fail",)  # statuses the grader may give the task
+    looks_like: str = ""  # the diagnosis the grader names for it, in the learner's words ("" : none)
+    why: str = ""  # the diagnosis's one-line why (one mutant of those sharing a looks_like says it)
 
     def source(self, kata: str, base: Path = SOLUTIONS_DIR) -> str:
         """base/<kata>.py with the mutation made."""
@@ -90,19 +108,27 @@ def grade_mutant(
 
 
 def grade_mutants(
-    kata: str, mutants: list[Mutant], folder: Path, base: Path = SOLUTIONS_DIR, seed: int = 0, whole_task: bool = False
+    kata: str,
+    mutants: list[Mutant],
+    folder: Path,
+    base: Path = SOLUTIONS_DIR,
+    seed: int = 0,
+    whole_task: bool = False,
+    every_check: bool = False,
 ) -> dict[str, TaskResult]:
     """Each mutant's name -> its task's grade by the mutant's check (with
     whole_task, by every check of the task, stopping at the first that does
-    not pass), with `seed`: all in one judge (runner.grade_batch), each
-    mutated file in a folder of its own under `folder`."""
+    not pass; with every_check, by every check of the task, each run to its
+    end), with `seed`: all in one judge (runner.grade_batch), each mutated
+    file in a folder of its own under `folder`."""
+    whole_task = whole_task or every_check
     gradings = []
     for n, mutant in enumerate(mutants):
         work = folder / str(n)
         work.mkdir()
         (work / f"{kata}.py").write_text(mutant.source(kata, base), encoding="utf-8")
         gradings.append(Grading(str(work), (mutant.task,), () if whole_task else (mutant.check,)))
-    graded = grade_batch(find_kata(kata), gradings, seed=seed, limits=MUTANT_LIMITS, fail_fast=True)
+    graded = grade_batch(find_kata(kata), gradings, seed=seed, limits=MUTANT_LIMITS, fail_fast=not every_check)
     return {mutant.name: result.tasks[0] for mutant, result in zip(mutants, graded)}
 
 
@@ -130,15 +156,34 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
     return [mutant(e) for e in data.get("mutant", [])], [mutant(e) for e in data.get("alternative", [])]
 
 
+def load_fresh(kata: str) -> list[Mutant]:
+    """kata's differently written mistakes, tests/mutants/fresh/<kata>.toml: edits of the
+    reference solution unlike its mutants' own, each naming the diagnosis (looks_like) it should get."""
+    path = MUTANTS / "fresh" / f"{kata}.toml"
+    if not path.is_file():
+        return []
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    if set(data) - {"fresh"}:
+        raise AssertionError(f"tests/mutants/fresh/{kata}.toml: unknown tables {sorted(set(data) - {'fresh'})}")
+    try:
+        return [Mutant(**entry, check="") for entry in data.get("fresh", [])]
+    except TypeError as exc:
+        raise AssertionError(f"tests/mutants/fresh/{kata}.toml: {exc}") from None
+
+
 def assert_alternative_passes(kata: str, tmp_path: Path, seed: int = 0) -> None:
     """The differently written correct implementation tests/fixtures/alt/<kata>.py
-    passes every task but speed (the one task allowed to tell ways of writing apart), with `seed`."""
+    passes every task but speed (the one task allowed to tell ways of writing apart), with `seed`,
+    and no task of it looks like a known mistake."""
     (tmp_path / f"{kata}.py").write_text((ALTERNATIVES / f"{kata}.py").read_text(encoding="utf-8"), encoding="utf-8")
     registered = find_kata(kata)
     tasks = [t.name for t in registered.tasks if t.name != "speed"]
     result = grade_kata(registered, str(tmp_path), seed=seed, tasks=tasks, limits=MUTANT_LIMITS)
     failed = [(t.name, t.status, t.message) for t in result.tasks if t.status != "pass"]
     assert not failed, f"the alternative implementation of {kata} lost points with seed {seed}: {failed}"
+    named = [(t.name, t.diagnosis) for t in result.tasks if t.diagnosis]
+    assert not named, f"the alternative implementation of {kata} got a diagnosis of a known mistake: {named}"
 
 
 def _check_name(test: str) -> str:
@@ -168,6 +213,90 @@ def catching_check(kata: str, mutant: Mutant, base: Path = SOLUTIONS_DIR) -> str
             order = order or [_check_name(f["test"]) for f in graded.failures]
             catching = names if catching is None else catching & names
         return next((name for name in order if name in (catching or set())), None)
+
+
+def graded_every_check(kata: str) -> list[tuple[Mutant, list[list[dict]]]]:
+    """Each mutant of kata (of the reference and of the alternative) that names a
+    diagnosis, and its task's failures under each seed of SEEDS, graded with every check of the task."""
+    out: dict[int, tuple[Mutant, list[list[dict]]]] = {}
+    for mutants, base in zip(load_mutants(kata), (SOLUTIONS_DIR, ALTERNATIVES)):
+        named = [m for m in mutants if m.looks_like]
+        for seed in SEEDS if named else ():
+            with tempfile.TemporaryDirectory() as folder:
+                graded = grade_mutants(kata, named, Path(folder), base, seed, every_check=True)
+            for m in named:
+                out.setdefault(id(m), (m, []))[1].append(graded[m.name].failures)
+    return list(out.values())
+
+
+def catalogue_of(graded: list[tuple[Mutant, list[list[dict]]]]) -> tuple[Mistake, ...]:
+    """The mistakes the graded mutants show: one per task and looks_like, its signature
+    each failing check's outcomes (counted over its mutants' gradings) and most frequent message shape."""
+    groups: dict[tuple[str, str], list[tuple[Mutant, list[list[dict]]]]] = {}
+    for mutant, failures in graded:
+        groups.setdefault((mutant.task, mutant.looks_like), []).append((mutant, failures))
+    mistakes = []
+    for (task, name), members in groups.items():
+        whys = {m.why for m, _ in members if m.why}
+        if len(whys) != 1:
+            raise AssertionError(f"the mutants that look like {name!r} give {len(whys)} whys: give one, once")
+        outcomes: dict[str, Counter] = {}
+        shapes: dict[str, Counter] = {}
+        for _, by_seed in members:
+            for f in (f for failures in by_seed for f in failures):
+                outcomes.setdefault(f["test"], Counter())[f["outcome"]] += 1
+                shapes.setdefault(f["test"], Counter())[diagnosis.message_shape(f["message"])] += 1
+        signature = tuple(
+            Sign(check, tuple(counts.most_common()), shapes[check].most_common(1)[0][0])
+            for check, counts in outcomes.items()
+        )
+        gradings = sum(len(by_seed) for _, by_seed in members)
+        mistakes.append(Mistake(task, name, whys.pop(), tuple(m.name for m, _ in members), gradings, signature))
+    return tuple(mistakes)
+
+
+def confusions(mistakes: tuple[Mistake, ...], graded: list[tuple[Mutant, list[list[dict]]]]) -> list[str]:
+    """Each mutant grading (under a seed of SEEDS) that the catalogue does not diagnose as its own mistake."""
+    wrong = []
+    for mutant, by_seed in graded:
+        for seed, failures in zip(SEEDS, by_seed):
+            found = diagnosis.diagnose(mistakes, mutant.task, failures)
+            if found is None or found.name != mutant.looks_like:
+                said = f"looks like {found.name!r}" if found else "no diagnosis"
+                wrong.append(f"{mutant.name!r} (seed {seed}): {said}, not {mutant.looks_like!r}")
+    return wrong
+
+
+CATALOGUE_HEADER = """The known mistakes of the {kata} kata and the failure signature each leaves. Written by
+`python tests/mutation.py {kata} --signatures --write` from grading the mutants of
+tests/mutants/{kata}.toml that name a looks_like, with every check of their task, under
+seeds {seeds}. Do not edit: change the mutants' looks_like and why, and write it again."""
+
+
+def write_catalogue(kata: str, mistakes: tuple[Mistake, ...]) -> Path:
+    """Write kata's catalogue of mistakes, grader/suites/<kata>/mistakes.toml; returns its path."""
+    header = CATALOGUE_HEADER.format(kata=kata, seeds=", ".join(map(str, SEEDS)))
+    path = Path(find_kata(kata).suite) / diagnosis.CATALOGUE
+    path.write_text(diagnosis.catalogue_text(mistakes, header), encoding="utf-8")
+    return path
+
+
+def signatures_main(kata: str, write: bool) -> int:
+    """--signatures: grade kata's mutants that name a diagnosis, print the catalogue they make and
+    each grading it does not diagnose as its own mutant's; with write, and none such, write it."""
+    graded = graded_every_check(kata)
+    mistakes = catalogue_of(graded)
+    for m in mistakes:
+        print(f"{m.task}: {m.name!r} ({len(m.mutants)} mutants, {len(m.signature)} checks in its signature)")
+    wrong = confusions(mistakes, graded)
+    for line in wrong:
+        print(f"confused: {line}")
+    if wrong:
+        print("give confused mutants one looks_like (one mistake), or leave one's out; nothing written")
+        return 1
+    if write:
+        print(f"wrote {len(mistakes)} mistakes into {write_catalogue(kata, mistakes)}")
+    return 0
 
 
 def write_checks(path: Path, found: dict[tuple[str, str], str]) -> None:
@@ -200,7 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kata")
     parser.add_argument("--all", action="store_true", help="every mutant, not only those that name no check")
     parser.add_argument("--write", action="store_true", help="write the checks found into the kata's mutants file")
+    parser.add_argument(
+        "--signatures",
+        action="store_true",
+        help="grade the mutants with every check of their task and make the kata's catalogue of mistakes "
+        "(with --write, into grader/suites/KATA/mistakes.toml)",
+    )
     args = parser.parse_args(argv)
+    if args.signatures:
+        return signatures_main(args.kata, args.write)
     found: dict[tuple[str, str], str] = {}
     missed = 0
     for table, mutants, base in zip(("mutant", "alternative"), load_mutants(args.kata), (SOLUTIONS_DIR, ALTERNATIVES)):

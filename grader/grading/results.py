@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
+from grader.grading import diagnosis
 from grader.grading.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata, Task
 
@@ -47,6 +48,13 @@ class TaskResult:
     visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
     figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
     checks_hidden: int = 0  # a student edition's: the task's checks it does not hold, graded on submission
+    diagnosis: str = ""  # the known mistake its failures look like (grader.grading.diagnosis), "" for none
+    diagnosis_why: str = ""  # that mistake's one-line why
+
+    @property
+    def looks_like(self) -> str:
+        """The line that names the known mistake the task's failures look like, or ""."""
+        return f"looks like: {self.diagnosis} (why: {self.diagnosis_why})" if self.diagnosis else ""
 
 
 @dataclass
@@ -145,6 +153,14 @@ def _waiting(task: Task, result: TaskResult, others: list[TaskResult]) -> TaskRe
     )
 
 
+def _diagnosed(result: TaskResult, mistakes: tuple[diagnosis.Mistake, ...]) -> TaskResult:
+    """result with the known mistake its failures look like, if any (never for a task done here)."""
+    found = None if result.status.done_here else diagnosis.diagnose(mistakes, result.name, result.failures)
+    if found is None:
+        return result
+    return dataclasses.replace(result, diagnosis=found.name, diagnosis_why=found.why)
+
+
 def _on_submission(task: Task, public: int) -> str:
     hidden = len(task.hidden)
     mine = "" if not public else f"its {public} public check{' passes' if public == 1 else 's pass'}; "
@@ -177,6 +193,8 @@ def kata_result(
     for i, (task, result) in enumerate(zip(chosen, results)):
         if result.status is Status.SUBMIT and not result.checks_total:
             results[i] = _waiting(task, result, [r for r in results if r is not result])
+    mistakes = diagnosis.catalogue(kata)
+    results = [_diagnosed(r, mistakes) for r in results]
     for task, result in zip(chosen, results):
         if progress is not None and task.name not in told:
             progress(kata, result)

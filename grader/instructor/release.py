@@ -38,6 +38,7 @@ from pathlib import Path
 
 import tomlkit
 
+from grader.grading import diagnosis
 from grader.instructor import held_back
 from grader.kata.registry import (
     REGISTRY_PATH,
@@ -181,6 +182,7 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
     suites = {path.resolve(): text for by_path in texts.values() for path, text in by_path.items()}
     shipped = {kata: [t for t in by_path.values() if t is not None] for kata, by_path in texts.items()}
     baselines = {(SUITES_DIR / f"baseline_{k.name}.py").resolve(): k for k in katas}
+    catalogues = {k.suite.resolve(): k.name for k in katas}  # a suite folder -> its kata, whose mistakes.toml it holds
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
@@ -192,6 +194,8 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
                     if path.stem == held_back.ORACLES and hidden:
                         text = held_back.without_unused_imports(text)
                     edition.put(rel, text)
+            elif path.name == diagnosis.CATALOGUE and path.parent.resolve() in catalogues:
+                edition.put(rel, catalogue_text(path, dropped_tests[catalogues[path.parent.resolve()]]))
             elif path == REGISTRY_PATH:
                 presets = whole_kata_presets(registry, drop)
                 no_recap = lost_recaps(katas, shipped)
@@ -202,6 +206,15 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
     for baseline, kata in baselines.items():
         if baseline.is_file() and any(held_back.loads_baseline(text) for text in shipped[kata.name]):
             edition.put(baseline.relative_to(ROOT.resolve()).as_posix(), source=baseline)
+
+
+def catalogue_text(path: Path, dropped: set[str]) -> str:
+    """A suite's catalogue of known mistakes (grader.grading.diagnosis) as an edition without the
+    checks `dropped` ships it: no signature names one of them, and a mistake it can no longer
+    tell apart is left out."""
+    header = "".join(line[2:] for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line[:1] == "#")
+    mistakes = diagnosis.pruned(diagnosis.read_catalogue(path), dropped)
+    return diagnosis.catalogue_text(mistakes, header.rstrip("\n"))
 
 
 def lost_recaps(katas: tuple[Kata, ...], shipped: dict[str, list[str]]) -> set[str]:

@@ -101,6 +101,8 @@ def kata_result(entry: dict) -> KataResult:
             failures=list(t["failures"]),
             visibility=t["visibility"],
             figures=list(t["figures"]),
+            diagnosis=t.get("diagnosis", ""),
+            diagnosis_why=t.get("diagnosis_why", ""),
         )
         for t in entry["tasks"]
     ]

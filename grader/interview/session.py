@@ -170,7 +170,8 @@ def _grade_copy(
     session: Session, folder: Path, kind: EntryKind, clock: Clock, limits: Limits, reason: EndReason | None = None
 ) -> Graded:
     """Grade the module copied into folder (the exact bytes the digest names) and log it. The
-    table shows no hint of the registry's: hints come from `kata hint`, which logs each one."""
+    table shows no hint of the registry's, nor a known mistake's name (as telling as a hint): hints
+    come from `kata hint`, which logs each one."""
     s = session.state
     code = (folder / f"{s.kata}.py").read_bytes()
     when = clock.now()
@@ -180,6 +181,7 @@ def _grade_copy(
     for task in whole.katas[0].tasks:
         if task.hint:
             task.hint = f"`kata hint {s.kata} {task.name}` shows one (each hint shown is logged for the interviewer)"
+        task.diagnosis = task.diagnosis_why = ""
     entry = session.append(
         Entry(kind, when, (when - s.started).total_seconds(), digest(code), _scores(whole.katas[0]), reason)
     )

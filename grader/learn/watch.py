@@ -145,6 +145,18 @@ def changes(result: KataResult, before: dict[str, str] | None) -> list[str]:
     ]
 
 
+def _message_lines(failing: TaskResult) -> int:
+    """How many lines the failing check's message gets: fewer when the known mistake it looks like needs some."""
+    return MESSAGE_LINES - (HINT_LINES if failing.looks_like else 0)
+
+
+def _advice(failing: TaskResult, width: int, room: int = HINT_LINES) -> list[str]:
+    """The known mistake the failing task looks like (if any) on at most `room` lines, then its hint on at
+    most HINT_LINES."""
+    said = _trim(failing.looks_like, room, width, "  ") if failing.looks_like else []
+    return said + (_trim("hint: " + failing.hint, HINT_LINES, width, "  ") if failing.hint else [])
+
+
 def screen(
     kata: Kata,
     result: KataResult,
@@ -206,14 +218,11 @@ def _failure_lines(failing: TaskResult, width: int) -> list[str]:
     lines = [f"first failing check: {failing.name}{check} [{f['outcome']}]"]
     printed = _printed(f.get("printed") or "", width)
     message = printable(f["message"] or failing.message or "(no message)")
-    lines += _trim(message, MESSAGE_LINES - len(printed), width, "  ")  # the screen keeps its size
+    lines += _trim(message, max(1, _message_lines(failing) - len(printed)), width, "  ")  # the screen keeps its size
     example = _example_text(printable(f.get("example") or ""))
     if example:
         lines += _trim("example: " + example, EXAMPLE_LINES, width, "  ")
-    lines += printed
-    if failing.hint:
-        lines += _trim("hint: " + failing.hint, HINT_LINES, width, "  ")
-    return lines
+    return lines + printed + _advice(failing, width, HINT_LINES - len(printed))
 
 
 # ------------------------------------------------------------------ the files

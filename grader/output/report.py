@@ -212,6 +212,7 @@ def details(result: GradeResult, words: bool = False) -> str:
                 if len(group) > 1:
                     more = len(group) - 1
                     lines.append(f"  ... and {more} more check{'s' if more > 1 else ''} failed the same way")
+            lines += [f"  {task.looks_like}"] if task.looks_like else []
             lines.append(f"  hint: {task.hint}")
             blocks.append((True, lines))
     out: list[str] = []
@@ -339,6 +340,8 @@ def as_json(result: GradeResult) -> dict:
                         "failures": t.failures,
                         "visibility": t.visibility,
                         "figures": t.figures,
+                        "diagnosis": t.diagnosis,
+                        "diagnosis_why": t.diagnosis_why,
                     }
                     for t in k.tasks
                 ],

@@ -12,6 +12,7 @@ from pathlib import Path
 import pasting
 import pytest
 
+from grader.grading import diagnosis
 from grader.grading.events import Status
 from grader.grading.results import Check, GradeResult, KataResult, kata_result, task_result
 from grader.grading.runner import Grader
@@ -119,6 +120,9 @@ def test_the_grading_edition_keeps_every_check_and_names_none_hidden(tmp_path):
     assert "def _suite_forward(" in (out / "grader" / "suites" / "kv_cache" / "oracles.py").read_text()
     assert (out / "grader" / "suites" / "baseline_moe.py").is_file()
     assert all(not t.hidden for k in _edition_registry(out) for t in k.tasks)
+    for kata in load_registry():
+        shipped = diagnosis.read_catalogue(out / "grader" / "suites" / kata.name / diagnosis.CATALOGUE)
+        assert shipped == diagnosis.catalogue(kata)  # every check ships, so every known mistake does
 
 
 def test_a_registry_that_names_a_check_its_suite_holds_as_hidden_is_refused(tmp_path):
@@ -240,3 +244,16 @@ def test_no_function_the_edition_ships_passes_the_hidden_checks_of_a_task(name, 
     untried = ", ".join(f"{p.task}:{p.slot}" for p in untested) or "none"
     print(f"{name}: {len(helpers)} helpers, {len(pasted)} pastings graded; slots no hidden check tests: {untried}")
     assert pasted  # the kata's helpers were tried somewhere
+
+
+def test_the_student_editions_catalogues_name_only_the_checks_it_ships(edition):
+    for kata in _edition_registry(edition):
+        path = edition / "grader" / "suites" / kata.name / diagnosis.CATALOGUE
+        shipped = {t.name: set(t.tests) for t in kata.tasks}
+        mistakes = diagnosis.read_catalogue(path)
+        named = [(m.task, s.check) for m in mistakes for s in m.signature]
+        assert named, f"{kata.name}: the edition ships no known mistake"
+        assert not [(t, c) for t, c in named if c.split("[", 1)[0] not in shipped.get(t, ())]
+        full = {m.name for m in diagnosis.catalogue(find_kata(kata.name))}
+        assert {m.name for m in mistakes} <= full
+        assert diagnosis.pruned(mistakes, set()) == mistakes  # none it cannot tell from another

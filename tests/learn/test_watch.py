@@ -5,6 +5,7 @@ Every wait has a timeout: a watch that misses a save fails the test instead of h
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -311,3 +312,31 @@ def test_the_screen_of_the_largest_kata_fits_24_lines_and_a_pass_names_the_next_
     every = {k.name: {t.name: "pass" for t in k.tasks} for k in katas}
     assert first_unfinished(katas, every) is None
     assert first_unfinished(katas, {}) is katas[0]
+
+
+def test_the_screen_says_what_the_failing_task_looks_like_and_still_fits_24_lines(monkeypatch):
+    monkeypatch.setenv("KATA_REGISTRY", "")
+    kata = max(load_registry(), key=lambda k: len(k.tasks))
+    long = "a message that goes on and on " * 20
+    failure = {"test": "test_x", "outcome": "fail", "message": long, "example": "Falsifying example: f(\n    x=1,\n)"}
+    failure["printed"] = "debug line\n" * 3  # what the code printed takes its line too
+    tasks = [
+        TaskResult(t.name, t.title, Status.FAIL, 0, t.points, 1, 26, long, t.hints[0], [failure]) for t in kata.tasks
+    ]
+    tasks[0] = dataclasses.replace(tasks[0], diagnosis="the T^2 factor is missing", diagnosis_why="why " * 60)
+    text = screen(
+        kata,
+        KataResult(kata.name, kata.title, 0, kata.max_score, 1.0, tasks),
+        {t.name: "todo" for t in kata.tasks},
+        file=Path("/w") / f"{kata.name}.py",
+        when=datetime(2026, 1, 2, 9, 0, 0),
+        next_kata=None,
+        watching_all=False,
+    )
+    lines = text.splitlines()
+    assert "  looks like: the T^2 factor is missing (why: why why" in text
+    assert "  your code printed: debug line (+2 more lines: kata grade -v)" in text
+    assert len(lines) <= 24 and max(map(len, lines)) <= 80, text
+    assert lines.index(next(ln for ln in lines if "looks like: " in ln)) < lines.index(
+        next(ln for ln in lines if ln.startswith("  hint: "))
+    )

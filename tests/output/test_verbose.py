@@ -325,3 +325,19 @@ def test_the_values_shown_read_back_as_the_very_values_the_call_got(dtype):
     assert back.dtype == a.dtype and np.array_equal(back, a), shown
     for x in [float(values[0]), float(values[-2]), 2 / 3]:
         assert float(failing_calls.value_text(x)) == x
+
+
+def test_verbose_says_under_a_failing_task_what_it_looks_like_before_its_hint():
+    failure = {"test": "test_loss_matches_the_formula", "outcome": "fail", "message": "the loss is 0.03", "example": ""}
+    task = TaskResult("loss", "the loss", Status.FAIL, 0, 2, 3, 4, "the loss is 0.03", "Which factor?", [failure])
+    task.diagnosis, task.diagnosis_why = "the T^2 factor is missing", "the soft term shrinks by 1/T^2"
+    text = report.details(result_of(KataResult("distillation", "Distillation", 0, 2, 1.0, [task])))
+    assert text.splitlines()[-2:] == [
+        "  looks like: the T^2 factor is missing (why: the soft term shrinks by 1/T^2)",
+        "  hint: Which factor?",
+    ]
+    assert report.as_json(result_of(KataResult("d", "D", 0, 2, 1.0, [task])))["katas"][0]["tasks"][0]["diagnosis"] == (
+        "the T^2 factor is missing"
+    )
+    task.diagnosis = ""
+    assert "looks like" not in report.details(result_of(KataResult("distillation", "D", 0, 2, 1.0, [task])))

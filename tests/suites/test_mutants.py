@@ -135,6 +135,8 @@ def assert_reference_passes(seed: int) -> None:
         (k.name, t.name, t.status.value, t.message) for k in graded.katas for t in k.tasks if t.status.value != "pass"
     ]
     assert not lost, f"the reference lost points with seed {seed}: {lost}"
+    named = [(k.name, t.name, t.diagnosis) for k in graded.katas for t in k.tasks if t.diagnosis]
+    assert not named, f"the reference got a diagnosis of a known mistake with seed {seed}: {named}"
 
 
 @pytest.mark.slow
