@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -338,10 +339,17 @@ def test_play_refuses_more_characters_than_the_model_holds():
     assert "ask for at most" in result.output
 
 
-def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on(cli):
+def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on(cli, tmp_path):
+    """...and shows what the kata module printed during a failing check as a section of pytest's report,
+    escaped; a passing check's prints are not shown."""
     correct = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "correct"), "--", "-q"])
-    stub = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "stub"), "--", "-q"])
-    assert (correct.exit_code, stub.exit_code) == (0, 1)
+    env = {**os.environ, "KATA_REGISTRY": str(TOY / "katas.toml"), "KATA_STATE_DIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "grader", "test", "toy", "--target", str(SUBS / "prints"), "--", "-q", "-k", "mean"]
+    prints = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert (correct.exit_code, prints.returncode) == (0, 1), prints.stdout + prints.stderr
+    out = prints.stdout
+    assert "what the kata module printed (call)" in out and "mean_of got 7 values" in out, out
+    assert "\x1b" not in out and "\\x1b[2J\\x1b[Htoy / mean  pass" in out and "scale is right" not in out
 
 
 def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_the_kata_limit(toy):
