@@ -20,7 +20,7 @@ settings.load_profile("ci")
 
 # The test files whose tests take longest (100 s and more together): started first, so that neither
 # worker is left alone with one of them at the end.
-LONGEST = ("test_speed_flake.py", "test_hidden_checks.py")
+LONGEST = ("test_speed_flake.py", "test_hidden_checks.py", "test_wheel.py", "test_diagnoses.py")
 
 
 def pytest_collection_modifyitems(config, items):

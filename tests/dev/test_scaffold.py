@@ -184,7 +184,8 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
 
     listed = _run(copy, "-m", "grader.cli", "list")
     assert listed.returncode == 0, listed.stderr
-    assert re.search(r"^\d+\. toykata: Toy kata \(nothing for a test\)$", listed.stdout, re.MULTILINE), listed.stdout
+    row = r"^\d+\. toykata: Toy kata \(nothing for a test\), 0/\d+ pts$"
+    assert re.search(row, listed.stdout, re.MULTILINE), listed.stdout
 
     stub = _run(copy, "-m", "grader.cli", "grade", "toykata", "--json")
     assert stub.returncode == 1, stub.stderr
