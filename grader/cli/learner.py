@@ -132,7 +132,11 @@ def grade_cmd(
 
 def _check_target_for(target: str, gradescope_path: str | None, seed: int) -> None:
     """check_target, and on a bad target a Gradescope file that says why there
-    is no grade (Gradescope reads the file whatever happened)."""
+    is no grade (Gradescope reads the file whatever happened). A Gradescope
+    path that cannot be written is refused first, before any grading."""
+    blocked = files.why_not_writable(gradescope_path) if gradescope_path else ""
+    if blocked:
+        raise click.BadParameter(f"cannot write {gradescope_path}: {blocked}", param_hint="--gradescope")
     try:
         check_target(target)
     except click.BadParameter as exc:

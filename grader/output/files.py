@@ -42,6 +42,22 @@ def write_atomically(path: str | os.PathLike, data: str | bytes) -> Path:
     return path
 
 
+def why_not_writable(path: str | os.PathLike) -> str:
+    """Why write_atomically(path) would fail, asked before any work: '' when it can write (the folders it
+    would create included), else what is in the way."""
+    path = Path(path).expanduser().absolute()
+    if path.is_dir():
+        return f"{path} is a folder"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not a folder you can write to"
+    return ""
+
+
 def json_text(data) -> str:
     """data as strict JSON text: indented, non-finite floats as null, a newline at the end."""
     return json.dumps(_finite(data), indent=1, allow_nan=False) + "\n"

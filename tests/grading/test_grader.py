@@ -548,3 +548,11 @@ def test_what_a_failing_check_printed_shows_under_it_escaped_and_pytests_words_o
     said = words.output[words.output.index("pytest says:") :]
     assert "AssertionError" in said and "@reproduce_failure(" in said, said
     assert "test_mean_matches_a_float64_sum(" in said  # Hypothesis's failing case names the check
+
+
+def test_a_gradescope_path_that_cannot_be_written_is_refused_before_any_grading(cli, tmp_path):
+    (tmp_path / "a file").write_text("")
+    refused = cli.invoke(
+        main, ["grade", "--target", str(SUBS / "loop"), "--gradescope", str(tmp_path / "a file" / "r.json")]
+    )
+    assert refused.exit_code == 2 and "is not a folder" in refused.output and "grading" not in refused.output
