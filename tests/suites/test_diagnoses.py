@@ -72,6 +72,7 @@ def test_each_catalogue_holds_the_diagnoses_its_mutants_name_now(kata: str):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.thorough  # 3 minutes of grading: every mutant's whole task (the writer checked 3 seeds of each)
 @pytest.mark.parametrize("kata", WITH_CATALOGUE)
 def test_each_catalogued_mistake_is_diagnosed_first_on_its_own_mutants(kata: str, tmp_path: Path):
