@@ -88,8 +88,16 @@ def release_cmd(out):
     help="Keep each kata that OUT's earlier grading already graded with the same code, seed and tasks, and "
     "grade only the rest: an interrupted class goes on, a changed submission is graded again.",
 )
+@click.option(
+    "--unisolated",
+    is_flag=True,
+    help="Grade even where each student's code can only run unconfined (no root, no bubblewrap: one student's "
+    "module could read and overwrite another's); every row of the gradebook then says so.",
+)
 @limit_options
-def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, resume, test_timeout, kata_timeout, memory_mb):
+def grade_all_cmd(
+    submissions, out, only, jobs, seed, secret, roster, resume, unisolated, test_timeout, kata_timeout, memory_mb
+):
     """Grade a class: one folder or .zip per student in SUBMISSIONS.
 
     The kata modules may sit at any depth of a submission (a repository's
@@ -98,11 +106,14 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, resume, te
     OUT/students/STUDENT.json, then prints per task how many students passed
     and the most common failures. A broken submission is a row with a note,
     never an abort. Ctrl-C writes what was graded so far and exits 130;
-    --resume then grades only what is left (and what changed since).
+    --resume then grades only what is left (and what changed since). Where
+    the students' code cannot be isolated from each other (neither root nor
+    bubblewrap), it refuses (exit 2) unless told --unisolated.
     """
     from grader.instructor import gradebook
     from grader.instructor.resume import earlier_grades
     from grader.instructor.submissions import SubmissionError
+    from grader.jail import confine
 
     if secret is not None and not secret:
         raise click.BadParameter("give a non-empty secret", param_hint="--seed-per-student")
@@ -118,6 +129,8 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, resume, te
         raise click.ClickException(str(exc)) from None
     if n == 0:
         raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
+    if confine.mode() == "plain" and not unisolated:
+        raise click.UsageError(gradebook.unisolated_message())
     click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
     _warn_unless_pinned()
     with click.progressbar(
@@ -133,6 +146,7 @@ def grade_all_cmd(submissions, out, only, jobs, seed, secret, roster, resume, te
             limits=limits,
             progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
             earlier=earlier_grades(Path(out)) if resume else None,
+            unisolated=unisolated,
         )
     kept = sum(len(s.resumed) for s in result.students)
     if resume:

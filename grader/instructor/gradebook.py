@@ -31,6 +31,7 @@ from grader.grading.events import Status
 from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult
 from grader.instructor import resume
 from grader.instructor.submissions import SubmissionError, find_katas_dir, list_students, unpack_zip
+from grader.jail import confine
 from grader.kata.registry import Kata
 from grader.output import files, report
 
@@ -40,6 +41,18 @@ def student_seed(secret: str, student: str) -> int:
     same secret and name, not guessable without the secret, never the
     standard seed 0."""
     return seeds.derived(secret, student)
+
+
+class Unisolated(ValueError):
+    """A class would be graded with its students' code unconfined, and nobody said to."""
+
+
+def unisolated_message() -> str:
+    return (
+        "this machine can only run each student's code unconfined (no root, no bubblewrap): one "
+        "student's module could read and overwrite another's. Install bubblewrap or grade as root; "
+        "or pass --unisolated to grade anyway (the gradebook then says so on every row)"
+    )
 
 
 @dataclass
@@ -73,6 +86,11 @@ class ClassResult:
     tasks: dict[str, list[str]]  # kata -> the only tasks graded (all when absent)
     duration: float
     interrupted: bool = False
+    isolation: str = ""  # the jail mode the class was graded in (grader.jail.confine.mode)
+
+    @property
+    def unisolated(self) -> bool:
+        return self.isolation == "plain"
 
     def task_names(self, kata: Kata) -> list[str]:
         return _task_names(kata, self.tasks)
@@ -130,12 +148,21 @@ def grade_class(
     limits: Limits = Limits(),
     progress: Callable[[Student, KataResult], None] | None = None,
     earlier: resume.Earlier | None = None,
+    unisolated: bool = False,
 ) -> ClassResult:
     """Grade every submission in folder. progress(student, kata_result) is
     called as each pair finishes. earlier (grader.instructor.resume.earlier_grades):
     the earlier grade to keep of a pair, if any, instead of grading it again.
     Ctrl-C (KeyboardInterrupt) stops every judge and returns what was graded,
-    with `interrupted` set."""
+    with `interrupted` set.
+
+    Where jails can only run unconfined here ("plain": neither root nor
+    bubblewrap), one student's code could read and overwrite another's:
+    that raises Unisolated unless `unisolated` says to grade anyway, and
+    then every row's note says so."""
+    isolation = confine.mode()
+    if isolation == "plain" and not unisolated:
+        raise Unisolated(unisolated_message())
     tasks = tasks or {}
     started = time.monotonic()
     students = [
@@ -165,7 +192,7 @@ def grade_class(
 
         graded = runner.grade_many(list(pairs), workers=jobs, limits=limits, on_done=done)
         interrupted = graded.interrupted
-    return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted)
+    return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted, isolation)
 
 
 def _keep_earlier(s: Student, katas: list[Kata], tasks: dict, earlier, progress) -> None:
@@ -183,11 +210,20 @@ def _task_names(kata: Kata, tasks: dict[str, list[str]]) -> list[str]:
     return tasks.get(kata.name) or [t.name for t in kata.tasks]
 
 
+UNISOLATED_NOTE = "graded unisolated (--unisolated): the students' code could read each other's"
+
+
 def student_note(s: Student, result: ClassResult) -> str:
     """What the gradebook says of a student's submission besides the points:
-    why it could not be graded, or for each kata module that did not load
-    (every task an error with one message: a syntax or import error, with its
-    file and line), that message; or that the grading was interrupted."""
+    that the class was graded unisolated; why it could not be graded, or for
+    each kata module that did not load (every task an error with one message:
+    a syntax or import error, with its file and line), that message; or that
+    the grading was interrupted."""
+    said = _own_note(s, result)
+    return "; ".join(filter(None, [UNISOLATED_NOTE if result.unisolated else "", said]))
+
+
+def _own_note(s: Student, result: ClassResult) -> str:
     if s.note:
         return s.note
     notes = []
@@ -282,6 +318,8 @@ def summary(result: ClassResult, common: int = 3) -> str:
     line, then the `common` most frequent failures (status and the first line
     of the message), each naming its students."""
     lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
+    if result.unisolated:
+        lines.append(f"warning: {UNISOLATED_NOTE}")
     for k in result.katas:
         for name in result.task_names(k):
             outcomes = _outcomes(result, k, name)
@@ -335,7 +373,7 @@ def write(result: ClassResult, out: Path, roster: Roster | None = None) -> list[
     written = []
     for s in result.students:
         data = report.as_json(s.grade(result.katas))
-        data["student"], data["note"] = s.name, student_note(s, result)
+        data["student"], data["note"], data["isolation"] = s.name, student_note(s, result), result.isolation
         data["digests"] = {k: d for k, d in s.digests.items() if k in s.results}  # what --resume compares
         path = students_dir / f"{s.name}.json"
         files.write_json(path, data)

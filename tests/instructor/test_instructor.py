@@ -126,6 +126,24 @@ def test_the_summary_names_at_most_eight_students_a_line_and_counts_the_rest(toy
     assert f"    {names} and 2 more: todo (not started)\n" in result.output
 
 
+def test_a_class_is_never_graded_unconfined_unless_told_and_then_every_row_says_so(toy_cli, tmp_path, monkeypatch):
+    """Where jails can only run plain (no root, no bubblewrap; KATA_JAIL=plain stands in for such a machine),
+    one student's module could read and overwrite another's: grade-all refuses before grading anyone, and
+    with --unisolated grades, says so in the summary, on every gradebook row and in each student's file."""
+    root = tmp_path / "class"
+    for name in ("ann", "ben"):
+        shutil.copytree(SUBS / "correct", root / name)
+    monkeypatch.setenv("KATA_JAIL", "plain")
+    out = tmp_path / "book"
+    refused = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(out), "--kata", "toy:mean"])
+    assert refused.exit_code == 2 and "--unisolated" in refused.output and not out.exists(), refused.output
+    graded = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(out), "--kata", "toy:mean", "--unisolated"])
+    assert graded.exit_code == 0 and "warning: graded unisolated" in graded.output, graded.output
+    rows = list(csv.DictReader((out / "gradebook.csv").open()))
+    assert [r["score"] for r in rows] == ["2", "2"] and all(r["note"].startswith("graded unisolated") for r in rows)
+    assert json.loads((out / "students" / "ann.json").read_text())["isolation"] == "plain"
+
+
 def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, tmp_path):
     out = tmp_path / "book"
     result = toy_cli.invoke(main, ["grade-all", str(a_class), "--out", str(out), "--jobs", "2"])
