@@ -180,7 +180,11 @@ class Jail:
         runtime copy (runtime)."""
         self.uid = _free_uid()
         self.dir = tempfile.mkdtemp(prefix="kata-jail-")
-        os.chmod(self.dir, 0o755)
+        if confine.mode() in ("root", "uid"):  # the folder is the jail's alone: no other jail's uid can enter it
+            os.chown(self.dir, self.uid, self.uid)
+            os.chmod(self.dir, 0o700)
+        else:
+            os.chmod(self.dir, 0o755)
         if runtime is None:
             runtime = str(Path(self.dir, "runtime"))
             forks.make_runtime(Path(runtime))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import textwrap
@@ -561,3 +562,24 @@ def test_a_message_that_would_decode_past_the_cap_is_refused_not_copied():
         p.Codec().decode(data, buffers)
     few = p.Codec().decode(json.loads(json.dumps(p.Codec().encode([block] * 3, buffers := []))), buffers)
     assert len(few) == 3 and few[0] is not few[1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid mode needs root")
+def test_in_uid_mode_a_jail_cannot_read_another_jails_folder(jail_of, monkeypatch):
+    """uid mode shares the file system: each jail's folder (its copy of the submission, its work folder) is
+    its own uid's, 0700, so one student's jail cannot read another's module in a class grading."""
+    if os.environ.get(forks.VAR) == "off":  # the folder's owner and mode do not depend on how the jail starts
+        pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
+    monkeypatch.setenv("KATA_JAIL", "uid")
+    other = jail_of("SECRET = 42\n\ndef here():\n    return 1\n", name="other")
+    assert other.here() == 1
+    theirs = next(j for j in jail_client._JAILS.values() if j.kata == "other")
+    k = jail_of(f"""
+        def peek():
+            try:
+                return open({theirs.sub + "/other.py"!r}).read()
+            except PermissionError:
+                return "refused"
+    """)
+    assert k.peek() == "refused"
+    assert oct(os.stat(theirs.dir).st_mode & 0o777) == "0o700" and os.stat(theirs.dir).st_uid == theirs.uid
