@@ -170,9 +170,9 @@ class Zygote:
         os.chmod(self.folder, 0o755)  # the jails' uids read the runtime
         self.runtime = Path(self.folder, "runtime")
         make_runtime(self.runtime)
-        # An abstract socket (no file, so no limit on TMPDIR's length); the zygote
-        # answers only connections of its own uid (grader.jail.server.serve_forks).
-        self.socket_name = "\0kata-forks-" + secrets.token_hex(16)
+        # A socket in a folder only this uid may enter, so that no jail of another uid can even connect; the
+        # zygote also answers only connections of its own uid (grader.jail.server.serve_forks).
+        self.socket_name = _socket_path(self.folder)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.life, theirs = socket.socketpair()  # its end reads EOF once this process is gone
         try:
@@ -211,6 +211,20 @@ class Zygote:
             self.proc.kill()
             self.proc.wait()
         remove_tree(self.folder)
+        if not self.socket_name.startswith("\0"):
+            remove_tree(os.path.dirname(self.socket_name))
+
+
+SUN_PATH = 100  # bytes a Unix socket's path may take (108 in Linux's sockaddr_un, less its terminator, kept short)
+
+
+def _socket_path(folder: str) -> str:
+    """Where the zygote listens: a file in a folder of its own, mode 0700 (beside the runtime, or under /tmp
+    where TMPDIR is too long for a socket's path); an abstract name only where neither fits."""
+    for parent in (os.path.dirname(folder), "/tmp"):
+        if len(os.path.join(parent, "kata-zygote-XXXXXXXX", "s").encode()) <= SUN_PATH and os.path.isdir(parent):
+            return os.path.join(tempfile.mkdtemp(prefix="kata-zygote-", dir=parent), "s")  # mkdtemp: 0700
+    return "\0kata-forks-" + secrets.token_hex(16)
 
 
 def serves_this_mode() -> bool:

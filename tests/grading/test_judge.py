@@ -505,6 +505,9 @@ def test_the_zygote_answers_no_process_of_another_uid(zygote):
     os.waitpid(pid, 0)
     answer = os.read(read, 200)
     assert answer.startswith(b"closed"), f"the zygote answered another uid: {answer!r}"
+    # It cannot even connect: the socket is a file in a folder of the zygote's uid alone.
+    assert answer.startswith(b"closed: [Errno 13] Permission denied"), answer
+    assert not name.startswith("\0") and oct(os.stat(os.path.dirname(name)).st_mode & 0o777) == "0o700"
     test = forks.Connection(json.loads(zygote.address()))  # while its own uid is still served
     with pytest.raises(OSError, match="could not fork"):
         test.spawn({"config": {}}, [0, 1])
