@@ -14,9 +14,9 @@
   process has, so it can signal nobody and write nothing it was not given.
 - "uid": root where namespaces cannot be made (a container without
   CAP_SYS_ADMIN). The jail drops to its own uid as in "root" mode, so it can
-  neither write the checkout nor signal another process, but it shares the
-  file system: it can read world-readable files, the reference solutions
-  included.
+  neither write the checkout nor signal another process, nor enter another
+  jail's folder (each is its uid's, 0700), but it shares the file system:
+  it can read world-readable files, the reference solutions included.
 - "plain": anyone else (a user without bubblewrap). The jail still runs in its own session with hard
   resource limits, a scrubbed environment and a private copy of the
   submission, but it shares the user's files and processes: a learner who
