@@ -37,10 +37,11 @@ import subprocess
 import sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 UID_BASE = 100_000  # a judge's jails take uids from UID_BASE + UIDS_PER_JUDGE * its pid on
 UIDS_PER_JUDGE = 8  # (a judge holds two jails at most: the learner's and the baseline's)
+WORK_MB = 64  # root mode: the jail's working folder is a tmpfs of this size, all its files together
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
@@ -263,7 +264,10 @@ def preexec(
         _bind_system(newroot, mounts, masks)
         for folder in (jaildir, *extra):
             _bind_read_only(folder, newroot + folder)
-        _mount(workdir, newroot + workdir, None, MS_BIND)
+        # Its working folder: a tmpfs of its own, so that all it writes together is capped, not each file alone.
+        _mount(
+            "tmpfs", newroot + workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={WORK_MB}m,mode=0700,uid={uid},gid={uid}"
+        )
         os.chroot(newroot)
         os.chdir(workdir)
         _drop_to(uid, parent)

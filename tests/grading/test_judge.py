@@ -586,3 +586,28 @@ def test_in_uid_mode_a_jail_cannot_read_another_jails_folder(jail_of, monkeypatc
     """)
     assert k.peek() == "refused"
     assert oct(os.stat(theirs.dir).st_mode & 0o777) == "0o700" and os.stat(theirs.dir).st_uid == theirs.uid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root mode needs root")
+def test_in_root_mode_all_a_jail_writes_together_is_capped_not_only_each_file(jail_of, monkeypatch):
+    """A jail's files are capped one by one (RLIMIT_FSIZE) in every mode; in root mode its working folder
+    is also a tmpfs of confine.WORK_MB, so many files under the per-file cap cannot fill the grader's disk."""
+    monkeypatch.setenv("KATA_JAIL", "root")
+    k = jail_of("""
+        import errno, os
+
+        def fill(files, mb):
+            block = b"x" * (1 << 20)
+            for i in range(files):
+                with open(f"part{i}", "wb") as f:
+                    for _ in range(mb):
+                        try:
+                            f.write(block)
+                            f.flush()
+                        except OSError as exc:
+                            return i, exc.errno == errno.ENOSPC
+            return files, False
+    """)
+    assert k.fill(1, 8) == (1, False)  # a little is fine
+    written, full = k.fill(8, 16)  # 128 MiB in 16 MiB files, each under the per-file cap
+    assert full and written < 8
