@@ -1,7 +1,11 @@
 """Shared test settings: a deterministic Hypothesis profile, loaded for every test run, the longest test
-scheduled first, xdist groups that hold under pytest 9.2, and Ctrl-C not ignored."""
+scheduled first, xdist groups that hold under pytest 9.2, Ctrl-C not ignored, and a grade key of the run's own."""
 
+import atexit
+import os
+import shutil
 import signal
+import tempfile
 
 from hypothesis import settings
 
@@ -11,6 +15,13 @@ from hypothesis import settings
 # process the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The key the grader seals recorded grades with (grader.learn.vouch): one of this run's own, in a folder removed at
+# its end, never the account's real one; the processes the tests start inherit it.
+if not os.environ.get("KATA_GRADE_KEY"):
+    _KEYS = tempfile.mkdtemp(prefix="kata-test-keys-")
+    atexit.register(shutil.rmtree, _KEYS, True)
+    os.environ["KATA_GRADE_KEY"] = os.path.join(_KEYS, "grades.key")
 
 # Same code, same examples: no randomness between runs, no example database,
 # no per-example deadline (a shared CI machine has noisy timing).

@@ -106,14 +106,12 @@ def grade_all_cmd(
     OUT/students/STUDENT.json, then prints per task how many students passed
     and the most common failures. A broken submission is a row with a note,
     never an abort. Ctrl-C writes what was graded so far and exits 130;
-    --resume then grades only what is left (and what changed since). Where
-    the students' code cannot be isolated from each other (neither root nor
-    bubblewrap), it refuses (exit 2) unless told --unisolated.
+    --resume then grades only what is left (and what changed since).
+    Without root or bubblewrap it refuses (exit 2) unless told --unisolated.
     """
     from grader.instructor import gradebook
     from grader.instructor.resume import earlier_grades
     from grader.instructor.submissions import SubmissionError
-    from grader.jail import confine
 
     if secret is not None and not secret:
         raise click.BadParameter("give a non-empty secret", param_hint="--seed-per-student")
@@ -129,8 +127,7 @@ def grade_all_cmd(
         raise click.ClickException(str(exc)) from None
     if n == 0:
         raise click.ClickException(f"{submissions} holds no submissions (one folder or .zip per student)")
-    if confine.mode() == "plain" and not unisolated:
-        raise click.UsageError(gradebook.unisolated_message())
+    _refuse_unconfined(unisolated)
     click.echo(f"grading {n} students x {len(katas)} katas, {jobs} at a time", err=True)
     _warn_unless_pinned()
     with click.progressbar(
@@ -158,6 +155,15 @@ def grade_all_cmd(
     if result.interrupted:
         click.echo("interrupted (Ctrl-C): the gradebook holds what was graded so far", err=True)
         sys.exit(130)
+
+
+def _refuse_unconfined(unisolated: bool) -> None:
+    """A usage error where the students' code could only run unconfined, unless told --unisolated."""
+    from grader.instructor import gradebook
+    from grader.jail import confine
+
+    if confine.mode() == "plain" and not unisolated:
+        raise click.UsageError(gradebook.unisolated_message())
 
 
 @click.command("classroom")

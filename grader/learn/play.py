@@ -23,6 +23,7 @@ from grader.kata import target as _target
 from grader.kata.in_process import import_kata
 from grader.kata.registry import find_kata
 from grader.learn import progress as state
+from grader.learn import vouch
 from reference.lm import CachedLM
 from reference.model import Model, rms_norm, softmax, top_k_route
 from reference.sampling import sample_token
@@ -42,14 +43,22 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") ->
     """The kata module of target to run, when it is meant to run: always for
     'reference' or a folder (the caller asked for it), and for 'katas' (the
     learner's) once every task that writes one of `functions` passed its last
-    grade. Otherwise Source(None, why), and the demo runs the model package's own code."""
+    grade, recorded by this account's grader on the file as it is now
+    (grader.learn.vouch: a state file written by hand vouches for nothing).
+    Otherwise Source(None, why), and the demo runs the model package's own code."""
     registered = find_kata(kata)  # a ValueError naming the katas there are, for a typo
     tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":
         last = state.read(state.LAST_GRADE).get(kata, {})
+        which = f"task {tasks[0]} does" if len(tasks) == 1 else f"tasks {' and '.join(tasks)} do"
         if not all(last.get(t) in DONE_HERE for t in tasks):
-            which = f"task {tasks[0]} does" if len(tasks) == 1 else f"tasks {' and '.join(tasks)} do"
             return Source(None, f"the model's own, since your {kata} {which} not pass yet (kata grade {kata})")
+        if not vouch.vouched(state.read(vouch.SEALS), kata, tasks, _target.kata_path(target, kata)):
+            return Source(
+                None,
+                f"the model's own: your {kata} {which} not pass in a grade this account recorded of the file as "
+                f"it is now (kata grade {kata})",
+            )
     module = import_kata(target, kata)
     path = _target.kata_path(target, kata)
     whose = {"katas": "yours", "reference": "the reference solution's"}.get(target, "the one in that folder")

@@ -4,6 +4,7 @@ to the learner's files) unless $KATA_STATE_DIR says otherwise:
 - last_grade.json: kata -> task -> status of the latest grade of each task
   that finished (a grade that Ctrl-C stopped keeps the task's previous status);
 - interrupted.json: kata -> the tasks whose latest grade Ctrl-C stopped;
+- seals.json: which passes this account's grader recorded, on which file (grader.learn.vouch);
 - hints.json: "kata/task" -> how many of its hints were shown;
 - backups/: the learner's files that `kata reset` replaced.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from grader.grading.events import DONE_HERE, Status
 from grader.kata import target as _target
 from grader.kata.registry import Kata, Task
+from grader.learn import vouch
 from grader.output import files, report
 
 LAST_GRADE, HINTS, BACKUPS = "last_grade.json", "hints.json", "backups"
@@ -58,7 +60,7 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     stopped keeps its previous status, and interrupted.json names it until a
     grade of it finishes). Returns the new state and the recaps of the katas
     this grade turned fully green."""
-    last, stopped = read(LAST_GRADE), read(INTERRUPTED)
+    last, stopped, seals = read(LAST_GRADE), read(INTERRUPTED), read(vouch.SEALS)
     known = {k.name: k for k in katas}
     recaps = []
     for graded in result.katas:
@@ -70,6 +72,14 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
         stopped[k.name] = sorted((set(interrupted(k.name, stopped)) - set(finished)) | now)
         if all_pass(k, last[k.name]) and not was_done and all(t.status.done_here for t in graded.tasks):
             recaps.append(report.recap(k, graded))
+        seals = vouch.sealed(
+            seals,
+            k.name,
+            {t.name for t in graded.tasks if t.status.done_here},
+            {name for name, status in finished.items() if status not in DONE_HERE},
+            vouch.file_digest(_target.kata_path("katas", k.name)),
+        )
+    write(vouch.SEALS, seals)
     write(LAST_GRADE, last)
     stopped = {name: tasks for name, tasks in stopped.items() if tasks}
     if stopped != read(INTERRUPTED):
@@ -95,7 +105,7 @@ def interrupted(kata: str, stopped: dict | None = None) -> list[str]:
 
 def forget(kata: str) -> None:
     """What is remembered of kata's grades and hints: gone (`kata reset`)."""
-    for name in (LAST_GRADE, INTERRUPTED):
+    for name in (LAST_GRADE, INTERRUPTED, vouch.SEALS):
         data = read(name)
         if data.pop(kata, None) is not None:
             write(name, data)

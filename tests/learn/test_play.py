@@ -14,6 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
+from grader.grading.events import Status
+from grader.grading.results import GradeResult, KataResult, TaskResult
+from grader.interview import seal
+from grader.kata.registry import find_kata
+from grader.learn import progress as state
+from grader.learn import vouch
 from reference.lm import shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.sampling import generate_naive
@@ -67,9 +73,35 @@ def cli(tmp_path, monkeypatch):
 
 
 def _passes(tmp_path, kata: str, tasks: list[str]) -> None:
-    """Record a last grade in which kata's tasks pass."""
-    (tmp_path / "state").mkdir(exist_ok=True)
-    (tmp_path / "state" / "last_grade.json").write_text(json.dumps({kata: {t: "pass" for t in tasks}}))
+    """Record a last grade in which kata's tasks pass, as this account's grader records one (with its seal)."""
+    k = find_kata(kata)
+    graded = [TaskResult(t, t, Status.PASS, 1, 1, 1, 1, "", "") for t in tasks]
+    state.record_grade([k], GradeResult("katas", 0, 1, 1, 1.0, [KataResult(kata, k.title, 1, 1, 1.0, graded)]))
+
+
+def test_a_state_file_written_by_hand_or_a_file_changed_since_its_pass_runs_no_learner_code(cli, tmp_path, monkeypatch):
+    """kata play runs the learner's module outside a jail, so only on a pass this account's grader recorded
+    of the file as it is: not on a last_grade.json written by hand (a submission's folder can hold one), not
+    on seals another account's key made, not after the file changed."""
+    (tmp_path / "katas" / "kv_cache.py").write_text(REREADING_CACHE)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "last_grade.json").write_text(json.dumps({"kv_cache": {"cache": "pass", "forward": "pass"}}))
+    forged = cli.invoke(main, ["play", "cache", "R", "-n", "5"])
+    assert "the model's own: your kv_cache tasks cache and forward do not pass in a grade this account" in forged.output
+    assert _passes_per_layer(forged.output) == [15, 5]  # the model's own cache ran
+
+    _passes(tmp_path, "kv_cache", ["cache", "forward"])
+    assert "yours, " in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output  # the control: vouched for
+    seals = (tmp_path / "state" / "seals.json").read_text()
+    (tmp_path / "katas" / "kv_cache.py").write_text(REREADING_CACHE + "\n# edited since\n")
+    assert "yours, " not in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output
+
+    (tmp_path / "katas" / "kv_cache.py").write_text(REREADING_CACHE)
+    (tmp_path / "state" / "seals.json").write_text(seals)
+    assert "yours, " in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output  # the file as it was: vouched
+    monkeypatch.setenv(vouch.KEY_ENV, str(tmp_path / "another account" / "grades.key"))
+    seal.make_key(vouch.key_path())  # another account's key: the same seals vouch for nothing there
+    assert "yours, " not in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output
 
 
 def _passes_per_layer(output: str) -> list[int]:
