@@ -58,6 +58,7 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     mirror_class,
     raise_remote,
 )
+from grader.grading.stopped import stopped
 from grader.jail import confine
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
@@ -542,9 +543,12 @@ def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[floa
     sent = [upload(fn, one) for one in args] if batch else upload(fn, args)
     if owner._jail.learner:
         _record(owner._jail, owner, method, sent, {}, batch)
-    t0 = time.perf_counter()
-    _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
-    return time.perf_counter() - t0, digest
+    others = [j.proc for j in _JAILS.values() if j is not owner._jail and j.proc is not None]
+    with stopped([proc.pid for proc in others if proc.poll() is None]):  # no side burns CPU on the other's clock
+        t0 = time.perf_counter()
+        _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
+        seconds = time.perf_counter() - t0
+    return seconds, digest
 
 
 def put(fn, value) -> Remote:

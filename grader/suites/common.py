@@ -152,7 +152,8 @@ def time_ratio(
     fresh data every round, so remembering an earlier answer gains nothing.
     baseline_args(args) gives the baseline other arguments (a share of the
     tokens, say). The sides take turns, and which goes first alternates too,
-    so a machine busy with something else slows both alike.
+    so a machine busy with something else slows both alike; while one side
+    is timed, the other's jail is stopped (jail_client.timed).
 
     Every timed answer of mine is checked: against expect(*args) (a tuple
     the suite computes, one answer per function of mine) when given, else

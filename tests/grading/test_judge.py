@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -611,3 +612,30 @@ def test_in_root_mode_all_a_jail_writes_together_is_capped_not_only_each_file(ja
     assert k.fill(1, 8) == (1, False)  # a little is fine
     written, full = k.fill(8, 16)  # 128 MiB in 16 MiB files, each under the per-file cap
     assert full and written < 8
+
+
+def _state_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_while_one_side_of_a_speed_check_is_timed_every_other_jail_is_stopped(jail_of, tmp_path):
+    """A learner's module could burn CPU (a signal handler, a timer) exactly while the baseline is on the
+    clock, and make its own code look fast: the other jails are stopped (SIGSTOP, which nothing catches)
+    for the length of each timed call, and go on afterwards."""
+    import threading
+
+    k = jail_of("def ready():\n    return 1\n")
+    assert k.ready() == 1
+    (tmp_path / "base.py").write_text("import time\n\ndef slow():\n    time.sleep(0.6)\n    return 2\n")
+    base = jail_client.baseline_module(tmp_path / "base.py")
+    assert base.slow() == 2
+    learner = next(j for j in jail_client._JAILS.values() if j.learner).proc.pid
+    seen = []
+    timing = threading.Thread(target=lambda: seen.append(jail_client.timed(base.slow, [])))
+    timing.start()
+    time.sleep(0.3)
+    during = _state_of(learner)
+    timing.join()
+    assert during == "T" and seen and seen[0][0] >= 0.6, (during, seen)
+    assert _state_of(learner) != "T" and k.ready() == 1  # going on again
