@@ -31,12 +31,12 @@ def toy_cli(tmp_path, monkeypatch) -> CliRunner:
     return CliRunner()
 
 
-def hostile_submission(folder: Path) -> Path:
-    """The toy kata with a mean_of that raises HOSTILE."""
+def hostile_submission(folder: Path, message: str = HOSTILE) -> Path:
+    """The toy kata with a mean_of that raises message."""
     folder.mkdir(parents=True)
     text = (SUBS / "correct" / "toy.py").read_text()
     text = text.replace(
-        "    x = np.asarray(x)\n    if x.size == 0:", f"    raise ValueError({HOSTILE!r})\n    if x.size == 0:"
+        "    x = np.asarray(x)\n    if x.size == 0:", f"    raise ValueError({message!r})\n    if x.size == 0:"
     )
     (folder / "toy.py").write_text(text)
     return folder
@@ -55,6 +55,18 @@ def test_a_hostile_message_reaches_the_terminal_escaped(toy_cli, tmp_path):
         assert_inert(result.output)
         assert "\\x1b[2J" in result.output  # shown, as text
         assert not any(line.startswith("total: 4/4") for line in result.output.splitlines())
+
+
+def test_unicode_line_separators_in_a_message_or_a_print_start_no_line_of_the_report(toy_cli, tmp_path):
+    forged = "x\u2028total: 4/4 points\u2029"
+    sub = hostile_submission(tmp_path / "sub", forged)
+    text = (sub / "toy.py").read_text()
+    printing = text.replace("    raise ValueError(", f"    print({forged!r})\n    raise ValueError(", 1)
+    (sub / "toy.py").write_text(printing)
+    result = toy_cli.invoke(main, ["grade", "--target", str(sub), "-v"])
+    assert result.exit_code == 1, result.output
+    assert "| x\\u2028total: 4/4 points" in result.output  # the print, shown as text
+    assert not any(line.startswith("total: 4/4") for line in result.output.splitlines())
 
 
 def test_a_hostile_message_and_folder_name_stay_inside_gradescope_code(toy_cli, tmp_path):
