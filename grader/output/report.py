@@ -143,21 +143,44 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
 
 
 def next_line(kata: str, task: str, status: str, registered: Kata | None, target: str = "katas") -> str:
-    """'next: KATA / TASK (STATUS): where to work on it' (the file and line of its first function)."""
+    """'next: KATA / TASK (STATUS): where to work on it' (the file and line of its first function,
+    or of the syntax error that stops the file from loading; a task whose grading Ctrl-C stopped
+    has no verdict, so the step is to grade it again)."""
     functions = registered.task(task).functions if registered else ()
-    if functions:
-        where = f"write {', '.join(functions)} in {_where(_target.kata_path(target, kata), functions[0])}"
+    path = _target.kata_path(target, kata)
+    if status == Status.INTERRUPTED.value:
+        where = f"its grading was stopped before a verdict: kata grade {kata}:{task}"
+    elif broken := _syntax_error(path):
+        where = f"fix the syntax error at {broken}"
+    elif functions:
+        where = f"write {', '.join(functions)} in {_where(path, functions[0])}"
     else:
         where = f"see `kata grade -v {kata}:{task}` and `kata hint {kata} {task}`"
     return f"next: {kata} / {task} ({status}): {where}"
 
 
+def _shown(path: Path) -> Path:
+    """path, relative to the current folder when it is below it."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def _syntax_error(path) -> str:
+    """path:line of the syntax error in the learner's file, or "" when it parses (or cannot be read)."""
+    try:
+        ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError as exc:
+        return f"{_shown(path)}:{exc.lineno}" if exc.lineno else str(_shown(path))
+    except (OSError, ValueError):
+        pass
+    return ""
+
+
 def _where(path, name: str) -> str:
     """path:line of the definition of `name` in the learner's file (parsed, never run), or just path."""
-    try:
-        shown = path.relative_to(Path.cwd())
-    except ValueError:
-        shown = path
+    shown = _shown(path)
     try:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):

@@ -85,6 +85,21 @@ def test_the_next_step_names_the_function_and_its_line_and_passing_says_so(workd
     assert result.exit_code == 0 and "every graded task passes (3 of 3)" in result.output
 
 
+def test_the_next_step_of_a_file_with_a_syntax_error_points_at_the_error(workdir):
+    lines = (SUBS / "correct" / "toy.py").read_text().splitlines()
+    broken = next(i for i, s in enumerate(lines) if s.startswith("def mean_of")) + 1
+    lines[broken] += " ("  # the first line of mean_of's body, unclosed
+    (workdir / "toy.py").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(main, ["grade", "--no-live"])
+    assert f"next: toy / mean (error): fix the syntax error at {workdir / 'toy.py'}:{broken + 1}" in result.output
+
+
+def test_the_next_step_of_an_interrupted_task_is_to_grade_it_again_not_to_write_it(workdir):
+    registered = load_registry()[0]
+    line = report.next_line("toy", "mean", "interrupted", registered, str(workdir))
+    assert line == "next: toy / mean (interrupted): its grading was stopped before a verdict: kata grade toy:mean"
+
+
 def test_a_passing_speed_task_shows_its_figure_against_the_bar(workdir):
     shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
     result = CliRunner().invoke(main, ["grade", "--no-live"])
