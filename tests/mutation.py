@@ -141,7 +141,7 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
         return [], []
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    unknown = set(data) - {"mutant", "alternative"}
+    unknown = set(data) - {"mutant", "alternative", "knobs"}
     if unknown:
         raise AssertionError(f"tests/mutants/{kata}.toml: unknown tables {sorted(unknown)}")
 
@@ -229,9 +229,20 @@ def graded_every_check(kata: str) -> list[tuple[Mutant, list[list[dict]]]]:
     return list(out.values())
 
 
-def catalogue_of(graded: list[tuple[Mutant, list[list[dict]]]]) -> tuple[Mistake, ...]:
+def load_knobs(kata: str) -> tuple[str, ...]:
+    """The kata's knobs (`knobs = [...]` at the top of tests/mutants/<kata>.toml): the parameters whose 0 or 1
+    its catalogue's message shapes keep (grader.grading.diagnosis)."""
+    path = MUTANTS / f"{kata}.toml"
+    if not path.is_file():
+        return ()
+    with open(path, "rb") as f:
+        return tuple(tomllib.load(f).get("knobs", ()))
+
+
+def catalogue_of(graded: list[tuple[Mutant, list[list[dict]]]], knobs: tuple[str, ...] = ()) -> tuple[Mistake, ...]:
     """The mistakes the graded mutants show: one per task and looks_like, its signature
-    each failing check's outcomes (counted over its mutants' gradings) and most frequent message shape."""
+    each failing check's outcomes (counted over its mutants' gradings) and most frequent message shape
+    (settings its gradings disagree on left open: diagnosis.merged_shape)."""
     groups: dict[tuple[str, str], list[tuple[Mutant, list[list[dict]]]]] = {}
     for mutant, failures in graded:
         groups.setdefault((mutant.task, mutant.looks_like), []).append((mutant, failures))
@@ -245,13 +256,14 @@ def catalogue_of(graded: list[tuple[Mutant, list[list[dict]]]]) -> tuple[Mistake
         for _, by_seed in members:
             for f in (f for failures in by_seed for f in failures):
                 outcomes.setdefault(f["test"], Counter())[f["outcome"]] += 1
-                shapes.setdefault(f["test"], Counter())[diagnosis.message_shape(f["message"])] += 1
+                shapes.setdefault(f["test"], Counter())[diagnosis.message_shape(f["message"], knobs)] += 1
         signature = tuple(
-            Sign(check, tuple(counts.most_common()), shapes[check].most_common(1)[0][0])
+            Sign(check, tuple(counts.most_common()), diagnosis.merged_shape(shapes[check], knobs))
             for check, counts in outcomes.items()
         )
         gradings = sum(len(by_seed) for _, by_seed in members)
-        mistakes.append(Mistake(task, name, whys.pop(), tuple(m.name for m, _ in members), gradings, signature))
+        mutants = tuple(m.name for m, _ in members)
+        mistakes.append(Mistake(task, name, whys.pop(), mutants, gradings, signature, knobs))
     return tuple(mistakes)
 
 
@@ -285,7 +297,7 @@ def signatures_main(kata: str, write: bool) -> int:
     """--signatures: grade kata's mutants that name a diagnosis, print the catalogue they make and
     each grading it does not diagnose as its own mutant's; with write, and none such, write it."""
     graded = graded_every_check(kata)
-    mistakes = catalogue_of(graded)
+    mistakes = catalogue_of(graded, load_knobs(kata))
     for m in mistakes:
         print(f"{m.task}: {m.name!r} ({len(m.mutants)} mutants, {len(m.signature)} checks in its signature)")
     wrong = confusions(mistakes, graded)

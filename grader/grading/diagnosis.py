@@ -17,9 +17,11 @@ least THRESHOLD and strictly more than the next.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,20 @@ SHAPE_WEIGHT = 0.5  # what a failing check's message shape (numbers left out) ad
 SHAPE_CHARS = 160  # how much of a message's first line its shape keeps
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", re.IGNORECASE)
 _NUMBERS = re.compile(r"#(?:[\s,]+#)+")
+# A kata's knobs (its catalogue's `knobs`, from the top of tests/mutants/KATA.toml) are the parameters at whose 0
+# or 1 a term vanishes or a factor does nothing (distillation's T=1: no softening, so no T^2 either; alpha=0: no
+# soft term): which of them a failing case had tells mistakes apart (a missing T^2 cannot fail at T=1), so a
+# message's `T=1` stays in its shape. Other parameters' values, and other katas' T (a count of tokens), are numbers.
+
+
+def _identity(knobs: tuple[str, ...]) -> re.Pattern:
+    return re.compile(rf"\b({'|'.join(map(re.escape, knobs))})=([01](?:\.0*)?)(?![\d.eE])")
+
+
+def _setting(knobs: tuple[str, ...]) -> re.Pattern:
+    return re.compile(rf"\b({'|'.join(map(re.escape, knobs))})=(#|\?|0|1)(?![\w.])")
+
+
 _UNSEEN = "not run"  # a check's message starts so when the judge stopped its task before it (fail-fast, a timeout)
 
 
@@ -55,6 +71,7 @@ class Mistake:
     mutants: tuple[str, ...]  # the mutants (tests/mutants/<kata>.toml) it was measured on
     gradings: int  # how many gradings (mutants times seeds) the signature counts
     signature: tuple[Sign, ...]
+    knobs: tuple[str, ...] = ()  # its kata's knobs: whose 0 or 1 its message shapes keep
 
     def sign(self, check: str) -> Sign | None:
         return next((s for s in self.signature if s.check == check), None)
@@ -67,11 +84,15 @@ class Mistake:
         return sum(n for o, n in sign.outcomes if not outcome or o == outcome) / self.gradings
 
 
-def message_shape(message: str) -> str:
+def message_shape(message: str, knobs: tuple[str, ...] = ()) -> str:
     """A check's message without what varies between ways of writing a mistake: its first line,
-    every number (and run of numbers) as #, at most SHAPE_CHARS characters."""
+    every number (and run of numbers) as #, but a knob set to 0 or 1 (`T=1`), at most SHAPE_CHARS
+    characters."""
     first = message.strip().split("\n", 1)[0]
-    return _NUMBERS.sub("#", _NUMBER.sub("#", first))[:SHAPE_CHARS]
+    kept = _identity(knobs).sub(lambda m: f"{m[1]}=\0{int(float(m[2]))}\0", first) if knobs else first
+    parts = kept.split("\0")  # the kept values sit at odd places
+    shaped = "".join(p if i % 2 else _NUMBERS.sub("#", _NUMBER.sub("#", p)) for i, p in enumerate(parts))
+    return shaped.replace("\0", "")[:SHAPE_CHARS]
 
 
 @dataclass(frozen=True)
@@ -101,11 +122,40 @@ def score(mistake: Mistake, failing: dict[str, tuple[str, str]], unseen: set[str
             as_said = mistake.share(check, outcome)
             agree = as_said + OTHER_OUTCOME * (share - as_said)
             sign = mistake.sign(check)
+            if sign is not None and contradicts(sign.message, shape, mistake.knobs):
+                return 0.0
             shared += weight * agree * (1 - SHAPE_WEIGHT * (sign is None or sign.message != shape))
             union += weight
         else:
             union += weight * share
     return shared / union * ran / total
+
+
+def contradicts(expected: str, got: str, knobs: tuple[str, ...]) -> bool:
+    """Whether a check failed at a parameter's identity (T=1, alpha=0) where every grading of the mistake
+    failed it at another setting (T=#, alpha=1), or the other way round: the minimal failing cases differ
+    where a term vanishes or a factor does nothing, so the mistake is not what failed it (a missing T^2
+    does nothing at T=1; a wrong hard term does nothing at alpha=1)."""
+    if not knobs:
+        return False
+    setting = _setting(knobs)
+    said = {name: value for name, value in setting.findall(expected) if value != "?"}  # ?: the gradings disagree
+    return any(name in said and said[name] != value for name, value in setting.findall(got))
+
+
+def merged_shape(shapes: Counter, knobs: tuple[str, ...] = ()) -> str:
+    """The shape a signature keeps of a check's messages over its gradings (shape -> count): the most
+    frequent, with every setting the gradings disagree on (T=1 in one, T=# in another) as `NAME=?`, which
+    contradicts nothing."""
+    common = shapes.most_common(1)[0][0]
+    if not knobs:
+        return common
+    setting, values = _setting(knobs), {}
+    for shape in shapes:
+        for name, value in setting.findall(shape):
+            values.setdefault(name, set()).add(value)
+    split = {name for name, seen in values.items() if len(seen) > 1}
+    return setting.sub(lambda m: f"{m[1]}=?" if m[1] in split else m[0], common)
 
 
 def check_weights(mistakes: tuple[Mistake, ...]) -> dict[str, float]:
@@ -135,7 +185,10 @@ def diagnose(mistakes: tuple[Mistake, ...], task: str, failures: list[dict]) -> 
     if not failures or any(f["outcome"] in (Status.TODO.value, Status.INTERRUPTED.value) for f in failures):
         return None
     unseen = {f["test"] for f in failures if f["message"].startswith(_UNSEEN)}
-    failing = {f["test"]: (f["outcome"], message_shape(f["message"])) for f in failures if f["test"] not in unseen}
+    knobs = mistakes[0].knobs if mistakes else ()
+    failing = {
+        f["test"]: (f["outcome"], message_shape(f["message"], knobs)) for f in failures if f["test"] not in unseen
+    }
     if not failing:
         return None
     best = ranked(mistakes, task, failing, unseen)[:2]
@@ -159,7 +212,11 @@ def read_catalogue(path: Path) -> tuple[Mistake, ...]:
     """The mistakes of a mistakes.toml; ValueError naming the file and the entry when it is malformed."""
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    return tuple(_mistake(path, n, entry) for n, entry in enumerate(data.get("mistake", []), 1))
+    knobs = data.get("knobs", [])
+    if type(knobs) is not list or not all(type(k) is str and k.isidentifier() for k in knobs):
+        raise ValueError(f"{path}: knobs must be a list of parameter names; regenerate it")
+    mistakes = (_mistake(path, n, entry) for n, entry in enumerate(data.get("mistake", []), 1))
+    return tuple(dataclasses.replace(m, knobs=tuple(knobs)) for m in mistakes)
 
 
 def _mistake(path: Path, n: int, entry: dict) -> Mistake:
@@ -192,7 +249,7 @@ def pruned(mistakes: tuple[Mistake, ...], dropped: set[str]) -> tuple[Mistake, .
     for m in mistakes:
         signature = tuple(sign for sign in m.signature if sign.check.split("[", 1)[0] not in dropped)
         if signature:
-            kept.append(Mistake(m.task, m.name, m.why, m.mutants, m.gradings, signature))
+            kept.append(dataclasses.replace(m, signature=signature))
     while True:
         told = [m for m in kept if _diagnosed_as_itself(tuple(kept), m)]
         if len(told) == len(kept):
@@ -215,6 +272,9 @@ def _diagnosed_as_itself(mistakes: tuple[Mistake, ...], mistake: Mistake) -> boo
 def catalogue_text(mistakes: tuple[Mistake, ...], header: str) -> str:
     """A mistakes.toml holding `mistakes`, under the comment lines of `header`."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
+    knobs = mistakes[0].knobs if mistakes else ()
+    if knobs:
+        lines += ["", f"knobs = [{', '.join(_quoted(k) for k in knobs)}]"]
     for m in mistakes:
         lines += [
             "",

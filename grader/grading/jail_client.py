@@ -452,13 +452,14 @@ _JAILS: dict[tuple[str, str], Jail] = {}
 _PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped since the last printed() took
 
 
-def printed() -> str:
+def printed(last: bool = False) -> str:
     """What the learner's jails printed since the last call, stdout and stderr
-    as they were written, capped (grader.grading.jail_log.shown). Baseline
-    jails' output is never shown."""
-    taken = _PRINTED_BY_STOPPED + [jail.log.take() for jail in _JAILS.values() if jail.learner and jail.log]
+    as they were written, capped (grader.grading.jail_log.shown; `last`: its
+    end, not its start). Baseline jails' output is never shown."""
+    mine = [jail.log.take(last=last) for jail in _JAILS.values() if jail.learner and jail.log]
+    taken = _PRINTED_BY_STOPPED + mine
     _PRINTED_BY_STOPPED.clear()
-    return shown(taken)
+    return shown(taken, last)
 
 
 def prestart(name: str, baseline: Path | None = None) -> None:

@@ -32,8 +32,9 @@ class JailLog:
     def close(self) -> None:
         self.file.close()
 
-    def take(self, limit: int = PRINTED_BYTES + 1) -> tuple[bytes, int]:
-        """(at most `limit` bytes of what was written since the last take, how many more were written)."""
+    def take(self, limit: int = PRINTED_BYTES + 1, *, last: bool = False) -> tuple[bytes, int]:
+        """(at most `limit` bytes of what was written since the last take, the first ones or with `last` the
+        last ones, how many more were written)."""
         if self.file.closed:
             return b"", 0
         end = os.fstat(self.fileno()).st_size
@@ -41,7 +42,8 @@ class JailLog:
             end = min(end, self.dump_at)
         if end <= self.read_to:
             return b"", 0
-        data = os.pread(self.fileno(), min(end - self.read_to, limit), self.read_to)
+        size = min(end - self.read_to, limit)
+        data = os.pread(self.fileno(), size, end - size if last else self.read_to)
         more, self.read_to = end - self.read_to - len(data), end
         return data, more
 
@@ -68,23 +70,27 @@ class JailLog:
         return os.pread(self.fileno(), min(size, end), max(0, end - size)).decode(errors="replace")
 
 
-def shown(taken: list[tuple[bytes, int]]) -> str:
+def shown(taken: list[tuple[bytes, int]], last: bool = False) -> str:
     """What the takes of one check's logs (their bytes, how many more) show: the first PRINTED_LINES lines
-    and PRINTED_BYTES bytes, then a line saying how much was cut; '' when nothing. A dying process's dump
-    is left out (the grader's frames; the check's message names the learner's line). Control characters
-    are left for the report to escape (grader.kata.text.printable)."""
+    and PRINTED_BYTES bytes, then a line saying how much was cut (with `last`, the last ones after such a
+    line: takes of the end, for a run whose last part is the one that matters); '' when nothing. A dying
+    process's dump is left out (the grader's frames; the check's message names the learner's line).
+    Control characters are left for the report to escape (grader.kata.text.printable)."""
     data, more = b"".join(d for d, _ in taken), sum(m for _, m in taken)
     crash = data.find(CRASH)
     if crash >= 0:
         data, more = data[:crash], 0
     if not data:
         return ""
-    out = data[:PRINTED_BYTES]
+    out = data[-PRINTED_BYTES:] if last else data[:PRINTED_BYTES]
     lines = out.split(b"\n")
     if len(lines) > PRINTED_LINES + (lines[-1] == b""):
-        out = b"\n".join(lines[:PRINTED_LINES]) + b"\n"
+        kept = lines[-PRINTED_LINES - (lines[-1] == b"") :] if last else lines[:PRINTED_LINES] + [b""]
+        out = b"\n".join(kept)
     cut = len(data) - len(out) + more
     text = out.decode(errors="backslashreplace")
+    if cut and last:
+        return f"[... {cut:,} earlier bytes printed, not shown]\n" + text
     if cut:
         text += ("" if text.endswith("\n") else "\n") + f"[... {cut:,} more bytes printed, not shown]\n"
     return text

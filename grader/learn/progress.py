@@ -187,5 +187,5 @@ def listing(katas: list[Kata]) -> list[str]:
                 status += ", then interrupted"
             points = f"{t.points} pt" + ("s" if t.points != 1 else " ")
             mark = ">" if here == (k, t) else " "
-            lines.append(f" {mark} {t.name:<14} {points}  {status:<15} {t.title}")
+            lines.append(f" {mark} {t.name:<14} {points}  {status:<22} {t.title}")
     return lines

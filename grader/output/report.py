@@ -256,7 +256,7 @@ def failing_summary(result: GradeResult) -> str:
             lines.append(f"{kata.name}: every check failed the same way: {_one_line(shared)}")
             continue
         for task in kata.tasks:
-            if not task.status.done_here and task.status != "todo":
+            if not task.status.done_here and task.status not in (Status.TODO, Status.INTERRUPTED):
                 lines.append(f"{kata.name} / {task.name}: {_one_line(task.message)}")
     return "\n".join(lines)
 

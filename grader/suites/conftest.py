@@ -97,6 +97,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if jail_client.SETTINGS.judged or call.when == "setup":
         return
-    text = jail_client.printed()
+    # The end of it: Hypothesis replays the failing example last, so its prints close what was printed.
+    text = jail_client.printed(last=True)
     if report.failed and text:
-        report.sections.append((f"{PRINTED_SECTION} ({call.when})", printable(text)))
+        lines = printable(text).rstrip("\n").split("\n")
+        report.sections.append((f"{PRINTED_SECTION} ({call.when})", "".join(f"| {ln}\n" for ln in lines)))

@@ -4,6 +4,7 @@ what a student edition keeps of it, and the result that carries the name."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,19 @@ OVERFLOW = Mistake(
     signature=(Sign("test_huge", (("fail", 3),), "softmax of logits up to # returned NaN or inf"),),
 )
 CATALOGUE = (T2, HARD_AT_T, OVERFLOW)
+# The T^2 mistake as its gradings failed it: always away from T=1.
+T2_AT_T = Mistake(
+    task="loss",
+    name="the T^2 factor is missing",
+    why="the soft term's gradients shrink by 1/T^2",
+    mutants=("loss forgets T squared",),
+    gradings=3,
+    signature=(
+        Sign("test_alpha_one", (("fail", 3),), "the loss is #, expected # (T=#)"),
+        Sign("test_formula", (("fail", 3),), "the loss is #, expected # (T=#)"),
+    ),
+    knobs=("T", "alpha"),
+)
 
 
 def failure(test: str, message: str = "wrong", outcome: str = "fail") -> dict:
@@ -67,11 +81,11 @@ def test_a_task_failing_as_a_mistake_does_is_named_after_it():
 
 
 def test_a_near_match_a_check_less_or_other_messages_is_still_named_but_scores_less():
-    failures = [failure("test_alpha_one", "T² is off by 4.0"), failure("test_formula"), failure("test_ignored")]
-    found = diagnosis.diagnose(CATALOGUE, "loss", [{**f, "message": T2.sign(f["test"]).message} for f in failures[1:]])
+    failures = [failure(s.check, s.message) for s in T2.signature]
+    found = diagnosis.diagnose(CATALOGUE, "loss", failures[1:])
     assert found.name == T2.name and found.score < 1.0  # one of T2's three checks passed
-    found = diagnosis.diagnose(CATALOGUE, "loss", failures)
-    assert found.name == T2.name and diagnosis.THRESHOLD <= found.score < 1.0
+    found = diagnosis.diagnose(CATALOGUE, "loss", [failure("test_alpha_one", "T² is off by 4.0"), *failures[1:]])
+    assert found.name == T2.name and diagnosis.THRESHOLD <= found.score < 1.0  # one message of three differs
 
 
 def test_the_mistake_whose_own_checks_failed_ranks_above_one_that_shares_a_check():
@@ -136,6 +150,29 @@ def test_a_message_shape_leaves_out_numbers_runs_of_numbers_and_every_line_after
     assert diagnosis.message_shape("the logits hold nan") == "the logits hold nan"
 
 
+def test_a_knob_at_its_identity_stays_in_the_shape_and_a_mistake_that_never_failed_there_is_not_named():
+    """T=1 or alpha=0 is where a term vanishes: a missing T^2 cannot fail at T=1, so a loss that fails there
+    (summing the KL, say) is not the T^2 mistake however alike the rest of its failures look. Other
+    parameters' 0 and 1 are numbers like any."""
+    knobs = ("T", "alpha")
+    assert diagnosis.message_shape("(T=1.0, alpha=0.5) ignore_index=1", knobs) == "(T=1, alpha=#) ignore_index=#"
+    assert diagnosis.message_shape("with alpha=0 the loss is 1.5 (T=4)", knobs) == "with alpha=0 the loss is # (T=#)"
+    assert diagnosis.message_shape("(T=1, alpha=0)") == "(T=#, alpha=#)"  # a kata without knobs: numbers alike
+    at_one = [failure(s.check, "the loss is 0.03, expected 0.12 (T=1)") for s in T2_AT_T.signature]
+    assert diagnosis.diagnose((T2_AT_T,), "loss", at_one) is None
+    elsewhere = [failure(s.check, "the loss is 0.03, expected 0.12 (T=2)") for s in T2_AT_T.signature]
+    assert diagnosis.diagnose((T2_AT_T,), "loss", elsewhere).name == T2_AT_T.name  # the control
+
+
+def test_a_setting_the_gradings_of_a_mistake_disagree_on_is_left_open():
+    shapes = Counter({"the loss is # (T=#, alpha=0)": 2, "the loss is # (T=#, alpha=1)": 1})
+    knobs = ("T", "alpha")
+    assert diagnosis.merged_shape(shapes, knobs) == "the loss is # (T=#, alpha=?)"
+    assert not diagnosis.contradicts("the loss is # (T=#, alpha=?)", "the loss is # (T=#, alpha=1)", knobs)
+    assert diagnosis.contradicts("the loss is # (T=#, alpha=?)", "the loss is # (T=1, alpha=1)", knobs)
+    assert not diagnosis.contradicts("the loss is # (T=#)", "the loss is # (T=1)", ())  # no knobs: no contradiction
+
+
 def test_a_catalogue_written_reads_back_as_the_same_mistakes(tmp_path: Path):
     path = tmp_path / diagnosis.CATALOGUE
     odd = Mistake(
@@ -174,7 +211,7 @@ def test_a_kata_whose_suite_holds_a_catalogue_names_the_mistake_in_the_task_resu
     (tmp_path / diagnosis.CATALOGUE).write_text(diagnosis.catalogue_text(CATALOGUE, "test"), encoding="utf-8")
     task = Task(name="loss", title="the loss", points=2, hints=("which factor?",))
     kata = Kata(name="toy", title="Toy", trade="t", order=1, tasks=(task,), suite=tmp_path)
-    checks = {s.check: Check(f"x.py::{s.check}", s.check, "loss", Status.FAIL, "wrong") for s in T2.signature}
+    checks = {s.check: Check(f"x.py::{s.check}", s.check, "loss", Status.FAIL, s.message) for s in T2.signature}
     checks["x.py::test_other"] = Check("x.py::test_other", "test_other", "loss", Status.PASS)
     graded = kata_result(kata, [task], checks, "", [], 1.0).tasks[0]
     assert (graded.diagnosis, graded.diagnosis_why) == (T2.name, T2.why)

@@ -341,14 +341,15 @@ def test_play_refuses_more_characters_than_the_model_holds():
 
 def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on(cli, tmp_path):
     """...and shows what the kata module printed during a failing check as a section of pytest's report,
-    escaped; a passing check's prints are not shown."""
+    escaped, each line led by '| ', its end (where the replay of the failing example Hypothesis settled on
+    prints: x = [1.0] * 7); a passing check's prints are not shown."""
     correct = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "correct"), "--", "-q"])
     env = {**os.environ, "KATA_REGISTRY": str(TOY / "katas.toml"), "KATA_STATE_DIR": str(tmp_path)}
     cmd = [sys.executable, "-m", "grader", "test", "toy", "--target", str(SUBS / "prints"), "--", "-q", "-k", "mean"]
     prints = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert (correct.exit_code, prints.returncode) == (0, 1), prints.stdout + prints.stderr
     out = prints.stdout
-    assert "what the kata module printed (call)" in out and "mean_of got 7 values" in out, out
+    assert "what the kata module printed (call)" in out and "| mean_of got 7 values, the first 1.0\n" in out, out
     assert "\x1b" not in out and "\\x1b[2J\\x1b[Htoy / mean  pass" in out and "scale is right" not in out
 
 
