@@ -9,6 +9,7 @@ the judge, where the learner's code never runs.
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 
@@ -81,6 +82,22 @@ def rng(salt: int) -> np.random.Generator:
     """A numpy Generator for a suite's own random data: fixed for a given
     salt and --seed, so grading stays deterministic."""
     return np.random.default_rng([salt, SEED])
+
+
+# Drawn once per judge process, that is per grading: the fresh inputs of timed calls come from it, never from the
+# grading seed (which Gradescope's output shows), so no module can replay them at import and have the answers ready.
+_TIMED_ENTROPY = secrets.randbits(64)
+
+
+def timed_salt(salt: int) -> int:
+    """A salt for rng() whose draws no one can know before the grading: for the inputs of timed calls (whose
+    answers are checked against the baseline's or the suite's on the same inputs, so any draw grades alike)."""
+    return salt * 2**64 + _TIMED_ENTROPY
+
+
+def timed_rng(salt: int) -> np.random.Generator:
+    """rng(timed_salt(salt)): a Generator for the fresh inputs of timed calls."""
+    return rng(timed_salt(salt))
 
 
 def load_baseline(kata_or_path):

@@ -24,7 +24,7 @@ def test_loss_and_gradient_are_vectorized(kata):
     least 5 rounds (time_ratio); a ratio over the bar is measured again, up
     to three times, and the best kept, so a busy machine does not fail fast
     code."""
-    gen = common.rng(9)
+    gen = common.timed_rng(9)
 
     def inputs(i):
         rows = 64 if i < 0 else 2048  # the warm-up (i = -1) only needs the code paths run once

@@ -39,7 +39,7 @@ def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
     for how far the reference clears the 3x bar in 20 grades beside two busy
     processes; generation that ignores its cache is about 1x. The untimed
     warm-up generates 2 tokens after 8."""
-    gen = common.rng(18)
+    gen = common.timed_rng(18)
     ratio = time_ratio(
         kata.generate,
         load_baseline("kv_cache").generate_naive,
@@ -72,7 +72,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     cannot look fast."""
     hkv, dh, steps, rounds = 8, 64, 8, 9
     most = 2 * rounds  # timing.interleave may add rounds while they disagree
-    rng = common.rng(19)
+    rng = common.timed_rng(19)
 
     class Side:
         """A cache holding `held` tokens, what the suite wrote into it, and its times."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from grader.suites import baseline_moe, common
-from grader.suites.common import load_baseline, time_ratio
+from grader.suites.common import load_baseline, time_ratio, timed_salt
 from grader.suites.moe.strategies import _layer
 
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer
@@ -23,7 +23,7 @@ SPEED_REPEATS = 7
 def _speed_inputs(salt, D, E, F, k, T=SPEED_T):
     """Fresh layer data of T tokens for repeat i of a timed check (a short layer
     for the untimed warm-up, i = -1, which only needs the code paths run once)."""
-    return lambda i: (*_layer(salt + 100 * (i + 1), 256 if i < 0 else T, D, E, F), k)
+    return lambda i: (*_layer(timed_salt(salt + 100 * (i + 1)), 256 if i < 0 else T, D, E, F), k)
 
 
 @pytest.mark.task("speed")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grader.suites import common
-from grader.suites.common import load_baseline, rng, time_ratio
+from grader.suites.common import load_baseline, time_ratio, timed_rng
 
 # Grouped quantization may take this many times a minimal vectorized version (see the speed test):
 # correct vectorized code measures about 1x, a Python loop over the groups about 13x.
@@ -28,7 +28,7 @@ def test_grouped_quantization_is_vectorized(kata):
     groups about 13x and one over single values far more, so the bar sits
     at 5x.
     """
-    gen = rng(51)
+    gen = timed_rng(51)
 
     def inputs(i):  # the warm-up (i = -1) on an eighth of the rows
         return gen.random((128 if i < 0 else 1024, 1024), dtype=np.float32) - np.float32(0.5), 4, 32
