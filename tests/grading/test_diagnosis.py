@@ -4,6 +4,7 @@ what a student edition keeps of it, and the result that carries the name."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -15,48 +16,49 @@ from grader.grading.events import Status
 from grader.grading.results import Check, kata_result
 from grader.kata.registry import Kata, Task
 
+
+def failed_always(*checks: tuple[str, str]) -> tuple[Sign, ...]:
+    """A signature of checks (name, message shape) that fail in each of 3 gradings."""
+    return tuple(Sign(check, (("fail", 3),), shape) for check, shape in checks)
+
+
 T2 = Mistake(
-    task="loss",
-    name="the T^2 factor is missing",
-    why="the soft term's gradients shrink by 1/T^2",
-    mutants=("loss forgets T squared",),
-    gradings=3,
-    signature=(
-        Sign("test_alpha_one", (("fail", 3),), "with alpha=# the loss is #, expected #"),
-        Sign("test_formula", (("fail", 3),), "the loss is #, expected #"),
-        Sign("test_ignored", (("fail", 3),), "with ignore_index=# the loss is #"),
+    "loss",
+    "the T^2 factor is missing",
+    "the soft term's gradients shrink by 1/T^2",
+    ("loss forgets T squared",),
+    3,
+    failed_always(
+        ("test_alpha_one", "with alpha=# the loss is #, expected #"),
+        ("test_formula", "the loss is #, expected #"),
+        ("test_ignored", "with ignore_index=# the loss is #"),
     ),
 )
 HARD_AT_T = Mistake(
-    task="loss",
-    name="the hard cross-entropy is taken at temperature T",
-    why="the labels are matched at temperature 1",
-    mutants=("loss computes the hard cross-entropy at temperature T",),
-    gradings=3,
-    signature=(
-        Sign("test_alpha_zero", (("fail", 3),), "with alpha=# the loss is #, expected plain cross-entropy #"),
-        Sign("test_formula", (("fail", 3),), "the loss is #, expected #"),
+    "loss",
+    "the hard cross-entropy is taken at temperature T",
+    "the labels are matched at temperature 1",
+    ("loss computes the hard cross-entropy at temperature T",),
+    3,
+    failed_always(
+        ("test_alpha_zero", "with alpha=# the loss is #, expected plain cross-entropy #"),
+        ("test_formula", "the loss is #, expected #"),
     ),
 )
 OVERFLOW = Mistake(
-    task="softmax",
-    name="softmax overflows",
-    why="exp of 1e4 is inf",
-    mutants=("softmax without the max-subtraction overflows",),
-    gradings=3,
-    signature=(Sign("test_huge", (("fail", 3),), "softmax of logits up to # returned NaN or inf"),),
+    "softmax",
+    "softmax overflows",
+    "exp of 1e4 is inf",
+    ("softmax without the max-subtraction overflows",),
+    3,
+    failed_always(("test_huge", "softmax of logits up to # returned NaN or inf")),
 )
 CATALOGUE = (T2, HARD_AT_T, OVERFLOW)
-# The T^2 mistake as its gradings failed it: always away from T=1.
-T2_AT_T = Mistake(
-    task="loss",
-    name="the T^2 factor is missing",
-    why="the soft term's gradients shrink by 1/T^2",
-    mutants=("loss forgets T squared",),
-    gradings=3,
-    signature=(
-        Sign("test_alpha_one", (("fail", 3),), "the loss is #, expected # (T=#)"),
-        Sign("test_formula", (("fail", 3),), "the loss is #, expected # (T=#)"),
+# The T^2 mistake as its gradings failed it, in a kata whose knobs are T and alpha: always away from T=1.
+T2_AT_T = dataclasses.replace(
+    T2,
+    signature=failed_always(
+        ("test_alpha_one", "the loss is #, expected # (T=#)"), ("test_formula", "the loss is #, expected # (T=#)")
     ),
     knobs=("T", "alpha"),
 )
