@@ -34,6 +34,7 @@ from grader.kata.registry import Kata, load_registry
 from grader.kata.text import printable
 from grader.learn import progress as state
 from grader.learn.progress import all_pass
+from grader.output.report import shown_path
 
 STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
 HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
@@ -67,14 +68,6 @@ def first_unfinished(katas: tuple[Kata, ...], state: dict, after: Kata | None = 
 
 
 # ------------------------------------------------------------------ the screen
-
-
-def _shown(path: Path) -> str:
-    """path relative to the current directory when it lies below it, else absolute."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _trim(text: str, lines: int, width: int, indent: str) -> list[str]:
@@ -170,7 +163,7 @@ def screen(
 ) -> str:
     """The watch screen for one grade of `kata`, as one string of at most about 24 lines."""
     lines = [
-        f"kata watch: {kata.name} ({_shown(file)}) — graded {when.strftime('%H:%M:%S')}, "
+        f"kata watch: {kata.name} ({shown_path(file)}) — graded {when.strftime('%H:%M:%S')}, "
         f"{result.score}/{result.max_score} points",
         "",
     ]
@@ -196,13 +189,15 @@ def screen(
         if next_kata is None:
             lines.append("every kata passes: well done.")
         elif watching_all:
-            lines.append(f"next: {next_kata.name} — save {_shown(file.with_name(next_kata.name + '.py'))} to grade it")
+            lines.append(
+                f"next: {next_kata.name} — save {shown_path(file.with_name(next_kata.name + '.py'))} to grade it"
+            )
         else:
             lines.append(f"next: {next_kata.name} — run `kata watch {next_kata.name}`")
     else:
         lines += _failure_lines(failing, width)
     lines.append("")
-    where = f"every kata's file in {_shown(file.parent)}{os.sep}" if watching_all else _shown(file)
+    where = f"every kata's file in {shown_path(file.parent)}{os.sep}" if watching_all else shown_path(file)
     lines.append(f"watching {where} — save to re-grade, Ctrl-C to stop")
     return "\n".join(lines)
 
@@ -394,7 +389,7 @@ class _Watch:
             file = self.directory / f"{kata.name}.py"
             signature = _signature(file)
             if signature is None:
-                self.out(f"{_shown(file)} is gone; save it again to grade it")
+                self.out(f"{shown_path(file)} is gone; save it again to grade it")
                 self.graded_as[kata.name] = None
             elif signature != self.graded_as.get(kata.name):
                 self._grade(kata)
@@ -404,7 +399,7 @@ class _Watch:
     def _grade(self, kata: Kata) -> None:
         file = self.directory / f"{kata.name}.py"
         self.graded_as[kata.name] = _signature(file)
-        self.out(f"grading {kata.name} ({_shown(file)}) ...")
+        self.out(f"grading {kata.name} ({shown_path(file)}) ...")
         # The caller's stop event ends a grade in progress too (Ctrl-C does that inside grade()).
         result = grade([kata], "katas", seed=self.seed, limits=self.limits, cancel=self.stop)
         if result.interrupted or self.stop.is_set():

@@ -145,50 +145,45 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
 def next_line(kata: str, task: str, status: str, registered: Kata | None, target: str = "katas") -> str:
     """'next: KATA / TASK (STATUS): where to work on it' (the file and line of its first function,
     or of the syntax error that stops the file from loading; a task whose grading Ctrl-C stopped
-    has no verdict, so the step is to grade it again)."""
+    has no verdict, so the step is to grade it again). The file is parsed, never run."""
     functions = registered.task(task).functions if registered else ()
     path = _target.kata_path(target, kata)
+    tree, broken = _parsed(path)
     if status == Status.INTERRUPTED.value:
         where = f"its grading was stopped before a verdict: kata grade {kata}:{task}"
-    elif broken := _syntax_error(path):
+    elif broken:
         where = f"fix the syntax error at {broken}"
     elif functions:
-        where = f"write {', '.join(functions)} in {_where(path, functions[0])}"
+        where = f"write {', '.join(functions)} in {_where(path, tree, functions[0])}"
     else:
         where = f"see `kata grade -v {kata}:{task}` and `kata hint {kata} {task}`"
     return f"next: {kata} / {task} ({status}): {where}"
 
 
-def _shown(path: Path) -> Path:
-    """path, relative to the current folder when it is below it."""
+def shown_path(path: Path) -> str:
+    """path, relative to the current folder when it lies below it, else absolute."""
     try:
-        return path.relative_to(Path.cwd())
+        return str(path.relative_to(Path.cwd()))
     except ValueError:
-        return path
+        return str(path)
 
 
-def _syntax_error(path) -> str:
-    """path:line of the syntax error in the learner's file, or "" when it parses (or cannot be read)."""
+def _parsed(path: Path) -> tuple[ast.Module | None, str]:
+    """(the learner's file parsed, or None; path:line of its syntax error, or "")."""
     try:
-        ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace")), ""
     except SyntaxError as exc:
-        return f"{_shown(path)}:{exc.lineno}" if exc.lineno else str(_shown(path))
+        return None, f"{shown_path(path)}:{exc.lineno}" if exc.lineno else shown_path(path)
     except (OSError, ValueError):
-        pass
-    return ""
+        return None, ""
 
 
-def _where(path, name: str) -> str:
-    """path:line of the definition of `name` in the learner's file (parsed, never run), or just path."""
-    shown = _shown(path)
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return str(shown)
-    for node in ast.walk(tree):
+def _where(path: Path, tree: ast.Module | None, name: str) -> str:
+    """path:line of the definition of `name` in the parsed file, or just path."""
+    for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return f"{shown}:{node.lineno}"
-    return str(shown)
+            return f"{shown_path(path)}:{node.lineno}"
+    return shown_path(path)
 
 
 _TODO_LINE = "todo (not started: its functions raise NotImplementedError)"
