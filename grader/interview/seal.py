@@ -36,12 +36,13 @@ FIELDS = {
 }
 
 
-def key_path() -> Path:
-    """Where the interview key lives: $KATA_INTERVIEW_KEY, else kata/ under $XDG_STATE_HOME or ~/.local/state."""
-    if os.environ.get(KEY_ENV):
-        return Path(os.environ[KEY_ENV]).expanduser().absolute()
+def key_path(env: str = KEY_ENV, name: str = "interview.key") -> Path:
+    """Where a key of this account lives: $env (the interview key's: $KATA_INTERVIEW_KEY), else kata/NAME
+    under $XDG_STATE_HOME or ~/.local/state."""
+    if os.environ.get(env):
+        return Path(os.environ[env]).expanduser().absolute()
     state_home = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(state_home).expanduser().absolute() / "kata" / "interview.key"
+    return Path(state_home).expanduser().absolute() / "kata" / name
 
 
 def read_key(path: Path) -> tuple[bytes | None, str]:

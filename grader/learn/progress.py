@@ -60,7 +60,8 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     stopped keeps its previous status, and interrupted.json names it until a
     grade of it finishes). Returns the new state and the recaps of the katas
     this grade turned fully green."""
-    last, stopped, seals = read(LAST_GRADE), read(INTERRUPTED), read(vouch.SEALS)
+    last, before, seals = read(LAST_GRADE), read(INTERRUPTED), read(vouch.SEALS)
+    stopped = dict(before)
     known = {k.name: k for k in katas}
     recaps = []
     for graded in result.katas:
@@ -82,7 +83,7 @@ def record_grade(katas: list[Kata], result) -> tuple[dict, list[str]]:
     write(vouch.SEALS, seals)
     write(LAST_GRADE, last)
     stopped = {name: tasks for name, tasks in stopped.items() if tasks}
-    if stopped != read(INTERRUPTED):
+    if stopped != before:
         write(INTERRUPTED, stopped)
     return last, [r for r in recaps if r]
 

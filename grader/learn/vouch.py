@@ -1,6 +1,8 @@
 """Which passing grades this account's grader recorded, for the one thing that
-runs a learner's code outside a jail: `kata play` (and `kata bench`'s demos of
-it) on the learner's own module once its tasks pass.
+runs a learner's code outside a jail because a grade says it passes: `kata
+play` on the learner's own module once its tasks pass. (`kata bench` runs
+whatever code it is pointed at, the learner's own by default, and asks no
+grade.)
 
 last_grade.json is a file in the learner's folder: anyone who can write the
 folder can write "pass" in it. So each time a grade is recorded, seals.json
@@ -19,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from pathlib import Path
 
 from grader.interview import seal
@@ -30,10 +31,8 @@ SEALS = "seals.json"
 
 
 def key_path() -> Path:
-    if os.environ.get(KEY_ENV):
-        return Path(os.environ[KEY_ENV]).expanduser().absolute()
-    state_home = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(state_home).expanduser().absolute() / "kata" / "grades.key"
+    """$KATA_GRADE_KEY, else kata/grades.key under $XDG_STATE_HOME or ~/.local/state (seal.key_path)."""
+    return seal.key_path(KEY_ENV, "grades.key")
 
 
 def file_digest(path: Path) -> str:
