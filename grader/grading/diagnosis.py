@@ -41,10 +41,14 @@ _NUMBERS = re.compile(r"#(?:[\s,]+#)+")
 # message's `T=1` stays in its shape. Other parameters' values, and other katas' T (a count of tokens), are numbers.
 
 
-def _identity(knobs: tuple[str, ...]) -> re.Pattern:
-    return re.compile(rf"\b({'|'.join(map(re.escape, knobs))})=([01](?:\.0*)?)(?![\d.eE])")
+@functools.lru_cache(maxsize=None)
+def _numbers(knobs: tuple[str, ...]) -> re.Pattern:
+    """A number, with the knob it is set to when there is one (`T=1`: knob T, number 1)."""
+    knob = rf"(?:\b(?P<knob>{'|'.join(map(re.escape, knobs))})=)?" if knobs else ""
+    return re.compile(knob + rf"(?P<number>{_NUMBER.pattern})", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=None)
 def _setting(knobs: tuple[str, ...]) -> re.Pattern:
     return re.compile(rf"\b({'|'.join(map(re.escape, knobs))})=(#|\?|0|1)(?![\w.])")
 
@@ -89,10 +93,14 @@ def message_shape(message: str, knobs: tuple[str, ...] = ()) -> str:
     every number (and run of numbers) as #, but a knob set to 0 or 1 (`T=1`), at most SHAPE_CHARS
     characters."""
     first = message.strip().split("\n", 1)[0]
-    kept = _identity(knobs).sub(lambda m: f"{m[1]}=\0{int(float(m[2]))}\0", first) if knobs else first
-    parts = kept.split("\0")  # the kept values sit at odd places
-    shaped = "".join(p if i % 2 else _NUMBERS.sub("#", _NUMBER.sub("#", p)) for i, p in enumerate(parts))
-    return shaped.replace("\0", "")[:SHAPE_CHARS]
+
+    def shape(m: re.Match) -> str:
+        knob = m.groupdict().get("knob")
+        if knob and re.fullmatch(r"[01](?:\.0*)?", m["number"]):
+            return f"{knob}={int(float(m['number']))}"
+        return f"{knob}=#" if knob else "#"
+
+    return _NUMBERS.sub("#", _numbers(knobs).sub(shape, first))[:SHAPE_CHARS]
 
 
 @dataclass(frozen=True)
