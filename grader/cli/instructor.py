@@ -160,10 +160,11 @@ def grade_all_cmd(
 def _refuse_unconfined(unisolated: bool) -> None:
     """A usage error where the students' code could only run unconfined, unless told --unisolated."""
     from grader.instructor import gradebook
-    from grader.jail import confine
 
-    if confine.mode() == "plain" and not unisolated:
-        raise click.UsageError(gradebook.unisolated_message())
+    try:
+        gradebook.isolation(unisolated)
+    except gradebook.Unisolated as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @click.command("classroom")

@@ -47,12 +47,18 @@ class Unisolated(ValueError):
     """A class would be graded with its students' code unconfined, and nobody said to."""
 
 
-def unisolated_message() -> str:
-    return (
-        "this machine can only run each student's code unconfined (no root, no bubblewrap): one "
-        "student's module could read and overwrite another's. Install bubblewrap or grade as root; "
-        "or pass --unisolated to grade anyway (the gradebook then says so on every row)"
-    )
+def isolation(unisolated: bool) -> str:
+    """The jail mode a class would be graded in here (grader.jail.confine.mode), or Unisolated where that
+    is "plain" (neither root nor bubblewrap: one student's code could read and overwrite another's) and
+    `unisolated` does not say to grade anyway."""
+    mode = confine.mode()
+    if mode == "plain" and not unisolated:
+        raise Unisolated(
+            "this machine can only run each student's code unconfined (no root, no bubblewrap): one "
+            "student's module could read and overwrite another's. Install bubblewrap or grade as root; "
+            "or pass --unisolated to grade anyway (the gradebook then says so on every row)"
+        )
+    return mode
 
 
 @dataclass
@@ -156,13 +162,10 @@ def grade_class(
     Ctrl-C (KeyboardInterrupt) stops every judge and returns what was graded,
     with `interrupted` set.
 
-    Where jails can only run unconfined here ("plain": neither root nor
-    bubblewrap), one student's code could read and overwrite another's:
-    that raises Unisolated unless `unisolated` says to grade anyway, and
-    then every row's note says so."""
-    isolation = confine.mode()
-    if isolation == "plain" and not unisolated:
-        raise Unisolated(unisolated_message())
+    Where jails can only run unconfined here, that raises Unisolated unless
+    `unisolated` says to grade anyway (see isolation), and then every row's
+    note says so."""
+    mode = isolation(unisolated)
     tasks = tasks or {}
     started = time.monotonic()
     students = [
@@ -192,7 +195,7 @@ def grade_class(
 
         graded = runner.grade_many(list(pairs), workers=jobs, limits=limits, on_done=done)
         interrupted = graded.interrupted
-    return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted, isolation)
+    return ClassResult(students, katas, tasks, round(time.monotonic() - started, 3), interrupted, mode)
 
 
 def _keep_earlier(s: Student, katas: list[Kata], tasks: dict, earlier, progress) -> None:
