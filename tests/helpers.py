@@ -14,6 +14,7 @@ from grader.grading.runner import Limits
 TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
 FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
+HANG = Limits(test_seconds=1, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
 
 
 def processes_under(folder) -> list[int]:
@@ -53,9 +54,9 @@ def hanging_grade(tmp_path: Path, args: tuple[str, ...] = (), env: dict | None =
     proc = subprocess.Popen(cmd, env=env, **popen)
     assert wait_for_processes(scratch, present=True, seconds=20), "the grading had no judge or jail running"
     # Inside the hanging check (where the judge writes nothing that would fail on a closed pipe) once
-    # the jail spins: a second of CPU time.
+    # the jail spins: a third of a second of CPU time, far more than a jail spends starting.
     deadline = time.monotonic() + 30
-    while not any(_cpu_seconds(pid) >= 1.0 for pid in _jails_under(scratch)) and time.monotonic() < deadline:
+    while not any(_cpu_seconds(pid) >= 0.3 for pid in _jails_under(scratch)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return proc, scratch
 

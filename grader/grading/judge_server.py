@@ -1,13 +1,15 @@
 """The judge server: one process per `kata` command that forks the judges.
 
-Every judge is a Python process that imports pytest, Hypothesis and NumPy
-before it grades anything: about 0.3 s of the 0.65 s a one-task grading
-takes. The server imports them once and forks a judge for each grading, so a
-judge starts with them already loaded. Nothing else is loaded in the server:
-no suite, no kata module, and no grader module (those read the environment
-when they load). A forked judge sets the environment, folder and descriptors
-it is given, and then runs `grader.grading.judge.main`, exactly what `python -m
-grader.grading.judge` runs.
+Every judge is a Python process that imports pytest (with the plugins
+pytest.main loads as it reads its options), Hypothesis and NumPy before it
+grades anything. The server imports them once, freezes them out of the
+garbage collector's reach (gc.freeze: a judge's collections never walk them,
+and their pages stay shared with the server), and forks a judge for each
+grading, so a judge starts with them already loaded. Nothing else is loaded
+in the server: no suite, no kata module, and no grader module (those read
+the environment when they load). A forked judge sets the environment, folder
+and descriptors it is given, and then runs `grader.grading.judge.main`,
+exactly what `python -m grader.grading.judge` runs.
 
 It is a grader.jail.prefork server on one socketpair with the runner; a
 request is {"argv": [...], "env": {...}, "cwd": "..."}, with two descriptors
@@ -22,6 +24,7 @@ each judge also dies with the server, by its parent-death signal.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
@@ -30,7 +33,7 @@ import traceback
 from grader.grading.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
 from grader.jail.prefork import Server
 
-PRELOAD = ("numpy", "pytest", "_pytest.assertion.rewrite", "hypothesis", "hypothesis.extra.numpy")
+PRELOAD = ("numpy", "pytest", "_pytest.assertion.rewrite", "hypothesis", "hypothesis.extra.numpy", "_hypothesis_pytestplugin")
 RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pipe in the judge
 
 
@@ -78,6 +81,12 @@ def main() -> None:
     fd = int(sys.argv[1])
     for name in PRELOAD:
         __import__(name)
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:  # what pytest.main imports as it reads its options (junitxml brings ElementTree)
+        __import__(f"_pytest.{name}")
+    # What the server loaded stays: the judges' collections never scan it, and their pages stay shared.
+    gc.freeze()
     Server(_judge, fds_per_request=2).serve(connections=[socket.socket(fileno=fd)])
     os._exit(0)
 

@@ -26,6 +26,7 @@ imported whole. An import of a name that goes goes with it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,14 +161,20 @@ def without_unused_imports(source: str) -> str:
 
 
 def _modules(suite: Path) -> dict[str, _Module]:
-    """Every module of a suite (a folder's .py files, or the file), parsed, by stem."""
+    """Every module of a suite (a folder's .py files, or the file), parsed, by stem:
+    read every time, parsed once per text (callers only read what comes back)."""
     paths = sorted(suite.glob("*.py")) if suite.is_dir() else [suite]
-    return {p.stem: _parse(p, suite) for p in paths}
+    return _parsed(suite, tuple((p, p.read_text(encoding="utf-8")) for p in paths))
 
 
-def _parse(path: Path, suite: Path) -> _Module:
+@functools.lru_cache(maxsize=32)
+def _parsed(suite: Path, texts: tuple[tuple[Path, str], ...]) -> dict[str, _Module]:
+    return {path.stem: _parse(path, text, suite) for path, text in texts}
+
+
+def _parse(path: Path, text: str, suite: Path) -> _Module:
     """A module of the suite, with what it defines and what of the suite it imports."""
-    m = _Module(path, ast.parse(path.read_text(encoding="utf-8")))
+    m = _Module(path, ast.parse(text))
     package = Path(suite).name if Path(suite).is_dir() else None
     for node in m.tree.body:
         if isinstance(node, DEFINITIONS):

@@ -28,6 +28,7 @@ process, and the judge trusts none of it.
 from __future__ import annotations
 
 import faulthandler
+import gc
 import importlib.util
 import json
 import os
@@ -358,6 +359,7 @@ def serve_forks(listen_fd: str, life_fd: str) -> None:
     from grader.jail.prefork import Server
 
     listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
+    gc.freeze()  # NumPy and the model, loaded once: no jail's garbage collection walks them
     Server(_jail, fds_per_request=2).serve(listener=listener, life=life)
     os._exit(0)
 

@@ -347,14 +347,19 @@ def _registry_file(path: Path | None) -> tuple[Path, RegistryFile]:
     """The registry's path and its tables, shape-checked; a RegistryError naming the file otherwise."""
     path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     try:
-        with open(path, "rb") as f:
-            return path, check_shape(tomllib.load(f))
+        return path, _tables(path.read_bytes())
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
     except ShapeError as exc:
         raise RegistryError(f"{path}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _tables(data: bytes) -> RegistryFile:
+    """A registry file's tables (frozen), parsed and shape-checked once per content."""
+    return check_shape(tomllib.loads(data.decode("utf-8")))
 
 
 def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:

@@ -19,6 +19,7 @@ stub: only some functions and classes opened, the rest left as written.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 from typing import Callable, Collection
@@ -46,6 +47,12 @@ def make_stub(source: str, only: Collection[str] | None = None) -> str:
     solution wrote them, with the private helpers they use. None opens
     everything and removes every private helper: the learner's stub.
     """
+    return _made_stub(source, None if only is None else frozenset(only))
+
+
+@functools.lru_cache(maxsize=32)
+def _made_stub(source: str, only: frozenset[str] | None) -> str:
+    """make_stub's text, made once per source and set of names (a pure function of both)."""
     if only is None:
         return _stub(source, lambda name: True, lambda name: True).rstrip("\n") + "\n"  # no blank lines a helper left
     opened = set(only)

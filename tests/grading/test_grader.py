@@ -24,7 +24,7 @@ from grader.grading.runner import grade, grade_kata
 from grader.kata.registry import load_registry
 from grader.output import report
 
-from helpers import FAST, SUBS, TOY, hanging_grade, wait_for_processes
+from helpers import FAST, HANG, SUBS, TOY, hanging_grade, wait_for_processes
 
 # Short limits so the hang and loop fixtures finish quickly.
 
@@ -54,8 +54,8 @@ def test_a_correct_but_slow_submission_is_slow_only_on_the_speed_task(toy):
 def test_a_speed_check_reports_the_figure_it_measured_against_its_bar(toy):
     fast = {t.name: t for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks}["fast"]
     slow = {t.name: t for t in grade_kata(toy, str(SUBS / "slow"), limits=FAST).tasks}["fast"]
-    assert [(f["name"], f["bar"], f["better"]) for f in fast.figures] == [("mean_of time over np.mean", 20.0, "lower")]
-    assert 0 < fast.figures[0]["value"] < 20 < slow.figures[0]["value"]
+    assert [(f["name"], f["bar"], f["better"]) for f in fast.figures] == [("mean_of time over np.mean", 5.0, "lower")]
+    assert 0 < fast.figures[0]["value"] < 5 < slow.figures[0]["value"]
 
 
 def test_a_result_line_keeps_only_well_formed_figures():
@@ -70,7 +70,7 @@ def test_a_result_line_keeps_only_well_formed_figures():
 
 
 def test_an_infinite_loop_times_out_names_the_line_it_was_in_and_the_other_tasks_are_still_graded(toy):
-    result = grade_kata(toy, str(SUBS / "loop"), limits=FAST)
+    result = grade_kata(toy, str(SUBS / "loop"), limits=HANG)
     assert {t.name: t.status for t in result.tasks} == {"mean": "timeout", "scale": "pass", "fast": "timeout"}
     # The loop is lines 5-6 of the module (`while True: pass`); faulthandler's dump is not shown as printed.
     assert re.search(r"time limit \(it was running toy\.py:[56] in mean_of\)$", result.tasks[0].message)
@@ -354,11 +354,11 @@ def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on
 
 
 def test_an_infinite_loop_at_import_times_out_every_check_without_waiting_for_the_kata_limit(toy):
-    result = grade_kata(toy, str(SUBS / "loop_at_import"), limits=FAST)
+    result = grade_kata(toy, str(SUBS / "loop_at_import"), limits=HANG)
     assert {t.status for t in result.tasks} == {"timeout"}
     assert "importing the kata module" in result.tasks[0].message
     assert re.search(r"\(it was running toy\.py:[12] in <module>\)$", result.tasks[0].message)
-    assert result.duration < FAST.kata_seconds, "waited for the whole kata limit instead of one check limit"
+    assert result.duration < HANG.kata_seconds, "waited for the whole kata limit instead of one check limit"
 
 
 def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(tmp_path):

@@ -385,21 +385,24 @@ def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_pa
 def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp_path, kata, tasks):
     tree = ast.parse(started(tmp_path, kata, tasks).module.read_text())
     helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
+    read = {id(n): {x.id for x in ast.walk(n) if isinstance(x, ast.Name)} for n in tree.body}  # each statement's names
     for helper in helpers:
-        users = [
-            n
-            for n in tree.body
-            if n is not helper and any(isinstance(x, ast.Name) and x.id == helper.name for x in ast.walk(n))
-        ]
+        users = [n for n in tree.body if n is not helper and helper.name in read[id(n)]]
         assert users, f"{helper.name} is left in the module but nothing written uses it"
+
+
+def _through(lines: list[str], end_col: int) -> str:
+    """lines joined, the last one cut at column end_col (a UTF-8 byte offset, as ast gives it)."""
+    return "".join(lines[:-1]) + lines[-1].encode("utf-8")[:end_col].decode("utf-8")
 
 
 @pytest.mark.parametrize("kata,tasks", [p for p in interviews() if p.values[1]])
 def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(tmp_path, kata, tasks):
     session = started(tmp_path, kata, tasks)
     mine, reference = session.module.read_text(), (SOLUTIONS_DIR / f"{kata}.py").read_text()
-    segments = {
-        n.name: ast.get_source_segment(reference, n)
+    lines = reference.splitlines(keepends=True)
+    segments = {  # ast.get_source_segment of each top-level definition (column 0), without its splitting per call
+        n.name: _through(lines[n.lineno - 1 : n.end_lineno], n.end_col_offset)
         for n in ast.parse(reference).body
         if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
     }

@@ -104,10 +104,10 @@ def test_a_passing_speed_task_shows_its_figure_against_the_bar(workdir):
     shutil.copy(SUBS / "correct" / "toy.py", workdir / "toy.py")
     result = CliRunner().invoke(main, ["grade", "--no-live"])
     fast = next(line for line in result.output.splitlines() if line.startswith("toy") and " fast " in line)
-    assert "x (bar <= 20x)" in fast
+    assert "x (bar <= 5x)" in fast
     data = json.loads(CliRunner().invoke(main, ["grade", "--json"]).output)
     figure = data["katas"][0]["tasks"][2]["figures"][0]
-    assert figure["bar"] == 20 and figure["better"] == "lower" and 0 < figure["value"] < 20
+    assert figure["bar"] == 5 and figure["better"] == "lower" and 0 < figure["value"] < 5
 
 
 def test_figure_text_shows_the_direction_of_the_bar():
