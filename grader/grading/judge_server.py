@@ -33,7 +33,16 @@ import traceback
 from grader.grading.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
 from grader.jail.prefork import Server
 
-PRELOAD = ("numpy", "pytest", "_pytest.assertion.rewrite", "hypothesis", "hypothesis.extra.numpy", "_hypothesis_pytestplugin")
+PRELOAD = (
+    "numpy",
+    "numpy.random",  # numpy loads these on first use; Hypothesis seeds numpy.random before every example
+    "numpy.testing",
+    "pytest",
+    "_pytest.assertion.rewrite",
+    "hypothesis",
+    "hypothesis.extra.numpy",
+    "_hypothesis_pytestplugin",
+)
 RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pipe in the judge
 
 
