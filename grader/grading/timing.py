@@ -94,12 +94,16 @@ def interleave(
     spread: float = 0.10,
     budget_seconds: float = 10.0,
     warmup: bool = True,
+    settled: Callable[[Rounds], bool] | None = None,
 ) -> Rounds:
     """Time `runs` in interleaved rounds (see the module docstring): at least
     `rounds` of them, then more while the tracked figure's spread exceeds
     `spread`, up to `max_rounds` (default 3 x rounds) and while fewer than
-    `budget_seconds` have passed. warmup: one untimed call of each run first
-    (with round index -1). Raises ValueError for no runs or counts below 1."""
+    `budget_seconds` have passed. settled(rounds so far), asked after every
+    round, may stop them sooner: when what they decide can no longer change
+    (a speed check whose rounds all lie far from its bar). warmup: one
+    untimed call of each run first (with round index -1). Raises ValueError
+    for no runs or counts below 1."""
     if not runs:
         raise ValueError("interleave needs at least one run to time")
     max_rounds = 3 * rounds if max_rounds is None else max_rounds
@@ -119,6 +123,8 @@ def interleave(
             measured.seconds[i].append(time.perf_counter() - t0 if seconds is None else float(seconds))
         r += 1
         measured.elapsed = time.perf_counter() - started
+        if settled is not None and settled(measured):
+            break
         if r >= rounds and (measured.spread() <= spread or measured.elapsed >= budget_seconds):
             break
     return measured

@@ -155,7 +155,15 @@ def _timed_all(fns, args) -> tuple[float, list]:
 
 
 def time_ratio(
-    mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call", expect=None, baseline_args=None
+    mine,
+    baseline,
+    inputs,
+    *,
+    repeats: int = 5,
+    what: str = "the timed call",
+    expect=None,
+    baseline_args=None,
+    bar: float | None = None,
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (jail_client.timed), in rounds that
@@ -174,7 +182,11 @@ def time_ratio(
 
     Every timed answer of mine is checked: against expect(*args) (a tuple
     the suite computes, one answer per function of mine) when given, else
-    against the baseline's answers on the same arguments. A fast wrong answer fails the check (not 'slow')."""
+    against the baseline's answers on the same arguments. A fast wrong answer fails the check (not 'slow').
+
+    bar: the largest ratio the check passes, when it has one. Rounds then
+    stop as soon as the verdict is plain (see settled): the extra rounds are
+    bought only where the ratio lies near the bar."""
     mine = mine if isinstance(mine, tuple) else (mine,)
     baseline = baseline if isinstance(baseline, tuple) else (baseline,)
     other = baseline_args or (lambda args: args)
@@ -206,8 +218,27 @@ def time_ratio(
         rounds=repeats,
         spread=SPEED_SPREAD,
         budget_seconds=extra_rounds_budget(),
+        settled=None if bar is None else lambda measured: settled(measured.ratios(0, 1), bar, repeats),
     )
     return rounds.ratio(0, 1)
+
+
+# A verdict no more rounds can change: every round this far from the bar, either way.
+CLEAR_OF_BAR = 1.5
+# Code this far past its bar is slow however long it is timed: two rounds of it are enough.
+FAR_PAST_BAR = 3.0
+
+
+def settled(ratios: list[float], bar: float, repeats: int) -> bool:
+    """Whether a speed check's rounds (per-round ratios of mine over the
+    baseline, lower is faster) decide it against `bar` already: from the
+    second round, when every round is more than FAR_PAST_BAR times the bar
+    (a slow verdict needs no more precision, and no learner gains from one);
+    after `repeats` rounds, when every round lies CLEAR_OF_BAR beyond the bar
+    on the same side. A pass is never decided on fewer rounds than `repeats`."""
+    if len(ratios) >= 2 and min(ratios) > bar * FAR_PAST_BAR:
+        return True
+    return len(ratios) >= repeats and (max(ratios) * CLEAR_OF_BAR < bar or min(ratios) > bar * CLEAR_OF_BAR)
 
 
 def extra_rounds_budget() -> float:

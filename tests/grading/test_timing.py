@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from grader.grading import timing
+from grader.suites import common
 
 
 def scripted(name: str, times, log: list):
@@ -68,6 +69,42 @@ def test_the_budget_ends_the_extra_rounds(monkeypatch):
         budget_seconds=10,
     )
     assert 2 <= rounds.count < 10
+
+
+def test_settled_rounds_stop_before_the_minimum_and_before_the_spread_settles():
+    noisy = itertools.cycle([1.0, 5.0])  # rounds that never agree
+    seen = []
+
+    def after_three(rounds: timing.Rounds) -> bool:
+        seen.append(rounds.count)
+        return rounds.count == 3
+
+    rounds = timing.interleave(
+        [scripted("a", noisy, []), scripted("b", itertools.repeat(1.0), [])],
+        rounds=5,
+        max_rounds=50,
+        spread=0.01,
+        settled=after_three,
+    )
+    assert rounds.count == 3 and seen == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "ratios, settled",
+    [
+        ([20.0], False),  # one round decides nothing
+        ([20.0, 16.0], True),  # two rounds, both more than 3x the bar of 5: slow however long it is timed
+        ([20.0, 14.0], False),  # one of them within 3x of the bar
+        ([1.0, 1.0], False),  # a pass waits for `repeats` rounds
+        ([1.0, 1.0, 3.3], True),  # every round 1.5x below the bar
+        ([1.0, 1.0, 3.4], False),
+        ([8.0, 9.0, 7.6], True),  # every round 1.5x above it
+        ([8.0, 9.0, 7.4], False),
+        ([1.0, 9.0, 1.0, 9.0], False),  # rounds on both sides: more are needed
+    ],
+)
+def test_a_speed_check_is_settled_only_once_its_rounds_lie_far_from_its_bar(ratios, settled):
+    assert common.settled(ratios, bar=5.0, repeats=3) is settled
 
 
 def test_a_run_that_returns_nothing_is_timed_here():

@@ -21,9 +21,10 @@ def test_loss_and_gradient_are_vectorized(kata):
     margin); a Python loop over rows takes 25-37x beside two busy processes
     (at (1024, 256), 14-21x: its cost is per row, so short rows widen the
     gap the bar sits in). The two take turns in at
-    least 5 rounds (time_ratio); a ratio over the bar is measured again, up
-    to three times, and the best kept, so a busy machine does not fail fast
-    code."""
+    least 5 rounds (time_ratio, which stops there once every round lies far
+    from the bar); a ratio over the bar, but not three times over it, is
+    measured again, up to three times, and the best kept, so a busy machine
+    does not fail fast code."""
     gen = common.timed_rng(9)
 
     def inputs(i):
@@ -54,9 +55,10 @@ def test_loss_and_gradient_are_vectorized(kata):
                 repeats=5,
                 what="distillation_loss + distillation_grad",
                 expect=expect,
+                bar=SPEED_RATIO,
             ),
         )
-        if ratio < SPEED_RATIO:
+        if ratio < SPEED_RATIO or ratio > SPEED_RATIO * common.FAR_PAST_BAR:  # passed, or slow beyond doubt
             break
     common.figure("loss + gradient time over two softmaxes", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (

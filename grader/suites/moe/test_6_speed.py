@@ -35,6 +35,7 @@ def test_moe_forward_is_within_3x_of_a_vectorized_layer(kata):
         _speed_inputs(22, SPEED_D, 8, SPEED_F, 2),
         repeats=SPEED_REPEATS,
         what="moe_forward",
+        bar=WITHIN_REFERENCE,
     )
     common.figure(
         "time over a vectorized layer (E=8, k=2)", ratio, WITHIN_REFERENCE, better="lower", key="within_vectorized"
@@ -57,6 +58,7 @@ def test_moe_forward_is_10x_faster_than_a_per_token_loop(kata):
         what="moe_forward",
         expect=lambda *args: (baseline_moe.layer_output(*args),),
         baseline_args=lambda args: (args[0][:part], *args[1:]),
+        bar=LOOP_SHARE / OVER_LOOP,
     )
     faster = LOOP_SHARE / ratio
     common.figure("speed-up over a per-token loop", faster, OVER_LOOP, key="over_loop")
@@ -76,6 +78,7 @@ def test_moe_forward_does_not_run_every_expert_on_every_token(kata):
         _speed_inputs(23, 64, 16, 128, 1),
         repeats=SPEED_REPEATS,
         what="moe_forward",
+        bar=WITHIN_REFERENCE,
     )
     common.figure("time over running each token's one expert (E=16, k=1)", ratio, WITHIN_REFERENCE, better="lower")
     assert ratio < WITHIN_REFERENCE, (

@@ -39,6 +39,7 @@ def test_grouped_quantization_is_vectorized(kata):
         inputs,
         repeats=3,
         what="quantize_grouped",
+        bar=SPEED_RATIO,
     )
     common.figure("quantize_grouped time over whole-array numpy", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (
