@@ -155,15 +155,7 @@ def _timed_all(fns, args) -> tuple[float, list]:
 
 
 def time_ratio(
-    mine,
-    baseline,
-    inputs,
-    *,
-    repeats: int = 5,
-    what: str = "the timed call",
-    expect=None,
-    baseline_args=None,
-    bar: float | None = None,
+    mine, baseline, inputs, *, repeats: int = 5, what: str = "the timed call", expect=None, baseline_args=None, bar=None
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (jail_client.timed), in rounds that
@@ -204,11 +196,7 @@ def time_ratio(
             seconds, digests[(name, r)] = _timed_all(fns, transform(args_of(r)))
             if r >= 0 and ("mine", r) in digests and ("base", r) in digests:
                 want = [protocol.digest(v) for v in expect(*args_of(r))] if expect else digests[("base", r)]
-                if not protocol.digests_agree(digests[("mine", r)], want, DIGEST_RTOL):
-                    raise WrongWhileTimed(
-                        f"{what} returned a wrong result while being timed (its sums differ from the "
-                        "expected ones on the same input): a fast wrong answer is not fast"
-                    )
+                _right_while_timed(what, digests[("mine", r)], want)
             return seconds
 
         return run
@@ -239,6 +227,14 @@ def settled(ratios: list[float], bar: float, repeats: int) -> bool:
     if len(ratios) >= 2 and min(ratios) > bar * FAR_PAST_BAR:
         return True
     return len(ratios) >= repeats and (max(ratios) * CLEAR_OF_BAR < bar or min(ratios) > bar * CLEAR_OF_BAR)
+
+
+def _right_while_timed(what: str, got: list, want: list) -> None:
+    if not protocol.digests_agree(got, want, DIGEST_RTOL):
+        raise WrongWhileTimed(
+            f"{what} returned a wrong result while being timed (its sums differ from the "
+            "expected ones on the same input): a fast wrong answer is not fast"
+        )
 
 
 def extra_rounds_budget() -> float:
