@@ -339,6 +339,7 @@ def test_play_refuses_more_characters_than_the_model_holds():
     assert "ask for at most" in result.output
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on(cli, tmp_path):
     """...and shows what the kata module printed during a failing check as a section of pytest's report,
     escaped, each line led by '| ', its end (where the replay of the failing example Hypothesis settled on
@@ -389,6 +390,7 @@ def _judge_servers_of(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_killing_kata_leaves_no_judge_jail_or_judge_server_behind(tmp_path, sig):
     proc, scratch = hanging_grade(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -440,7 +442,10 @@ def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
 
     thread = threading.Thread(target=looping)
     thread.start()
-    time.sleep(1.0)
+    deadline = time.monotonic() + 20
+    while runner.default_grader().running() == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # its judge is in the looping check
     started = time.monotonic()
     stop_looping.set()
     assert {t.status.value for t in grade_kata(toy, str(SUBS / "correct"), limits=FAST).tasks} == {"pass"}

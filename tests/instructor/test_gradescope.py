@@ -390,6 +390,7 @@ def run_autograder(tmp_path: Path, toy_zip: zipfile.ZipFile, root: Path, python:
     return subprocess.run([str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_run_autograder_grades_the_submission_with_the_checkouts_grader(tmp_path, toy_zip):
     root = fake_root(tmp_path)
     done = run_autograder(tmp_path, toy_zip, root, sys.executable)

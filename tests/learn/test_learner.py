@@ -145,6 +145,7 @@ def test_grading_one_task_keeps_the_other_tasks_statuses(workdir):
     assert "1. toy: Toy (nothing for testing), 3/4 pts" == listed[3]
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_ctrl_c_keeps_the_previous_grade_and_kata_list_says_it_was_interrupted(workdir, tmp_path):
     """Ctrl-C at a terminal (SIGINT to the whole foreground group) in the middle of a grade: the
     table says `interrupted` for what it did not finish, no verdict is recorded for it, and `kata
@@ -383,6 +384,7 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     assert "not written yet" in done.stderr and "--target reference" in done.stderr
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(tmp_path):
     def bench(*args: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "grader.cli", "bench", "distillation", "--target", "reference", *args]

@@ -214,6 +214,7 @@ class Child:
         return wait_for_processes(self.scratch, present=False, seconds=5)
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_the_command_regrades_on_save_and_ctrl_c_stops_it_cleanly(work, tmp_path):
     child = Child(work, tmp_path)
     child.wait_for("watching ")
@@ -228,6 +229,7 @@ def test_the_command_regrades_on_save_and_ctrl_c_stops_it_cleanly(work, tmp_path
     assert not child.leftovers(), "a judge or a jail outlived the watch"
 
 
+@pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work, tmp_path):
     child = Child(work, tmp_path)
     child.wait_for("watching ")
