@@ -42,6 +42,7 @@ PRELOAD = (
     "hypothesis",
     "hypothesis.extra.numpy",
     "_hypothesis_pytestplugin",
+    "pdb",  # pytest's debugging plugin imports it as it configures
 )
 RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pipe in the judge
 

@@ -11,9 +11,10 @@ per seed (runner.grade_batch: the suite collected once, each mutant with
 jails and fixtures of its own), one test per kata and seed, whose failure
 lists every mutant that got through (`python tests/mutation.py KATA --all`
 grades them one by one); seeds 1 and 2 are among the slow tests. The
-alternative is graded with the standard seed here and with seed 1 in the slow
-tests, as is the reference (CI's 10 minutes hold the speed-flake test, not
-these). The thorough tests (`python -m pytest -m thorough`, left out of the
+alternative is graded whole, with the standard seed and with seed 1, among
+the slow tests, as is the reference with seed 1 (its standard-seed grade is
+tests/suites/test_katas.py's; CI's 10 minutes hold the speed-flake test, not
+the sweep of seeds). The thorough tests (`python -m pytest -m thorough`, left out of the
 default run for their minutes) sweep the reference and each alternative
 through seeds 0-9, seed by seed, failing at the first that loses a point, and
 grade each mutant's whole task, every check in the suite's order, as a
@@ -124,6 +125,7 @@ def test_each_mutant_fails_its_whole_task(kata: str, seed: int, tmp_path: Path):
     assert_every_mutant_caught(kata, seed, tmp_path, whole_task=True)
 
 
+@pytest.mark.slow  # a whole kata graded: with the standard seed here, with seed 1 below
 @pytest.mark.parametrize("kata", WITH_ALTERNATIVE)
 def test_a_differently_written_correct_implementation_gets_full_marks(kata: str, tmp_path: Path):
     assert_alternative_passes(kata, tmp_path)
