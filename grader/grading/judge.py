@@ -416,7 +416,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
     """How the judge runs pytest on a suite: quiet, no tracebacks (the reporter says what failed), only the
     plugins it needs, no configuration file, and Hypothesis seeded by the grading seed."""
-    plugins_off = ["-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:threadexception"]
+    unused = ("cacheprovider", "unraisableexception", "threadexception", "logging", "junitxml", "doctest", "pastebin")
+    plugins_off = [arg for name in (*unused, "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")]
     out = [suite, f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
     out += ["-p", "_hypothesis_pytestplugin", "-W", "ignore", "-c", os.devnull]
     out += ["--rootdir", os.path.dirname(os.path.abspath(suite))]
