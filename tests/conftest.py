@@ -29,13 +29,21 @@ settings.register_profile("ci", derandomize=True, database=None, deadline=None, 
 settings.load_profile("ci")
 
 
-# The test files whose tests take longest (100 s and more together): started first, so that neither
-# worker is left alone with one of them at the end.
-LONGEST = ("test_speed_flake.py", "test_hidden_checks.py", "test_wheel.py", "test_diagnoses.py")
+# The test files whose tests take longest (100 s and more together in the whole run; in the quick run, the
+# mutants' batches and the reference's grade): started first, so that neither worker is left alone with one of
+# them at the end.
+LONGEST = (
+    "test_speed_flake.py",
+    "test_hidden_checks.py",
+    "test_wheel.py",
+    "test_diagnoses.py",
+    "test_mutants.py",
+    "test_katas.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Start the speed-flake and hidden-check tests first, and keep each
+    """Start the longest tests first (LONGEST), and keep each
     xdist_group on one worker under pytest 9.2 too.
 
     The speed-flake test holds its worker for 100 s or more. Collected near

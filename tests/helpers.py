@@ -14,7 +14,7 @@ from grader.grading.runner import Limits
 TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
 FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
-HANG = Limits(test_seconds=1, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
+HANG = Limits(test_seconds=0.75, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
 
 
 def processes_under(folder) -> list[int]:
