@@ -22,9 +22,9 @@ def test_loss_and_gradient_are_vectorized(kata):
     (at (1024, 256), 14-21x: its cost is per row, so short rows widen the
     gap the bar sits in). The two take turns in at
     least 5 rounds (time_ratio, which stops there once every round lies far
-    from the bar); a ratio over the bar, but not three times over it, is
-    measured again, up to three times, and the best kept, so a busy machine
-    does not fail fast code."""
+    from the bar); a ratio just over the bar (within 1.5x of it) is measured
+    again, up to three times, and the best kept, so a busy machine does not
+    fail fast code."""
     gen = common.timed_rng(9)
 
     def inputs(i):
@@ -58,7 +58,7 @@ def test_loss_and_gradient_are_vectorized(kata):
                 bar=SPEED_RATIO,
             ),
         )
-        if ratio < SPEED_RATIO or ratio > SPEED_RATIO * common.FAR_PAST_BAR:  # passed, or slow beyond doubt
+        if ratio < SPEED_RATIO or ratio > SPEED_RATIO * common.CLEAR_OF_BAR:  # passed, or too slow for noise to explain
             break
     common.figure("loss + gradient time over two softmaxes", ratio, SPEED_RATIO, better="lower")
     assert ratio < SPEED_RATIO, (
