@@ -1,10 +1,12 @@
 """Shared test settings: a deterministic Hypothesis profile, loaded for every test run, the longest test
-scheduled first, xdist groups that hold under pytest 9.2, Ctrl-C not ignored, and a grade key of the run's own."""
+scheduled first, xdist groups that hold under pytest 9.2, Ctrl-C not ignored, bytecode cached, and a grade key
+of the run's own."""
 
 import atexit
 import os
 import shutil
 import signal
+import sys
 import tempfile
 
 from hypothesis import settings
@@ -15,6 +17,13 @@ from hypothesis import settings
 # process the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# Some hosts set PYTHONDONTWRITEBYTECODE=1 (these machines do). Under it every xdist worker rewrites the asserts of
+# every test module again and every process the tests start compiles the grader from source, each run; a
+# contributor's own machine caches both in __pycache__ (which .gitignore and `kata release` leave out). The tests
+# cache them as Python does by default; the judges' private bytecode cache (grader.grading.bytecode) is unaffected.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # The key the grader seals recorded grades with (grader.learn.vouch): one of this run's own, in a folder removed at
 # its end, never the account's real one; the processes the tests start inherit it.
