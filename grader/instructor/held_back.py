@@ -51,12 +51,11 @@ def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
     """Every module of a suite (a folder's .py files, or the file) -> its text in the
     edition without the held-back `tests` and the code only they use; None for a test
     module whose every check is held back (it ships nothing)."""
-    modules = _modules(Path(suite))
+    modules, uses = _modules(Path(suite))
     test_modules = {p.stem for p in suite_modules(suite)}
     gone = {stem for stem in test_modules if _only_checks_of(modules[stem], tests)}
     dropped = {(stem, name) for stem, m in modules.items() for name in m.defs if name in tests or stem in gone}
     dropped |= {ref for stem in gone for node in _statements(modules[stem]) for ref in _uses(modules, stem, node)}
-    uses = {(stem, name): _uses(modules, stem, node) for stem, m in modules.items() for name, node in m.defs.items()}
     dropped = _reached(uses, dropped)
     kept = {ref for ref in uses if ref not in dropped}
     kept |= {
@@ -79,8 +78,12 @@ def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
 def hidden_checks(suite: Path) -> dict[str, str]:
     """The suite's hidden checks: test name -> what answer it needs ("oracles._route64",
     "the baseline"), in the suite's order. Public checks are not listed."""
-    modules = _modules(Path(suite))
-    uses = {(stem, name): _uses(modules, stem, node) for stem, m in modules.items() for name, node in m.defs.items()}
+    return dict(_hidden(Path(suite), _texts(Path(suite))))
+
+
+@functools.lru_cache(maxsize=32)
+def _hidden(suite: Path, texts: tuple[tuple[Path, str], ...]) -> tuple[tuple[str, str], ...]:
+    modules, uses = _parsed(suite, texts)
     answers = {
         ref: "the baseline" if _calls_baseline(modules[ref[0]].defs[ref[1]]) else f"{ref[0]}.{ref[1]}"
         for ref in uses
@@ -94,7 +97,7 @@ def hidden_checks(suite: Path) -> dict[str, str]:
                 needs = _packages_needed(node) + needs
                 if needs:
                     hidden[name] = needs[0]
-    return hidden
+    return tuple(hidden.items())
 
 
 def _packages_needed(node: ast.FunctionDef) -> list[str]:
@@ -160,16 +163,23 @@ def without_unused_imports(source: str) -> str:
     return re.sub(r"\n{3,}", "\n\n\n", text).rstrip("\n") + "\n"
 
 
-def _modules(suite: Path) -> dict[str, _Module]:
-    """Every module of a suite (a folder's .py files, or the file), parsed, by stem:
-    read every time, parsed once per text (callers only read what comes back)."""
+def _modules(suite: Path) -> tuple[dict[str, _Module], dict[Ref, set[Ref]]]:
+    """Every module of a suite (a folder's .py files, or the file), parsed, by stem, and
+    the suite definitions each top-level definition uses: the files read every time, the
+    rest worked out once per text (callers only read what comes back)."""
+    return _parsed(suite, _texts(suite))
+
+
+def _texts(suite: Path) -> tuple[tuple[Path, str], ...]:
     paths = sorted(suite.glob("*.py")) if suite.is_dir() else [suite]
-    return _parsed(suite, tuple((p, p.read_text(encoding="utf-8")) for p in paths))
+    return tuple((p, p.read_text(encoding="utf-8")) for p in paths)
 
 
 @functools.lru_cache(maxsize=32)
-def _parsed(suite: Path, texts: tuple[tuple[Path, str], ...]) -> dict[str, _Module]:
-    return {path.stem: _parse(path, text, suite) for path, text in texts}
+def _parsed(suite: Path, texts: tuple[tuple[Path, str], ...]) -> tuple[dict[str, _Module], dict[Ref, set[Ref]]]:
+    modules = {path.stem: _parse(path, text, suite) for path, text in texts}
+    uses = {(stem, name): _uses(modules, stem, node) for stem, m in modules.items() for name, node in m.defs.items()}
+    return modules, uses
 
 
 def _parse(path: Path, text: str, suite: Path) -> _Module:
