@@ -200,7 +200,7 @@ def test_an_error_in_the_learners_code_keeps_its_frames_and_shows_the_minimal_ex
 def test_a_speed_check_describes_the_large_arrays_it_timed():
     graded, _ = toy_verbose("nan")
     fast = {t.name: t for t in graded.tasks}["fast"]
-    assert fast.failures[0]["example"] == "toy.mean_of(array(shape=(200000,), dtype=float64, ...))  (2 times)"
+    assert fast.failures[0]["example"] == "toy.mean_of(array(shape=(100000,), dtype=float64, ...))  (2 times)"
 
 
 def test_values_are_compact_one_liners():
@@ -301,7 +301,7 @@ toy / mean: fail
 toy / fast: fail
   test_mean_is_as_fast_as_numpy [fail]: the timed call returned a wrong result while being timed (its sums \
 differ from the expected ones on the same input): a fast wrong answer is not fast
-      example: toy.mean_of(array(shape=(200000,), dtype=float64, ...))  (2 times)
+      example: toy.mean_of(array(shape=(100000,), dtype=float64, ...))  (2 times)
   hint: Is there a Python loop?"""
 
 
