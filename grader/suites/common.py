@@ -60,7 +60,7 @@ def draw_from_the_suites_alone() -> None:
     editable install, not when it is installed as a package, so the same
     suite and seed would draw other examples in each, and any edit of a
     constant anywhere in grader/ or reference/ would change every suite's
-    draws. Scanning them also cost each judge about 0.17 s. With this, the
+    draws. Scanning them also cost each judge a parse of every such module. With this, the
     suites' own strategies and explicit examples decide every draw.
     (`_get_local_constants` is Hypothesis's internal hook for this; on a
     version without it there is nothing to turn off.)"""
