@@ -34,11 +34,12 @@ EDITED_FILES = ["grader/kata/katas.toml", "CHECKLIST.md", "README.md"]
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file under root (its path relative to root) with the sha256 of its bytes."""
+    """Every file under root (its path relative to root) with the sha256 of its bytes, but the
+    bytecode Python caches in __pycache__ as it runs (which .gitignore leaves out too)."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and "__pycache__" not in p.relative_to(root).parts
     }
 
 
