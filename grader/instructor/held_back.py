@@ -41,6 +41,7 @@ ORACLES = "oracles"  # the module of a suite folder that computes expected answe
 @dataclass
 class _Module:
     path: Path
+    text: str  # as read, the text the tree was parsed from
     tree: ast.Module
     defs: dict[str, ast.stmt] = field(default_factory=dict)
     names: dict[str, Ref] = field(default_factory=dict)  # local name -> the suite definition it imports
@@ -67,11 +68,10 @@ def suite_texts(suite: Path, tests: set[str]) -> dict[Path, str | None]:
     removed = dropped - _reached(uses, kept)
     out: dict[Path, str | None] = {}
     for stem, m in modules.items():
-        text = m.path.read_text(encoding="utf-8")
         if stem in gone:
             out[m.path] = None
         else:
-            out[m.path] = _without(text, m, {name for s, name in removed if s == stem}, removed)
+            out[m.path] = _without(m.text, m, {name for s, name in removed if s == stem}, removed)
     return out
 
 
@@ -184,7 +184,7 @@ def _parsed(suite: Path, texts: tuple[tuple[Path, str], ...]) -> tuple[dict[str,
 
 def _parse(path: Path, text: str, suite: Path) -> _Module:
     """A module of the suite, with what it defines and what of the suite it imports."""
-    m = _Module(path, ast.parse(text))
+    m = _Module(path, text, ast.parse(text))
     package = Path(suite).name if Path(suite).is_dir() else None
     for node in m.tree.body:
         if isinstance(node, DEFINITIONS):

@@ -206,7 +206,7 @@ def time_ratio(
         rounds=repeats,
         spread=SPEED_SPREAD,
         budget_seconds=extra_rounds_budget(),
-        settled=None if bar is None else lambda measured: settled(measured.ratios(0, 1), bar, repeats),
+        settled=None if bar is None else settles_against(bar, repeats),
     )
     return rounds.ratio(0, 1)
 
@@ -215,6 +215,11 @@ def time_ratio(
 CLEAR_OF_BAR = 1.5
 # Code this far past its bar is slow however long it is timed: two rounds of it are enough.
 FAR_PAST_BAR = 3.0
+
+
+def settles_against(bar: float, repeats: int):
+    """What timing.interleave asks after each round of a speed check against `bar`: settled() of its ratios."""
+    return lambda measured: settled(measured.ratios(0, 1), bar, repeats)
 
 
 def settled(ratios: list[float], bar: float, repeats: int) -> bool:

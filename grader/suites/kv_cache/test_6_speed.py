@@ -110,7 +110,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
         spread=common.SPEED_SPREAD,
         budget_seconds=common.extra_rounds_budget(),
         warmup=False,
-        settled=lambda measured: common.settled(measured.ratios(0, 1), MAX_UPDATE_GROWTH, rounds),
+        settled=common.settles_against(MAX_UPDATE_GROWTH, rounds),
     )
     ratio = timed.ratio(0, 1)
     common.figure(
