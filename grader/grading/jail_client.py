@@ -29,6 +29,7 @@ import collections
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -36,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -116,24 +116,14 @@ def _record(jail: "Jail", obj: "Remote", method: str | None, args, kwargs, batch
             str(obj._ref.get("type")),
             str(obj._ref.get("kind")),
             method,
-            tuple(_freeze(a) for a in args),
-            {str(k): _freeze(v) for k, v in kwargs.items()},
+            tuple(failing_calls.freeze(a) for a in args),
+            {str(k): failing_calls.freeze(v) for k, v in kwargs.items()},
             n,
         )
     except Exception:  # noqa: BLE001 - an example is a courtesy; it never fails a check
         return
     CALLS.append(frozen)
     _CALLS_MADE[0] += n
-
-
-# Arrays upload() sent ahead of a timed call, by the handle that stands for them, described.
-_UPLOADED: "weakref.WeakKeyDictionary[Remote, object]" = weakref.WeakKeyDictionary()
-
-
-def _freeze(value):
-    if isinstance(value, Remote) and value in _UPLOADED:
-        return _UPLOADED[value]  # an array sent ahead of a timed call: described as the array
-    return failing_calls.freeze(value)
 
 
 def is_load_failure(exc: BaseException) -> bool:
@@ -369,35 +359,27 @@ class Jail:
         self.ensure()
         return self._send(op, SETTINGS.deadline, **fields)[0]
 
-    def call(
-        self,
-        obj: Remote,
-        method: str | None,
-        args,
-        kwargs,
-        keep: bool = False,
-        probe: int | None = None,
-        batch: bool = False,
-    ):
+    def call(self, obj: Remote, method: str | None, args, kwargs, keep: bool = False, batch: bool = False, timed=False):
         """obj(*args, **kwargs) or obj.method(*args, **kwargs). keep: leave the
-        result in the jail and return (its proxy, its digest, sampled if a
-        probe seed is given) instead of its data. batch: args is a list of
-        argument lists, one call each, in order, in one round trip; returns
-        the list of results."""
+        result in the jail and return its proxy instead of its data. batch:
+        args is a list of argument lists, one call each, in order, in one
+        round trip; returns the list of results. timed: a call on the clock,
+        which timed() recorded before its clock started."""
         self.ensure()
         if obj._gen != self.generation:
             raise JailCrash("this kata object was made before the kata process restarted")
-        if self.learner and not keep:  # a timed call (keep) is recorded by timed(), before its clock starts
+        if self.learner and not timed:
             _record(self, obj, method, args, kwargs, batch)
         fields = {"obj": obj, "method": method, "args": list(args), "kwargs": dict(kwargs)}
         if keep:
             fields["keep"] = True
         if batch:
             fields["batch"] = True
-        if probe is not None:
-            fields["probe"] = probe
-        value, header = self._send(p.Op.CALL, SETTINGS.deadline, **fields)
-        return (value, header.get("digest")) if keep else value
+        return self._send(p.Op.CALL, SETTINGS.deadline, **fields)[0]
+
+    def pick(self, kept: Remote, where: list):
+        """What the jail answers for the values of the kept result at the positions `where` (protocol.picked)."""
+        return self.request(p.Op.PICK, obj=kept, at=where)
 
     def put(self, value) -> Remote:
         """Keep value in the jail; its proxy can then be passed without sending it again."""
@@ -507,9 +489,6 @@ def baseline_module(path) -> ModuleProxy:
     return _JAILS[key].module()
 
 
-UPLOAD_BYTES = 4096  # arguments of a timed call larger than this are sent before the clock starts
-
-
 def _owner(fn, what: str) -> tuple[Remote, str | None]:
     owner, method = (fn.owner, fn.name) if isinstance(fn, RemoteMethod) else (fn, None)
     if not isinstance(owner, Remote):
@@ -517,39 +496,55 @@ def _owner(fn, what: str) -> tuple[Remote, str | None]:
     return owner, method
 
 
-def upload(fn, args) -> list:
-    """args with every array larger than UPLOAD_BYTES already sent to fn's
-    jail (as handles), so that timing a call of fn does not time the copy."""
-    jail = _owner(fn, "upload")[0]._jail
-    out = []
-    for a in args:
-        if isinstance(a, np.ndarray) and a.nbytes > UPLOAD_BYTES:
-            handle = jail.put(a)
-            if jail.learner:
-                _UPLOADED[handle] = failing_calls.freeze(a)
-            a = handle
-        out.append(a)
-    return out
+# Where the judge reads results kept in a jail (timed_picks): drawn here, per judge, after each answer.
+_PICKS = np.random.default_rng(secrets.randbits(128))
 
 
-def timed(fn, args, probe: int | None = None, batch: bool = False) -> tuple[float, object]:
-    """(seconds, digest) of one call of a kata function or method, timed here
-    around its round trip. Large array arguments are sent to the jail first
-    (see upload), outside the timing; the result stays there and only its
-    digest (protocol.digest, sampled with a probe seed) comes back, so the
-    time is the work, not the copying. batch: args is a list of argument
-    lists, called in order in one round trip (the digest is then a list),
-    for calls too quick to time one by one."""
+def _clock(fn, args, batch: bool, run) -> tuple[float, object]:
+    """(seconds, run(jail, owner, method, args)) timed here around everything the
+    jail does with args: they travel inside the timed round trip (nothing
+    reaches the jail before the clock starts), and every other jail of the
+    judge is stopped meanwhile, so no side burns CPU on the other's clock."""
     owner, method = _owner(fn, "timed")
-    sent = [upload(fn, one) for one in args] if batch else upload(fn, args)
-    if owner._jail.learner:
-        _record(owner._jail, owner, method, sent, {}, batch)
-    others = [j.proc for j in _JAILS.values() if j is not owner._jail and j.proc is not None]
-    with stopped([proc.pid for proc in others if proc.poll() is None]):  # no side burns CPU on the other's clock
+    jail = owner._jail
+    args = [list(a) for a in args] if batch else list(args)
+    if jail.learner:
+        _record(jail, owner, method, args, {}, batch)
+    others = [j.proc for j in _JAILS.values() if j is not jail and j.proc is not None]
+    with stopped([proc.pid for proc in others if proc.poll() is None]):
         t0 = time.perf_counter()
-        _, digest = owner._jail.call(owner, method, sent, {}, keep=True, probe=probe, batch=batch)
-        seconds = time.perf_counter() - t0
-    return seconds, digest
+        value = run(jail, owner, method, args)
+        return time.perf_counter() - t0, value
+
+
+def timed(fn, args, batch: bool = False) -> tuple[float, object]:
+    """(seconds, result) of one call of a kata function or method, timed here
+    around its round trip (see _clock): the arguments go and the whole result
+    comes back inside it, so the judge checks data it received, never a
+    summary the jail made. batch: args is a list of argument lists, called
+    in order in one round trip (the result is then their list), for calls
+    too quick to time one by one."""
+    return _clock(
+        fn, args, batch, lambda jail, owner, method, sent: jail.call(owner, method, sent, {}, batch=batch, timed=True)
+    )
+
+
+def timed_picks(fn, args, want, batch: bool = False) -> tuple[float, bool]:
+    """(seconds, whether the result is want) of one call whose result is too
+    large to bring back (views of a large buffer, such as a KV cache's keys
+    and values): it stays in the jail, and, still on the clock, the judge
+    reads it at protocol.PROBES positions per array that it draws only once
+    the call has answered (protocol.draw_picks), so no work can wait for
+    positions known in advance, or be left for after the clock stops. want:
+    the result the suite expects (arrays, or lists and tuples of them)."""
+
+    def run(jail, owner, method, sent):
+        kept = jail.call(owner, method, sent, {}, keep=True, batch=batch, timed=True)
+        where = p.draw_picks(want, _PICKS)
+        return where, jail.pick(kept, where)
+
+    seconds, (where, got) = _clock(fn, args, batch, run)
+    return seconds, p.picks_agree(got, want, where)
 
 
 def put(fn, value) -> Remote:
@@ -564,10 +559,10 @@ def kept(fn, *args, items=None):
     object the call returned (an array's fill edits it where the learner's
     code can see the edit); with items, the list of proxies of result[i]."""
     owner, method = _owner(fn, "kept")
-    result, _ = owner._jail.call(owner, method, list(args), {}, keep=True)
+    result = owner._jail.call(owner, method, list(args), {}, keep=True)
     if items is None:
         return result
-    return [result._jail.call(result, "__getitem__", [i], {}, keep=True)[0] for i in items]
+    return [result._jail.call(result, "__getitem__", [i], {}, keep=True) for i in items]
 
 
 def call_many(fn, arg_lists, **kwargs) -> list:

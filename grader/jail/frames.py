@@ -44,7 +44,8 @@ class Reader:
             if left <= 0 or not select.select([self.sock], [], [], left)[0]:
                 raise PeerTimeout("no answer before the deadline")
 
-    def read(self, n: int, deadline: float | None) -> bytes:
+    def read(self, n: int, deadline: float | None) -> bytes | bytearray:
+        """The next n bytes: bytes when small, else a bytearray that nothing else holds."""
         if n <= 1 << 16:  # small: one recv usually brings this and the rest of the frame
             while len(self.buf) < n:
                 self._wait(deadline)
@@ -72,20 +73,44 @@ class Reader:
             if not got:
                 raise PeerGone("the channel closed")
             have += got
-        return bytes(out)
+        return out  # a bytearray of its own: arrays decoded from it may keep it without a copy
 
 
-def send_frame(sock: socket.socket, header: dict, buffers: list[bytes]) -> None:
+def send_frame(sock: socket.socket, header: dict, buffers: list) -> None:
+    """Send one frame. buffers: bytes, or flat uint8 views of arrays (protocol's
+    encoding), sent as they lie in memory: a large frame is written with one
+    scatter-gather call per IOV_MAX pieces, not joined into a copy first."""
     text = json.dumps(header, separators=(",", ":")).encode()
     parts = [struct.pack("!II", len(text), len(buffers)), text]
     for b in buffers:
         parts += [struct.pack("!Q", len(b)), b]
-    if sum(map(len, parts)) > MAX_FRAME:
+    total = sum(map(len, parts))
+    if total > MAX_FRAME:
         raise ProtocolError(f"a message of more than {MAX_FRAME >> 20} MiB cannot cross")
     try:
-        sock.sendall(b"".join(parts))
+        if total <= JOIN_BYTES:
+            sock.sendall(b"".join(parts))
+        else:
+            _send_parts(sock, [memoryview(p) for p in parts if len(p)])
     except OSError as exc:
         raise PeerGone(str(exc)) from None
+
+
+JOIN_BYTES = 1 << 16  # frames up to this size are joined and sent in one piece
+IOV_MAX = 1024  # pieces one sendmsg takes on Linux
+
+
+def _send_parts(sock: socket.socket, views: list[memoryview]) -> None:
+    first = 0
+    while first < len(views):
+        sent = sock.sendmsg(views[first : first + IOV_MAX])
+        while sent:
+            size = len(views[first])
+            if sent < size:
+                views[first] = views[first][sent:]
+                break
+            sent -= size
+            first += 1
 
 
 def recv_frame(reader: Reader, deadline: float | None = None) -> tuple[dict, list[bytes]]:

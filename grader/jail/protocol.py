@@ -19,6 +19,7 @@ function), so `Peer.request` serves incoming requests until its reply comes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
 from dataclasses import dataclass
@@ -70,9 +71,10 @@ class Op(str, Enum):
     """What a frame asks for, or answers."""
 
     LOAD = "load"  # judge -> jail: import a kata module from a file; answer: its handle
-    PUT = "put"  # judge -> jail: keep a value there; answer: its handle (inputs of a timed call)
+    PUT = "put"  # judge -> jail: keep a value there; answer: its handle (a later call gets that very object)
     GETATTR = "getattr"  # read an attribute of a handle's object
     CALL = "call"  # call a handle's object, or one of its methods
+    PICK = "pick"  # judge -> jail: a kept result's values at positions the judge drew after it came back
     OK = "ok"  # the answer: a value
     ERR = "err"  # the answer: an exception
     BYE = "bye"  # judge -> jail: stop serving
@@ -191,10 +193,11 @@ class Codec:
         self._frame: list | None = None
         self._arrays: dict = {}
         self._decoded = 0  # bytes of arrays decoded from the frame so far (MAX_DECODED)
+        self._taken: set[int] = set()  # the frame's buffers an array decoded from it holds without a copy
 
     def _frame_memo(self, buffers: list) -> dict:
         if self._frame is not buffers:  # a new frame (the list is held, so its id is not reused)
-            self._frame, self._arrays, self._decoded = buffers, {}, 0
+            self._frame, self._arrays, self._decoded, self._taken = buffers, {}, 0, set()
         return self._arrays
 
     def handle(self, obj) -> int:
@@ -250,7 +253,10 @@ class Codec:
         known = memo.get(id(value))
         if known is not None and known[0] is value:  # the same array again in this frame
             return known[1]
-        buffers.append(value.tobytes())  # C order, whatever the strides
+        # Its bytes in C order, as they lie in memory when they already do (sent without a copy).
+        buffers.append(
+            np.ascontiguousarray(value).reshape(-1).view(np.uint8) if type(value) is np.ndarray else value.tobytes()
+        )
         out = {
             "$": "np" if isinstance(value, np.generic) else "nd",
             "dtype": dt,
@@ -310,7 +316,7 @@ class Codec:
         if tag == "dict":
             return self._decode_dict(data, buffers, depth)
         if tag == "bytes":
-            return _buffer(data, buffers)
+            return bytes(_buffer(data, buffers))
         if tag == "dtype":
             return _decode_dtype(data)
         if tag == "ref":
@@ -321,12 +327,13 @@ class Codec:
         memo = self._frame_memo(buffers)
         key = (tag, data.get("buf"), data.get("dtype"), str(data.get("shape")))
         known = memo.get(key)
-        if known is None:
-            known = memo[key] = decode_array(data, buffers)  # checked once per buffer and layout
+        first = known is None
+        if first:  # checked once per buffer and layout; the first array made of a buffer may keep it
+            known = memo[key] = decode_array(data, buffers, self._taken)
         self._decoded += getattr(known, "nbytes", 0)
         if self._decoded > MAX_DECODED:  # one buffer named a million times would be a million copies
             raise ProtocolError(f"a message that decodes to more than {MAX_DECODED >> 20} MiB of arrays")
-        return known.copy() if tag == "nd" else known  # every use gets its own array, as if sent again
+        return known.copy() if tag == "nd" and not first else known  # every use its own array, as if sent again
 
     def _decode_dict(self, data: dict, buffers: list[bytes], depth: int) -> dict:
         out = {}
@@ -383,8 +390,11 @@ def _buffer(data: dict, buffers: list[bytes]) -> bytes:
     return buffers[i]
 
 
-def decode_array(data: dict, buffers: list[bytes]):
-    """A numpy array (or scalar) from dtype + shape + raw bytes, checked."""
+def decode_array(data: dict, buffers: list, taken: set[int] | None = None):
+    """A numpy array (or scalar) from dtype + shape + raw bytes, checked. A
+    buffer that is a bytearray of its own (frames.Reader's large reads) and
+    not in `taken` becomes the array's memory without a copy, and joins
+    `taken`; any other is copied."""
     dtype, shape = data.get("dtype"), data.get("shape")
     if dtype not in DTYPES:
         raise ProtocolError(f"arrays of dtype {dtype!r} cannot cross; numeric dtypes only")
@@ -394,7 +404,11 @@ def decode_array(data: dict, buffers: list[bytes]):
     dt = np.dtype(dtype)
     if math.prod(shape) * dt.itemsize != len(raw):
         raise ProtocolError(f"an array of shape {tuple(shape)} and dtype {dt} does not fit its {len(raw)} bytes")
-    arr = np.frombuffer(raw, dtype=dt).reshape(shape).copy()
+    arr = np.frombuffer(raw, dtype=dt).reshape(shape)
+    if taken is not None and type(raw) is bytearray and data["buf"] not in taken:
+        taken.add(data["buf"])
+    else:
+        arr = arr.copy()
     if data.get("$") == "np":
         if shape:
             raise ProtocolError("a scalar with a shape")
@@ -402,30 +416,22 @@ def decode_array(data: dict, buffers: list[bytes]):
     return arr
 
 
-PROBES = 48  # values a sampled digest reads from each array
+PROBES = 48  # values the judge picks from each array of a result kept in the jail
 
 
-def digest(value, probe: int | None = None):
-    """A small summary of a result: for every number or array in it, its shape,
-    kind and float64 sums (or, with a probe, the values at PROBES positions
-    drawn from that seed); None for other objects. A timed call answers with
-    this instead of its data, computed inside the timed round trip, so the
-    time still covers the work and the answer is still checked. Sums read
-    every value; a probe reads a few, for results that are views of a large
-    buffer (a KV cache) whose full sum would cost more than the work."""
+def digest(value):
+    """A small summary of a result, made by the judge from the data a timed
+    call returned: for every number or array in it, its shape, kind and
+    float64 sums; None for other objects. Sums read every value, so a result
+    wrong anywhere is told apart (see digests_agree)."""
     if type(value) in (bool, int, float) or isinstance(value, np.generic):
         value = np.asarray(value)
     if isinstance(value, (list, tuple)):
         if value and all(type(v) in (int, bool, float) or isinstance(v, np.generic) for v in value):
-            return digest(np.asarray(value), probe)
-        return [digest(v, probe) for v in value]
+            return digest(np.asarray(value))
+        return [digest(v) for v in value]
     if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
         out = {"shape": list(value.shape), "kind": value.dtype.kind}
-        if probe is not None and value.size:
-            where = np.random.default_rng(probe).integers(0, value.shape, size=(PROBES, value.ndim))
-            samples = value[tuple(where.T)].real.astype(np.float64)
-            out["samples"] = [float(v) if np.isfinite(v) else str(v) for v in samples]
-            return out
         total = float(value.real.sum(dtype=np.float64))
         size = float(np.abs(value, dtype=np.float64).sum()) if value.dtype.kind != "c" else float(np.abs(value).sum())
         nonfinite = 0
@@ -439,6 +445,68 @@ def digest(value, probe: int | None = None):
     return None
 
 
+def arrays_in(value) -> list:
+    """The arrays of a result, in order: value itself, or the items of nested
+    lists and tuples (what a pick addresses)."""
+    if isinstance(value, (list, tuple)):
+        return [a for v in value for a in arrays_in(v)]
+    return [value]
+
+
+def draw_picks(want, rng: np.random.Generator) -> list[np.ndarray]:
+    """Where the judge reads a kept result that should equal `want` (arrays,
+    or nested lists and tuples of them): PROBES positions (PROBES, ndim) in
+    each array, drawn from rng after the result came back, so the jail
+    cannot know them while it answers the call."""
+    return [
+        rng.integers(0, np.shape(a), size=(PROBES, np.ndim(a))) if np.size(a) else np.zeros((0, np.ndim(a)), np.int64)
+        for a in arrays_in(want)
+    ]
+
+
+def picked(value, where: list) -> list:
+    """In the jail: the values of a kept result at the judge's positions, with
+    each array's shape, [{"shape": [...], "values": array}, ...]; an array
+    the positions do not fit (a wrong shape), or not of real numbers, answers its shape alone."""
+    arrays = arrays_in(value)
+    if type(where) is not list or len(where) != len(arrays):
+        return []
+    out = []
+    for a, at in zip(arrays, where):
+        a = np.asarray(a)
+        entry = {"shape": list(a.shape)}
+        if isinstance(at, np.ndarray) and at.ndim == 2 and at.shape[1] == a.ndim and a.dtype.kind in "biuf":
+            with contextlib.suppress(IndexError):
+                entry["values"] = a[tuple(at.T)] if a.ndim else np.repeat(a, len(at))
+        out.append(entry)
+    return out
+
+
+def picks_agree(got, want, where: list, rtol: float = 1e-4) -> bool:
+    """Whether what picked() answered is `want` at those positions: every
+    array of the right shape, each value within rtol (relative, at least
+    absolute rtol), non-finite values where want has them."""
+    wants = arrays_in(want)
+    if type(got) is not list or len(got) != len(wants):
+        return False
+    for entry, w, at in zip(got, wants, where):
+        w = np.asarray(w)
+        if type(entry) is not dict or entry.get("shape") != list(w.shape):
+            return False
+        values = entry.get("values")
+        if not isinstance(values, np.ndarray) or values.shape != (len(at),) or values.dtype.kind not in "biuf":
+            return False
+        expected = (w[tuple(at.T)] if w.ndim else np.repeat(w, len(at))).astype(np.float64)
+        values = values.astype(np.float64)
+        if not np.array_equal(np.isfinite(values), np.isfinite(expected)):
+            return False
+        finite = np.isfinite(expected)
+        close = np.abs(values[finite] - expected[finite]) <= rtol * np.maximum(np.abs(expected[finite]), 1.0)
+        if not (close.all() and np.array_equal(values[~finite], expected[~finite], equal_nan=True)):
+            return False
+    return True
+
+
 def digests_agree(a, b, rtol: float = 1e-4) -> bool:
     """Whether two digests describe the same result, up to float summation order."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -446,16 +514,6 @@ def digests_agree(a, b, rtol: float = 1e-4) -> bool:
             return False
         if (str(a.get("kind")) in "biu") != (str(b.get("kind")) in "biu"):
             return False
-        if "samples" in b:
-            got, want = a.get("samples"), b["samples"]
-            return (
-                isinstance(got, list)
-                and len(got) == len(want)
-                and all(
-                    x == y if isinstance(y, str) else type(x) is float and abs(x - y) <= rtol * max(abs(y), 1.0)
-                    for x, y in zip(got, want)
-                )
-            )
         scale = max(float(b.get("abs", 0)), 1.0)
         return (
             all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs"))

@@ -281,11 +281,9 @@ class Server:
                 result = [fn(*a, **kwargs) for a in args]
             else:
                 result = fn(*args, **kwargs)
-            extra = {"rngs": [p.rng_state(g) for g in rngs]}
-            if header.get("keep"):
-                probe = header.get("probe")
-                result, extra["digest"] = _Kept(result), p.digest(result, probe if type(probe) is int else None)
-            return result, extra
+            return (_Kept(result) if header.get("keep") else result), {"rngs": [p.rng_state(g) for g in rngs]}
+        if op == p.Op.PICK.value:
+            return p.picked(target, self.codec.decode(header.get("at"), bufs)), {}
         raise p.ProtocolError(f"an unknown request {op!r}")
 
     def run(self) -> None:

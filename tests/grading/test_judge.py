@@ -131,8 +131,21 @@ def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
     wrong[5, 5] += 1
     assert not p.digests_agree(p.digest(wrong), p.digest(x))
     assert not p.digests_agree(p.digest(x[:, :31]), p.digest(x))
-    assert p.digests_agree(p.digest(x, probe=4), p.digest(x.copy(), probe=4))
-    assert not p.digests_agree(p.digest(np.zeros_like(x), probe=4), p.digest(x, probe=4))
+
+
+def test_picks_tell_a_kept_result_from_one_wrong_in_shape_value_or_finiteness():
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    want = [(x, x[:3]), np.float32(2.5)]
+    where = p.draw_picks(want, np.random.default_rng(1))
+    assert [w.shape for w in where] == [(p.PROBES, 2), (p.PROBES, 2), (p.PROBES, 0)]
+    assert p.picks_agree(p.picked([(x.copy(), x[:3].copy()), 2.5], where), want, where)
+    wrong_values = [(np.zeros_like(x), x[:3]), 2.5]
+    wrong_shape = [(x, x[:2]), 2.5]
+    holed = x.copy()
+    holed[tuple(where[0][0])] = np.nan
+    for got in (wrong_values, wrong_shape, [(holed, x[:3]), 2.5], [(x, x[:3])], [(x, x[:3]), 2.6]):
+        assert not p.picks_agree(p.picked(got, where), want, where)
+    assert not p.picks_agree([{"shape": [64, 32]}] * 3, want, where)  # shapes without values
 
 
 def test_a_learner_exception_keeps_its_name_its_builtin_base_and_its_line(jail_of):
@@ -417,6 +430,59 @@ def test_a_value_put_in_the_jail_is_the_very_object_a_call_gets_and_a_kept_resul
     first, second = jail_client.kept(k.pair, items=(0, 1))
     first.fill(7.0)
     assert np.array_equal(first.copy(), [7.0, 7.0]) and np.array_equal(second.copy(), [1.0, 1.0])
+
+
+def test_a_timed_call_takes_its_inputs_and_brings_back_its_whole_result_on_the_clock(jail_of):
+    """Nothing reaches the jail before the clock starts (a module that computes the answer while an
+    upload arrives gains nothing), and the judge reads the result itself: a jail whose summary
+    function is replaced cannot forge what the judge compares."""
+    k = jail_of("""
+        import grader.jail.protocol as protocol
+        import grader.jail.server as server
+
+        SEEN = []
+        protocol.digest = lambda *args, **kwargs: {"forged": True}
+        _serve = server.Server._serve
+
+        def _spy(self, header, bufs):
+            SEEN.append((header.get("op"), sum(len(b) for b in bufs)))
+            return _serve(self, header, bufs)
+
+        server.Server._serve = _spy
+
+        def double(x):
+            return x * 2
+
+        def seen():
+            return list(SEEN)
+    """)
+    x = np.arange(20_000, dtype=np.float64)
+    seconds, result = jail_client.timed(k.double, (x,))
+    assert seconds > 0 and isinstance(result, np.ndarray) and np.array_equal(result, x * 2)
+    ops = k.seen()
+    assert "put" not in [op for op, _ in ops] and ("call", x.nbytes) in ops, ops
+
+
+def test_a_result_kept_in_the_jail_is_read_at_positions_drawn_after_it_answered(jail_of):
+    k = jail_of("""
+        import numpy as np
+
+        BUFFER = np.arange(600, dtype=np.float32).reshape(6, 100)
+
+        def view(n):
+            return BUFFER[:n], BUFFER[n:]
+
+        def blank(n):
+            return np.zeros((n, 100), np.float32), BUFFER[n:]
+    """)
+    buffer = np.arange(600, dtype=np.float32).reshape(6, 100)
+    assert jail_client.timed_picks(k.view, (4,), (buffer[:4], buffer[4:]))[1]
+    assert not jail_client.timed_picks(k.blank, (4,), (buffer[:4], buffer[4:]))[1]  # wrong values
+    assert not jail_client.timed_picks(k.view, (3,), (buffer[:4], buffer[4:]))[1]  # wrong shapes
+    many = jail_client.timed_picks(
+        k.view, [(n,) for n in (1, 2, 3)], [(buffer[:n], buffer[n:]) for n in (1, 2, 3)], True
+    )
+    assert many[1]
 
 
 # ------------------------------------------------------------------ the zygote

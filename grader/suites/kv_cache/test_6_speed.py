@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from grader.grading import jail_client, timing
-from grader.jail import protocol
 from grader.suites import common
 from grader.suites.common import load_baseline, time_ratio
 from grader.suites.kv_cache.strategies import V, _kv_pair
@@ -67,10 +66,11 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     (grader.grading.timing.interleave: which goes first alternates too, and rounds
     are added while they disagree, unless every round lies far from the bar), so a machine busy with something else
     slows both alike. Each turn times `steps` one-token updates in one round trip
-    (jail_client.timed with batch), so the channel's fixed cost is shared; each
-    update answers with a sampled digest of the keys and values it returns,
-    checked against what the suite wrote, so skipping or deferring the write
-    cannot look fast."""
+    (jail_client.timed_picks with batch), so the channel's fixed cost is shared.
+    The keys and values each update returns stay in the jail, and, still on
+    the clock, the judge reads them at positions it draws only once the
+    updates have answered, against what the suite wrote, so skipping or
+    deferring the write cannot look fast."""
     hkv, dh, steps, rounds = 8, 64, 8, 9
     most = 2 * rounds  # timing.interleave may add rounds while they disagree
     rng = common.timed_rng(19)
@@ -83,7 +83,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
             self.cache = kata.KVCache(1, hkv, dh, size)
             self.want_k, self.want_v = np.zeros((hkv, size, dh), np.float32), np.zeros((hkv, size, dh), np.float32)
             self.want_k[:, :held], self.want_v[:, :held] = _kv_pair(rng, held, hkv, dh)
-            jail_client.timed(self.cache.update, (0, self.want_k[:, :held], self.want_v[:, :held]))
+            jail_client.kept(self.cache.update, 0, self.want_k[:, :held], self.want_v[:, :held])
             self.n = held
 
         def turn(self, r: int) -> float:
@@ -94,9 +94,9 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
                 self.want_k[:, self.n : self.n + 1], self.want_v[:, self.n : self.n + 1] = k, v
                 self.n += 1
                 calls.append((0, k, v))
-                expected.append(protocol.digest((self.want_k[:, : self.n], self.want_v[:, : self.n]), probe=r))
-            seconds, got = jail_client.timed(self.cache.update, calls, probe=r, batch=True)
-            assert protocol.digests_agree(got, expected), (
+                expected.append((self.want_k[:, : self.n], self.want_v[:, : self.n]))
+            seconds, right = jail_client.timed_picks(self.cache.update, calls, expected, batch=True)
+            assert right, (
                 f"with {self.n - steps} to {self.n - 1} tokens cached, update returned keys and values that differ "
                 "from what was written"
             )
