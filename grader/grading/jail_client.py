@@ -59,7 +59,7 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     raise_remote,
 )
 from grader.grading.stopped import stopped
-from grader.jail import confine
+from grader.jail import confine, picks
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
 from grader.kata import target as _target
@@ -378,7 +378,7 @@ class Jail:
         return self._send(p.Op.CALL, SETTINGS.deadline, **fields)[0]
 
     def pick(self, kept: Remote, where: list):
-        """What the jail answers for the values of the kept result at the positions `where` (protocol.picked)."""
+        """What the jail answers for the values of the kept result at the positions `where` (picks.picked)."""
         return self.request(p.Op.PICK, obj=kept, at=where)
 
     def put(self, value) -> Remote:
@@ -533,18 +533,18 @@ def timed_picks(fn, args, want, batch: bool = False) -> tuple[float, bool]:
     """(seconds, whether the result is want) of one call whose result is too
     large to bring back (views of a large buffer, such as a KV cache's keys
     and values): it stays in the jail, and, still on the clock, the judge
-    reads it at protocol.PROBES positions per array that it draws only once
-    the call has answered (protocol.draw_picks), so no work can wait for
+    reads it at picks.PROBES positions per array that it draws only once
+    the call has answered (picks.draw_picks), so no work can wait for
     positions known in advance, or be left for after the clock stops. want:
     the result the suite expects (arrays, or lists and tuples of them)."""
 
     def run(jail, owner, method, sent):
         kept = jail.call(owner, method, sent, {}, keep=True, batch=batch, timed=True)
-        where = p.draw_picks(want, _PICKS)
+        where = picks.draw_picks(want, _PICKS)
         return where, jail.pick(kept, where)
 
     seconds, (where, got) = _clock(fn, args, batch, run)
-    return seconds, p.picks_agree(got, want, where)
+    return seconds, picks.picks_agree(got, want, where)
 
 
 def put(fn, value) -> Remote:

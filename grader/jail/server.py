@@ -39,6 +39,7 @@ import sys
 
 import numpy as np
 
+from grader.jail import picks
 from grader.jail import protocol as p
 from reference.lm import BigramLM
 from reference.model import Config, Model
@@ -283,7 +284,7 @@ class Server:
                 result = fn(*args, **kwargs)
             return (_Kept(result) if header.get("keep") else result), {"rngs": [p.rng_state(g) for g in rngs]}
         if op == p.Op.PICK.value:
-            return p.picked(target, self.codec.decode(header.get("at"), bufs)), {}
+            return picks.picked(target, self.codec.decode(header.get("at"), bufs)), {}
         raise p.ProtocolError(f"an unknown request {op!r}")
 
     def run(self) -> None:

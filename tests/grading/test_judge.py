@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from grader.grading import jail_client
-from grader.jail import confine
+from grader.jail import confine, picks
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
 from reference.model import Config, Model
@@ -136,16 +136,16 @@ def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
 def test_picks_tell_a_kept_result_from_one_wrong_in_shape_value_or_finiteness():
     x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     want = [(x, x[:3]), np.float32(2.5)]
-    where = p.draw_picks(want, np.random.default_rng(1))
-    assert [w.shape for w in where] == [(p.PROBES, 2), (p.PROBES, 2), (p.PROBES, 0)]
-    assert p.picks_agree(p.picked([(x.copy(), x[:3].copy()), 2.5], where), want, where)
+    where = picks.draw_picks(want, np.random.default_rng(1))
+    assert [w.shape for w in where] == [(picks.PROBES, 2), (picks.PROBES, 2), (picks.PROBES, 0)]
+    assert picks.picks_agree(picks.picked([(x.copy(), x[:3].copy()), 2.5], where), want, where)
     wrong_values = [(np.zeros_like(x), x[:3]), 2.5]
     wrong_shape = [(x, x[:2]), 2.5]
     holed = x.copy()
     holed[tuple(where[0][0])] = np.nan
     for got in (wrong_values, wrong_shape, [(holed, x[:3]), 2.5], [(x, x[:3])], [(x, x[:3]), 2.6]):
-        assert not p.picks_agree(p.picked(got, where), want, where)
-    assert not p.picks_agree([{"shape": [64, 32]}] * 3, want, where)  # shapes without values
+        assert not picks.picks_agree(picks.picked(got, where), want, where)
+    assert not picks.picks_agree([{"shape": [64, 32]}] * 3, want, where)  # shapes without values
 
 
 def test_a_learner_exception_keeps_its_name_its_builtin_base_and_its_line(jail_of):
