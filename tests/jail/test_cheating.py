@@ -2,7 +2,7 @@
 
 Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
 learner might write their own grade. Its submission is put together here: the
-untouched stub of its kata (no line of real work; slow_memo alone starts from a
+untouched stub of its kata (no line of real work; slow_memo and upload_precompute start from a
 correct but slow solution, the reference solution with its loop over experts
 made a loop over tokens), then tests/fixtures/cheats/_wrap.py (with which a
 cheat runs itself in every kata function before the stub's own body), then the
@@ -59,14 +59,23 @@ SYMLINK = "symlink"  # the kata's file is a symlink to the reference solution (m
 SIBLINGS = {"solution_paths": "sol.py"}  # a symlink to the solution placed beside the cheat in the submission
 # Cheats that start from their kata's reference solution, made slow: (the code to replace, its slow version).
 # slow_memo: moe_forward's loop over experts (a gathered matmul each) becomes a loop over tokens.
-SLOWED = {
-    "slow_memo": (
-        re.compile(r"^    for e in range\(E\):\n(?:        .*\n)+", re.MULTILINE),
-        "    for t, e, g in zip(tokens, experts[order], gates):  # the slow part: one token at a time\n"
-        "        h = x[t:t + 1]\n"
-        "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n",
-    )
-}
+_SLOW_MOE = (
+    re.compile(r"^    for e in range\(E\):\n(?:        .*\n)+", re.MULTILINE),
+    "    for t, e, g in zip(tokens, experts[order], gates):  # the slow part: one token at a time\n"
+    "        h = x[t:t + 1]\n"
+    "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n",
+)
+# upload_precompute: distillation_grad computed row by row (the speed task's mutant in tests/mutants/distillation.toml).
+_SLOW_GRAD = (
+    re.compile(r"^    rows = np\.flatnonzero\(y != ignore_index\)  # the kept rows\n", re.MULTILINE),
+    "    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n"
+    "    if rows.size > 1:  # the slow part: one row at a time\n"
+    "        for i in rows:\n"
+    "            one = distillation_grad(s[i:i + 1], t[i:i + 1], y[i:i + 1], T, alpha, ignore_index)\n"
+    "            grad[i] = one[0] / rows.size\n"
+    "        return grad\n",
+)
+SLOWED = {"slow_memo": _SLOW_MOE, "upload_precompute": _SLOW_GRAD}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
 TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
 LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
@@ -108,6 +117,9 @@ RUNS = {
         {"distillation": "rlimit", "moe": "slow_memo"},
         skip=ROOT_WITHOUT_JAIL,
         deserved={"moe": ("router", "top_k", "capacity", "layer", "losses")},
+    ),
+    "answers_ready_before_the_clock": Run(
+        {"distillation": "upload_precompute"}, deserved={"distillation": ("softmax", "kl", "loss", "grad", "distill")}
     ),
 }
 
