@@ -160,7 +160,8 @@ class JudgeCodec(p.Codec):
             if value._gen != self.jail.generation:
                 raise JailCrash("this kata object was made before the kata process restarted")
             return value._ref
-        if isinstance(value, Model) and (value._counters or isinstance(value, SecretModel)):  # a handle: its pieces run here
+        if isinstance(value, Model) and (value._counters or isinstance(value, SecretModel)):
+            # counted, or never to be copied: a handle, its pieces run here
             ref = self.ref(value, "model")
             ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
             return ref

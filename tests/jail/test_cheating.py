@@ -2,9 +2,9 @@
 
 Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
 learner might write their own grade. Its submission is put together here: the
-untouched stub of its kata (no line of real work; slow_memo alone starts from a
+untouched stub of its kata (no line of real work; slow_memo starts from a
 correct but slow solution, the reference solution with its loop over experts
-made a loop over tokens), then tests/fixtures/cheats/_wrap.py (with which a
+made a loop over tokens, and local_copy from the reference solution as it is), then tests/fixtures/cheats/_wrap.py (with which a
 cheat runs itself in every kata function before the stub's own body), then the
 cheat. Each run grades two cheats and an honest kata (the reference solution of
 quantization) together, `-j 2`, with the real CLI in a throwaway copy of this
@@ -67,6 +67,8 @@ SLOWED = {
         "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n",
     )
 }
+# Cheats that start from their kata's reference solution as it is (they cheat on some of its functions only).
+SOLVED = {"local_copy"}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
 TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
 LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
@@ -108,6 +110,9 @@ RUNS = {
         {"distillation": "rlimit", "moe": "slow_memo"},
         skip=ROOT_WITHOUT_JAIL,
         deserved={"moe": ("router", "top_k", "capacity", "layer", "losses")},
+    ),
+    "work_on_a_local_copy": Run(
+        {"kv_cache": "local_copy"}, deserved={"kv_cache": ("cache", "paged", "quantized", "speed")}
     ),
 }
 
@@ -268,13 +273,15 @@ def _end(survivors: list[str]) -> None:
 
 
 def _submission(kata: str, cheat: str, checkout: Path, fill: dict[str, str]) -> str:
-    """The cheat's module for kata: its base (the copy's stub, or for a SLOWED cheat its reference solution
-    made slow), then _wrap.py, then the cheat with fill's values written in."""
+    """The cheat's module for kata: its base (the copy's stub, for a SLOWED cheat its reference solution made
+    slow, for a SOLVED one the solution as it is), then _wrap.py, then the cheat with fill's values written in."""
+    solution = (checkout / "reference" / "solutions" / f"{kata}.py").read_text(encoding="utf-8")
     if cheat in SLOWED:
         loop, slow = SLOWED[cheat]
-        solution = (checkout / "reference" / "solutions" / f"{kata}.py").read_text(encoding="utf-8")
         base, found = loop.subn(slow, solution)
         assert found == 1, f"{cheat}: the loop to make slow is not in the reference solution of {kata} (once)"
+    elif cheat in SOLVED:
+        base = solution
     else:
         base = (checkout / "katas" / f"{kata}.py").read_text(encoding="utf-8")
     text = (CHEATS / cheat / f"{kata}.py").read_text(encoding="utf-8")
@@ -545,6 +552,21 @@ def test_stopped_clocks_and_memoized_answers_leave_a_slow_implementation_slow(gr
         "losses": "pass",
         "speed": "slow",
     }
+
+
+def test_answers_from_a_local_copy_with_the_counted_rows_pushed_for_show_fail_the_counted_checks(graded):
+    """forward_cached and generate answer from a copy of the counted model made in the jail (from its
+    weights, or the suite's public seeds) and push exactly the rows the checks expect through its pieces:
+    the counted model is one the jail can neither read nor rebuild, and its answers are checked."""
+    g = graded("work_on_a_local_copy")
+    assert_no_undeserved_point(g, "kv_cache")
+    tasks = g.tasks("kv_cache")
+    assert {t: tasks[t]["status"] for t in ("forward", "generate")} == {"forward": "fail", "generate": "fail"}
+    failed = {f["test"].split("[")[0] for t in ("forward", "generate") for f in tasks[t]["failures"]}
+    assert failed == {
+        "test_forward_cached_pushes_only_the_new_tokens_through_each_layer",
+        "test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer",
+    }, failed
 
 
 # --------------------------------------------------------- every run, alike
