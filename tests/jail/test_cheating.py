@@ -4,9 +4,10 @@ Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
 learner might write their own grade. Its submission is put together here: the
 untouched stub of its kata (no line of real work; slow_memo starts from a
 correct but slow solution, the reference solution with its loop over experts
-made a loop over tokens, and local_copy from the reference solution as it is), then tests/fixtures/cheats/_wrap.py (with which a
-cheat runs itself in every kata function before the stub's own body), then the
-cheat. Each run grades two cheats and an honest kata (the reference solution of
+made a loop over tokens, and local_copy from the reference solution as it is),
+then tests/fixtures/cheats/_wrap.py (with which a cheat runs itself in every
+kata function before the stub's own body), then the cheat. Each run grades one
+or two cheats and an honest kata (the reference solution of
 quantization) together, `-j 2`, with the real CLI in a throwaway copy of this
 checkout, exactly as a course would (`python -m grader.cli grade ... --json
 --gradescope FILE`). Then it asserts that
