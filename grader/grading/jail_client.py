@@ -8,9 +8,9 @@ module and objects through proxies.
 A suite never imports learner code: every attribute, call, `len` and
 exception comes over the channel (grader.jail.protocol). A reference `Model`
 goes as a copy the jail keeps (sent once), except while the suite counts
-its work (inside `with model.count_work()`): then it goes as a handle, its
-pieces run here when the learner's code calls them, and the count is the
-judge's own. Objects whose class lists the methods it offers in
+its work (inside `with model.count_work()`) and always for a `SecretModel`:
+then it goes as a handle, its pieces run here when the learner's code calls
+them, the count is the judge's own, and its weights never leave. Objects whose class lists the methods it offers in
 `__jail_api__` (the suites' language models) also stay here and are called
 back. Exceptions from the learner's code are raised here
 as classes of the same name with the same built-in bases, carrying the
@@ -54,6 +54,7 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     LearnerBaseException,
     Remote,
     RemoteMethod,
+    SecretModel,
     api_of,
     mirror_class,
     raise_remote,
@@ -388,19 +389,15 @@ class Jail:
     def module(self) -> "ModuleProxy":
         return ModuleProxy(self)
 
-    # -- serving the jail's callbacks: only what a model or an exported object offers
+    # -- serving the jail's callbacks: only the calls a model or an exported object offers, never an attribute
+    # (a model's weights stay here: what the jail learns of it is what the pieces it calls return)
     def serve(self, header: dict, bufs: list[bytes]):
         codec = self.peer.codec
         target = codec.decode(header.get("obj"), bufs)
         op, name = header.get("op"), header.get("method") or header.get("name")
-        if isinstance(target, Model):
-            allowed = MODEL_PIECES if op == p.Op.CALL.value else ("weights",)
-        else:
-            allowed = api_of(target) if op == p.Op.CALL.value else ()
+        allowed = () if op != p.Op.CALL.value else MODEL_PIECES if isinstance(target, Model) else api_of(target)
         if name not in allowed:
             raise p.ProtocolError(f"the grader's {type(target).__name__} offers {list(allowed)}, not {name!r}")
-        if op == p.Op.GETATTR.value:
-            return {n: w.copy() for n, w in target.weights.items()}, {}
         args, kwargs = codec.decode_call(header, bufs)
         return getattr(target, name)(*args, **kwargs), {}
 

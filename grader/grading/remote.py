@@ -138,6 +138,13 @@ class RemoteMethod:
         return f"<kata method {self.owner._ref.get('type')}.{self.name}>"
 
 
+class SecretModel(Model):
+    """A reference Model whose weights never reach a jail: it crosses as a handle whether or not the suite counts
+    its work (its pieces run here, in the judge), and the judge hands no jail its weights. Drawn from entropy the
+    grading keeps to itself (grader.suites.common.secret_model), it is one the jail cannot rebuild either, so the
+    rows a counted check sees pushed through its pieces are the only way to its answers."""
+
+
 class JudgeCodec(p.Codec):
     side = "judge"
 
@@ -153,7 +160,8 @@ class JudgeCodec(p.Codec):
             if value._gen != self.jail.generation:
                 raise JailCrash("this kata object was made before the kata process restarted")
             return value._ref
-        if isinstance(value, Model) and value._counters:  # the suite counts its work: its pieces run here
+        if isinstance(value, Model) and (value._counters or isinstance(value, SecretModel)):
+            # counted, or never to be copied: a handle, its pieces run here
             ref = self.ref(value, "model")
             ref["config"] = self.encode(dataclasses.asdict(value.config), buffers, depth + 1)
             return ref

@@ -83,21 +83,20 @@ def mirror(err: p.RemoteError) -> BaseException:
 
 class JudgeModel(Model):
     """A reference Model whose pieces run in the judge (which counts their work).
-    Its weights are fetched once, on first use (quantize_model reads them)."""
+    Its weights stay there: the judge answers calls of the pieces only, so
+    the work it counts is the work that made the answers."""
 
     def __init__(self, peer: p.Peer, ref: dict, config: Config):  # no weights here: they stay with the judge
         self.config = config
         self._counters = []
-        self._peer, self._ref, self._weights = peer, ref, None
+        self._peer, self._ref = peer, ref
 
     @property
     def weights(self):
-        if self._weights is None:
-            header, bufs = self._peer.request(p.Op.GETATTR, obj=_Raw(self._ref), name="weights")
-            if header["op"] == p.Op.ERR.value:
-                raise mirror(p.RemoteError.from_json(header.get("error")))
-            self._weights = self._peer.codec.decode(header.get("value"), bufs)
-        return self._weights
+        raise AttributeError(
+            "the grader keeps this model's weights (it counts the work of its pieces): drive the pieces "
+            "(model.embed, model.qkv, model.attend, model.mlp, model.logits) instead of reading model.weights"
+        )
 
     def count_work(self):
         raise RuntimeError("the grader counts this model's work; count_work is not available to kata code")

@@ -20,6 +20,7 @@ from hypothesis.extra import numpy as hnp
 
 from grader.grading import jail_client, timing
 from grader.jail import protocol
+from reference.model import Config
 
 # Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).
 SEED = 0  # 0 is the standard grading draw; suites mix it into their own numpy seeds
@@ -98,6 +99,15 @@ def timed_salt(salt: int) -> int:
 def timed_rng(salt: int) -> np.random.Generator:
     """rng(timed_salt(salt)): a Generator for the fresh inputs of timed calls."""
     return rng(timed_salt(salt))
+
+
+def secret_model(config: Config) -> jail_client.SecretModel:
+    """A random model of config, new at every call, whose weights no one knows before the grading (drawn from fresh
+    entropy, never from the seed) and no jail ever gets (a SecretModel crosses as a handle: its pieces run here).
+    The model a check counts the work of: what the learner's code returns can then come only from the rows it
+    pushed through the pieces the judge counted, never from a copy of the model recomputed in the jail. (A
+    correct implementation grades alike on any weights: its answers are checked against this same model's.)"""
+    return jail_client.SecretModel.random(config, seed=secrets.randbits(128))
 
 
 def load_baseline(kata_or_path):

@@ -16,6 +16,7 @@ from grader.grading import jail_client
 from grader.jail import confine, picks
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
+from grader.suites import common
 from reference.model import Config, Model
 
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
@@ -220,6 +221,41 @@ def test_a_model_is_counted_by_the_judge_while_the_suite_counts_its_work(jail_of
     assert np.allclose(got, model.forward([1, 2, 3]), atol=1e-5)
     assert work.positions == {0: 3}
     assert np.allclose(k.run(model, [4, 5]), model.forward([4, 5]), atol=1e-5)  # a copy in the jail, uncounted
+
+
+def test_a_counted_models_weights_can_be_neither_read_nor_fetched_in_the_jail(jail_of):
+    k = jail_of("""
+        from grader.jail import protocol as p
+        from grader.jail import server as jail
+
+        def read(model):
+            return model.weights["out"]
+
+        def fetch(model):  # the request the jail's proxy would make, forged
+            header, _ = model._peer.request(p.Op.GETATTR, obj=jail._Raw(model._ref), name="weights")
+            return header["op"], header.get("value")
+    """)
+    model = Model.random(TINY, seed=3)
+    with model.count_work():
+        op, value = k.fetch(model)
+        assert (op, value) == (p.Op.ERR.value, None)  # the judge refuses, whatever the jail's proxy says
+        with pytest.raises(AttributeError, match="keeps this model's weights"):
+            k.read(model)
+
+
+def test_a_secret_model_crosses_as_a_handle_even_while_uncounted_and_each_draw_is_new(jail_of):
+    k = jail_of("""
+        def run(model, tokens):
+            return model.forward(tokens)
+
+        def readable(model):
+            return hasattr(model, "weights")
+    """)
+    model = common.secret_model(TINY)
+    assert type(model) is jail_client.SecretModel
+    assert not k.readable(model)
+    assert np.allclose(k.run(model, [1, 2, 3]), model.forward([1, 2, 3]), atol=1e-5)  # its pieces ran here
+    assert not np.array_equal(common.secret_model(TINY).weights["out"], model.weights["out"])
 
 
 def test_a_model_built_in_the_jail_comes_back_as_a_checked_reference_model(jail_of):

@@ -4,9 +4,10 @@ Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
 learner might write their own grade. Its submission is put together here: the
 untouched stub of its kata (no line of real work; slow_memo and upload_precompute start from a
 correct but slow solution, the reference solution with its loop over experts
-made a loop over tokens), then tests/fixtures/cheats/_wrap.py (with which a
-cheat runs itself in every kata function before the stub's own body), then the
-cheat. Each run grades two cheats and an honest kata (the reference solution of
+made a loop over tokens, and local_copy from the reference solution as it is),
+then tests/fixtures/cheats/_wrap.py (with which a cheat runs itself in every
+kata function before the stub's own body), then the cheat. Each run grades one
+or two cheats and an honest kata (the reference solution of
 quantization) together, `-j 2`, with the real CLI in a throwaway copy of this
 checkout, exactly as a course would (`python -m grader.cli grade ... --json
 --gradescope FILE`). Then it asserts that
@@ -76,6 +77,8 @@ _SLOW_GRAD = (
     "        return grad\n",
 )
 SLOWED = {"slow_memo": _SLOW_MOE, "upload_precompute": _SLOW_GRAD}
+# Cheats that start from their kata's reference solution as it is (they cheat on some of its functions only).
+SOLVED = {"local_copy"}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
 TEST_SECONDS = 30  # --test-timeout: a check stopped by a cheat would wait this long plus the runner's grace
 LINGER = 4.0  # seconds to watch for a daemon after a grade ended (the daemon cheat rewrites every 0.2 s)
@@ -120,6 +123,9 @@ RUNS = {
     ),
     "answers_ready_before_the_clock": Run(
         {"distillation": "upload_precompute"}, deserved={"distillation": ("softmax", "kl", "loss", "grad", "distill")}
+    ),
+    "work_on_a_local_copy": Run(
+        {"kv_cache": "local_copy"}, deserved={"kv_cache": ("cache", "paged", "quantized", "speed")}
     ),
 }
 
@@ -280,13 +286,15 @@ def _end(survivors: list[str]) -> None:
 
 
 def _submission(kata: str, cheat: str, checkout: Path, fill: dict[str, str]) -> str:
-    """The cheat's module for kata: its base (the copy's stub, or for a SLOWED cheat its reference solution
-    made slow), then _wrap.py, then the cheat with fill's values written in."""
+    """The cheat's module for kata: its base (the copy's stub, for a SLOWED cheat its reference solution made
+    slow, for a SOLVED one the solution as it is), then _wrap.py, then the cheat with fill's values written in."""
+    solution = (checkout / "reference" / "solutions" / f"{kata}.py").read_text(encoding="utf-8")
     if cheat in SLOWED:
         loop, slow = SLOWED[cheat]
-        solution = (checkout / "reference" / "solutions" / f"{kata}.py").read_text(encoding="utf-8")
         base, found = loop.subn(slow, solution)
         assert found == 1, f"{cheat}: the loop to make slow is not in the reference solution of {kata} (once)"
+    elif cheat in SOLVED:
+        base = solution
     else:
         base = (checkout / "katas" / f"{kata}.py").read_text(encoding="utf-8")
     text = (CHEATS / cheat / f"{kata}.py").read_text(encoding="utf-8")
@@ -557,6 +565,21 @@ def test_stopped_clocks_and_memoized_answers_leave_a_slow_implementation_slow(gr
         "losses": "pass",
         "speed": "slow",
     }
+
+
+def test_answers_from_a_local_copy_with_the_counted_rows_pushed_for_show_fail_the_counted_checks(graded):
+    """forward_cached and generate answer from a copy of the counted model made in the jail (from its
+    weights, or the suite's public seeds) and push exactly the rows the checks expect through its pieces:
+    the counted model is one the jail can neither read nor rebuild, and its answers are checked."""
+    g = graded("work_on_a_local_copy")
+    assert_no_undeserved_point(g, "kv_cache")
+    tasks = g.tasks("kv_cache")
+    assert {t: tasks[t]["status"] for t in ("forward", "generate")} == {"forward": "fail", "generate": "fail"}
+    failed = {f["test"].split("[")[0] for t in ("forward", "generate") for f in tasks[t]["failures"]}
+    assert failed == {
+        "test_forward_cached_pushes_only_the_new_tokens_through_each_layer",
+        "test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer",
+    }, failed
 
 
 # --------------------------------------------------------- every run, alike

@@ -5,6 +5,10 @@ wall-clock ratios) a cache buys.
 
 Expected values come from the reference model (`Model.forward`,
 `generate_naive`) or from the suite's own bookkeeping of what was written.
+The checks that count work count it on a model drawn afresh at every grading
+(common.secret_model) whose weights never reach the jail, and check its
+answers too: rows pushed through its pieces for show, beside answers made from
+a copy of some model in the jail, fail.
 
 The checks are in one module per task, in the registry's order (test_1_cache.py to
 test_6_speed.py); the expected answers they compare with in oracles.py, the
@@ -36,14 +40,14 @@ fail without it.
 | `KVCache.nbytes` | 2 x layers x Hkv x Dh x max_len x itemsize | `test_nbytes_is_two_times_layers_heads_width_max_len_itemsize`, `test_for_model_sizes_the_cache_for_the_model` |
 | `forward_cached` | logits (t, V) equal to model.forward for any chunking, dense, GQA and MoE | `test_chunked_forward_cached_matches_a_full_forward` |
 | `forward_cached` | places the new tokens at len(cache) onward, so crop rolls back | `test_continuing_after_crop_matches_a_fresh_cache` |
-| `forward_cached` | pushes only the new tokens through each layer | `test_forward_cached_pushes_only_the_new_tokens_through_each_layer` |
+| `forward_cached` | pushes only the new tokens through each layer, and its logits come from those rows (counted on a model the jail can neither read nor rebuild) | `test_forward_cached_pushes_only_the_new_tokens_through_each_layer` |
 | `forward_cached` | tokens that do not fit raise CacheFullError, len unchanged | `test_forward_cached_past_the_cache_raises_cache_full_error` |
 | `forward_cached` | a cache of other layers, kv heads or head width raises ValueError | `test_forward_cached_rejects_a_cache_of_another_shape` |
 | `forward_cached` | a cache of fewer or more layers is refused before anything is written: its length and contents unchanged | `test_forward_cached_refuses_a_cache_of_other_layers_before_writing_to_it` |
 | `forward_cached` | bad tokens and positions past max_seq_len raise ValueError | `test_forward_cached_rejects_bad_tokens_and_positions_past_max_seq_len` |
 | `generate` | greedy output equals generate_naive, also for a 1-token prompt, max_seq_len filled and n_new 0 | `test_greedy_generate_matches_generate_naive` |
 | `generate` | sampled output equals generate_naive with the same seeded rng, an int temperature too | `test_sampled_generate_matches_generate_naive_with_the_same_seed` |
-| `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
+| `generate` | one prefill and a decode step per token but the last: p + n - 1 positions per layer, the text chosen from those rows (counted on a model the jail can neither read nor rebuild) | `test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer` |
 | `generate` | refuses a negative n_new, prompt + n_new past max_seq_len, a negative temperature, temperature > 0 without an rng | `test_generate_rejects_bad_arguments` |
 | `generate` | is faster than generate_naive | `test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens` |
 | `PagedKVCache.__init__` | refuses a size that is not a positive int | `test_paged_constructor_rejects_sizes_that_are_not_positive` |

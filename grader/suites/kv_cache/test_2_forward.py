@@ -94,18 +94,30 @@ def test_continuing_after_crop_matches_a_fresh_cache(kata, name, held, n, tail):
 @pytest.mark.task("forward")
 @pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name):
-    model = MODELS[name]
+    # Counted on a model the jail can neither read nor rebuild, whose answers are checked: the rows pushed
+    # through its pieces must be the rows that make the logits.
+    model = common.secret_model(MODELS[name].config)
     tokens = common.rng(10).integers(0, V, size=15).tolist()
+    full = model.forward(tokens)  # (15, V)
     cache = kata.KVCache.for_model(model)
-    kata.forward_cached(model, tokens[:10], cache)
-    for chunk in (tokens[10:14], tokens[14:]):
+    for start, end in ((0, 10), (10, 14), (14, 15)):
+        chunk = tokens[start:end]
         with model.count_work() as work:
-            kata.forward_cached(model, chunk, cache)
+            got = np.asarray(kata.forward_cached(model, chunk, cache))
         want = {layer: len(chunk) for layer in range(model.config.n_layers)}
         assert work.positions == want, (
             f"forward_cached of {len(chunk)} new tokens after {len(cache) - len(chunk)} cached ones pushed "
             f"{work.positions} token positions through the layers' projections, expected {want}: "
             "the cached tokens must not be recomputed"
+        )
+        assert got.shape == (end - start, V), (
+            f"forward_cached of {end - start} tokens returned shape {got.shape}, expected ({end - start}, {V})"
+        )
+        d = max_abs(got, full[start:end])
+        assert d <= LOGITS_ATOL, (
+            f"{name} model: the logits forward_cached returned for positions {start}..{end - 1} differ from the "
+            f"model's full forward by {d:.3g} (allowed {LOGITS_ATOL:g}): they must come from the rows pushed "
+            "through the model's pieces"
         )
 
 

@@ -12,6 +12,8 @@ from grader.suites.kv_cache.checks import _refused
 from grader.suites.kv_cache.strategies import MAX_SEQ, MODELS, V
 from reference.sampling import generate_naive
 
+TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
+
 
 @pytest.mark.task("generate")
 @pytest.mark.parametrize(
@@ -45,16 +47,34 @@ def test_sampled_generate_matches_generate_naive_with_the_same_seed(kata, name, 
 @pytest.mark.task("generate")
 @pytest.mark.parametrize("p,n", [(1, 10), (6, 9)])
 def test_generate_pushes_prompt_plus_n_minus_one_positions_through_each_layer(kata, p, n):
-    model = MODELS["moe"]
+    # Counted on a model the jail can neither read nor rebuild, whose text is checked: the rows pushed through
+    # its pieces must be the rows that chose the tokens.
+    model = common.secret_model(MODELS["moe"].config)
     prompt = common.rng(14).integers(0, V, size=p).tolist()
     with model.count_work() as work:
-        kata.generate(model, prompt, n)
+        got = [int(t) for t in kata.generate(model, prompt, n)]
     want = {layer: p + n - 1 for layer in range(model.config.n_layers)}
     naive = n * p + n * (n - 1) // 2
     assert work.positions == want, (
         f"generating {n} tokens after a {p}-token prompt pushed {work.positions} token positions through the "
         f"layers, expected {p + n - 1} per layer (the prompt once, then each new token but the last once); "
         f"the naive path pushes {naive}"
+    )
+    _assert_greedy_text(model, prompt, got, n)
+
+
+def _assert_greedy_text(model, prompt: list[int], got: list[int], n: int) -> None:
+    """got must be model's greedy continuation of prompt: generate_naive's n tokens, except that a near-tie
+    (within TIE_TOLERANCE) may go either way, since the model is new at every grading."""
+    naive = generate_naive(model, prompt, n)
+    if got == naive:
+        return
+    what = f"greedy, {len(prompt)}-token prompt: generate gave {got}, generate_naive gave {naive}"
+    assert len(got) == n and all(0 <= t < V for t in got), what
+    rows = model.forward(prompt + got)[len(prompt) - 1 : len(prompt) - 1 + n].astype(np.float64)  # (n, V)
+    gaps = rows.max(axis=1) - rows[np.arange(n), got]
+    assert np.all(gaps <= TIE_TOLERANCE), (
+        f"{what}: the tokens must come from the logits of the rows pushed through the model's pieces"
     )
 
 
