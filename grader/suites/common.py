@@ -150,7 +150,7 @@ def figure(
 
 
 class WrongWhileTimed(AssertionError):
-    """A speed check's timed call gave a wrong answer: graded fail, not slow."""
+    """A speed check's timed (or counted) call gave a wrong answer: graded fail, not slow."""
 
 
 def _timed_all(fns, args) -> tuple[float, list]:

@@ -1,5 +1,6 @@
 """What several speculative modules share: the chi-square goodness-of-fit test (Wilson-Hilferty
-quantiles, pooled cells) and a call that must not crash on valid input.
+quantiles, pooled cells), a call that must not crash on valid input, and the check that a greedy
+output is the target's own generation.
 """
 
 from __future__ import annotations
@@ -9,8 +10,12 @@ from statistics import NormalDist
 
 import numpy as np
 
+from reference.model import Model
+from reference.sampling import generate_naive
+
 SIGNIFICANCE = 1e-7  # per chi-square or z test: the chance a correct implementation fails it
 MIN_EXPECTED = 10.0  # chi-square cells expecting fewer draws are pooled
+TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
 
 
 def chi_square_quantile(df: int, significance: float = SIGNIFICANCE) -> float:
@@ -78,3 +83,20 @@ def _without_crashing(call, what: str):
         raise
     except Exception as exc:  # valid input: any error is a wrong answer
         raise AssertionError(f"{what} raised {type(exc).__name__}: {exc}") from None
+
+
+def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int, who: str) -> None:
+    """got must be the target's greedy generation: generate_naive's tokens,
+    except that a near-tie (within TIE_TOLERANCE) may go either way."""
+    got = [int(t) for t in got]
+    assert len(got) == n_new, f"speculative_generate returned {len(got)} tokens, asked for n_new = {n_new}"
+    if got == generate_naive(model, prompt, n_new):
+        return
+    rows = model.forward(prompt + got)[len(prompt) - 1 : len(prompt) - 1 + n_new].astype(np.float64)  # (n_new, V)
+    gaps = rows.max(axis=1) - rows[np.arange(n_new), got]
+    i = int(np.argmax(gaps > TIE_TOLERANCE)) if np.any(gaps > TIE_TOLERANCE) else -1
+    assert i < 0, (
+        f"at temperature 0 with {who}, new token {i} is {got[i]}, but the target's greedy choice there is "
+        f"{int(rows[i].argmax())} (its logit is higher by {gaps[i]:.3g}); the output must be the target's own "
+        f"greedy generation"
+    )

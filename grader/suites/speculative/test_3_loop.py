@@ -11,14 +11,18 @@ import pytest
 
 from grader.grading import jail_client
 from grader.suites import common
-from grader.suites.speculative.checks import _without_crashing, chi_square, fit_message, fits
+from grader.suites.speculative.checks import (
+    _without_crashing,
+    assert_is_greedy_generation,
+    chi_square,
+    fit_message,
+    fits,
+)
 from grader.suites.speculative.strategies import PROMPT, TINY, tiny
 from reference.lm import BigramLM, CachedLM
 from reference.model import Model
-from reference.sampling import generate_naive
 
 LOOP_RUNS = 1000  # speculative_generate runs for the loop's distribution check
-TIE_TOLERANCE = 1e-4  # logits closer than this to the maximum count as a greedy tie
 STATS_TOLERANCE = 1e-9  # for the derived SpecStats properties
 
 _isclose = math.isclose
@@ -47,23 +51,6 @@ class ReversedLM:
 
     def logits(self, tokens) -> np.ndarray:
         return -self.lm.logits(tokens)
-
-
-def assert_is_greedy_generation(model: Model, prompt: list[int], got, n_new: int, who: str) -> None:
-    """got must be the target's greedy generation: generate_naive's tokens,
-    except that a near-tie (within TIE_TOLERANCE) may go either way."""
-    got = [int(t) for t in got]
-    assert len(got) == n_new, f"speculative_generate returned {len(got)} tokens, asked for n_new = {n_new}"
-    if got == generate_naive(model, prompt, n_new):
-        return
-    rows = model.forward(prompt + got)[len(prompt) - 1 : len(prompt) - 1 + n_new].astype(np.float64)  # (n_new, V)
-    gaps = rows.max(axis=1) - rows[np.arange(n_new), got]
-    i = int(np.argmax(gaps > TIE_TOLERANCE)) if np.any(gaps > TIE_TOLERANCE) else -1
-    assert i < 0, (
-        f"at temperature 0 with {who}, new token {i} is {got[i]}, but the target's greedy choice there is "
-        f"{int(rows[i].argmax())} (its logit is higher by {gaps[i]:.3g}); the output must be the target's own "
-        f"greedy generation"
-    )
 
 
 @pytest.mark.task("loop")
