@@ -5,23 +5,30 @@ The library runs a demo and returns plain data (the steps of a generation,
 the experts of each character); grader/learn/play_screens.py renders it as text and
 grader/cli/play.py prints that. Work is counted by the reference model's work counter,
 never by the code the demo runs, so the figures are what the code did.
+
+Kata code, the learner's or a folder's or the reference's, never runs in this
+process: a demo calls it in a jail (grader.grading.jail_client, as grading
+does), inside `jails()`, which stops every jail it started however the demo
+ends. A model the demo counts the work of crosses as a handle (its pieces run
+here, the count is ours); otherwise the jail gets a copy, sent once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import time
 from dataclasses import dataclass
 from fractions import Fraction
-from types import ModuleType
 from typing import Callable, Iterator
 
 import numpy as np
 
-from grader.grading import timing
+from grader.grading import jail_client, timing
 from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
-from grader.kata.in_process import import_kata
 from grader.kata.registry import find_kata
+from grader.kata.text import printable
 from grader.learn import progress as state
 from grader.learn import vouch
 from reference.lm import CachedLM
@@ -29,23 +36,93 @@ from reference.model import Model, rms_norm, softmax, top_k_route
 from reference.sampling import sample_token
 from reference.tokenizer import decode
 
+CALL_SECONDS = 60.0  # how long one call of kata code may take in a demo before its jail is stopped
+SHOWN_CHARS = 300  # of what kata code's exception says, at most this much is shown
+
+
+class LearnerError(Exception):
+    """Kata code did not answer a demo's call: it raised, returned what cannot cross the jail, could not
+    be loaded, crashed its jail or ran past its time. The message is one line, safe to show, that
+    follows the name of whose code it is ("raised KeyError: 3 (at kv_cache.py:12 in update)")."""
+
+
+def safe_line(text: str) -> str:
+    """text from kata code on one line, every control character escaped, at most SHOWN_CHARS long."""
+    text = printable(text, lines=False)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+def _refusal(exc: BaseException, seconds: float) -> str:
+    """What LearnerError says for exc, raised by a call of kata code in its jail."""
+    if isinstance(exc, jail_client.JailTimeout):
+        running = str(exc).partition(" (it was running ")[2].rstrip(")")
+        return f"did not finish within {seconds:g} s" + (f" (it was running {safe_line(running)})" if running else "")
+    if isinstance(exc, jail_client.JailCrash):
+        return f"crashed its process ({safe_line(str(exc))})"
+    if isinstance(exc, jail_client.KataLoadError):
+        return f"could not be loaded: {safe_line(str(exc))}"
+    if isinstance(exc, jail_client.BadResult):
+        return f"returned what a demo cannot use: {safe_line(str(exc))}"
+    message, *frames = str(exc).split("\n    at ")  # a mirrored exception: the learner's message, then its frames
+    where = f" (at {safe_line(frames[-1])})" if frames else ""
+    return f"raised {safe_line(type(exc).__name__)}: {safe_line(message)}{where}"
+
+
+class Jailed:
+    """A kata module in its jail, as a demo calls it: `module.f(...)` and `module.Cls.method(...)` run
+    there (arrays come back as data), each given `seconds` to answer; whatever the call does instead
+    of answering is a LearnerError. (The deadline stays set after the call, so that nothing the answer
+    holds can keep this process waiting either.)"""
+
+    def __init__(self, module: jail_client.ModuleProxy, seconds: float = CALL_SECONDS, path: tuple[str, ...] = ()):
+        self._module, self._seconds, self._path = module, seconds, path
+
+    def __getattr__(self, name: str) -> "Jailed":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return Jailed(self._module, self._seconds, (*self._path, name))
+
+    def __call__(self, *args, **kwargs):
+        jail_client.SETTINGS.deadline = time.monotonic() + self._seconds
+        try:
+            return functools.reduce(getattr, self._path, self._module)(*args, **kwargs)
+        except (Exception, jail_client.JailCrash, jail_client.JailTimeout) as exc:
+            raise LearnerError(_refusal(exc, self._seconds)) from None
+
+    def __repr__(self) -> str:
+        return f"<{'.'.join(self._path) or 'kata module'} in a jail>"
+
+
+@contextlib.contextmanager
+def jails() -> Iterator[None]:
+    """Where a demo runs kata code: every jail its sources started is stopped on the way out (its process
+    and its folder), whether the demo ended, raised or was interrupted (Ctrl-C)."""
+    settings = jail_client.SETTINGS
+    saved = settings.target, settings.deadline
+    try:
+        yield
+    finally:
+        jail_client.stop_all()
+        settings.target, settings.deadline = saved
+
 
 @dataclass(frozen=True)
 class Source:
-    """Whose code a demo runs: a kata module (None for the model package's own
-    code) and a sentence that says which, and why."""
+    """Whose code a demo runs: a kata module in its jail (None for the model
+    package's own code) and a sentence that says which, and why."""
 
-    module: ModuleType | None
+    module: Jailed | None
     says: str
 
 
-def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") -> Source:
-    """The kata module of target to run, when it is meant to run: always for
-    'reference' or a folder (the caller asked for it), and for 'katas' (the
-    learner's) once every task that writes one of `functions` passed its last
-    grade, recorded by this account's grader on the file as it is now
-    (grader.learn.vouch: a state file written by hand vouches for nothing).
-    Otherwise Source(None, why), and the demo runs the model package's own code."""
+def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas", seconds: float = CALL_SECONDS) -> Source:
+    """The kata module of target to run, in a jail whose calls may each take
+    `seconds`, when it is meant to run: always for 'reference' or a folder (the
+    caller asked for it), and for 'katas' (the learner's) once every task that
+    writes one of `functions` passed its last grade, recorded by this account's
+    grader on the file as it is now (grader.learn.vouch: a state file written by
+    hand vouches for nothing). Otherwise Source(None, why), and the demo runs the
+    model package's own code. Call it inside jails(), which stops the jail."""
     registered = find_kata(kata)  # a ValueError naming the katas there are, for a typo
     tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":
@@ -59,10 +136,15 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") ->
                 f"the model's own: your {kata} {which} not pass in a grade this account recorded of the file as "
                 f"it is now (kata grade {kata})",
             )
-    module = import_kata(target, kata)
     path = _target.kata_path(target, kata)
+    jail_client.SETTINGS.target = target
+    try:
+        jail_client.prestart(kata)  # its interpreter starts while the demo loads the models
+        module = jail_client.kata_module(kata)
+    except jail_client.KataLoadError as exc:
+        raise ValueError(str(exc)) from None
     whose = {"katas": "yours", "reference": "the reference solution's"}.get(target, "the one in that folder")
-    return Source(module, f"{whose}, {path}")
+    return Source(Jailed(module, seconds), f"{whose}, {path}")
 
 
 # ------------------------------------------------------------------ cache
@@ -103,6 +185,15 @@ def cached_steps(model: Model, prompt: list[int], n_new: int, source: Source) ->
             tokens.append(sample_token(np.asarray(logits(new))[-1], 0.0))
             new = [tokens[-1]]
             yield Step(tokens[-1], work.positions.get(0, 0), work.macs)
+
+
+def cached_tokens(model: Model, prompt: list[int], n_new: int, source: Source) -> list[int]:
+    """Greedy generation with a KV cache, for a demo that times it: source's generate in one call (the
+    whole generation in its jail: no round trip per token on the clock), or cached_steps' tokens with
+    the model's own cache."""
+    if source.module is None:
+        return [s.token for s in cached_steps(model, prompt, n_new, source)]
+    return [int(t) for t in source.module.generate(model, prompt, n_new)]
 
 
 def work_ratio(naive: Step, cached: Step) -> Fraction:
@@ -514,7 +605,7 @@ def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, s
     yield _Way(
         "+ KV cache",
         [teacher],
-        lambda: [s.token for s in cached_steps(teacher, prompt, n_new, sources["kv_cache"])],
+        lambda: cached_tokens(teacher, prompt, n_new, sources["kv_cache"]),
         _weight_bytes(teacher, None),
         cache,
         32,
@@ -522,7 +613,7 @@ def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, s
     yield _Way(
         "+ int8 weights (grouped, G=32)",
         [int8],
-        lambda: [s.token for s in cached_steps(int8, prompt, n_new, sources["kv_cache"])],
+        lambda: cached_tokens(int8, prompt, n_new, sources["kv_cache"]),
         _weight_bytes(int8, 8),
         cache,
         8.5,
@@ -543,7 +634,7 @@ def stack(
     teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
 ) -> Iterator[Bargain]:
     """The bargains one at a time, each yielded as soon as it is measured:
-    re-reading everything; + a KV cache (sources['kv_cache']); + 8-bit grouped
+    re-reading everything; + a KV cache (sources['kv_cache']'s generate); + 8-bit grouped
     weights (sources['quantization']); + speculative decoding from the draft,
     k guesses a round (sources['speculative']). Every row decodes greedily.
     Each row is timed like a benchmark: at least `rounds` interleaved rounds
@@ -553,7 +644,8 @@ def stack(
     for way in _ways(teacher, draft, prompt, n_new, k, sources):
         with contextlib.ExitStack() as counting:
             works = [counting.enter_context(m.count_work()) for m in way.models]
-            tokens = way.run()  # counted once, untimed: it warms the row up too
+            tokens = way.run()  # counted once, untimed (kata code drives handles of the models: the count is ours)
+        way.run()  # uncounted, untimed: a jail gets its copies of the models off the clock, and the row warms up
         runs = [timing.ignoring_round(way.run)] + ([] if before is None else [timing.ignoring_round(before.run)])
         measured = timing.interleave(runs, rounds=rounds, spread=0.10, budget_seconds=8.0, warmup=False)
         read = works[0].weight_bytes_at(way.bits) + works[0].cache_bytes
