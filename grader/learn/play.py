@@ -7,8 +7,8 @@ grader/cli/play.py prints that. Work is counted by the reference model's work co
 never by the code the demo runs, so the figures are what the code did.
 
 Kata code, the learner's or a folder's or the reference's, never runs in this
-process: a demo calls it in a jail (grader.grading.jail_client, as grading
-does), inside `jails()`, which stops every jail it started however the demo
+process: a demo calls it in a jail (grader.learn.play_jails), inside
+`play_jails.jails()`, which stops every jail it started however the demo
 ends. A model the demo counts the work of crosses as a handle (its pieces run
 here, the count is ours); otherwise the jail gets a copy, sent once.
 """
@@ -16,8 +16,6 @@ here, the count is ours); otherwise the jail gets a copy, sent once.
 from __future__ import annotations
 
 import contextlib
-import functools
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Iterator
@@ -28,82 +26,13 @@ from grader.grading import jail_client, timing
 from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.registry import find_kata
-from grader.kata.text import printable
 from grader.learn import progress as state
 from grader.learn import vouch
+from grader.learn.play_jails import CALL_SECONDS, Jailed
 from reference.lm import CachedLM
 from reference.model import Model, rms_norm, softmax, top_k_route
 from reference.sampling import sample_token
 from reference.tokenizer import decode
-
-CALL_SECONDS = 60.0  # how long one call of kata code may take in a demo before its jail is stopped
-SHOWN_CHARS = 300  # of what kata code's exception says, at most this much is shown
-
-
-class LearnerError(Exception):
-    """Kata code did not answer a demo's call: it raised, returned what cannot cross the jail, could not
-    be loaded, crashed its jail or ran past its time. The message is one line, safe to show, that
-    follows the name of whose code it is ("raised KeyError: 3 (at kv_cache.py:12 in update)")."""
-
-
-def safe_line(text: str) -> str:
-    """text from kata code on one line, every control character escaped, at most SHOWN_CHARS long."""
-    text = printable(text, lines=False)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
-
-
-def _refusal(exc: BaseException, seconds: float) -> str:
-    """What LearnerError says for exc, raised by a call of kata code in its jail."""
-    if isinstance(exc, jail_client.JailTimeout):
-        running = str(exc).partition(" (it was running ")[2].rstrip(")")
-        return f"did not finish within {seconds:g} s" + (f" (it was running {safe_line(running)})" if running else "")
-    if isinstance(exc, jail_client.JailCrash):
-        return f"crashed its process ({safe_line(str(exc))})"
-    if isinstance(exc, jail_client.KataLoadError):
-        return f"could not be loaded: {safe_line(str(exc))}"
-    if isinstance(exc, jail_client.BadResult):
-        return f"returned what a demo cannot use: {safe_line(str(exc))}"
-    message, *frames = str(exc).split("\n    at ")  # a mirrored exception: the learner's message, then its frames
-    where = f" (at {safe_line(frames[-1])})" if frames else ""
-    return f"raised {safe_line(type(exc).__name__)}: {safe_line(message)}{where}"
-
-
-class Jailed:
-    """A kata module in its jail, as a demo calls it: `module.f(...)` and `module.Cls.method(...)` run
-    there (arrays come back as data), each given `seconds` to answer; whatever the call does instead
-    of answering is a LearnerError. (The deadline stays set after the call, so that nothing the answer
-    holds can keep this process waiting either.)"""
-
-    def __init__(self, module: jail_client.ModuleProxy, seconds: float = CALL_SECONDS, path: tuple[str, ...] = ()):
-        self._module, self._seconds, self._path = module, seconds, path
-
-    def __getattr__(self, name: str) -> "Jailed":
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return Jailed(self._module, self._seconds, (*self._path, name))
-
-    def __call__(self, *args, **kwargs):
-        jail_client.SETTINGS.deadline = time.monotonic() + self._seconds
-        try:
-            return functools.reduce(getattr, self._path, self._module)(*args, **kwargs)
-        except (Exception, jail_client.JailCrash, jail_client.JailTimeout) as exc:
-            raise LearnerError(_refusal(exc, self._seconds)) from None
-
-    def __repr__(self) -> str:
-        return f"<{'.'.join(self._path) or 'kata module'} in a jail>"
-
-
-@contextlib.contextmanager
-def jails() -> Iterator[None]:
-    """Where a demo runs kata code: every jail its sources started is stopped on the way out (its process
-    and its folder), whether the demo ended, raised or was interrupted (Ctrl-C)."""
-    settings = jail_client.SETTINGS
-    saved = settings.target, settings.deadline
-    try:
-        yield
-    finally:
-        jail_client.stop_all()
-        settings.target, settings.deadline = saved
 
 
 @dataclass(frozen=True)
@@ -122,7 +51,7 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas", se
     writes one of `functions` passed its last grade, recorded by this account's
     grader on the file as it is now (grader.learn.vouch: a state file written by
     hand vouches for nothing). Otherwise Source(None, why), and the demo runs the
-    model package's own code. Call it inside jails(), which stops the jail."""
+    model package's own code. Call it inside play_jails.jails(), which stops the jail."""
     registered = find_kata(kata)  # a ValueError naming the katas there are, for a typo
     tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":

@@ -3,8 +3,8 @@
 A demo is a generator of Lines that the command prints as they come (on a terminal a demo redraws
 its line while the model writes). A demo that cannot run raises DemoError, whose message is the one
 line to show: a prompt or option the demo refuses, or what the kata code did instead of answering
-(raised, crashed its jail, ran past its time), escaped. Each demo runs inside grader.learn.play.jails:
-the jails of the kata code it ran end with its generator, however it ends.
+(raised, crashed its jail, ran past its time), escaped. Each demo runs inside
+grader.learn.play_jails.jails: the jails of the kata code it ran end with its generator, however it ends.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 from grader.grading import blas
 from grader.kata.text import printable
 from grader.learn import play as demos
+from grader.learn import play_jails
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.sampling import generate_naive
@@ -50,12 +51,12 @@ def _teacher() -> Model:
 
 
 def _jailed(demo: Callable[..., Iterator[Line]]) -> Callable[..., Iterator[Line]]:
-    """demo, run inside grader.learn.play.jails(): the jails of the kata code it runs are stopped when its
+    """demo, run inside grader.learn.play_jails.jails(): the jails of the kata code it runs are stopped when its
     generator ends, raises or is closed (the command interrupted between two lines)."""
 
     @functools.wraps(demo)
     def lines(*args, **kwargs) -> Iterator[Line]:
-        with demos.jails():
+        with play_jails.jails():
             yield from demo(*args, **kwargs)
 
     return lines
@@ -66,7 +67,7 @@ def _source(kata: str, functions: tuple[str, ...], target: str) -> demos.Source:
     try:
         return demos.kata_source(kata, functions, target)
     except ValueError as exc:
-        raise DemoError(demos.safe_line(str(exc))) from None
+        raise DemoError(play_jails.safe_line(str(exc))) from None
 
 
 def _prompt_ids(prompt: str, tokens: int, model: Model) -> list[int]:
@@ -84,21 +85,21 @@ def _prompt_ids(prompt: str, tokens: int, model: Model) -> list[int]:
 @contextlib.contextmanager
 def _running(whose: str, *, value_errors_are_ours: bool = True):
     """Around code that runs the learner's: what the kata code did instead of answering (a
-    grader.learn.play.LearnerError), or what the demo raised on what it answered, becomes a DemoError
+    grader.learn.play_jails.LearnerError), or what the demo raised on what it answered, becomes a DemoError
     that names whose code it was, in one line. With value_errors_are_ours, a ValueError is the demo's
     own refusal of a bad option or prompt, shown as it is."""
     try:
         yield
     except DemoError:
         raise
-    except demos.LearnerError as exc:
+    except play_jails.LearnerError as exc:
         raise DemoError(f"{whose} {exc}") from None
     except ValueError as exc:
         if not value_errors_are_ours:
-            raise DemoError(f"{whose} raised {type(exc).__name__}: {demos.safe_line(str(exc))}") from None
-        raise DemoError(demos.safe_line(str(exc))) from None
+            raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
+        raise DemoError(play_jails.safe_line(str(exc))) from None
     except Exception as exc:  # on what the kata code answered: say what, in one line
-        raise DemoError(f"{whose} raised {type(exc).__name__}: {demos.safe_line(str(exc))}") from None
+        raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
 
 
 def blas_line() -> str:

@@ -25,8 +25,8 @@ from grader.interview import seal
 from grader.jail import confine
 from grader.kata.registry import find_kata
 from grader.learn import play as demos
+from grader.learn import play_jails, vouch
 from grader.learn import progress as state
-from grader.learn import vouch
 from reference.lm import shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.sampling import generate_naive
@@ -314,7 +314,7 @@ def test_spent_gives_a_mixed_plan_at_the_bytes_of_uniform_weights_and_the_matric
     model = Model.random(config, seed=2)
     gen = np.random.default_rng(0)
     calib, held_out = ([int(t) for t in gen.integers(0, 96, 48)] for _ in range(2))
-    with demos.jails():
+    with play_jails.jails():
         source = demos.kata_source("quantization", demos.ART_FUNCTIONS, "reference")
         rows = demos.spent(model, (4, 3), calib, held_out, encode("Return "), 5, source)
         uniform = {r.bits: source.module.quantize_model(model, r.bits) for r in rows}
@@ -507,10 +507,11 @@ def test_a_learners_jail_that_crashes_ends_the_demo_with_one_line(cli, tmp_path)
 
 def test_a_call_of_the_learners_code_that_runs_past_its_time_is_stopped_with_one_line(tmp_path):
     (tmp_path / "moe.py").write_text("def router_probs(x, w):\n    while True:\n        pass\n")
-    with demos.jails():
+    with play_jails.jails():
         source = demos.kata_source("moe", ("router_probs",), str(tmp_path), seconds=0.5)
         with pytest.raises(
-            demos.LearnerError, match=r"^did not finish within 0.5 s \(it was running moe.py:[23] in router_probs\)$"
+            play_jails.LearnerError,
+            match=r"^did not finish within 0.5 s \(it was running moe.py:[23] in router_probs\)$",
         ):
             source.module.router_probs(np.zeros((2, 4)), np.zeros((4, 3)))
 
