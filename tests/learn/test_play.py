@@ -508,10 +508,10 @@ def test_a_learners_jail_that_crashes_ends_the_demo_with_one_line(cli, tmp_path)
 def test_a_call_of_the_learners_code_that_runs_past_its_time_is_stopped_with_one_line(tmp_path):
     (tmp_path / "moe.py").write_text("def router_probs(x, w):\n    while True:\n        pass\n")
     with play_jails.jails():
-        source = demos.kata_source("moe", ("router_probs",), str(tmp_path), seconds=0.5)
+        source = demos.kata_source("moe", ("router_probs",), str(tmp_path), seconds=0.25)
         with pytest.raises(
             play_jails.LearnerError,
-            match=r"^did not finish within 0.5 s \(it was running moe.py:[23] in router_probs\)$",
+            match=r"^did not finish within 0.25 s \(it was running moe.py:[23] in router_probs\)$",
         ):
             source.module.router_probs(np.zeros((2, 4)), np.zeros((4, 3)))
 
