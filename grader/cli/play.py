@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import shutil
 
@@ -45,12 +46,14 @@ def play():
 
 def _show(lines) -> None:
     """Print a demo's lines as they come (grader.learn.play_screens); a demo that cannot go on ends
-    the command with its one line."""
+    the command with its one line. The demo is closed however printing ends (Ctrl-C, a closed pipe),
+    which stops the jails its kata code ran in."""
     from grader.learn.play_screens import DemoError
 
     try:
-        for line in lines:
-            click.echo(line.text, nl=line.nl, color=colour() if line.painted else None)
+        with contextlib.closing(lines):
+            for line in lines:
+                click.echo(line.text, nl=line.nl, color=colour() if line.painted else None)
     except DemoError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -1,8 +1,8 @@
-"""A kata module imported into this process, for `kata bench` and `kata play`.
+"""A kata module imported into this process, for `kata bench`.
 
-Unlike grading, which only ever runs kata code in a jail (grader.grading.jail_client),
-these only report: they run the learner's code on the learner's own machine,
-in the process that times or shows it.
+Unlike grading and `kata play`, which only ever run kata code in a jail
+(grader.grading.jail_client), a benchmark only reports: it runs the code it is
+pointed at on the learner's own machine, in the process that times it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,12 @@ The library runs a demo and returns plain data (the steps of a generation,
 the experts of each character); grader/learn/play_screens.py renders it as text and
 grader/cli/play.py prints that. Work is counted by the reference model's work counter,
 never by the code the demo runs, so the figures are what the code did.
+
+Kata code, the learner's or a folder's or the reference's, never runs in this
+process: a demo calls it in a jail (grader.learn.play_jails), inside
+`play_jails.jails()`, which stops every jail it started however the demo
+ends. A model the demo counts the work of crosses as a handle (its pieces run
+here, the count is ours); otherwise the jail gets a copy, sent once.
 """
 
 from __future__ import annotations
@@ -12,18 +18,17 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from fractions import Fraction
-from types import ModuleType
 from typing import Callable, Iterator
 
 import numpy as np
 
-from grader.grading import timing
+from grader.grading import jail_client, timing
 from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
-from grader.kata.in_process import import_kata
 from grader.kata.registry import find_kata
 from grader.learn import progress as state
 from grader.learn import vouch
+from grader.learn.play_jails import CALL_SECONDS, Jailed
 from reference.lm import CachedLM
 from reference.model import Model, rms_norm, softmax, top_k_route
 from reference.sampling import sample_token
@@ -32,20 +37,21 @@ from reference.tokenizer import decode
 
 @dataclass(frozen=True)
 class Source:
-    """Whose code a demo runs: a kata module (None for the model package's own
-    code) and a sentence that says which, and why."""
+    """Whose code a demo runs: a kata module in its jail (None for the model
+    package's own code) and a sentence that says which, and why."""
 
-    module: ModuleType | None
+    module: Jailed | None
     says: str
 
 
-def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") -> Source:
-    """The kata module of target to run, when it is meant to run: always for
-    'reference' or a folder (the caller asked for it), and for 'katas' (the
-    learner's) once every task that writes one of `functions` passed its last
-    grade, recorded by this account's grader on the file as it is now
-    (grader.learn.vouch: a state file written by hand vouches for nothing).
-    Otherwise Source(None, why), and the demo runs the model package's own code."""
+def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas", seconds: float = CALL_SECONDS) -> Source:
+    """The kata module of target to run, in a jail whose calls may each take
+    `seconds`, when it is meant to run: always for 'reference' or a folder (the
+    caller asked for it), and for 'katas' (the learner's) once every task that
+    writes one of `functions` passed its last grade, recorded by this account's
+    grader on the file as it is now (grader.learn.vouch: a state file written by
+    hand vouches for nothing). Otherwise Source(None, why), and the demo runs the
+    model package's own code. Call it inside play_jails.jails(), which stops the jail."""
     registered = find_kata(kata)  # a ValueError naming the katas there are, for a typo
     tasks = [t.name for t in registered.tasks if set(t.functions) & set(functions)]
     if target == "katas":
@@ -59,10 +65,15 @@ def kata_source(kata: str, functions: tuple[str, ...], target: str = "katas") ->
                 f"the model's own: your {kata} {which} not pass in a grade this account recorded of the file as "
                 f"it is now (kata grade {kata})",
             )
-    module = import_kata(target, kata)
     path = _target.kata_path(target, kata)
+    jail_client.SETTINGS.target = target
+    try:
+        jail_client.prestart(kata)  # its interpreter starts while the demo loads the models
+        module = jail_client.kata_module(kata)
+    except jail_client.KataLoadError as exc:
+        raise ValueError(str(exc)) from None
     whose = {"katas": "yours", "reference": "the reference solution's"}.get(target, "the one in that folder")
-    return Source(module, f"{whose}, {path}")
+    return Source(Jailed(module, seconds), f"{whose}, {path}")
 
 
 # ------------------------------------------------------------------ cache
@@ -103,6 +114,15 @@ def cached_steps(model: Model, prompt: list[int], n_new: int, source: Source) ->
             tokens.append(sample_token(np.asarray(logits(new))[-1], 0.0))
             new = [tokens[-1]]
             yield Step(tokens[-1], work.positions.get(0, 0), work.macs)
+
+
+def cached_tokens(model: Model, prompt: list[int], n_new: int, source: Source) -> list[int]:
+    """Greedy generation with a KV cache, for a demo that times it: source's generate in one call (the
+    whole generation in its jail: no round trip per token on the clock), or cached_steps' tokens with
+    the model's own cache."""
+    if source.module is None:
+        return [s.token for s in cached_steps(model, prompt, n_new, source)]
+    return [int(t) for t in source.module.generate(model, prompt, n_new)]
 
 
 def work_ratio(naive: Step, cached: Step) -> Fraction:
@@ -514,7 +534,7 @@ def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, s
     yield _Way(
         "+ KV cache",
         [teacher],
-        lambda: [s.token for s in cached_steps(teacher, prompt, n_new, sources["kv_cache"])],
+        lambda: cached_tokens(teacher, prompt, n_new, sources["kv_cache"]),
         _weight_bytes(teacher, None),
         cache,
         32,
@@ -522,7 +542,7 @@ def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, s
     yield _Way(
         "+ int8 weights (grouped, G=32)",
         [int8],
-        lambda: [s.token for s in cached_steps(int8, prompt, n_new, sources["kv_cache"])],
+        lambda: cached_tokens(int8, prompt, n_new, sources["kv_cache"]),
         _weight_bytes(int8, 8),
         cache,
         8.5,
@@ -543,7 +563,7 @@ def stack(
     teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
 ) -> Iterator[Bargain]:
     """The bargains one at a time, each yielded as soon as it is measured:
-    re-reading everything; + a KV cache (sources['kv_cache']); + 8-bit grouped
+    re-reading everything; + a KV cache (sources['kv_cache']'s generate); + 8-bit grouped
     weights (sources['quantization']); + speculative decoding from the draft,
     k guesses a round (sources['speculative']). Every row decodes greedily.
     Each row is timed like a benchmark: at least `rounds` interleaved rounds
@@ -553,7 +573,8 @@ def stack(
     for way in _ways(teacher, draft, prompt, n_new, k, sources):
         with contextlib.ExitStack() as counting:
             works = [counting.enter_context(m.count_work()) for m in way.models]
-            tokens = way.run()  # counted once, untimed: it warms the row up too
+            tokens = way.run()  # counted once, untimed (kata code drives handles of the models: the count is ours)
+        way.run()  # uncounted, untimed: a jail gets its copies of the models off the clock, and the row warms up
         runs = [timing.ignoring_round(way.run)] + ([] if before is None else [timing.ignoring_round(before.run)])
         measured = timing.interleave(runs, rounds=rounds, spread=0.10, budget_seconds=8.0, warmup=False)
         read = works[0].weight_bytes_at(way.bits) + works[0].cache_bytes

@@ -2,16 +2,19 @@
 
 A demo is a generator of Lines that the command prints as they come (on a terminal a demo redraws
 its line while the model writes). A demo that cannot run raises DemoError, whose message is the one
-line to show: a prompt or option the demo refuses, or what the learner's code raised.
+line to show: a prompt or option the demo refuses, or what the kata code did instead of answering
+(raised, crashed its jail, ran past its time), escaped. Each demo runs inside
+grader.learn.play_jails.jails: the jails of the kata code it ran end with its generator, however it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import textwrap
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import click
 import numpy as np
@@ -19,6 +22,7 @@ import numpy as np
 from grader.grading import blas
 from grader.kata.text import printable
 from grader.learn import play as demos
+from grader.learn import play_jails
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.sampling import generate_naive
@@ -46,12 +50,24 @@ def _teacher() -> Model:
         raise DemoError(str(exc)) from None
 
 
+def _jailed(demo: Callable[..., Iterator[Line]]) -> Callable[..., Iterator[Line]]:
+    """demo, run inside grader.learn.play_jails.jails(): the jails of the kata code it runs are stopped when its
+    generator ends, raises or is closed (the command interrupted between two lines)."""
+
+    @functools.wraps(demo)
+    def lines(*args, **kwargs) -> Iterator[Line]:
+        with play_jails.jails():
+            yield from demo(*args, **kwargs)
+
+    return lines
+
+
 def _source(kata: str, functions: tuple[str, ...], target: str) -> demos.Source:
     """Whose code a demo of kata runs (grader.learn.play.kata_source)."""
     try:
         return demos.kata_source(kata, functions, target)
     except ValueError as exc:
-        raise DemoError(str(exc)) from None
+        raise DemoError(play_jails.safe_line(str(exc))) from None
 
 
 def _prompt_ids(prompt: str, tokens: int, model: Model) -> list[int]:
@@ -68,19 +84,22 @@ def _prompt_ids(prompt: str, tokens: int, model: Model) -> list[int]:
 
 @contextlib.contextmanager
 def _running(whose: str, *, value_errors_are_ours: bool = True):
-    """Around code that runs the learner's: what it raises becomes a DemoError that names whose code
-    raised it. With value_errors_are_ours, a ValueError is the demo's own refusal of a bad option or
-    prompt, shown as it is."""
+    """Around code that runs the learner's: what the kata code did instead of answering (a
+    grader.learn.play_jails.LearnerError), or what the demo raised on what it answered, becomes a DemoError
+    that names whose code it was, in one line. With value_errors_are_ours, a ValueError is the demo's
+    own refusal of a bad option or prompt, shown as it is."""
     try:
         yield
     except DemoError:
         raise
+    except play_jails.LearnerError as exc:
+        raise DemoError(f"{whose} {exc}") from None
     except ValueError as exc:
         if not value_errors_are_ours:
-            raise DemoError(f"{whose} raised {type(exc).__name__}: {exc}") from None
-        raise DemoError(str(exc)) from None
-    except Exception as exc:  # the learner's code: say what it raised, in one line
-        raise DemoError(f"{whose} raised {type(exc).__name__}: {exc}") from None
+            raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
+        raise DemoError(play_jails.safe_line(str(exc))) from None
+    except Exception as exc:  # on what the kata code answered: say what, in one line
+        raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
 
 
 def blas_line() -> str:
@@ -110,6 +129,7 @@ def _meter_line(text: str, meter: str, columns: int) -> str:
     return f"\r{line}\x1b[K"
 
 
+@_jailed
 def cache(prompt: str, tokens: int, target: str, *, live: bool, columns: int = 80) -> Iterator[Line]:
     """`kata play cache`: the teacher writes `tokens` characters after prompt twice, re-reading the
     whole text for every character, then with the KV cache of target; the work of each. live: redraw
@@ -150,6 +170,7 @@ def cache(prompt: str, tokens: int, target: str, *, live: bool, columns: int = 8
 # ------------------------------------------------------------------ kata play speculate
 
 
+@_jailed
 def speculate(prompt: str, tokens: int, k: int, target: str, *, live: bool) -> Iterator[Line]:
     """`kata play speculate`: the distilled draft guesses k characters a round, the teacher checks
     them in one call with target's greedy_accept; a row per round (live: the guesses coloured)."""
@@ -204,6 +225,7 @@ def _round_row(rounds: list[demos.Round], k: int, live: bool) -> str:
 # ------------------------------------------------------------------ kata play quantize
 
 
+@_jailed
 def quantize(name: str, index: int, prompt: str, target: str) -> Iterator[Line]:
     """`kata play quantize`: weight `index` of the teacher's matrix `name` snapping to the nearest
     level of 8 down to 2 bits (target's quantizers), the error, the teacher's bytes and what the
@@ -275,6 +297,7 @@ def _spent(model: Model, prompt_ids: list[int], target: str) -> Iterator[Line]:
 # ------------------------------------------------------------------ kata play distill
 
 
+@_jailed
 def distill(text: str, at: str, target: str) -> Iterator[Line]:
     """`kata play distill`: what the teacher thinks comes next after each position of `at` (a comma-
     separated list) in text, beside its distilled draft and two bigram students target's
@@ -304,13 +327,14 @@ def distill(text: str, at: str, target: str) -> Iterator[Line]:
 # ------------------------------------------------------------------ kata play stack
 
 
+@_jailed
 def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns: int) -> Iterator[Line]:
     """`kata play stack`: the MoE teacher, its weights in 8 bits, served with a KV cache and
     speculative decoding from the draft (k guesses a round), one bargain a row, each row's speed the
     median of `rounds` rounds. columns: the terminal's width, which the notes under a row wrap to."""
     teacher, draft = _teacher(), Model.pretrained("draft")
     sources = {
-        "kv_cache": _source("kv_cache", ("KVCache", "forward_cached"), target),
+        "kv_cache": _source("kv_cache", ("KVCache", "forward_cached", "generate"), target),
         "quantization": _source("quantization", ("quantize_grouped", "quantize_model"), target),
         "speculative": _source("speculative", ("greedy_accept",), target),
     }
@@ -374,6 +398,7 @@ def _note(text: str, columns: int) -> Line:
 _EXPERT_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")
 
 
+@_jailed
 def moe(prompt: str, layer: int, target: str) -> Iterator[Line]:
     """`kata play moe`: each character of prompt coloured by the expert layer's router (target's
     router_probs and top_k_gating) sends it to first, the experts of every rank, and each expert's

@@ -1,8 +1,9 @@
 """Which passing grades this account's grader recorded, for the one thing that
-runs a learner's code outside a jail because a grade says it passes: `kata
-play` on the learner's own module once its tasks pass. (`kata bench` runs
-whatever code it is pointed at, the learner's own by default, and asks no
-grade.)
+runs a learner's code because a grade says it passes: `kata play` on the
+learner's own module once its tasks pass (in a jail, as grading runs it; the
+gate decides whose code a demo shows, the learner's or the model's own).
+(`kata bench` runs whatever code it is pointed at, the learner's own by
+default, and asks no grade.)
 
 last_grade.json is a file in the learner's folder: anyone who can write the
 folder can write "pass" in it. So each time a grade is recorded, seals.json

@@ -7,7 +7,12 @@ the least likely experts."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -17,13 +22,17 @@ from grader.cli.commands import main
 from grader.grading.events import Status
 from grader.grading.results import GradeResult, KataResult, TaskResult
 from grader.interview import seal
+from grader.jail import confine
 from grader.kata.registry import find_kata
+from grader.learn import play as demos
+from grader.learn import play_jails, vouch
 from grader.learn import progress as state
-from grader.learn import vouch
 from reference.lm import shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
+
+from helpers import spawn, wait_for_processes
 
 TEACHER = shipped_model("teacher")
 LINEAR = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "router", "out")  # the weights quantize_model quantizes
@@ -299,20 +308,20 @@ def test_play_quantize_says_why_it_shows_no_mixed_precision_rows_before_those_ta
 
 
 def test_spent_gives_a_mixed_plan_at_the_bytes_of_uniform_weights_and_the_matrices_it_protects():
-    from grader.kata.in_process import import_kata
-    from grader.learn import play as demos
     from reference.model import Config, Model
 
     config = Config(vocab_size=96, d_model=64, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=64, n_experts=2, top_k=1)
     model = Model.random(config, seed=2)
     gen = np.random.default_rng(0)
     calib, held_out = ([int(t) for t in gen.integers(0, 96, 48)] for _ in range(2))
-    source = demos.Source(import_kata("reference", "quantization"), "the reference solution's")
-    rows = demos.spent(model, (4, 3), calib, held_out, encode("Return "), 5, source)
+    with play_jails.jails():
+        source = demos.kata_source("quantization", demos.ART_FUNCTIONS, "reference")
+        rows = demos.spent(model, (4, 3), calib, held_out, encode("Return "), 5, source)
+        uniform = {r.bits: source.module.quantize_model(model, r.bits) for r in rows}
     assert [r.bits for r in rows] == [4, 3]
     for r in rows:
         p = softmax(model.forward(held_out).astype(np.float64))
-        q = softmax(source.module.quantize_model(model, r.bits).forward(held_out).astype(np.float64))
+        q = softmax(uniform[r.bits].forward(held_out).astype(np.float64))
         assert r.kl["uniform"] == pytest.approx(float(np.mean(np.sum(p * np.log(p / q), axis=-1))), rel=1e-6)
         assert set(r.text) == {"uniform", "mixed", "awq"} and all(len(t) == 5 for t in r.text.values())
         assert r.protected and all(b > r.bits for _, b, _ in r.protected)
@@ -417,3 +426,112 @@ def test_play_stack_runs_the_learners_quantize_model(cli, tmp_path):
     _passes(tmp_path, "quantization", ["grouped", "model"])
     rows = _stack_rows(cli.invoke(main, ["play", "stack", "-n", "16", "--rounds", "1"]).output)
     assert rows["+ int8 weights (grouped, G=32)"][3] == "same"
+
+
+# A kv_cache whose forward_cached says which process, and which account, ran it.
+TELLS_WHERE_IT_RUNS = """
+import os
+
+
+class KVCache:
+    @classmethod
+    def for_model(cls, model):
+        return cls()
+
+
+def forward_cached(model, tokens, cache):
+    raise RuntimeError(f"pid {os.getpid()} uid {os.getuid()}")
+"""
+
+
+def _children() -> set[int]:
+    """The live processes this one started."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.add(int(pid))
+    return found
+
+
+def test_the_learners_code_runs_in_a_jail_of_its_own_and_the_jail_ends_with_the_demo(cli, tmp_path):
+    """An instructor who runs `kata play` in a student's folder whose grade passed runs the student's code:
+    in a process of its own (as another account where the jail has one), never in the command's."""
+    (tmp_path / "katas" / "kv_cache.py").write_text(TELLS_WHERE_IT_RUNS)
+    _passes(tmp_path, "kv_cache", ["cache", "forward"])
+    before = _children()
+    result = cli.invoke(main, ["play", "cache", "R", "-n", "3"])
+    assert result.exit_code == 1 and "yours, " in result.output, result.output
+    pid, uid = map(int, re.search(r"raised RuntimeError: pid (\d+) uid (\d+)", result.output).groups())
+    assert pid != os.getpid()
+    if confine.mode() in ("root", "uid"):
+        assert uid != os.getuid()
+    assert _children() <= before, "a jail outlived the demo"
+
+
+# A quantization kata whose quantizer raises with a message that would drive the terminal: clear the screen,
+# write the clipboard (OSC 52), and start a line of its own.
+HOSTILE_MESSAGE = """
+def quantize_grouped(x, bits, group_size):
+    raise ValueError("\\x1b[2J\\x1b]52;c;ZWNobyBoaQ==\\x07\\nTotal: 100/100 points")
+"""
+
+
+def test_what_the_learners_code_raises_is_shown_on_one_line_with_its_control_characters_escaped(cli, tmp_path):
+    (tmp_path / "katas" / "quantization.py").write_text(HOSTILE_MESSAGE)
+    _passes(tmp_path, "quantization", ["symmetric", "grouped", "model"])
+    result = cli.invoke(main, ["play", "quantize"])
+    assert result.exit_code == 1, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert not any(line.startswith("Total") for line in result.output.splitlines())
+    (said,) = [line for line in result.output.splitlines() if "raised ValueError" in line]
+    assert (
+        "raised ValueError: \\x1b[2J\\x1b]52;c;ZWNobyBoaQ==\\x07\\nTotal: 100/100 points (at quantization.py:3" in said
+    )
+
+
+def test_a_learners_jail_that_crashes_ends_the_demo_with_one_line(cli, tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "moe.py").write_text("import os\n\n\ndef router_probs(x, w):\n    os._exit(3)\n")
+    result = cli.invoke(main, ["play", "moe", "--target", str(folder)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: the one in that folder, {folder / 'moe.py'} crashed its process (the kata process exited with code 3)"
+    )
+
+
+def test_a_call_of_the_learners_code_that_runs_past_its_time_is_stopped_with_one_line(tmp_path):
+    (tmp_path / "moe.py").write_text("def router_probs(x, w):\n    while True:\n        pass\n")
+    with play_jails.jails():
+        source = demos.kata_source("moe", ("router_probs",), str(tmp_path), seconds=0.25)
+        with pytest.raises(
+            play_jails.LearnerError,
+            match=r"^did not finish within 0.25 s \(it was running moe.py:[23] in router_probs\)$",
+        ):
+            source.module.router_probs(np.zeros((2, 4)), np.zeros((4, 3)))
+
+
+@pytest.mark.slow  # a real `kata` process stopped by a signal
+def test_ctrl_c_during_a_hanging_demo_stops_it_without_a_traceback_and_leaves_no_jail_behind(tmp_path):
+    folder, scratch = tmp_path / "sub", tmp_path / "tmp"
+    folder.mkdir()
+    scratch.mkdir()
+    (folder / "moe.py").write_text("def router_probs(x, w):\n    while True:\n        pass\n")
+    env = {**os.environ, "TMPDIR": str(scratch), "KATA_STATE_DIR": str(tmp_path / "state")}
+    child = spawn([sys.executable, "-m", "grader.cli", "play", "moe", "--target", str(folder)], tmp_path, env)
+    assert wait_for_processes(scratch, present=True, seconds=20), "the demo started no jail"
+    time.sleep(1)  # inside the hanging call
+    child.send_signal(signal.SIGINT)
+    try:
+        _, err = child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise AssertionError("kata play did not end within 10 s of Ctrl-C") from None
+    assert child.returncode != 0 and "Traceback" not in err and "Aborted" in err, err
+    assert not wait_for_processes(scratch, present=False, seconds=5), "a jail outlived the demo"
+    assert not list(scratch.iterdir()), "a jail's folder outlived the demo"
