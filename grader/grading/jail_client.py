@@ -16,7 +16,8 @@ back. Exceptions from the learner's code are raised here
 as classes of the same name with the same built-in bases, carrying the
 learner's own frames as file:line.
 
-A jail that dies, hangs past the check's deadline or breaks the protocol is
+A jail that dies, hangs past the check's deadline, breaks the protocol or
+writes more than its cap (grader.grading.jail_space) is
 killed, and the check fails with JailCrash or JailTimeout (BaseException
 subclasses, so no `except Exception` in a suite swallows them); the next use
 starts a fresh jail. A module that fails to import fails the same way on
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.grading import failing_calls
+from grader.grading import failing_calls, jail_space
 from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
 from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
     EXPORTS,
@@ -66,9 +67,6 @@ from grader.kata import target as _target
 from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
-# What a confined jail must not see even where it lies inside a bound path: the solutions, the grader (its suites and
-# baselines), the project's tests. (A non-editable install sits in site-packages, which confine.view() hides anyway.)
-SECRETS = ("reference/solutions", "grader", "tests", ".git")
 
 
 @dataclasses.dataclass
@@ -141,11 +139,6 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
-def _masks() -> list[str]:
-    """The paths a root-mode jail must not see (SECRETS, inside the checkout)."""
-    return [str(_target.ROOT / s) for s in SECRETS]
-
-
 def _free_uid() -> int:
     """A uid for a new jail that no live jail of this judge has. Other judges
     use other ranges (the range is the judge's pid), so no two live jails on
@@ -173,6 +166,8 @@ class Jail:
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
         self.log: JailLog | None = None  # where the jail's stdout and stderr go
         self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
+        self.space: jail_space.Space | None = None  # the places it writes, which the judge adds up
+        self.watched = 0.0  # time.monotonic() when they were last added up
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -200,6 +195,7 @@ class Jail:
         if confine.mode() in ("root", "uid"):
             os.chown(work, self.uid, self.uid)
         self.sub, self.work = str(sub), str(work)
+        self.space = jail_space.Space(self.dir, self.uid if confine.mode() == "uid" else None)
 
     def start(self) -> None:
         """Start the jail: forked by the zygote where there is one, else a new process; JailCrash if neither can."""
@@ -217,12 +213,13 @@ class Jail:
             },
         }
         paths = [self.runtime] + forks.runtime_paths()
+        mounts = confine.view() if confine.mode() in ("root", "bwrap") else []
         self.proc = None
         try:
             if zygote is not None:
-                self.proc = self._forked(zygote, config, paths, child)
+                self.proc = self._forked(zygote, config, paths, mounts, child)
             if self.proc is None:
-                self.proc = self._started(config, paths, child, shared=zygote is not None)
+                self.proc = self._started(config, paths, mounts, child, shared=zygote is not None)
         except (OSError, subprocess.SubprocessError) as exc:
             parent.close()
             raise JailCrash(
@@ -233,23 +230,28 @@ class Jail:
             child.close()
         self.generation += 1
         self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
+        if self.learner:  # a baseline is trusted: its space is not watched, nor is the judge woken while it is timed
+            self.peer.reader.idle = self._watch
 
-    def _forked(self, zygote, config: dict, paths: list[str], child: socket.socket):
-        """The jail as the zygote forked it, or None if it would not (then it is started the usual way)."""
+    def _forked(self, zygote, config: dict, paths: list[str], mounts: list, child: socket.socket):
+        """The jail as the zygote forked it, or None if it would not (then it is started the usual way: the
+        zygote forks jails of the mode it started in, and refuses a request for another)."""
         how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
         request = {
             "config": config,
             "env": forks.jail_env(self.work),
             "cwd": self.work,
             "paths": paths,
-            "confine": dict(how, masks=_masks(), extra=[self.runtime], view=confine.view()),
+            "confine": dict(how, extra=[self.runtime], view=mounts),
         }
         try:
             return zygote.spawn(request, [child.fileno(), self.log.fileno()])
         except OSError:
             return None
 
-    def _started(self, config: dict, paths: list[str], child: socket.socket, shared: bool) -> subprocess.Popen:
+    def _started(
+        self, config: dict, paths: list[str], mounts: list, child: socket.socket, shared: bool
+    ) -> subprocess.Popen:
         """The jail as a new process, confined as confine.launch says; shared: its runtime is the zygote's."""
         boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail.server import main; main(sys.argv[1])"
         argv, preexec = confine.launch(
@@ -257,7 +259,7 @@ class Jail:
             self.dir,
             self.work,
             self.uid,
-            _masks(),
+            mounts,
             (self.runtime,) if shared else (),
         )
         return subprocess.Popen(
@@ -287,6 +289,9 @@ class Jail:
                 _PRINTED_BY_STOPPED.append(self.log.take())
             self.log.close()
         self.proc, self.peer, self.module_remote = None, None, None
+        if self.space is not None:
+            self.space.remove_shared()
+            self.space = None
         if self.dir:
             forks.remove_tree(self.dir)
             self.dir = None
@@ -337,11 +342,21 @@ class Jail:
             self.stop()
             raise self.failed
 
+    def _watch(self) -> None:
+        """SpaceExceeded if the learner's jail wrote past its cap, added up at most every CHECK_SECONDS:
+        while the judge waits for an answer (the reader's idle calls) and before each request."""
+        now = time.monotonic()
+        if now - self.watched >= jail_space.CHECK_SECONDS:
+            self.watched = now
+            self.space.check()
+
     def _send(self, op: p.Op, deadline: float | None, **fields):
         peer = self.peer
         peer.deadline = deadline
         peer.codec.sent_rngs = []
         try:
+            if self.learner and not fields.get("keep"):  # a kept result is a timed call's: its clock runs
+                self._watch()
             header, bufs = peer.request(op, **fields)
             rngs = list(peer.codec.sent_rngs)
             if header["op"] == p.Op.ERR.value:
@@ -364,6 +379,9 @@ class Jail:
             why = self._death() if isinstance(exc, p.PeerGone) else f"the kata process broke the protocol ({exc})"
             self.stop()
             raise JailCrash(why) from None
+        except jail_space.SpaceExceeded as exc:
+            self.stop()
+            raise JailCrash(f"the kata process was stopped: {exc}") from None
 
     def request(self, op: p.Op, **fields):
         self.ensure()

@@ -72,7 +72,7 @@ RUNTIME_FILES = (
     "reference/lm.py",
 )
 VAR = "KATA_JAIL_FORKS"  # set by the runner for its judges: the zygote's socket; "off": no zygote
-MODES = ("root", "uid", "plain")  # the confinement modes the zygote serves
+MODES = confine.FORKED_MODES  # the confinement modes the zygote serves
 SPAWN_SECONDS = 30  # how long a judge waits for the zygote's answer to a fork
 
 _BYTECODE: dict[tuple[str, int, int], bytes] = {}
@@ -138,8 +138,9 @@ def runtime_paths() -> list[str]:
 
 
 def jail_env(home: str) -> dict[str, str]:
-    """The whole environment of a jail whose home is `home`."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home, **ONE_BLAS_THREAD}
+    """The whole environment of a jail whose home (and TMPDIR) is `home`."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home, "TMPDIR": home}
+    env.update(ONE_BLAS_THREAD)
     env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
     return env
 
@@ -184,8 +185,9 @@ class Zygote:
                 "from grader.jail.server import serve_forks; serve_forks(*sys.argv[1:])"
             )
             fds = (listener.fileno(), theirs.fileno())
+            self.mode = confine.mode()  # every jail it forks gets this mode, whatever a request says
             self.proc = subprocess.Popen(
-                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, *map(str, fds)],
+                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, *map(str, fds), self.mode],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -22,29 +22,45 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 
 @pytest.fixture(scope="module")
-def zygote():
-    """A jail zygote (grader.jail.zygote), as a runner starts one."""
-    started = forks.Zygote()
-    yield started
-    started.stop()
+def zygotes():
+    """zygotes() -> a jail zygote (grader.jail.zygote) of the confinement mode in force, as a runner starts
+    one: started on first use, one per mode (a zygote forks jails of the mode it started in only)."""
+    started: dict[str, forks.Zygote] = {}
+
+    def of_this_mode() -> forks.Zygote:
+        mode = confine.mode()
+        if mode not in started:
+            started[mode] = forks.Zygote()
+        return started[mode]
+
+    yield of_this_mode
+    for zygote in started.values():
+        zygote.stop()
+
+
+@pytest.fixture(scope="module")
+def zygote(zygotes):
+    """A jail zygote of the mode this machine picks."""
+    return zygotes()
 
 
 @pytest.fixture(params=["forked", "new process"])
 def jail_of(request, tmp_path, monkeypatch):
     """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail:
-    forked by a zygote, or (KATA_JAIL_FORKS=off) a new process."""
-    if request.param == "forked":
-        monkeypatch.setenv(forks.VAR, request.getfixturevalue("zygote").address())
-    else:
-        monkeypatch.setenv(forks.VAR, "off")
+    forked by a zygote of the mode in force when it is first called, or (KATA_JAIL_FORKS=off) a new process."""
+    forked = request.param == "forked"
+    monkeypatch.setenv(forks.VAR, "off")
     monkeypatch.setattr(forks, "_CONNECTION", [])  # this test's own connection
     monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
     monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
 
     def make(source: str, name: str = "k"):
+        if forked and os.environ[forks.VAR] == "off":
+            monkeypatch.setenv(forks.VAR, request.getfixturevalue("zygotes")().address())
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
         return jail_client.kata_module(name)
 
+    make.forked = forked
     yield make
     jail_client.stop_all()
     for connection in forks._CONNECTION:
@@ -572,7 +588,7 @@ def test_a_message_that_would_decode_past_the_cap_is_refused_not_copied():
 def test_in_uid_mode_a_jail_cannot_read_another_jails_folder(jail_of, monkeypatch):
     """uid mode shares the file system: each jail's folder (its copy of the submission, its work folder) is
     its own uid's, 0700, so one student's jail cannot read another's module in a class grading."""
-    if os.environ.get(forks.VAR) == "off":  # the folder's owner and mode do not depend on how the jail starts
+    if not jail_of.forked:  # the folder's owner and mode do not depend on how the jail starts
         pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
     monkeypatch.setenv("KATA_JAIL", "uid")
     other = jail_of("SECRET = 42\n\ndef here():\n    return 1\n", name="other")
