@@ -139,6 +139,11 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
+def _view() -> list:
+    """The file system a confined jail sees (confine.view(); none in the modes that share the grader's)."""
+    return confine.view() if confine.mode() in ("root", "bwrap") else []
+
+
 def _free_uid() -> int:
     """A uid for a new jail that no live jail of this judge has. Other judges
     use other ranges (the range is the judge's pid), so no two live jails on
@@ -167,7 +172,6 @@ class Jail:
         self.log: JailLog | None = None  # where the jail's stdout and stderr go
         self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
         self.space: jail_space.Space | None = None  # the places it writes, which the judge adds up
-        self.watched = 0.0  # time.monotonic() when they were last added up
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -213,13 +217,12 @@ class Jail:
             },
         }
         paths = [self.runtime] + forks.runtime_paths()
-        mounts = confine.view() if confine.mode() in ("root", "bwrap") else []
         self.proc = None
         try:
             if zygote is not None:
-                self.proc = self._forked(zygote, config, paths, mounts, child)
+                self.proc = self._forked(zygote, config, paths, child)
             if self.proc is None:
-                self.proc = self._started(config, paths, mounts, child, shared=zygote is not None)
+                self.proc = self._started(config, paths, child, shared=zygote is not None)
         except (OSError, subprocess.SubprocessError) as exc:
             parent.close()
             raise JailCrash(
@@ -231,9 +234,9 @@ class Jail:
         self.generation += 1
         self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
         if self.learner:  # a baseline is trusted: its space is not watched, nor is the judge woken while it is timed
-            self.peer.reader.idle = self._watch
+            self.peer.reader.idle = self.space.check
 
-    def _forked(self, zygote, config: dict, paths: list[str], mounts: list, child: socket.socket):
+    def _forked(self, zygote, config: dict, paths: list[str], child: socket.socket):
         """The jail as the zygote forked it, or None if it would not (then it is started the usual way: the
         zygote forks jails of the mode it started in, and refuses a request for another)."""
         how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
@@ -242,16 +245,14 @@ class Jail:
             "env": forks.jail_env(self.work),
             "cwd": self.work,
             "paths": paths,
-            "confine": dict(how, extra=[self.runtime], view=mounts),
+            "confine": dict(how, extra=[self.runtime], view=_view()),
         }
         try:
             return zygote.spawn(request, [child.fileno(), self.log.fileno()])
         except OSError:
             return None
 
-    def _started(
-        self, config: dict, paths: list[str], mounts: list, child: socket.socket, shared: bool
-    ) -> subprocess.Popen:
+    def _started(self, config: dict, paths: list[str], child: socket.socket, shared: bool) -> subprocess.Popen:
         """The jail as a new process, confined as confine.launch says; shared: its runtime is the zygote's."""
         boot = f"import sys; sys.path[:] = {paths!r}; from grader.jail.server import main; main(sys.argv[1])"
         argv, preexec = confine.launch(
@@ -259,7 +260,7 @@ class Jail:
             self.dir,
             self.work,
             self.uid,
-            mounts,
+            _view(),
             (self.runtime,) if shared else (),
         )
         return subprocess.Popen(
@@ -342,21 +343,13 @@ class Jail:
             self.stop()
             raise self.failed
 
-    def _watch(self) -> None:
-        """SpaceExceeded if the learner's jail wrote past its cap, added up at most every CHECK_SECONDS:
-        while the judge waits for an answer (the reader's idle calls) and before each request."""
-        now = time.monotonic()
-        if now - self.watched >= jail_space.CHECK_SECONDS:
-            self.watched = now
-            self.space.check()
-
     def _send(self, op: p.Op, deadline: float | None, **fields):
         peer = self.peer
         peer.deadline = deadline
         peer.codec.sent_rngs = []
         try:
             if self.learner and not fields.get("keep"):  # a kept result is a timed call's: its clock runs
-                self._watch()
+                self.space.check()
             header, bufs = peer.request(op, **fields)
             rngs = list(peer.codec.sent_rngs)
             if header["op"] == p.Op.ERR.value:

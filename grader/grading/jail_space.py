@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 
 from grader.jail import confine
 
@@ -44,11 +45,15 @@ class Space:
     def __init__(self, folder: str, uid: int | None):
         self.folder, self.uid = folder, uid  # uid: the jail's own (uid mode), whose files in SHARED are its
         self._tops: dict[str, tuple[int, list[str]]] = {}  # shared folder -> (its mtime, the uid's entries)
-        self.given = (0, 0)
         self.given = self._usage(WORK_BYTES * 4, WORK_ENTRIES * 4)  # what the judge put there itself
+        self.checked = time.monotonic()
 
     def check(self) -> None:
-        """SpaceExceeded if the jail holds more than WORK_BYTES or WORK_ENTRIES; stops adding up once over."""
+        """SpaceExceeded if the jail holds more than WORK_BYTES or WORK_ENTRIES (added up at most every
+        CHECK_SECONDS, and only until past one)."""
+        if time.monotonic() - self.checked < CHECK_SECONDS:
+            return
+        self.checked = time.monotonic()
         given_bytes, given_entries = self.given
         used, entries = self._usage(WORK_BYTES + given_bytes, WORK_ENTRIES + given_entries)
         if used - given_bytes > WORK_BYTES:
