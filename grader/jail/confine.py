@@ -1,29 +1,46 @@
 """How a jail process is confined, decided once per judge.
 
+Every mode: the jail runs in a session of its own with hard resource limits
+(memory, CPU, open files, each file's size, no child process or thread where
+the limit on processes binds its uid), a scrubbed environment (HOME and
+TMPDIR its working folder) and a private copy of the submission; it dies
+with its judge. All its files together are capped at WORK_MB (and
+grader.grading.jail_space.WORK_ENTRIES files and folders): by a tmpfs in the
+root mode, elsewhere by the judge, which adds up its places while it waits
+for it and stops a jail past the cap (grader/grading/jail_space.py says
+which places). The jail zygote that forks jails answers none of its own
+jails, nor anything they started, and forks only the mode it started in
+(grader/jail/zygote.py).
+
 - "bwrap": bubblewrap is installed and the judge is not root. The jail runs
   under `bwrap` with every namespace of its own (user, PID with a private
   /proc, network, IPC, UTS, mount), the file system view() says (read-only
   binds of the system and the Python installation, in which every folder of
-  installed packages is empty but for numpy) and its own directory (its
-  working folder writable), nothing else, and dies with the judge.
+  installed packages and every copy of this project is empty, but for numpy)
+  and its own directory (its working folder writable), nothing else, and dies
+  with the judge.
 - "root": the judge runs as root (CI, Gradescope's containers). The jail gets
   new mount, network, IPC and UTS namespaces and a root of its own: a tmpfs
   holding view()'s mounts and the jail's own directory, and nothing else (not
-  the checkout, not the reference solutions, no installed grader or suite,
-  not /proc). It then drops to a uid/gid of its own that no other
-  process has, so it can signal nobody and write nothing it was not given.
+  the checkout wherever it lies, not the reference solutions, no installed
+  grader or suite, not /proc), its working folder a tmpfs of WORK_MB. It then
+  drops to a uid/gid of its own that no other process has, so it can signal
+  nobody and write nothing it was not given.
 - "uid": root where namespaces cannot be made (a container without
   CAP_SYS_ADMIN). The jail drops to its own uid as in "root" mode, so it can
   neither write the checkout nor signal another process, nor enter another
-  jail's folder (each is its uid's, 0700), but it shares the file system:
-  it can read world-readable files, the reference solutions included.
-- "plain": anyone else (a user without bubblewrap). The jail still runs in its own session with hard
-  resource limits, a scrubbed environment and a private copy of the
-  submission, but it shares the user's files and processes: a learner who
-  wants to can read the solutions and attack their own grade (which only
-  cheats themselves). Grade others' work as root.
+  jail's folder (each is its uid's, 0700), nor reach the zygote's socket (in a
+  folder of root's alone), but it shares the file system: it can read
+  world-readable files, the reference solutions included, and write the
+  folders every user may (what it owns at the top of /tmp, /var/tmp and
+  /dev/shm is counted against its cap and removed with it).
+- "plain": anyone else (a user without bubblewrap). The jail is the user: it
+  shares the user's files and processes, and a learner who wants to can read
+  the solutions and attack their own grade (which only cheats themselves).
+  Grade others' work as root (`kata grade-all` refuses this mode unless told
+  --unisolated).
 
-KATA_JAIL=plain, bwrap or root forces a mode (to test or debug the jail itself).
+KATA_JAIL=plain, uid, bwrap or root forces a mode (to test or debug the jail itself).
 """
 
 from __future__ import annotations
@@ -41,7 +58,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE = 100_000  # a judge's jails take uids from UID_BASE + UIDS_PER_JUDGE * its pid on
 UIDS_PER_JUDGE = 8  # (a judge holds two jails at most: the learner's and the baseline's)
-WORK_MB = 64  # root mode: the jail's working folder is a tmpfs of this size, all its files together
+WORK_MB = 64  # all a jail's files together (root mode: the size of its working folder's tmpfs)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
