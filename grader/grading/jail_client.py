@@ -16,7 +16,8 @@ back. Exceptions from the learner's code are raised here
 as classes of the same name with the same built-in bases, carrying the
 learner's own frames as file:line.
 
-A jail that dies, hangs past the check's deadline or breaks the protocol is
+A jail that dies, hangs past the check's deadline, breaks the protocol or
+writes more than its cap (grader.grading.jail_space) is
 killed, and the check fails with JailCrash or JailTimeout (BaseException
 subclasses, so no `except Exception` in a suite swallows them); the next use
 starts a fresh jail. A module that fails to import fails the same way on
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.grading import failing_calls
+from grader.grading import failing_calls, jail_space
 from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
 from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
     EXPORTS,
@@ -67,9 +68,6 @@ from grader.kata import target as _target
 from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
-# What a confined jail must not see even where it lies inside a bound path: the solutions, the grader (its suites and
-# baselines), the project's tests. (A non-editable install sits in site-packages, which confine.view() hides anyway.)
-SECRETS = ("reference/solutions", "grader", "tests", ".git")
 
 
 @dataclasses.dataclass
@@ -132,9 +130,9 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
-def _masks() -> list[str]:
-    """The paths a root-mode jail must not see (SECRETS, inside the checkout)."""
-    return [str(_target.ROOT / s) for s in SECRETS]
+def _view() -> list:
+    """The file system a confined jail sees (confine.view(); none in the modes that share the grader's)."""
+    return confine.view() if confine.mode() in ("root", "bwrap") else []
 
 
 def _free_uid() -> int:
@@ -164,6 +162,7 @@ class Jail:
         self.learner = False  # the learner's module (its calls are recorded), not a trusted baseline
         self.log: JailLog | None = None  # where the jail's stdout and stderr go
         self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
+        self.space: jail_space.Space | None = None  # the places it writes, which the judge adds up
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -191,6 +190,7 @@ class Jail:
         if confine.mode() in ("root", "uid"):
             os.chown(work, self.uid, self.uid)
         self.sub, self.work = str(sub), str(work)
+        self.space = jail_space.Space(self.dir, self.uid if confine.mode() == "uid" else None)
 
     def start(self) -> None:
         """Start the jail: forked by the zygote where there is one, else a new process; JailCrash if neither can."""
@@ -224,16 +224,19 @@ class Jail:
             child.close()
         self.generation += 1
         self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
+        if self.learner:  # a baseline is trusted: its space is not watched, nor is the judge woken while it is timed
+            self.peer.reader.idle = self.space.check
 
     def _forked(self, zygote, config: dict, paths: list[str], child: socket.socket):
-        """The jail as the zygote forked it, or None if it would not (then it is started the usual way)."""
+        """The jail as the zygote forked it, or None if it would not (then it is started the usual way: the
+        zygote forks jails of the mode it started in, and refuses a request for another)."""
         how = {"mode": confine.mode(), "jaildir": self.dir, "workdir": self.work, "uid": self.uid}
         request = {
             "config": config,
             "env": forks.jail_env(self.work),
             "cwd": self.work,
             "paths": paths,
-            "confine": dict(how, masks=_masks(), extra=[self.runtime], view=confine.view()),
+            "confine": dict(how, extra=[self.runtime], view=_view()),
         }
         try:
             return zygote.spawn(request, [child.fileno(), self.log.fileno()])
@@ -248,7 +251,7 @@ class Jail:
             self.dir,
             self.work,
             self.uid,
-            _masks(),
+            _view(),
             (self.runtime,) if shared else (),
         )
         return subprocess.Popen(
@@ -278,6 +281,9 @@ class Jail:
                 _PRINTED_BY_STOPPED.append(self.log.take())
             self.log.close()
         self.proc, self.peer, self.module_remote = None, None, None
+        if self.space is not None:
+            self.space.remove_shared()
+            self.space = None
         if self.dir:
             forks.remove_tree(self.dir)
             self.dir = None
@@ -328,11 +334,13 @@ class Jail:
             self.stop()
             raise self.failed
 
-    def _send(self, op: p.Op, deadline: float | None, **fields):
+    def _send(self, op: p.Op, deadline: float | None, timed: bool = False, **fields):
         peer = self.peer
         peer.deadline = deadline
         peer.codec.sent_rngs = []
         try:
+            if self.learner and not timed:  # a timed call's clock is running: its space is counted after it
+                self.space.check()
             header, bufs = peer.request(op, **fields)
             rngs = list(peer.codec.sent_rngs)
             if header["op"] == p.Op.ERR.value:
@@ -355,6 +363,9 @@ class Jail:
             why = self._death() if isinstance(exc, p.PeerGone) else f"the kata process broke the protocol ({exc})"
             self.stop()
             raise JailCrash(why) from None
+        except jail_space.SpaceExceeded as exc:
+            self.stop()
+            raise JailCrash(f"the kata process was stopped: {exc}") from None
 
     def request(self, op: p.Op, **fields):
         self.ensure()
@@ -376,11 +387,13 @@ class Jail:
             fields["keep"] = True
         if batch:
             fields["batch"] = True
-        return self._send(p.Op.CALL, SETTINGS.deadline, **fields)[0]
+        return self._send(p.Op.CALL, SETTINGS.deadline, timed, **fields)[0]
 
     def pick(self, kept: Remote, where: list):
-        """What the jail answers for the values of the kept result at the positions `where` (picks.picked)."""
-        return self.request(p.Op.PICK, obj=kept, at=where)
+        """What the jail answers for the values of the kept result at the positions `where` (picks.picked),
+        asked on the clock of the call that returned it."""
+        self.ensure()
+        return self._send(p.Op.PICK, SETTINGS.deadline, True, obj=kept, at=where)[0]
 
     def put(self, value) -> Remote:
         """Keep value in the jail; its proxy can then be passed without sending it again."""

@@ -1,29 +1,46 @@
 """How a jail process is confined, decided once per judge.
 
+Every mode: the jail runs in a session of its own with hard resource limits
+(memory, CPU, open files, each file's size, no child process or thread where
+the limit on processes binds its uid), a scrubbed environment (HOME and
+TMPDIR its working folder) and a private copy of the submission; it dies
+with its judge. All its files together are capped at WORK_MB (and
+grader.grading.jail_space.WORK_ENTRIES files and folders): by a tmpfs in the
+root mode, elsewhere by the judge, which adds up its places while it waits
+for it and stops a jail past the cap (grader/grading/jail_space.py says
+which places). The jail zygote that forks jails answers none of its own
+jails, nor anything they started, and forks only the mode it started in
+(grader/jail/zygote.py).
+
 - "bwrap": bubblewrap is installed and the judge is not root. The jail runs
   under `bwrap` with every namespace of its own (user, PID with a private
   /proc, network, IPC, UTS, mount), the file system view() says (read-only
   binds of the system and the Python installation, in which every folder of
-  installed packages is empty but for numpy) and its own directory (its
-  working folder writable), nothing else, and dies with the judge.
+  installed packages and every copy of this project is empty, but for numpy)
+  and its own directory (its working folder writable), nothing else, and dies
+  with the judge.
 - "root": the judge runs as root (CI, Gradescope's containers). The jail gets
   new mount, network, IPC and UTS namespaces and a root of its own: a tmpfs
   holding view()'s mounts and the jail's own directory, and nothing else (not
-  the checkout, not the reference solutions, no installed grader or suite,
-  not /proc). It then drops to a uid/gid of its own that no other
-  process has, so it can signal nobody and write nothing it was not given.
+  the checkout wherever it lies, not the reference solutions, no installed
+  grader or suite, not /proc), its working folder a tmpfs of WORK_MB. It then
+  drops to a uid/gid of its own that no other process has, so it can signal
+  nobody and write nothing it was not given.
 - "uid": root where namespaces cannot be made (a container without
   CAP_SYS_ADMIN). The jail drops to its own uid as in "root" mode, so it can
   neither write the checkout nor signal another process, nor enter another
-  jail's folder (each is its uid's, 0700), but it shares the file system:
-  it can read world-readable files, the reference solutions included.
-- "plain": anyone else (a user without bubblewrap). The jail still runs in its own session with hard
-  resource limits, a scrubbed environment and a private copy of the
-  submission, but it shares the user's files and processes: a learner who
-  wants to can read the solutions and attack their own grade (which only
-  cheats themselves). Grade others' work as root.
+  jail's folder (each is its uid's, 0700), nor reach the zygote's socket (in a
+  folder of root's alone), but it shares the file system: it can read
+  world-readable files, the reference solutions included, and write the
+  folders every user may (what it owns at the top of /tmp, /var/tmp and
+  /dev/shm is counted against its cap and removed with it).
+- "plain": anyone else (a user without bubblewrap). The jail is the user: it
+  shares the user's files and processes, and a learner who wants to can read
+  the solutions and attack their own grade (which only cheats themselves).
+  Grade others' work as root (`kata grade-all` refuses this mode unless told
+  --unisolated).
 
-KATA_JAIL=plain, bwrap or root forces a mode (to test or debug the jail itself).
+KATA_JAIL=plain, uid, bwrap or root forces a mode (to test or debug the jail itself).
 """
 
 from __future__ import annotations
@@ -38,15 +55,16 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 UID_BASE = 100_000  # a judge's jails take uids from UID_BASE + UIDS_PER_JUDGE * its pid on
 UIDS_PER_JUDGE = 8  # (a judge holds two jails at most: the learner's and the baseline's)
-WORK_MB = 64  # root mode: the jail's working folder is a tmpfs of this size, all its files together
+WORK_MB = 64  # all a jail's files together (root mode: the size of its working folder's tmpfs)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 MODES = ("root", "uid", "bwrap", "plain")
+FORKED_MODES = ("root", "uid", "plain")  # the modes whose confinement a child forked by the zygote makes itself
 _BWRAP_WORKS: bool | None = None
 _NAMESPACES_WORK: bool | None = None
 
@@ -117,6 +135,13 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
+def adopt_orphans() -> None:
+    """Make this process the parent of every orphan among its descendants (a child subreaper): what a
+    jail's child leaves running when it exits, daemonised or not, stays in the zygote's tree, where the
+    zygote knows it for one of its own (grader.jail.prefork.descends_from) and reaps it."""
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+
+
 def _last_words(parent: int) -> None:
     """Die with the judge, and never gain privileges (no setuid binaries)."""
     die_with_parent(parent)
@@ -140,23 +165,67 @@ def readable_paths() -> list[str]:
 
 
 JAIL_PACKAGES = ("numpy",)  # the installed packages a jail may import (and the jail's runtime copy of the model)
+PROJECT_PACKAGES = ("grader", "reference")  # this project's packages: a jail sees them only in its runtime copy
 
 
-def view() -> list[tuple[str, str]]:
+def view(search: list[str] | None = None) -> list[tuple[str, str]]:
     """What a confined jail sees of the file system besides its own folders, as
     the mounts that make it, in order: ("ro", path), a read-only bind of the
     system or the Python installation (readable_paths()); ("empty", path), an
     empty read-only folder over each place inside those where Python finds
-    installed packages (site-packages, dist-packages), so that no installed
-    grader, suite, baseline or solution is there to read; then ("ro", path)
-    again for each package of JAIL_PACKAGES (and the libraries its wheel
-    vendors beside it) that one of those empty folders covers."""
+    installed packages (site-packages, dist-packages) and over each copy of
+    this project (project_folders(search)), so that no installed grader,
+    suite, baseline, test or solution is there to read, wherever it was put;
+    then ("ro", path) again for each package of JAIL_PACKAGES (and the
+    libraries its wheel vendors beside it) and each folder of the Python the
+    jail runs on that one of those empty folders covers. The jail's own
+    folders and its runtime copy are bound after these."""
     binds = readable_paths()
     real_binds = [os.path.realpath(b) for b in binds if not os.path.islink(b)]
-    hidden = [d for d in _package_folders() if any(_within(d, b) for b in real_binds)]
+    covered = _package_folders() + project_folders(search)
+    hidden = sorted({d for d in covered if any(_within(d, b) for b in real_binds)})
     hidden = [d for d in hidden if not any(q != d and _within(d, q) for q in hidden)]
-    allowed = [p for p in _jail_packages() if any(_within(p, d) for d in hidden)]
+    needed = _jail_packages() + _python_folders()
+    allowed = [p for p in needed if any(_within(p, d) and p != d for d in hidden)]
     return [("ro", b) for b in binds] + [("empty", d) for d in hidden] + [("ro", p) for p in allowed]
+
+
+def project_folders(search: list[str] | None = None) -> list[str]:
+    """Where copies of this project lie (real paths): the folder that holds each
+    of PROJECT_PACKAGES as this process imports it (the checkout, or the
+    site-packages of an install) and every folder of search (default
+    sys.path) that holds one of them; each whole, for what lies beside the
+    packages (the tests, .git, a copied checkout) is the project's too, except
+    a folder of the Python the jail runs on itself (its standard library),
+    where only the packages are."""
+    import importlib.util
+
+    holders = set()
+    for name in PROJECT_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            holders.add(os.path.dirname(os.path.realpath(folder)))
+    for entry in sys.path if search is None else search:
+        real = os.path.realpath(entry or os.curdir)
+        if any(os.path.isfile(os.path.join(real, name, "__init__.py")) for name in PROJECT_PACKAGES):
+            holders.add(real)
+    own = _python_folders()
+    out = []
+    for holder in sorted(holders):
+        if holder in own:
+            out += [os.path.join(holder, n) for n in PROJECT_PACKAGES if os.path.isdir(os.path.join(holder, n))]
+        else:
+            out.append(holder)
+    return out
+
+
+def _python_folders() -> list[str]:
+    """The folders of the Python a jail runs on: its executable's and its standard library's (real paths)."""
+    import sysconfig
+
+    found = [os.path.dirname(os.path.realpath(sys.executable))]
+    found += [os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")]
+    return sorted({p for p in found if os.path.isdir(p)})
 
 
 def _within(path: str, folder: str) -> bool:
@@ -191,16 +260,16 @@ def _jail_packages() -> list[str]:
     return out
 
 
-def launch(argv: list[str], jaildir: str, workdir: str, uid: int, masks: list[str], extra: tuple[str, ...] = ()):
+def launch(argv: list[str], jaildir: str, workdir: str, uid: int, mounts: list, extra: tuple[str, ...] = ()):
     """(argv, preexec_fn) that start the jail command argv confined as mode() says
-    (extra: as preexec's)."""
+    (mounts, extra: as preexec's)."""
     chosen = mode()
     if chosen == "bwrap":
-        return _bwrap_argv(argv, jaildir, workdir, masks, extra), None
-    return argv, preexec(chosen, jaildir, workdir, uid, masks, extra)
+        return _bwrap_argv(argv, jaildir, workdir, mounts, extra), None
+    return argv, preexec(chosen, jaildir, workdir, uid, mounts, extra)
 
 
-def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str], extra=()) -> list[str]:
+def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, mounts: list, extra=()) -> list[str]:
     out = [
         shutil.which("bwrap") or "bwrap",
         "--die-with-parent",
@@ -211,7 +280,6 @@ def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str], e
         "--dev",
         "/dev",
     ]
-    mounts = view()
     for kind, src in mounts:
         if kind == "empty":
             out += ["--tmpfs", src]
@@ -220,12 +288,6 @@ def _bwrap_argv(argv: list[str], jaildir: str, workdir: str, masks: list[str], e
         else:
             out += ["--ro-bind", src, src]
     out += [arg for kind, src in mounts if kind == "empty" for arg in ("--remount-ro", src)]  # once filled
-    out += [
-        arg
-        for mask in masks
-        if any(_within(mask, src) for kind, src in mounts if kind == "ro")
-        for arg in ("--tmpfs", mask)
-    ]
     out += ["--ro-bind", jaildir, jaildir]
     for folder in extra:
         out += ["--ro-bind", folder, folder]
@@ -238,22 +300,20 @@ def preexec(
     jaildir: str,
     workdir: str,
     uid: int,
-    masks: list[str],
+    mounts: list,
     extra: tuple[str, ...] = (),
-    mounts: list | None = None,
 ):
     """A preexec_fn for the jail in the root, uid or plain mode. Runs in the
     child after fork, before exec (or, forked by the zygote, before the jail
-    runs). extra: more folders the jail reads (in the root mode they are
-    bound read-only; elsewhere it reads them anyway). mounts: the judge's
-    view(), for a caller whose own differs (the zygote runs without site, so
-    it does not see a virtual environment)."""
+    runs). mounts: the judge's view() (the root mode's file system; the
+    zygote, run without site, would not see a virtual environment in its
+    own). extra: more folders the jail reads (in the root mode they are
+    bound read-only; elsewhere it reads them anyway)."""
     parent = os.getpid()
     if chosen == "plain":
         return lambda: _last_words(parent)
     if chosen == "uid":
         return lambda: _drop_to(uid, parent)
-    mounts = view() if mounts is None else mounts
     newroot = os.path.join(jaildir, ".root")
     os.mkdir(newroot, 0o755)
 
@@ -261,7 +321,7 @@ def preexec(
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", newroot, "tmpfs", MS_NOSUID, "mode=0755,size=4m")
-        _bind_system(newroot, mounts, masks)
+        _bind_system(newroot, mounts)
         for folder in (jaildir, *extra):
             _bind_read_only(folder, newroot + folder)
         # Its working folder: a tmpfs of its own, so that all it writes together is capped, not each file alone.
@@ -290,10 +350,10 @@ def _bind_read_only(src: str, dst: str, *, recursive: bool = False) -> None:
     _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
 
 
-def _bind_system(newroot: str, mounts: list, masks: list[str]) -> None:
+def _bind_system(newroot: str, mounts: list) -> None:
     """Into the jail's new root: view()'s mounts (the binds read-only, a symlink copied as one, each
-    empty folder a tmpfs that turns read-only once the packages inside it are bound), the masks
-    hidden under empty tmpfs, and /dev's null, zero, urandom and random."""
+    empty folder a tmpfs that turns read-only once the folders allowed inside it are bound), and /dev's
+    null, zero, urandom and random."""
     empty = []
     for kind, src in mounts:
         dst = newroot + src
@@ -308,9 +368,6 @@ def _bind_system(newroot: str, mounts: list, masks: list[str]) -> None:
             _bind_read_only(src, dst, recursive=True)
     for dst in empty:
         _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-    for mask in masks:  # the solutions, the grader and the tests, where they sit inside a bound path
-        if os.path.isdir(newroot + mask):
-            _mount("tmpfs", newroot + mask, "tmpfs", MS_RDONLY | MS_NOSUID, "size=4k")
     for dev in ("null", "zero", "urandom", "random"):
         os.makedirs(newroot + "/dev", 0o755, exist_ok=True)
         open(newroot + "/dev/" + dev, "w").close()

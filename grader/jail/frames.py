@@ -14,6 +14,7 @@ import select
 import socket
 import struct
 import time
+from typing import Callable
 
 VERSION = 1
 MAX_HEADER = 16 * 1024 * 1024  # bytes of JSON in one frame
@@ -32,17 +33,30 @@ class PeerTimeout(Exception):
     """No answer came before the deadline."""
 
 
+IDLE_SECONDS = 0.1  # while a Reader with an idle callback waits, it calls it at least this often
+
+
 class Reader:
-    """Buffered reads from a socket, with a deadline: one recv usually brings a whole frame."""
+    """Buffered reads from a socket, with a deadline: one recv usually brings a whole frame.
+    idle, when set, is called at least every IDLE_SECONDS while the reader waits for bytes (the
+    judge watches what the jail writes meanwhile); what it raises ends the read."""
 
     def __init__(self, sock: socket.socket):
         self.sock, self.buf = sock, bytearray()
+        self.idle: Callable[[], None] | None = None
 
     def _wait(self, deadline: float | None) -> None:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise PeerTimeout("no answer before the deadline")
+            if self.idle is None and left is None:
+                return  # recv blocks
+            wait = left if self.idle is None else IDLE_SECONDS if left is None else min(left, IDLE_SECONDS)
+            if select.select([self.sock], [], [], wait)[0]:
+                return
+            if self.idle is not None:
+                self.idle()
 
     def read(self, n: int, deadline: float | None) -> bytes | bytearray:
         """The next n bytes: bytes when small, else a bytearray that nothing else holds."""

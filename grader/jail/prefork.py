@@ -11,7 +11,9 @@ Protocol, over SOCK_SEQPACKET (one JSON message a packet):
     server -> client   {"exited": N, "code": C}: child N ended; C as subprocess's returncode
 
 A server has one or more client connections: given ones (a socketpair's end),
-or ones it accepts on a listening socket, each only from a peer of its own uid.
+or ones it accepts on a listening socket, each only from a peer of its own uid
+that is not one of its own children or their descendants (those it forked run
+what it was asked to run: a jail must not ask for more).
 When a connection closes, the server kills the children made for it; when its
 life socket closes (or, with none, its last given connection), it kills every
 child and returns.
@@ -89,7 +91,10 @@ class Server:
 
     def _accept(self) -> None:
         conn, _ = self.listener.accept()
-        if peer_uid(conn) != os.geteuid():  # a client runs as the server's user; a jail never does
+        pid, uid = peer_ids(conn)
+        # A client runs as the server's user (a jail of the root and uid modes never does) and outside its
+        # tree (a jail and all it starts are inside: a plain-mode jail shares the user's uid).
+        if uid != os.geteuid() or pid <= 0 or descends_from(pid, os.getpid()):
             conn.close()
         else:
             self.selector.register(conn, selectors.EVENT_READ)
@@ -156,10 +161,28 @@ def _close(fds) -> None:
         os.close(fd)
 
 
-def peer_uid(conn: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket."""
+def peer_ids(conn: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket, as it connected (pid 0: one in
+    another pid namespace)."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process pid is ancestor or one of its descendants, by the parents /proc names (True
+    when that cannot be read: a process that has gone, or no /proc, is not known to be outside)."""
+    seen = set()
+    while pid > 1 and pid not in seen:
+        if pid == ancestor:
+            return True
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return True
+    return pid == ancestor
 
 
 def reap(tell: Callable[[int, int], None]) -> None:

@@ -348,30 +348,41 @@ def main(config_json: str) -> None:
 # child confines itself (grader.jail.confine) before it runs main().
 
 
-def serve_forks(listen_fd: str, life_fd: str) -> None:
+def serve_forks(listen_fd: str, life_fd: str, mode: str) -> None:
     """Fork a jail for each request of each judge that connects to the
     listening socket listen_fd (see grader/jail/zygote.py), until life_fd, the
     runner's socket, closes: then kill every jail and exit. Both are
-    descriptor numbers, as the command line gives them. A grader.jail.prefork
-    server: it answers only a peer of its own uid."""
+    descriptor numbers, as the command line gives them; mode is the
+    confinement every jail gets (grader.jail.confine), fixed here. A
+    grader.jail.prefork server: it answers only a peer of its own uid outside
+    its own tree, which it makes hold every jail and all a jail starts."""
+    from grader.jail import confine
     from grader.jail.prefork import Server
 
+    if mode not in confine.FORKED_MODES:
+        raise ValueError(f"the zygote serves the {', '.join(confine.FORKED_MODES)} modes, not {mode!r}")
+    confine.adopt_orphans()
     listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
     gc.freeze()  # NumPy and the model, loaded once: no jail's garbage collection walks them
-    Server(_jail, fds_per_request=2).serve(listener=listener, life=life)
+    Server(lambda request, fds: _jail(mode, request, fds), fds_per_request=2).serve(listener=listener, life=life)
     os._exit(0)
 
 
-def _jail(request: dict, fds: list[int]):
-    """What a forked child runs to become the jail a judge asked for; its
-    confinement is worked out here, in the zygote, before the fork."""
+def _jail(mode: str, request: dict, fds: list[int]):
+    """What a forked child runs to become the jail a judge asked for, confined
+    in the zygote's own mode (a request that names another is refused, as is
+    a uid below the jails' range); its confinement is worked out here, in
+    the zygote, before the fork."""
     from grader.jail import confine
 
     channel, log = fds
     how = request["confine"]
-    limits = confine.preexec(
-        how["mode"], how["jaildir"], how["workdir"], how["uid"], how["masks"], how["extra"], how["view"]
-    )
+    if how.get("mode", mode) != mode:
+        raise ValueError(f"this zygote forks {mode}-mode jails only, not {how.get('mode')!r} ones")
+    uid = how["uid"]
+    if type(uid) is not int or uid < confine.UID_BASE:
+        raise ValueError(f"a jail's uid is {confine.UID_BASE} or more, not {uid!r}")
+    limits = confine.preexec(mode, how["jaildir"], how["workdir"], uid, how["view"], how["extra"])
     return lambda: _forked(request, channel, log, limits)
 
 

@@ -18,12 +18,17 @@ The runner's Grader (grader.grading.runner; under `kata test`, the pytest
 process: grader/suites/conftest.py) starts the zygote (`Zygote`) with a
 runtime folder, the read-only copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
 jail it forks; a jail sees that folder besides its own. The judges find the
-zygote by the abstract Unix socket that KATA_JAIL_FORKS names, and connect
-one connection each (`connection`). The zygote answers only a peer of its
-own uid, so no jail can ask it for anything: in the root and uid modes a
-jail runs as a uid of its own (and in the root mode, in a network namespace
-of its own, it does not even see the socket); the plain mode guarantees
-nothing.
+zygote by the Unix socket that KATA_JAIL_FORKS names (a file in a folder
+only the runner's uid may enter), and connect one connection each
+(`connection`). No jail can ask the zygote for anything, in any mode: it
+answers only a peer of its own uid (a root- or uid-mode jail has a uid of its
+own, and cannot even enter the socket's folder; a root-mode jail does not
+see it at all) that is not one of its own jails or their descendants (a
+plain-mode jail is the user: the zygote is a child subreaper, so whatever a
+jail starts stays in its tree, daemonised or not, and the peer's ancestry
+says so). The mode every jail gets is the zygote's, fixed when the runner
+started it: a request that names another is refused, and its judge starts
+that jail as a new process.
 
 Protocol, over SOCK_SEQPACKET (one JSON message a packet):
 
@@ -73,7 +78,7 @@ RUNTIME_FILES = (
     "reference/lm.py",
 )
 VAR = "KATA_JAIL_FORKS"  # set by the runner for its judges: the zygote's socket; "off": no zygote
-MODES = ("root", "uid", "plain")  # the confinement modes the zygote serves
+MODES = confine.FORKED_MODES  # the confinement modes the zygote serves
 SPAWN_SECONDS = 30  # how long a judge waits for the zygote's answer to a fork
 
 _BYTECODE: dict[tuple[str, int, int], bytes] = {}
@@ -139,8 +144,9 @@ def runtime_paths() -> list[str]:
 
 
 def jail_env(home: str) -> dict[str, str]:
-    """The whole environment of a jail whose home is `home`."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home, **ONE_BLAS_THREAD}
+    """The whole environment of a jail whose home (and TMPDIR) is `home`."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home, "TMPDIR": home}
+    env.update(ONE_BLAS_THREAD)
     env.update({k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")})
     return env
 
@@ -185,8 +191,9 @@ class Zygote:
                 "from grader.jail.server import serve_forks; serve_forks(*sys.argv[1:])"
             )
             fds = (listener.fileno(), theirs.fileno())
+            self.mode = confine.mode()  # every jail it forks gets this mode, whatever a request says
             self.proc = subprocess.Popen(
-                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, *map(str, fds)],
+                [os.path.realpath(sys.executable), "-s", "-S", "-B", "-c", boot, *map(str, fds), self.mode],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from grader.grading import jail_client
+from grader.grading import jail_client, jail_space
 from grader.jail import confine, picks
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
@@ -23,29 +23,45 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 
 @pytest.fixture(scope="module")
-def zygote():
-    """A jail zygote (grader.jail.zygote), as a runner starts one."""
-    started = forks.Zygote()
-    yield started
-    started.stop()
+def zygotes():
+    """zygotes() -> a jail zygote (grader.jail.zygote) of the confinement mode in force, as a runner starts
+    one: started on first use, one per mode (a zygote forks jails of the mode it started in only)."""
+    started: dict[str, forks.Zygote] = {}
+
+    def of_this_mode() -> forks.Zygote:
+        mode = confine.mode()
+        if mode not in started:
+            started[mode] = forks.Zygote()
+        return started[mode]
+
+    yield of_this_mode
+    for zygote in started.values():
+        zygote.stop()
+
+
+@pytest.fixture(scope="module")
+def zygote(zygotes):
+    """A jail zygote of the mode this machine picks."""
+    return zygotes()
 
 
 @pytest.fixture(params=["forked", "new process"])
 def jail_of(request, tmp_path, monkeypatch):
     """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail:
-    forked by a zygote, or (KATA_JAIL_FORKS=off) a new process."""
-    if request.param == "forked":
-        monkeypatch.setenv(forks.VAR, request.getfixturevalue("zygote").address())
-    else:
-        monkeypatch.setenv(forks.VAR, "off")
+    forked by a zygote of the mode in force when it is first called, or (KATA_JAIL_FORKS=off) a new process."""
+    forked = request.param == "forked"
+    monkeypatch.setenv(forks.VAR, "off")
     monkeypatch.setattr(forks, "_CONNECTION", [])  # this test's own connection
     monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
     monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
 
     def make(source: str, name: str = "k"):
+        if forked and os.environ[forks.VAR] == "off":
+            monkeypatch.setenv(forks.VAR, request.getfixturevalue("zygotes")().address())
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
         return jail_client.kata_module(name)
 
+    make.forked = forked
     yield make
     jail_client.stop_all()
     for connection in forks._CONNECTION:
@@ -674,7 +690,7 @@ def test_a_message_that_would_decode_past_the_cap_is_refused_not_copied():
 def test_in_uid_mode_a_jail_cannot_read_another_jails_folder(jail_of, monkeypatch):
     """uid mode shares the file system: each jail's folder (its copy of the submission, its work folder) is
     its own uid's, 0700, so one student's jail cannot read another's module in a class grading."""
-    if os.environ.get(forks.VAR) == "off":  # the folder's owner and mode do not depend on how the jail starts
+    if not jail_of.forked:  # the folder's owner and mode do not depend on how the jail starts
         pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
     monkeypatch.setenv("KATA_JAIL", "uid")
     other = jail_of("SECRET = 42\n\ndef here():\n    return 1\n", name="other")
@@ -743,3 +759,176 @@ def test_while_one_side_of_a_speed_check_is_timed_every_other_jail_is_stopped(ja
     timing.join()
     assert during == "T" and seen and seen[0][0] >= 0.4, (during, seen)
     assert _state_of(learner) != "T" and k.ready() == 1  # going on again
+
+
+# ------------------------------------------------------- confinement that fails closed
+
+# What a jail's code does to ask the zygote for a fork: connect to its socket, send a request, read the answer.
+_ASK_ZYGOTE = """
+    import json, os, socket, time
+
+    def _ask(name):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(name)
+            sock.settimeout(5)
+            socket.send_fds(sock, [json.dumps({"confine": {}}).encode()], [0, 1])
+            return (sock.recv(1 << 16) or b"closed").decode()
+        except OSError as exc:
+            return f"closed: {exc}"
+
+    def ask(name):
+        return _ask(name)
+
+    def ask_from_a_daemon(name):
+        answer = "answer.txt"
+        if os.fork() == 0:  # a child, which starts a session of its own and a grandchild, then exits
+            os.setsid()
+            if os.fork() == 0:
+                text = _ask(name)
+                with open(answer + ".part", "w") as f:
+                    f.write(text)
+                os.rename(answer + ".part", answer)
+            os._exit(0)
+        os.wait()
+        for _ in range(500):
+            if os.path.exists(answer):
+                return open(answer).read()
+            time.sleep(0.01)
+        return "no answer"
+"""
+
+
+@pytest.mark.parametrize("asker", ["ask", "ask_from_a_daemon"])
+def test_a_plain_mode_jail_and_its_daemonised_grandchild_get_no_fork_from_the_zygote(jail_of, monkeypatch, asker):
+    """A plain-mode jail runs as the user, so the zygote's uid check lets it connect; the zygote still
+    answers nothing to one of its own jails or anything a jail started, orphaned and in a session of its own
+    (the zygote adopts orphans: they stay in its tree)."""
+    if not jail_of.forked:
+        pytest.skip("the zygote's own jails")
+    if os.geteuid() != 0:
+        pytest.skip("needs root, whom the limit on processes does not bind: a plain user's jail cannot fork")
+    monkeypatch.setenv("KATA_JAIL", "plain")
+    k = jail_of(_ASK_ZYGOTE)
+    name = json.loads(os.environ[forks.VAR])["socket"]
+    answer = getattr(k, asker)(name)
+    assert answer.startswith("closed"), f"the zygote answered a jail: {answer!r}"
+
+
+def test_the_zygote_forks_only_the_mode_it_started_in(zygote):
+    """The mode is the zygote's, fixed when the runner started it: a request for another is refused (the
+    judge then starts its jail as a new process), as is a uid outside the jails' range."""
+    other = "plain" if zygote.mode != "plain" else "uid"
+    judge = forks.Connection(json.loads(zygote.address()))
+    try:
+        with pytest.raises(OSError, match=f"forks {zygote.mode}-mode jails only, not '{other}'"):
+            judge.spawn({"confine": {"mode": other, "uid": confine.UID_BASE}}, [0, 1])
+        with pytest.raises(OSError, match=f"a jail's uid is {confine.UID_BASE} or more, not 0"):
+            judge.spawn({"confine": {"mode": zygote.mode, "uid": 0}}, [0, 1])
+    finally:
+        judge.sock.close()
+
+
+def test_a_judge_whose_mode_is_not_the_zygotes_starts_its_jail_itself(zygotes, monkeypatch, tmp_path):
+    monkeypatch.setenv("KATA_JAIL", "plain")
+    plain = zygotes()
+    monkeypatch.setenv("KATA_JAIL", "root" if os.geteuid() == 0 else "bwrap")
+    if confine.mode() == "bwrap" and not confine._bwrap_works():
+        pytest.skip("neither root nor a working bwrap here")
+    monkeypatch.setenv(forks.VAR, plain.address())
+    monkeypatch.setattr(forks, "_CONNECTION", [])
+    monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
+    (tmp_path / "k.py").write_text("import os\n\ndef uid():\n    return os.getuid()\n")
+    try:
+        k = jail_client.kata_module("k")
+        assert k.uid() == k._jail.uid or confine.mode() == "bwrap"
+        assert not isinstance(k._jail.proc, forks.ForkedJail), "a plain-mode zygote forked a confined jail"
+    finally:
+        jail_client.stop_all()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root mode needs root")
+def test_in_root_mode_a_jail_cannot_list_a_checkout_that_lies_inside_a_bound_folder(jail_of, monkeypatch):
+    """A checkout (or copy of the project) put inside a folder the jail reads, here the Python installation,
+    is hidden whole: not its solutions only, nothing of it."""
+    import sys
+    import tempfile
+
+    try:
+        checkout = tempfile.mkdtemp(prefix="kata-checkout-", dir=sys.prefix)
+    except OSError:
+        pytest.skip(f"cannot write into {sys.prefix}")
+    try:
+        for rel in ("grader/__init__.py", "reference/__init__.py", "reference/solutions/moe.py", "tests/t.py"):
+            os.makedirs(os.path.dirname(os.path.join(checkout, rel)), exist_ok=True)
+            open(os.path.join(checkout, rel), "w").close()
+        monkeypatch.setattr(sys, "path", [*sys.path, checkout])  # the judge imports from it too
+        monkeypatch.setenv("KATA_JAIL", "root")
+        k = jail_of(f"""
+            import os
+
+            def look():
+                return os.path.isdir({checkout!r}) and sorted(os.listdir({checkout!r}))
+        """)
+        assert k.look() in (False, []), f"the jail lists the checkout: {k.look()}"
+    finally:
+        forks.remove_tree(checkout)
+
+
+# A learner's module that fills the places it may write with 1 MiB files, until it is stopped or has written `most`.
+_FILLS = """
+    import os
+
+    def fill(where, most):
+        os.makedirs(where, exist_ok=True)
+        block = b"x" * (1 << 20)
+        for i in range(most):
+            with open(os.path.join(where, f"part{i}"), "wb") as f:
+                f.write(block)
+        return most
+
+    def touch(count):
+        for i in range(count):
+            open(f"empty{i}", "w").close()
+        return count
+
+    def folder():
+        return os.getcwd()
+"""
+
+
+def _writing_modes() -> list:
+    return [("plain", "work"), ("uid", "work"), ("uid", "shared")] if os.geteuid() == 0 else [("plain", "work")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, where", _writing_modes())
+def test_outside_root_mode_a_jail_that_writes_past_its_cap_is_stopped_and_its_files_removed(
+    jail_of, monkeypatch, mode, where
+):
+    """RLIMIT_FSIZE caps one file; the judge adds up all of them, in the jail's folder and (uid mode) in the
+    folders every uid may write, and stops a jail past confine.WORK_MB: the check crashes saying why, and what
+    the jail wrote is gone."""
+    if mode == "uid" and not jail_of.forked:
+        pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
+    monkeypatch.setenv("KATA_JAIL", mode)
+    k = jail_of(_FILLS)
+    jail = k._jail
+    target = "part" if where == "work" else f"/tmp/kata-test-fill-{os.getpid()}"
+    assert k.fill(target, 8) == 8  # a little is fine
+    most = 4 * confine.WORK_MB  # what it would write, were it not stopped
+    with pytest.raises(jail_client.JailCrash, match=f"wrote more than {confine.WORK_MB} MiB"):
+        k.fill(target, most)
+    assert jail.dir is None and not os.path.exists(target if where == "shared" else "/nonexistent")
+    assert k.fill("small", 1) == 1  # a fresh jail, with room again
+
+
+@pytest.mark.slow
+def test_a_jail_that_makes_more_files_than_the_cap_is_stopped(jail_of, monkeypatch):
+    monkeypatch.setenv("KATA_JAIL", "plain")
+    k = jail_of(_FILLS)
+    assert k.touch(100) == 100
+    assert k.touch(jail_space.WORK_ENTRIES + 1) == jail_space.WORK_ENTRIES + 1  # quicker than the judge looks
+    time.sleep(jail_space.CHECK_SECONDS)
+    with pytest.raises(jail_client.JailCrash, match="more than 10,000 files and folders"):
+        k.folder()  # the judge looks before it asks anything more
