@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import math
 import socket
+
+# Imported here, not when the first error happens: a uid-mode jail forked by the zygote may not be able to read
+# the standard library's files (a Python under /root), so what it needs must be loaded before the fork.
+import traceback
 from dataclasses import dataclass
 from enum import Enum
 
@@ -148,8 +152,6 @@ def builtin_exceptions(names) -> tuple[type, ...]:
 
 def error_of(exc: BaseException, keep_frame=lambda filename: True) -> RemoteError:
     """RemoteError for an exception caught on this side."""
-    import traceback
-
     frames = tuple(
         f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}: {(f.line or '').strip()}"[:300]
         for f in traceback.extract_tb(exc.__traceback__)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import faulthandler
 import gc
+import importlib
 import importlib.util
 import json
 import os
@@ -348,6 +349,25 @@ def main(config_json: str) -> None:
 # child confines itself (grader.jail.confine) before it runs main().
 
 
+# Standard modules the zygote imports before it forks: what NumPy imports only when first asked (a Generator
+# seeded from fresh entropy imports secrets) and what kata code commonly imports. A uid-mode jail shares the
+# file system as a uid of its own, and a Python installed where other uids cannot read (a pyenv under /root)
+# leaves it only the modules loaded before the fork.
+PRELOADED = (
+    "secrets",
+    "bisect",
+    "copy",
+    "dataclasses",
+    "fractions",
+    "heapq",
+    "itertools",
+    "random",
+    "statistics",
+    "string",
+    "typing",
+)
+
+
 def serve_forks(listen_fd: str, life_fd: str, mode: str) -> None:
     """Fork a jail for each request of each judge that connects to the
     listening socket listen_fd (see grader/jail/zygote.py), until life_fd, the
@@ -362,6 +382,8 @@ def serve_forks(listen_fd: str, life_fd: str, mode: str) -> None:
     if mode not in confine.FORKED_MODES:
         raise ValueError(f"the zygote serves the {', '.join(confine.FORKED_MODES)} modes, not {mode!r}")
     confine.adopt_orphans()
+    for name in PRELOADED:
+        importlib.import_module(name)
     listener, life = socket.socket(fileno=int(listen_fd)), socket.socket(fileno=int(life_fd))
     gc.freeze()  # NumPy and the model, loaded once: no jail's garbage collection walks them
     Server(lambda request, fds: _jail(mode, request, fds), fds_per_request=2).serve(listener=listener, life=life)

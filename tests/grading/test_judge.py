@@ -707,6 +707,29 @@ def test_in_uid_mode_a_jail_cannot_read_another_jails_folder(jail_of, monkeypatc
     assert oct(os.stat(theirs.dir).st_mode & 0o777) == "0o700" and os.stat(theirs.dir).st_uid == theirs.uid
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid mode needs root")
+def test_a_uid_mode_jail_raises_and_seeds_from_entropy_where_it_cannot_read_the_standard_library(jail_of, monkeypatch):
+    """A uid-mode jail runs as a uid of its own on the shared file system: where the Python lies in a folder
+    other uids cannot read (a pyenv under /root, as here), it has only what the zygote imported before the
+    fork. Raising an error (the traceback module) and a Generator seeded from fresh entropy (secrets) must
+    still work: both once crashed such a jail, and every check of a reference solution that raised failed."""
+    if not jail_of.forked:
+        pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
+    monkeypatch.setenv("KATA_JAIL", "uid")
+    k = jail_of("""
+        import numpy as np
+
+        def refuse():
+            raise ValueError("max_len must be at least 1")
+
+        def draw():
+            return float(np.random.default_rng().random())
+    """)
+    with pytest.raises(ValueError, match="max_len must be at least 1"):
+        k.refuse()
+    assert 0.0 <= k.draw() < 1.0
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="root mode needs root")
 def test_in_root_mode_all_a_jail_writes_together_is_capped_not_only_each_file(jail_of, monkeypatch):
     """A jail's files are capped one by one (RLIMIT_FSIZE) in every mode; in root mode its working folder
