@@ -68,6 +68,10 @@ from grader.kata import target as _target
 from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
+# Bytes the channel's each end may have on their way (what the kernel allows, net.core.wmem_max, at most): a
+# timed call's arguments and result cross inside its round trip, and a small buffer splits a large one into
+# writes that each wait for the other process to wake, which a busy machine makes slow.
+CHANNEL_BUFFER = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass
@@ -197,6 +201,8 @@ class Jail:
         zygote = forks.connection()
         self._prepare(zygote.runtime if zygote is not None else None)
         parent, child = socket.socketpair()
+        for end in (parent, child):  # a large argument or result crosses in one write, without waiting for the reader
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BUFFER)
         self.log = JailLog()
         config = {
             "fd": child.fileno(),
