@@ -345,9 +345,12 @@ class Jail:
         peer.deadline = deadline
         peer.codec.sent_rngs = []
         try:
-            if self.learner and not timed:  # a timed call's clock is running: its space is counted after it
+            watched = self.learner and not timed  # a timed call's clock is running: its space is counted later
+            if watched:
                 self.space.check()
             header, bufs = peer.request(op, **fields)
+            if watched:  # after the answer too: a judge a busy machine kept waiting may have missed every idle look
+                self.space.check()
             rngs = list(peer.codec.sent_rngs)
             if header["op"] == p.Op.ERR.value:
                 raise_remote(p.RemoteError.from_json(header.get("error")))
