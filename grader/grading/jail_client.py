@@ -230,8 +230,6 @@ class Jail:
             child.close()
         self.generation += 1
         self.peer = p.Peer(parent, JudgeCodec(self), self.serve, lambda exc: p.error_of(exc, lambda f: False))
-        if self.learner:  # a baseline is trusted: its space is not watched, nor is the judge woken while it is timed
-            self.peer.reader.idle = self.space.check
 
     def _forked(self, zygote, config: dict, paths: list[str], child: socket.socket):
         """The jail as the zygote forked it, or None if it would not (then it is started the usual way: the
@@ -348,6 +346,8 @@ class Jail:
             watched = self.learner and not timed  # a timed call's clock is running: its space is counted later
             if watched:
                 self.space.check()
+            # Nor is it counted while the judge waits for a timed answer: the clock would time the count.
+            peer.reader.idle = self.space.check if watched else None
             header, bufs = peer.request(op, **fields)
             if watched:  # after the answer too: a judge a busy machine kept waiting may have missed every idle look
                 self.space.check()
