@@ -69,11 +69,17 @@ cost, more than the matmuls, sets its time. Hence:
 - at one token, RMSNorm takes its sum of squares as a dot product, q and k
   are rotated together, and the MoE block routes in Python and runs only the
   token's K experts;
-- two to FEW_TOKENS tokens (a verify step's) run the MoE block's experts as
-  two stacked products over a capacity-padded dispatch of the routed rows,
-  the shape grouped-GEMM MoE kernels use (see `Model._experts_stacked`);
+- two to FEW_TOKENS tokens (a verify step's) are routed in Python too, and
+  run the MoE block's experts on the layout grouped-GEMM MoE kernels use:
+  the routed rows sorted by expert, one product per chosen expert and no
+  padding, so an expert no token chose is never read (see
+  `Model._experts_grouped`; padding every expert to the busiest one's rows
+  cost a 5-token verify step 6% more, on the CPU's own OpenBLAS kernel);
 - attention skips the causal mask when no key is later than a query, and
   adds it as a bias built once per pair of position arrays (`_causal_bias`);
+  past SCORE_ROWS query rows per kv head its scores are one product per
+  query head (OpenBLAS's SkylakeX kernel multiplies up to 8 rows on a faster
+  path);
 - the checks cost O(1) or O(T), never a pass over the weights.
 The results are the plain formulas' up to float32 rounding, and the work
 counted is the same. Nothing derived from the weights is kept beside them: a
@@ -99,7 +105,8 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
-FEW_TOKENS = 8  # up to this many tokens, an MoE block runs its experts as stacked products (Model._experts_stacked)
+SCORE_ROWS = 8  # up to this many query rows per kv head, attention scores are one product per kv head (Model.attend)
+FEW_TOKENS = 8  # up to this many tokens, an MoE block routes in Python, its experts grouped (Model._experts_grouped)
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
 
@@ -223,6 +230,18 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
+def _swiglu_in_place(y: np.ndarray, F: int) -> np.ndarray:
+    """silu(y[:, :F]) * y[:, F:] for rows y (n, 2F) of gate | up: the same
+    operations as silu's, bit for bit, into one new array instead of five."""
+    gate = y[:, :F]
+    out = np.negative(gate)
+    np.exp(out, out=out)
+    out += 1.0
+    np.divide(gate, out, out=out)
+    out *= y[:, F:]
+    return out
+
+
 # rms_norm and softmax reduce with array methods (x.sum, x.max): the same
 # reductions as np.mean, np.sum and np.max, without their Python wrappers.
 
@@ -264,7 +283,7 @@ def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Rotate x (heads, T, Dh) by position, pairing dimension i with i + Dh/2.
-    The definition; the model runs `rotate_halves`, the same bits in fewer operations."""
+    The definition; the model runs `rotate_halves`'s operations, the same bits in fewer."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -555,8 +574,10 @@ class Model:
                 p = pos.item()
                 qk = _rotated_row(y[:, :k_end], cos2[p], sin2[p])  # (H + Hkv, 1, Dh)
                 return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(-1, 1, Dh)
-            qk = y[:, :k_end].reshape(T, -1, Dh).transpose(1, 0, 2)  # (H + Hkv, T, Dh): rotated together
-            qk = rotate_halves(qk, cos2[pos], sin2[pos])
+            # q and k rotated together, token by token, then seen head by head: (H + Hkv, T, Dh)
+            halves = y[:, :k_end].reshape(T, -1, 2, Dh // 2)  # (T, H + Hkv, 2, Dh/2): x1, x2
+            cos2, sin2 = cos2[pos][:, None], sin2[pos][:, None]  # (T, 1, 2, Dh/2)
+            qk = (halves * cos2 + halves[:, :, ::-1] * sin2).reshape(T, -1, Dh).transpose(1, 0, 2)
             return qk[: c.n_heads], qk[c.n_heads :], y[:, k_end:].reshape(T, c.n_kv_heads, Dh).transpose(1, 0, 2)
         q = self._mm("qkv", h, w[names.wq])
         k = self._mm("qkv", h, w[names.wk])
@@ -579,18 +600,22 @@ class Model:
         H, Hkv, Dh = c.n_heads, c.n_kv_heads, c.head_dim
         Tq, Tk = q.shape[1], k.shape[1]
         group = H // Hkv
-        qg = q.reshape(Hkv, group * Tq, Dh)  # heads sharing a kv head, stacked
-        scores = qg @ k.transpose(0, 2, 1)  # (Hkv, group*Tq, Tk), a new array: scaled and normalized in place
+        if group * Tq <= SCORE_ROWS:  # heads sharing a kv head, stacked: (Hkv, group*Tq, Tk)
+            scores = q.reshape(Hkv, group * Tq, Dh) @ k.transpose(0, 2, 1)
+        else:  # head by head: (Hkv, group, Tq, Tk), the same array
+            scores = q.reshape(Hkv, group, Tq, Dh) @ k[:, None].transpose(0, 1, 3, 2)
+        # scores is a new array: scaled and normalized in place
         scores *= _inverse_sqrt(Dh)
         for work in self._counters:
             work.add("attention", H * Tq * Tk * Dh)
             work.add_cache_read(k.nbytes + v.nbytes)
         if future:  # some key is later than some query (never so in a decode step): mask it
-            scores.reshape(H, Tq, Tk)[...] += _causal_bias(qpos, kpos)
+            masked = scores.reshape(H, Tq, Tk)  # a view: no copy back
+            masked += _causal_bias(qpos, kpos)
         probs = _softmax_last_axis_in_place(scores)
         if probs.dtype != np.float32:
             probs = probs.astype(np.float32)
-        out = probs @ v  # (Hkv, group*Tq, Dh)
+        out = probs.reshape(Hkv, group * Tq, Tk) @ v  # (Hkv, group*Tq, Dh)
         self._count("attention", H * Tq * Tk * Dh)
         if Tq == 1:  # (Hkv, group, Dh) is already head after head
             out = out.reshape(1, H * Dh)
@@ -621,9 +646,10 @@ class Model:
                 y *= g
                 out = y if out is None else out + y
             return out
+        if h.shape[0] <= FEW_TOKENS and gate_up is not None:  # a few tokens (a verify step): routed in Python too
+            routes = [_route_one_token(row, c.top_k) for row in logits.tolist()]
+            return self._experts_grouped(h, routes, gate_up, w_down)
         idx, gates = top_k_route(softmax(logits, axis=-1), c.top_k)  # (T, K), (T, K)
-        if h.shape[0] <= FEW_TOKENS and gate_up is not None:
-            return self._experts_stacked(h, idx, gates, gate_up, w_down)
         out = np.zeros_like(h)
         for e in range(c.n_experts):
             rows, slot = np.nonzero(idx == e)
@@ -634,34 +660,42 @@ class Model:
             out[rows] += ye  # a token's K experts are distinct: no row repeats within one expert
         return out
 
-    def _experts_stacked(self, h: np.ndarray, idx: np.ndarray, gates: np.ndarray, gate_up, w_down) -> np.ndarray:
-        """The MoE block's experts for a few tokens h (T, D) routed to experts
-        idx (T, K) with gates (T, K), as two stacked products over every
-        expert: each expert's routed rows gathered into C slots (C the most
-        rows any expert got; the empty slots hold row 0 with gate 0), then
-        (E, C, D) @ gate_up (E, D, 2F) and (E, C, F) @ w_down (E, F, D), and
-        the gated sum as one (T, E C) @ (E C, D) product. Only the routed rows
-        are counted: the padding is the price of two calls instead of 3 E."""
-        (T, K), E, F = idx.shape, gate_up.shape[0], w_down.shape[1]
-        by_expert: list[list[int]] = [[] for _ in range(E)]  # per expert: its routed (token, slot) pairs, as t K + slot
-        for i, e in enumerate(idx.ravel().tolist()):
-            by_expert[e].append(i)
-        C = max(map(len, by_expert))
-        rows, columns, routed = [0] * (E * C), [], []
+    def _experts_grouped(self, h: np.ndarray, routes: list[list[tuple[int, float]]], gate_up, w_down) -> np.ndarray:
+        """The MoE block's experts for a few tokens h (T, D), token t routed to
+        the (expert, gate) pairs routes[t], on the layout grouped-GEMM MoE
+        kernels use: the (token, expert) pairs sorted by expert, so that each
+        expert's rows form one block; one product of each block with its
+        expert's w_gate | w_up (D, 2F), one SwiGLU over every row, one product
+        of each block with its w_down (F, D), and the gated sum as one
+        (T, R) @ (R, D) product over the R pairs. No row is padded, so the work
+        done is the work counted, and an expert no token chose is never read."""
+        E, F = gate_up.shape[0], w_down.shape[1]
+        by_expert: list[list[tuple[int, float]]] = [[] for _ in range(E)]  # per expert: (token, gate)
+        for t, route in enumerate(routes):
+            for e, g in route:
+                by_expert[e].append((t, g))
+        tokens, gates, blocks = [], [], []  # per row: its token and gate; per expert chosen: (e, first row, end)
         for e, pairs in enumerate(by_expert):
-            for j, i in enumerate(pairs):
-                rows[e * C + j] = i // K
-            columns += range(e * C, e * C + len(pairs))
-            routed += pairs
-            if pairs and self._counters:
-                self._count_matmul("experts", len(pairs), gate_up[e])
-                self._count_matmul("experts", len(pairs), w_down[e])
-        combine = np.zeros((T, E * C), dtype=h.dtype)  # (T, E C): the gate of each slot's token, 0 in padding
-        routed = np.array(routed)
-        combine[routed // K, columns] = gates.ravel()[routed]
-        y = np.matmul(h[rows].reshape(E, C, -1), gate_up)  # (E, C, 2F)
-        z = np.matmul(silu(y[..., :F]) * y[..., F:], w_down)  # (E, C, D)
-        return combine.dot(z.reshape(E * C, -1))  # (T, D)
+            if pairs:
+                blocks.append((e, len(tokens), len(tokens) + len(pairs)))
+                for t, g in pairs:
+                    tokens.append(t)
+                    gates.append(g)
+        R, dtype = len(tokens), np.result_type(h.dtype, gate_up.dtype)
+        y = np.empty((R, 2 * F), dtype=dtype)  # (R, 2F): each row's gate | up
+        z = np.empty((R, w_down.shape[2]), dtype=dtype)  # (R, D)
+        rows = h[tokens]  # (R, D)
+        for e, start, end in blocks:
+            np.dot(rows[start:end], gate_up[e], out=y[start:end])
+        a = _swiglu_in_place(y, F)  # (R, F)
+        for e, start, end in blocks:
+            np.dot(a[start:end], w_down[e], out=z[start:end])
+            if self._counters:
+                self._count_matmul("experts", end - start, gate_up[e])
+                self._count_matmul("experts", end - start, w_down[e])
+        combine = np.zeros((len(routes), R), dtype=dtype)  # (T, R): the gate of each row's token
+        combine[tokens, range(R)] = gates
+        return combine.dot(z)  # (T, D)
 
     def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down, gate_up=None) -> np.ndarray:
         """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and w_up
@@ -839,8 +873,8 @@ def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positi
     Tq, Tk = q.shape[1], k.shape[1]
     qpos, q_lo, _ = _checked_positions(config, q_positions, Tq, "q_positions")
     kpos = np.asarray(k_positions)
-    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
-        # Every key in [0, q_lo] (the common case, a decode step's): valid, and none later than a query.
+    if Tq == 1 and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
+        # Every key in [0, q_lo] (the common case of a decode step): valid, and none later than the query.
         # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
         unsigned = kpos.view(f"u{kpos.itemsize}") if kpos.dtype.kind == "i" else kpos
         if not np.count_nonzero(unsigned > q_lo):

@@ -152,7 +152,8 @@ def test_one_token_forward_equals_its_pieces_applied_by_hand(config):
     "T", [2, 5, FEW_TOKENS, FEW_TOKENS + 2], ids=["two-rows", "five-rows", "few-tokens", "more-tokens"]
 )
 def test_forward_agrees_with_per_head_per_position_loops_in_float64(config, T):
-    # Up to FEW_TOKENS tokens, an MoE block runs its experts as stacked products; more, expert by expert.
+    # Up to FEW_TOKENS tokens, an MoE block runs its experts as grouped products; more, expert by expert.
+    # Past SCORE_ROWS query rows per kv head, attention scores are a product per query head.
     model = Model.random(config, seed=2)
     tokens = random_tokens(config, T, seed=3)
     np.testing.assert_allclose(model.forward(tokens), loop_forward(model, tokens), atol=INDEPENDENT_ATOL)
@@ -308,8 +309,8 @@ def test_moe_block_on_one_token_equals_its_row_of_a_batch(top_k):
 
 
 @pytest.mark.parametrize("T", [2, 5, FEW_TOKENS])
-def test_a_few_tokens_through_the_stacked_experts_equal_their_rows_of_a_long_batch(T):
-    # Up to FEW_TOKENS tokens the experts run as stacked products; a longer batch, expert by expert.
+def test_a_few_tokens_through_the_grouped_experts_equal_their_rows_of_a_long_batch(T):
+    # Up to FEW_TOKENS tokens the experts run as grouped products; a longer batch, expert by expert.
     model = Model.random(MOE, seed=21)
     x = random_stream(MOE, FEW_TOKENS + 4, seed=22)
     np.testing.assert_allclose(model.mlp(0, x[:T]), model.mlp(0, x)[:T], rtol=0, atol=ONE_ROW_ATOL)
@@ -321,6 +322,16 @@ def test_a_few_tokens_count_the_macs_of_their_routed_rows_only():
         model.mlp(0, random_stream(MOE, 3, seed=22))
     D, F, E, K = MOE.d_model, MOE.d_ff, MOE.n_experts, MOE.top_k
     assert dict(work.by_piece) == {"router": 3 * D * E, "experts": 3 * K * 3 * D * F}
+
+
+def test_a_few_tokens_read_only_the_experts_they_were_routed_to():
+    model = Model.random(MOE, seed=21)
+    x = np.repeat(random_stream(MOE, 1, seed=22), 3, axis=0)  # three copies of one token: its K experts only
+    with model.count_work() as work:
+        out = model.mlp(0, x)
+    D, F, K = MOE.d_model, MOE.d_ff, MOE.top_k
+    assert work.bytes_by_piece["experts"] == K * 3 * D * F * 4
+    np.testing.assert_allclose(out, np.repeat(model.mlp(0, x[:1]), 3, axis=0), rtol=0, atol=ONE_ROW_ATOL)
 
 
 def test_a_weight_replaced_by_a_float32_array_of_its_shape_joins_its_group_again():
