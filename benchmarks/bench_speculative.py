@@ -21,7 +21,9 @@ the `--target` implementation: katas, or a directory) and both models behind
   teacher call (plain decoding of the draft and of the teacher, taking
   turns). With NumPy at this size a call's cost is mostly Python overhead
   per layer, not reading weights, so c is far from the ~0.05 of a real
-  deployment and the speedup is small or below 1.
+  deployment and the speedup is small or below 1. Beside c: a draft call
+  inside that plain decoding (CachedLM, generate, sample_token) over a step
+  of a bare loop of the kata's forward_cached, what the wrapping costs;
 - v_k, the measured cost of the round's verifying teacher call (k + 1 new
   positions) over a one-token call, beside its floor: the ratio of the
   weights the two calls read (Work.weight_bytes), and the experts per layer
@@ -121,6 +123,32 @@ def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, Ve
     return costs
 
 
+def draft_call_costs(kv, draft: Model, start: list[int], n: int, repeats: int) -> tuple[float, float] | None:
+    """(seconds per draft call inside plain greedy generation through CachedLM,
+    seconds per step of a bare loop of kv.forward_cached steps writing the same
+    tokens), taking turns; None when the kata's forward_cached is not written."""
+
+    def inside_generation() -> None:
+        generate(CachedLM(draft), start, n, temperature=0.0)
+
+    def own_steps() -> None:
+        cache = kv.KVCache.for_model(draft)
+        row = kv.forward_cached(draft, start, cache)[-1]
+        for _ in range(n):
+            row = kv.forward_cached(draft, [int(np.argmax(row))], cache)[-1]
+
+    try:
+        own_steps()
+    except NotImplementedError:
+        return None
+    rounds = timing.interleave(
+        [timing.ignoring_round(inside_generation), timing.ignoring_round(own_steps)],
+        rounds=max(repeats, 5),
+        spread=0.05,
+    )
+    return rounds.median(0) / n, rounds.median(1) / n
+
+
 def verify_table(verify: dict[int, Verify], n_experts: int) -> None:
     print("the verifying call, k + 1 new tokens, against a one-token call (median of interleaved rounds):")
     print(f"{'k':>3} {'experts/layer':>14} {'bytes x':>8} {'v_k':>6} {'v_k / bytes x':>14}")
@@ -180,6 +208,14 @@ def main(argv: list[str]) -> int:
         f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
         f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)"
     )
+    costs = draft_call_costs(load_kata(args.target, "kv_cache"), draft, start, n, args.repeats)
+    if costs is None:
+        print("a draft call inside generation against its own forward_cached step: skipped (forward_cached is a stub)")
+    else:
+        print(
+            f"a draft call inside generation: {costs[0] * 1e6:.0f} us, its own forward_cached step "
+            f"{costs[1] * 1e6:.0f} us: {costs[0] / costs[1]:.2f}x (median of interleaved rounds)"
+        )
     verify = verify_costs(teacher, start, args.repeats)
     verify_table(verify, teacher.config.n_experts)
 

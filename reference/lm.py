@@ -79,6 +79,7 @@ class CachedLM:
         self._logits = self._new_logits()  # (max_seq_len, V)
         self._handed_out = 0  # rows of _logits some returned view shows: never written again
         self._tokens = np.zeros(0, dtype=np.int64)  # the sequence the cache holds
+        self._list: list[int] = []  # the same, as a list of ints
 
     def _new_logits(self) -> np.ndarray:
         c = self.model.config
@@ -87,6 +88,7 @@ class CachedLM:
     def reset(self) -> None:
         """Forget the cached sequence (the counters are kept)."""
         self._tokens = np.zeros(0, dtype=np.int64)
+        self._list = []
 
     def logits(self, tokens) -> np.ndarray:
         """Logits (T, V) at every position of tokens (T,), computing only the
@@ -94,22 +96,47 @@ class CachedLM:
 
         The array is read-only, and no later call changes it (a call that
         rewrites rows an earlier answer shows writes them to a new buffer), so
-        a decode step costs no copy of the T rows."""
-        tokens = self.model.check_tokens(tokens)  # a new array, ours to keep
+        a decode step costs no copy of the T rows. A list that starts with the
+        cached sequence (a decoding loop's) has only its new ids checked and
+        converted: a prefix item equal to the cached id (1.0 or True for 1) is
+        taken as that id."""
+        continued = self._continuation(tokens)
+        if continued is None:
+            tokens = self.model.check_tokens(tokens)  # a new array, ours to keep
+            n, as_list = self._shared_prefix(tokens), tokens.tolist()
+        else:
+            n, tokens, as_list = continued
         self.calls += 1
         T = tokens.size
-        n = self._shared_prefix(tokens)
         if n < T:
+            # what stays true of the cache if computing the rest stops part way
+            self._tokens, self._list = self._tokens[:n], self._list[:n]
             if n < self._handed_out:  # rows n.. of some earlier answer: keep them as they are
                 fresh = self._new_logits()
                 fresh[:n] = self._logits[:n]
                 self._logits, self._handed_out = fresh, n
             self._extend(tokens, n)
-        self._tokens = tokens
+        self._tokens, self._list = tokens, as_list
         self._handed_out = max(self._handed_out, T)
         out = self._logits[:T]
         out.flags.writeable = False  # a view: the buffer itself stays writable
         return out
+
+    def _continuation(self, tokens) -> tuple[int, np.ndarray, list[int]] | None:
+        """(n, the whole sequence as an array and as a list) when tokens is a
+        list that starts with the n cached ids, else None. Only the new ids are
+        checked, in one check_tokens call, and the caller's list is never kept
+        (its caller may change it)."""
+        cached = self._list
+        n = len(cached)
+        if type(tokens) is not list or not n or not n <= len(tokens) <= self.model.config.max_seq_len:
+            return None
+        if tokens[:n] != cached:
+            return None
+        if len(tokens) == n:
+            return n, self._tokens, cached
+        new = self.model.check_tokens(tokens[n:])
+        return n, np.concatenate([self._tokens, new]), cached + new.tolist()
 
     def _shared_prefix(self, tokens: np.ndarray) -> int:
         """Length of the longest common prefix of tokens and the cached sequence."""

@@ -57,7 +57,7 @@ def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Ge
     logits = np.asarray(logits)
     if logits.ndim != 1 or logits.size == 0:
         raise ValueError(f"logits must be a non-empty 1-D array (V,), got shape {logits.shape}")
-    if not np.all(np.isfinite(logits)):
+    if not np.isfinite(logits).all():
         raise ValueError("logits hold NaN or inf")
     t = check_temperature(temperature)
     if t == 0:

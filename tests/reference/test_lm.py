@@ -51,6 +51,55 @@ def test_cached_lm_recomputes_only_the_positions_after_the_shared_prefix():
     assert (lm.calls, lm.positions) == (4, 7)
 
 
+def test_a_list_changed_in_place_after_a_call_is_scored_as_it_now_is():
+    model = Model.random(CONFIG, seed=4)
+    lm = CachedLM(model)
+    seq = [1, 2, 3]
+    lm.logits(seq)
+    seq.append(4)  # a decoding loop's list, extended
+    np.testing.assert_allclose(lm.logits(seq), model.forward(seq), atol=ATOL)
+    seq[1] = 7  # changed inside what the cache holds
+    np.testing.assert_allclose(lm.logits(seq), model.forward(seq), atol=ATOL)
+    assert lm.positions == 3 + 1 + 3
+
+
+@pytest.mark.parametrize("bad", [11, -1, 2.5], ids=["too-high", "negative", "float"])
+def test_a_list_that_continues_the_cache_with_a_bad_id_raises_and_changes_nothing(bad):
+    model = Model.random(CONFIG, seed=4)
+    lm = CachedLM(model)
+    lm.logits([1, 2])
+    with pytest.raises(ValueError, match="token|integers"):
+        lm.logits([1, 2, bad])
+    assert (lm.calls, lm.positions) == (1, 2)
+    np.testing.assert_allclose(lm.logits([1, 2, 3]), model.forward([1, 2, 3]), atol=ATOL)
+    assert lm.positions == 3
+
+
+def test_a_list_that_continues_the_cache_past_max_seq_len_raises():
+    model = Model.random(CONFIG, seed=4)
+    lm = CachedLM(model)
+    seq = [1] * CONFIG.max_seq_len
+    lm.logits(seq)
+    with pytest.raises(ValueError, match="longer than max_seq_len"):
+        lm.logits(seq + [2])
+
+
+def test_a_call_stopped_part_way_leaves_a_cache_that_still_scores_right(monkeypatch):
+    model = Model.random(CONFIG, seed=4)
+    lm = CachedLM(model)
+    lm.logits([1, 2, 3, 4])
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(model, "logits", stop)  # after every layer's keys were written
+        with pytest.raises(KeyboardInterrupt):
+            lm.logits([1, 2, 9, 9, 9])
+    np.testing.assert_allclose(lm.logits([1, 2, 3, 4]), model.forward([1, 2, 3, 4]), atol=ATOL)
+    np.testing.assert_allclose(lm.logits([1, 2, 3, 4, 5]), model.forward([1, 2, 3, 4, 5]), atol=ATOL)
+
+
 def test_plain_lm_counts_calls_and_recomputes_everything():
     model = Model.random(CONFIG, seed=5)
     lm = PlainLM(model)
