@@ -145,6 +145,20 @@ class SecretModel(Model):
     rows a counted check sees pushed through its pieces are the only way to its answers."""
 
 
+@dataclasses.dataclass(frozen=True)
+class JailCachedLM:
+    """A CachedLM of `model` made in the jail a call crosses to, so that kata code calls it there, with
+    no round trip: the model crosses as any model argument does (a copy, or a handle whose pieces run
+    here when it counts work or is a SecretModel). No judge-side object counts its calls. For a demo
+    that times a whole run of kata code (kata play stack), never for a check that counts calls."""
+
+    model: Model
+
+    def __post_init__(self):
+        if not isinstance(self.model, Model):
+            raise ValueError(f"JailCachedLM wraps a reference.model.Model, got {type(self.model).__name__}")
+
+
 class JudgeCodec(p.Codec):
     side = "judge"
 
@@ -160,6 +174,8 @@ class JudgeCodec(p.Codec):
             if value._gen != self.jail.generation:
                 raise JailCrash("this kata object was made before the kata process restarted")
             return value._ref
+        if type(value) is JailCachedLM:
+            return {"$": "cached_lm", "model": self.encode(value.model, buffers, depth + 1)}
         if isinstance(value, Model) and (value._counters or isinstance(value, SecretModel)):
             # counted, or never to be copied: a handle, its pieces run here
             ref = self.ref(value, "model")

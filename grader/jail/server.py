@@ -42,7 +42,7 @@ import numpy as np
 
 from grader.jail import picks
 from grader.jail import protocol as p
-from reference.lm import BigramLM
+from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
 
 MIB = 1024 * 1024
@@ -186,6 +186,11 @@ class JailCodec(p.Codec):
             return Config(**self.decode(data.get("fields"), buffers, depth + 1))
         if tag == "bigram":
             return BigramLM(self.decode(data.get("table"), buffers, depth + 1))
+        if tag == "cached_lm":  # a demo's language model, made here around the model it carries
+            model = self.decode(data.get("model"), buffers, depth + 1)
+            if not isinstance(model, Model):
+                raise p.ProtocolError("a cached language model without a model")
+            return CachedLM(model)
         if tag == "model":  # a model sent as data, to run here (a speed check's model)
             key = data.get("key")
             if "weights" in data:

@@ -15,14 +15,13 @@ here, the count is ours); otherwise the jail gets a copy, sent once.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
-from grader.grading import jail_client, timing
+from grader.grading import jail_client
 from grader.grading.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.registry import find_kata
@@ -244,7 +243,7 @@ def _linear(name: str) -> bool:
     return name.split(".")[-1] in LINEAR
 
 
-def _weight_bytes(model: Model, bits: int | None) -> int:
+def weight_bytes(model: Model, bits: int | None) -> int:
     """The model's weights in bytes: all float32 (bits None), or its linear weights at `bits` with an fp16
     scale per GROUP and the rest float32."""
     if bits is None:
@@ -263,7 +262,7 @@ def _grouped(x: np.ndarray, bits: int) -> np.ndarray:
     return (np.round(g / safe) * scale).reshape(x.shape).astype(np.float32)
 
 
-def _quantized_model(model: Model, bits: int, source: Source) -> Model:
+def quantized_model(model: Model, bits: int, source: Source) -> Model:
     if source.module is not None:
         return source.module.quantize_model(model, bits, GROUP)
     out = model.copy()
@@ -325,7 +324,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
             back = np.asarray(source.module.dequantize_grouped(q, scales, GROUP), dtype=np.float64).reshape(-1)
             q, scale = source.module.quantize_symmetric(rows, bits)
             whole = float(np.asarray(source.module.dequantize_symmetric(q, scale)).reshape(-1)[index])
-        text = generate(CachedLM(_quantized_model(model, bits, source)), prompt, n_text)
+        text = generate(CachedLM(quantized_model(model, bits, source)), prompt, n_text)
         text_per_tensor = generate(CachedLM(_per_tensor_model(model, bits, source)), prompt, n_text)
         out.append(
             Snap(
@@ -335,7 +334,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
                 levels=np.arange(-qmax, qmax + 1) * step,
                 snapped=float(back[index % GROUP]),
                 per_tensor=whole,
-                model_bytes=_weight_bytes(model, bits),
+                model_bytes=weight_bytes(model, bits),
                 text=decode(text),
                 text_per_tensor=decode(text_per_tensor),
             )
@@ -480,113 +479,3 @@ def distill_positions(teacher: Model, draft: Model, train: list[int], text: list
         for i in at
     ]
     return out, {name: float(np.mean(kl[:-1])) for name, kl in kl_all.items()}
-
-
-# ------------------------------------------------------------------ stack
-
-
-BANDWIDTH = 100e9  # bytes/s of the bandwidth-bound device the int8 row projects onto (a laptop's memory bus)
-
-
-@dataclass(frozen=True)
-class Bargain:
-    """One row of the stack: a way of serving the teacher, measured."""
-
-    name: str
-    seconds: float  # wall clock for the whole generation, median of its interleaved rounds
-    speedup: float | None  # median over rounds of the row before's time / this row's (None for the first row)
-    tokens: list[int]  # what it wrote
-    weight_bytes: int  # the weights it holds: float32, or 8.5 bits per linear weight once quantized (+ the draft)
-    cache_bytes: int  # keys and values held at the end (both models' for speculative decoding)
-    macs_per_token: float  # multiply-accumulates per new token, every model counted
-    bytes_per_token: float  # weights and keys/values read per new token (Work), at the bits they are stored in
-
-
-@dataclass(frozen=True)
-class _Way:
-    """A way of serving the teacher, before it is measured."""
-
-    name: str
-    models: list[Model]
-    run: Callable[[], list[int]]
-    weight_bytes: int
-    cache_bytes: int
-    bits: float  # bits per matmul weight of its first model as stored (32, or 8.5 once quantized)
-
-
-def _cache_bytes(model: Model, length: int) -> int:
-    c = model.config
-    return 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * length  # keys and values, float32
-
-
-def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
-    length = len(prompt) + n_new
-    cache = _cache_bytes(teacher, length)
-    int8 = _quantized_model(teacher, 8, sources["quantization"])
-    yield _Way(
-        "re-read everything",
-        [teacher],
-        lambda: [s.token for s in naive_steps(teacher, prompt, n_new)],
-        _weight_bytes(teacher, None),
-        0,
-        32,
-    )
-    yield _Way(
-        "+ KV cache",
-        [teacher],
-        lambda: cached_tokens(teacher, prompt, n_new, sources["kv_cache"]),
-        _weight_bytes(teacher, None),
-        cache,
-        32,
-    )
-    yield _Way(
-        "+ int8 weights (grouped, G=32)",
-        [int8],
-        lambda: cached_tokens(int8, prompt, n_new, sources["kv_cache"]),
-        _weight_bytes(int8, 8),
-        cache,
-        8.5,
-    )
-    yield _Way(
-        f"+ speculative (draft, k={k})",
-        [int8, draft],
-        lambda: [
-            t for r in speculative_rounds(int8, draft, prompt, n_new, k, sources["speculative"]) for t in r.emitted
-        ],
-        _weight_bytes(int8, 8) + _weight_bytes(draft, None),
-        cache + _cache_bytes(draft, length),
-        8.5,
-    )
-
-
-def stack(
-    teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
-) -> Iterator[Bargain]:
-    """The bargains one at a time, each yielded as soon as it is measured:
-    re-reading everything; + a KV cache (sources['kv_cache']'s generate); + 8-bit grouped
-    weights (sources['quantization']); + speculative decoding from the draft,
-    k guesses a round (sources['speculative']). Every row decodes greedily.
-    Each row is timed like a benchmark: at least `rounds` interleaved rounds
-    (grader.grading.timing) against the row before, so a busy spell slows both alike;
-    its speed-up is the median of the rounds' ratios."""
-    before = None
-    for way in _ways(teacher, draft, prompt, n_new, k, sources):
-        with contextlib.ExitStack() as counting:
-            works = [counting.enter_context(m.count_work()) for m in way.models]
-            tokens = way.run()  # counted once, untimed (kata code drives handles of the models: the count is ours)
-        way.run()  # uncounted, untimed: a jail gets its copies of the models off the clock, and the row warms up
-        runs = [timing.ignoring_round(way.run)] + ([] if before is None else [timing.ignoring_round(before.run)])
-        measured = timing.interleave(runs, rounds=rounds, spread=0.10, budget_seconds=8.0, warmup=False)
-        read = works[0].weight_bytes_at(way.bits) + works[0].cache_bytes
-        read += sum(w.weight_bytes + w.cache_bytes for w in works[1:])
-        yield Bargain(
-            way.name,
-            measured.median(0),
-            None if before is None else measured.ratio(1, 0),
-            tokens,
-            way.weight_bytes,
-            way.cache_bytes,
-            sum(w.macs for w in works) / len(tokens),
-            read / len(tokens),
-        )
-        before = way

@@ -22,7 +22,7 @@ import numpy as np
 from grader.grading import blas
 from grader.kata.text import printable
 from grader.learn import play as demos
-from grader.learn import play_jails
+from grader.learn import play_jails, play_stack
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.sampling import generate_naive
@@ -336,7 +336,7 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
     sources = {
         "kv_cache": _source("kv_cache", ("KVCache", "forward_cached", "generate"), target),
         "quantization": _source("quantization", ("quantize_grouped", "quantize_model"), target),
-        "speculative": _source("speculative", ("greedy_accept",), target),
+        "speculative": _source("speculative", ("greedy_accept", "speculative_generate"), target),
     }
     ids = _prompt_ids(prompt, tokens, teacher)
     for kata, source in sources.items():
@@ -346,7 +346,7 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
     yield Line(f"{'':<32}{'chars/s':>8}{'x before':>9}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
     rows = []
     with _running("the kata code"):
-        for row in demos.stack(teacher, draft, ids, tokens, k, sources, rounds=rounds):
+        for row in play_stack.stack(teacher, draft, ids, tokens, k, sources, rounds=rounds):
             rows.append(row)
             yield from stack_row(rows, columns)
     kept = "yes" if rows[-1].tokens == rows[-2].tokens else "NO"
@@ -363,7 +363,7 @@ _SLOWER = {
 }
 
 
-def stack_row(rows: list[demos.Bargain], columns: int) -> Iterator[Line]:
+def stack_row(rows: list[play_stack.Bargain], columns: int) -> Iterator[Line]:
     """The newest row of `kata play stack`, and why, when it is slower than the row before."""
     row, before = rows[-1], rows[-2] if len(rows) > 1 else None
     same = "same" if row.tokens == rows[0].tokens else "differs"
@@ -373,10 +373,10 @@ def stack_row(rows: list[demos.Bargain], columns: int) -> Iterator[Line]:
         f"{row.cache_bytes:>10,}{row.macs_per_token:>12,.0f}  {same}"
     )
     if row.name.startswith("+ int8"):
-        projected = [demos.BANDWIDTH / r.bytes_per_token for r in (before, row)]
+        projected = [play_stack.BANDWIDTH / r.bytes_per_token for r in (before, row)]
         yield _note(
             "here the int8 weights are kept dequantized in float32: they buy size, not speed. Projection from "
-            f"the byte counts: a device bound by a {demos.BANDWIDTH / 1e9:.0f} GB/s memory bus reads "
+            f"the byte counts: a device bound by a {play_stack.BANDWIDTH / 1e9:.0f} GB/s memory bus reads "
             f"{row.bytes_per_token:,.0f} bytes a character instead of {before.bytes_per_token:,.0f}, "
             f"about {projected[1]:,.0f} chars/s instead of {projected[0]:,.0f} (a projection, not a measurement)",
             columns,

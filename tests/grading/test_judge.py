@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from grader.grading import jail_client, jail_space
+from grader.grading.remote import JailCachedLM
 from grader.jail import confine, picks
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
@@ -272,6 +273,24 @@ def test_a_secret_model_crosses_as_a_handle_even_while_uncounted_and_each_draw_i
     assert not k.readable(model)
     assert np.allclose(k.run(model, [1, 2, 3]), model.forward([1, 2, 3]), atol=1e-5)  # its pieces ran here
     assert not np.array_equal(common.secret_model(TINY).weights["out"], model.weights["out"])
+
+
+def test_a_jail_cached_lm_is_made_in_the_jail_around_a_copy_or_around_a_handle_that_counts(jail_of):
+    k = jail_of("""
+        def run(lm, tokens):
+            lm.logits(tokens[:2])
+            return type(lm).__name__, hasattr(lm.model, "weights"), lm.logits(tokens), lm.calls, lm.positions
+    """)
+    model = Model.random(TINY, seed=3)
+    name, copied, logits, calls, positions = k.run(JailCachedLM(model), [1, 2, 3, 4])
+    assert (name, copied, calls, positions) == ("CachedLM", True, 2, 4)  # its cache kept the prefix, there
+    assert np.allclose(logits, model.forward([1, 2, 3, 4]), atol=1e-5)
+    with model.count_work() as work:
+        name, copied, logits, calls, positions = k.run(JailCachedLM(model), [1, 2, 3, 4])
+    assert (name, copied, positions) == ("CachedLM", False, 4)  # its pieces ran here
+    assert work.positions == {0: 4} and np.allclose(logits, model.forward([1, 2, 3, 4]), atol=1e-5)
+    with pytest.raises(ValueError, match="wraps a reference.model.Model, got dict"):
+        JailCachedLM({})
 
 
 def test_a_model_built_in_the_jail_comes_back_as_a_checked_reference_model(jail_of):

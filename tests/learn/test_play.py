@@ -428,6 +428,36 @@ def test_play_stack_runs_the_learners_quantize_model(cli, tmp_path):
     assert rows["+ int8 weights (grouped, G=32)"][3] == "same"
 
 
+# A speculative kata whose loop writes the draft's own greedy text, calling the models it was handed where it runs.
+DRAFT_ONLY = """
+import numpy as np
+
+
+def greedy_accept(draft_tokens, target_logits):
+    return [int(np.argmax(np.asarray(target_logits)[0]))]
+
+
+def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, rng=None):
+    for lm in (target, draft):  # language models made here, around models of this process
+        assert type(lm).__name__ == "CachedLM" and type(lm.model).__name__ == "Model", type(lm)
+    seq, new = list(prompt), []
+    for _ in range(n_new):
+        new.append(int(np.argmax(draft.logits(seq + new)[-1])))
+    target.logits(seq + new)
+    return new, None
+"""
+
+
+def test_play_stack_runs_the_learners_speculative_generate_whole_in_its_jail(cli, tmp_path):
+    (tmp_path / "katas" / "speculative.py").write_text(DRAFT_ONLY)
+    _passes(tmp_path, "speculative", ["greedy", "loop"])
+    n, prompt = 16, encode("Return the ")
+    result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"Return the {decode(generate_naive(shipped_model('draft'), prompt, n))}" in result.output
+    assert "wrote exactly what the int8 teacher writes on its own: NO" in result.output
+
+
 # A kv_cache whose forward_cached says which process, and which account, ran it.
 TELLS_WHERE_IT_RUNS = """
 import os

@@ -10,7 +10,8 @@ import click
 import pytest
 
 from grader.learn import play_screens
-from grader.learn.play import Bargain, Round
+from grader.learn.play import Round
+from grader.learn.play_stack import Bargain
 from reference.lm import shipped_model
 from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
