@@ -107,6 +107,7 @@ import numpy as np
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 SCORE_ROWS = 8  # up to this many query rows per kv head, attention scores are one product per kv head (Model.attend)
 FEW_TOKENS = 8  # up to this many tokens, an MoE block routes in Python, its experts grouped (Model._experts_grouped)
+# (and the lowest and highest of up to this many positions or ids are taken in Python: _span)
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
 
@@ -822,9 +823,13 @@ def _all_in_range(arr: np.ndarray, bound: int) -> bool:
 
 def _span(arr: np.ndarray) -> tuple[int, int]:
     """The lowest and highest value of a non-empty integer array; one element
-    (a decode step's position or token) without a reduction."""
+    (a decode step's position or token) without a reduction, a few (a verify
+    step's) as Python ints, cheaper than two reductions."""
     if arr.size == 1:
         return (arr.item(),) * 2
+    if arr.size <= FEW_TOKENS:
+        values = arr.tolist()
+        return min(values), max(values)
     return int(arr.min()), int(arr.max())
 
 
@@ -871,14 +876,17 @@ def _checked_attend_inputs(config: Config, layer, q, k, v, q_positions, k_positi
     if v.shape != k.shape:
         raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
     Tq, Tk = q.shape[1], k.shape[1]
-    qpos, q_lo, _ = _checked_positions(config, q_positions, Tq, "q_positions")
+    qpos, q_lo, q_hi = _checked_positions(config, q_positions, Tq, "q_positions")
     kpos = np.asarray(k_positions)
-    if Tq == 1 and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
-        # Every key in [0, q_lo] (the common case of a decode step): valid, and none later than the query.
+    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
+        # Every key in [0, q_hi] (a decode or verify step's keys: the cache, then the new tokens) is valid.
         # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
         unsigned = kpos.view(f"u{kpos.itemsize}") if kpos.dtype.kind == "i" else kpos
-        if not np.count_nonzero(unsigned > q_lo):
-            return layer, q, k, v, qpos, kpos, False
+        if not np.count_nonzero(unsigned > q_hi):
+            if Tq == 1:  # none later than the one query
+                return layer, q, k, v, qpos, kpos, False
+            if kpos[0].item() <= q_lo < kpos[-1].item():  # every query sees a key, and some key is later
+                return layer, q, k, v, qpos, kpos, True
     kpos, k_lo, k_hi = _checked_positions(config, k_positions, Tk, "k_positions")
     # A query before every key would have all its scores masked: a softmax of NaNs.
     if Tq and Tk and k_lo > q_lo:

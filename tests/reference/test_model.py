@@ -683,11 +683,25 @@ def _bad_piece_calls():
         ("attend-q-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos[:4], pos), ["q_positions", "5 integers"]),
         ("attend-k-positions", lambda m, x, q, k, v: m.attend(0, q, k, v, pos, pos - 1), ["k_positions", "-1..3"]),
         (
+            "attend-k-past-max",
+            lambda m, x, q, k, v: m.attend(0, q, k, v, pos, np.array([0, 1, 2, 3, 16])),
+            ["k_positions", "max_seq_len=16", "0..16"],
+        ),
+        (
             "attend-no-key",
             lambda m, x, q, k, v: m.attend(0, q[:, :2], k[:, 3:], v[:, 3:], pos[:2], pos[3:]),
             ["position 0 sees no key", "earliest key is at 3"],
         ),
     ]
+
+
+@pytest.mark.parametrize("order", [[0, 4, 3, 2, 1], [4, 3, 2, 1, 0], [1, 0, 2, 4, 3]], ids=["first-0", "reversed", "swaps"])
+def test_attention_over_keys_in_any_order_is_the_attention_over_them_in_order(order):
+    model = Model.random(GQA, seed=17)
+    x, pos = random_stream(GQA, 5), np.arange(5)
+    q, k, v = model.qkv(0, x, pos)
+    shuffled = model.attend(0, q, k[:, order], v[:, order], pos, pos[order])  # the causal mask goes with the keys
+    np.testing.assert_allclose(shuffled, model.attend(0, q, k, v, pos, pos), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("call, words", [c[1:] for c in _bad_piece_calls()], ids=[c[0] for c in _bad_piece_calls()])
