@@ -34,6 +34,13 @@ the `--target` implementation: katas, or a directory) and both models behind
   in the formula;
 - the best k at each temperature.
 
+Then the same figures for the same draft with the dense target
+(reference/weights/dense.npz, trained by tools/train.py
+--dense-target-only): the teacher's shape with one SwiGLU as wide as its
+top_k experts, a target whose verify call reads no more weights than a
+one-token call, so the two tables tell what the mixture of experts costs
+speculative decoding from what the machine does.
+
 Without reference/weights/{teacher,draft}.npz, random models of the same
 configs stand in (their acceptance is near zero) and the table says so.
 """
@@ -62,7 +69,7 @@ from benchmarks.shared import (  # noqa: E402
 )
 from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
-from reference.lm import CachedLM, generate, verify_work  # noqa: E402
+from reference.lm import CachedLM, generate, shipped_model, verify_work  # noqa: E402
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -167,6 +174,105 @@ def expected_tokens_per_call(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+HEADER = (
+    "k",
+    "temp",
+    "accept rate",
+    "alpha",
+    "tokens/call",
+    "Leviathan",
+    "target calls",
+    "draft calls",
+    "ms",
+    "speedup",
+    "Leviathan x",
+    "with v_k",
+)
+
+
+def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate):
+    """The plain decoding figures, the verify table and the k table of one (target, draft) pair, printed;
+    returns the k table's rows."""
+
+    def plain(model: Model, temperature: float):
+        """Plain cached decoding of model at temperature: one call per token."""
+        return timing.ignoring_round(
+            lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
+        )
+
+    base = {temperature: plain(target, temperature) for temperature in (0.0, 1.0)}
+    calls = timing.interleave(
+        [plain(draft, 0.0), base[0.0], base[1.0]], rounds=repeats, spread=0.05, warmup=False
+    )  # the rounds go on while draft / target (runs 0 and 1) disagree
+    for i, temperature in ((1, 0.0), (2, 1.0)):
+        secs = calls.median(i)
+        print(
+            f"plain cached decoding of the {label}, temperature {temperature:g}: {secs * 1e3:.0f} ms "
+            f"({n / secs:.0f} tokens/s)"
+        )
+    c = calls.ratio(0, 1)
+    print(
+        f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
+        f"cost of a draft call / a {label} call c = {c:.2f} (median of interleaved rounds)"
+    )
+    verify = verify_costs(target, start, repeats)
+    verify_table(verify, target.config.n_experts)
+    rows = []
+    for temperature in (0.0, 1.0):
+        for k in range(1, 9):
+
+            def run():
+                return speculative_generate(
+                    CachedLM(target),
+                    CachedLM(draft),
+                    start,
+                    n,
+                    k=k,
+                    temperature=temperature,
+                    rng=np.random.default_rng(SEED),
+                )
+
+            tokens, stats = run()
+            # Speculative and plain decoding take turns, so a busy spell slows both alike.
+            rounds = timing.interleave(
+                [timing.ignoring_round(run), base[temperature]], rounds=repeats, spread=0.05, warmup=False
+            )
+            secs = rounds.median(0)
+            alpha = measured_alpha(target, draft, start + tokens, len(start), temperature)
+            rows.append(
+                (
+                    str(k),
+                    f"{temperature:g}",
+                    f"{stats.acceptance_rate:.3f}",
+                    f"{alpha:.3f}",
+                    f"{stats.tokens_per_target_call:.2f}",
+                    f"{expected_tokens_per_call(alpha, k):.2f}",
+                    str(stats.target_calls),
+                    str(stats.draft_calls),
+                    f"{secs * 1e3:.0f}",
+                    f"{rounds.ratio(1, 0):.2f}x",
+                    f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
+                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k].v):.2f}x",
+                )
+            )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+    print(" | ".join(h.rjust(w) for h, w in zip(HEADER, widths)))
+    print("-|-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(cell.rjust(w) for cell, w in zip(r, widths)))
+    print(
+        "\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
+        "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
+        "speedup = plain cached decoding time / speculative time, same temperature;\n"
+        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c;\n"
+        "with v_k = the same with the verifying call's measured cost: (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k))."
+    )
+    for temperature in ("0", "1"):
+        best = max((r for r in rows if r[1] == temperature), key=lambda r: float(r[9].rstrip("x")))
+        print(f"best k at temperature {temperature}: k = {best[0]}, {best[9]} over plain cached decoding ({label})")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "timed runs per cell; the median is shown")
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
@@ -186,28 +292,6 @@ def main(argv: list[str]) -> int:
         f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
         f"prompt {len(start)} tokens, {n} new tokens per run, medians of at least {args.repeats} interleaved rounds\n"
     )
-
-    def plain(model: Model, temperature: float):
-        """Plain cached decoding of model at temperature: one call per token."""
-        return timing.ignoring_round(
-            lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
-        )
-
-    base = {temperature: plain(teacher, temperature) for temperature in (0.0, 1.0)}
-    calls = timing.interleave(
-        [plain(draft, 0.0), base[0.0], base[1.0]], rounds=args.repeats, spread=0.05, warmup=False
-    )  # the rounds go on while draft / teacher (runs 0 and 1) disagree
-    for i, temperature in ((1, 0.0), (2, 1.0)):
-        secs = calls.median(i)
-        print(
-            f"plain cached decoding of the teacher, temperature {temperature:g}: {secs * 1e3:.0f} ms "
-            f"({n / secs:.0f} tokens/s)"
-        )
-    c = calls.ratio(0, 1)
-    print(
-        f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
-        f"cost of a draft call / a teacher call c = {c:.2f} (median of interleaved rounds)"
-    )
     costs = draft_call_costs(load_kata(args.target, "kv_cache"), draft, start, n, args.repeats)
     if costs is None:
         print("a draft call inside generation against its own forward_cached step: skipped (forward_cached is a stub)")
@@ -216,76 +300,16 @@ def main(argv: list[str]) -> int:
             f"a draft call inside generation: {costs[0] * 1e6:.0f} us, its own forward_cached step "
             f"{costs[1] * 1e6:.0f} us: {costs[0] / costs[1]:.2f}x (median of interleaved rounds)"
         )
-    verify = verify_costs(teacher, start, args.repeats)
-    verify_table(verify, teacher.config.n_experts)
-
-    header = (
-        "k",
-        "temp",
-        "accept rate",
-        "alpha",
-        "tokens/call",
-        "Leviathan",
-        "target calls",
-        "draft calls",
-        "ms",
-        "speedup",
-        "Leviathan x",
-        "with v_k",
-    )
-    rows = []
-    for temperature in (0.0, 1.0):
-        for k in range(1, 9):
-
-            def run():
-                return speculative_generate(
-                    CachedLM(teacher),
-                    CachedLM(draft),
-                    start,
-                    n,
-                    k=k,
-                    temperature=temperature,
-                    rng=np.random.default_rng(SEED),
-                )
-
-            tokens, stats = run()
-            # Speculative and plain decoding take turns, so a busy spell slows both alike.
-            rounds = timing.interleave(
-                [timing.ignoring_round(run), base[temperature]], rounds=args.repeats, spread=0.05, warmup=False
-            )
-            secs = rounds.median(0)
-            alpha = measured_alpha(teacher, draft, start + tokens, len(start), temperature)
-            rows.append(
-                (
-                    str(k),
-                    f"{temperature:g}",
-                    f"{stats.acceptance_rate:.3f}",
-                    f"{alpha:.3f}",
-                    f"{stats.tokens_per_target_call:.2f}",
-                    f"{expected_tokens_per_call(alpha, k):.2f}",
-                    str(stats.target_calls),
-                    str(stats.draft_calls),
-                    f"{secs * 1e3:.0f}",
-                    f"{rounds.ratio(1, 0):.2f}x",
-                    f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
-                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k].v):.2f}x",
-                )
-            )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print(" | ".join(h.rjust(w) for h, w in zip(header, widths)))
-    print("-|-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print(
-        "\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
-        "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
-        "speedup = plain cached decoding time / speculative time, same temperature;\n"
-        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c;\n"
-        "with v_k = the same with the verifying call's measured cost: (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k))."
-    )
-    for temperature in ("0", "1"):
-        best = max((r for r in rows if r[1] == temperature), key=lambda r: float(r[9].rstrip("x")))
-        print(f"best k at temperature {temperature}: k = {best[0]}, {best[9]} over plain cached decoding")
+    rows = pair_table("teacher", teacher, draft, start, n, args.repeats, speculative_generate)
+    dense = shipped_model("dense") if shipped_teacher and shipped_draft else None
+    if dense is None:
+        print("\nthe dense target: skipped (no reference/weights/dense.npz; python tools/train.py --dense-target-only)")
+    else:
+        print(
+            f"\nthe same draft for the dense target (reference/weights/dense.npz, {dense.config.n_params():,} "
+            f"parameters: the teacher's shape, one SwiGLU as wide as its {teacher.config.top_k} active experts)"
+        )
+        pair_table("dense target", dense, draft, start, n, args.repeats, speculative_generate)
     panels = []
     for temperature in ("0", "1"):
         mine = [r for r in rows if r[1] == temperature]

@@ -231,11 +231,14 @@ SHIPPED_SHAPES = {
         top_k=2,
     ),
     "draft": Config(vocab_size=VOCAB_SIZE, d_model=128, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=512, max_seq_len=256),
+    # The teacher's shape with one SwiGLU as wide as its top_k experts together (2 x 256): a dense target of the
+    # same active width, for the speculative decoding lesson (an MoE target's verify call wakes more experts).
+    "dense": Config(vocab_size=VOCAB_SIZE, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=512, max_seq_len=256),
 }
 
 
 def shipped_model(name: str) -> Model | None:
-    """The shipped model `name` ('teacher' or 'draft'), or None when its
+    """The shipped model `name` ('teacher', 'draft' or 'dense'), or None when its
     weights file is missing (before the weights ship). Weights that are there
     but do not load raise ValueError (Model.pretrained says why)."""
     if not (WEIGHTS_DIR / f"{name}.npz").is_file():

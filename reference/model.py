@@ -446,9 +446,10 @@ class Model:
 
     @classmethod
     def pretrained(cls, name: str, weights_dir: str | os.PathLike = WEIGHTS_DIR) -> "Model":
-        """The shipped 'teacher' (MoE) or 'draft' (small dense) model, read from
+        """The shipped 'teacher' (MoE), 'draft' (small dense) or 'dense' (the
+        teacher's shape, dense, as wide as its active experts) model, read from
         weights_dir/{name}.npz (the package's weights unless told otherwise)."""
-        names = ("teacher", "draft")
+        names = ("teacher", "draft", "dense")
         if name not in names:
             raise ValueError(f"pretrained model must be one of {names}, got {name!r}")
         path = Path(weights_dir) / f"{name}.npz"

@@ -47,6 +47,19 @@ drafts' rows of TRAINING.md's tables; it does not touch teacher.npz, the
 corpus or TRAINING.md. Checkpoints draft.pt and draft_hard.pt in --work-dir
 resume as above.
 
+    python tools/train.py --dense-target-only
+
+trains the dense target alone: the teacher's shape with one SwiGLU as wide
+as its top_k experts together (reference.lm.SHIPPED_SHAPES["dense"]), on
+the committed corpus, from the teacher's seed and batches, for
+TEACHER_STEPS steps with no time cap and hard labels alone, as the teacher
+is trained. It exports reference/weights/dense.npz and prints its row of
+TRAINING.md's results table and the greedy agreement of the shipped draft
+and teacher with it. It touches no other weights, the corpus or
+TRAINING.md. benchmarks/bench_speculative.py sets it beside the teacher as
+a speculative target: the same draft, a target whose verify call reads no
+more weights than a one-token call.
+
 `TorchModel` is reference.model.Model in PyTorch: the same weight names and
 layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
 tests/test_parity.py checks that both give the same logits.
@@ -76,14 +89,14 @@ from reference.lm import SHIPPED_SHAPES  # noqa: E402
 from reference.model import WEIGHTS_DIR, Config, Model, rope_tables  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, encode  # noqa: E402
 
-TEACHER, DRAFT = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
+TEACHER, DRAFT, DENSE = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"], SHIPPED_SHAPES["dense"]
 TEACHER_STEPS = 3500
 DRAFT_STEPS = 1800
 TEACHER_SHARE = 0.7  # of --minutes: the most the teacher may take
 DRAFT_SHARE = 0.15  # of --minutes: the most each draft may take
 SEQ_LEN = 256  # tokens per training window (targets are the next 256 characters)
 BATCH = 8  # windows per step
-LR = {"teacher": 2e-3, "draft": 3e-3, "draft_hard": 3e-3}  # peak learning rates
+LR = {"teacher": 2e-3, "draft": 3e-3, "draft_hard": 3e-3, "dense": 2e-3}  # peak learning rates
 WARMUP_STEPS = 30
 FINAL_LR_FRACTION = 0.1  # cosine decay from the peak to this fraction at the end of a phase
 GRAD_CLIP = 1.0
@@ -491,6 +504,32 @@ def train_drafts_only(args) -> None:
     print_draft_rows("draft_hard", "hard labels only", h_state, evaluate(hard, val, teacher), teacher)
 
 
+def shipped_draft() -> TorchModel | None:
+    """The shipped draft.npz as a TorchModel in eval mode, or None when it is not there."""
+    path = WEIGHTS_DIR / "draft.npz"
+    return TorchModel.from_reference(Model.load(path)).eval() if path.is_file() else None
+
+
+def train_dense_target_only(args) -> None:
+    """The dense target alone (see the module docstring): train, export and print its rows."""
+    train, val = read_corpus("train.txt"), windows(read_corpus("val.txt"))
+    dense, state = train_phase("dense", DENSE, TEACHER_STEPS, math.inf, train, val, args.seed, args.work_dir)
+    dense = exported(dense, WEIGHTS_DIR / "dense.npz")
+    for p in dense.parameters():
+        p.requires_grad_(False)
+    print("evaluating on all validation windows...", flush=True)
+    m = evaluate(dense, val)
+    print(
+        f"| dense | {state['elapsed'] / 60:.1f} | {state['step']:,} | {state['tokens']:,} | "
+        f"{state['log'][-1]['train_ce']:.3f} | {m['loss']:.3f} | {m['bpc']:.3f} |",
+        flush=True,
+    )
+    for name, other in (("draft", shipped_draft()), ("teacher", shipped_teacher())):
+        if other is not None:
+            agreement = evaluate(other, val, dense)["agreement"]
+            print(f"greedy agreement of the shipped {name} with the dense target: {agreement:.2%}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
     parser.add_argument(
@@ -512,6 +551,11 @@ def main() -> None:
         action="store_true",
         help="retrain both drafts from the shipped teacher.npz, on the committed corpus, with no time cap",
     )
+    parser.add_argument(
+        "--dense-target-only",
+        action="store_true",
+        help="train only the dense target (dense.npz), on the committed corpus, with no time cap",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -521,6 +565,9 @@ def main() -> None:
         return
     if args.drafts_only:
         train_drafts_only(args)
+        return
+    if args.dense_target_only:
+        train_dense_target_only(args)
         return
 
     corpus = build_corpus.build(seed=args.seed)

@@ -695,7 +695,9 @@ def _bad_piece_calls():
     ]
 
 
-@pytest.mark.parametrize("order", [[0, 4, 3, 2, 1], [4, 3, 2, 1, 0], [1, 0, 2, 4, 3]], ids=["first-0", "reversed", "swaps"])
+@pytest.mark.parametrize(
+    "order", [[0, 4, 3, 2, 1], [4, 3, 2, 1, 0], [1, 0, 2, 4, 3]], ids=["first-0", "reversed", "swaps"]
+)
 def test_attention_over_keys_in_any_order_is_the_attention_over_them_in_order(order):
     model = Model.random(GQA, seed=17)
     x, pos = random_stream(GQA, 5), np.arange(5)

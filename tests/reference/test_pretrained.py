@@ -1,5 +1,5 @@
-"""The shipped teacher, draft and hard-label draft (reference/weights/) and
-their texts (reference/data/).
+"""The shipped teacher, draft, hard-label draft and dense target
+(reference/weights/) and their texts (reference/data/).
 
 They are built by tools/train.py and tools/build_corpus.py; these tests check
 what ships: it loads, it has the documented shapes, it fails clearly when
@@ -24,10 +24,10 @@ from reference.model import WEIGHTS_DIR, Model
 from reference.tokenizer import VOCAB, VOCAB_SIZE, encode
 
 DATA_DIR = WEIGHTS_DIR.parent / "data"
-TEACHER_CONFIG, DRAFT_CONFIG = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"]
+TEACHER_CONFIG, DRAFT_CONFIG, DENSE_CONFIG = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"], SHIPPED_SHAPES["dense"]
 BUILD_CORPUS = Path(__file__).resolve().parents[2] / "tools" / "build_corpus.py"
-SHIPPED_NAMES = ("teacher", "draft", "draft_hard")  # the .npz files in reference/weights/
-MAX_WEIGHT_BYTES = 8_000_000  # the three .npz files together
+SHIPPED_NAMES = ("teacher", "draft", "draft_hard", "dense")  # the .npz files in reference/weights/
+MAX_WEIGHT_BYTES = 8_000_000  # the four .npz files together
 MAX_CORPUS_BYTES = 3_000_000  # train.txt and val.txt together
 VAL_SLICE = 1024  # validation characters scored (4 windows of 256)
 BIGRAM_SMOOTHING = 0.1  # added to every bigram count
@@ -50,6 +50,11 @@ def draft() -> Model:
 @pytest.fixture(scope="module")
 def draft_hard() -> Model:
     return Model.load(WEIGHTS_DIR / "draft_hard.npz")
+
+
+@pytest.fixture(scope="module")
+def dense() -> Model:
+    return Model.pretrained("dense")
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +113,24 @@ def test_draft_is_a_dense_model_of_one_layer(draft):
     assert not draft.config.is_moe and draft.config.n_layers == 1
 
 
+def test_dense_target_is_the_teachers_shape_dense_as_wide_as_its_active_experts(dense):
+    # The speculative lesson's control: the same draft for a target whose verify call wakes no more experts.
+    assert dense.config == DENSE_CONFIG and not dense.config.is_moe
+    same = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len")
+    assert all(getattr(DENSE_CONFIG, f) == getattr(TEACHER_CONFIG, f) for f in same)
+    assert DENSE_CONFIG.d_ff == TEACHER_CONFIG.top_k * TEACHER_CONFIG.d_ff
+
+
+def test_dense_target_ships_in_float16_and_loads_as_float32(dense):
+    with np.load(WEIGHTS_DIR / "dense.npz") as data:
+        assert all(data[k].dtype == np.float16 for k in data.files if k != "__config__")
+    assert all(w.dtype == np.float32 for w in dense.weights.values())
+
+
+def test_dense_target_validation_loss_is_clearly_below_a_bigram_model(dense):
+    assert model_bits_per_char(dense) < bigram_bits_per_char() - TEACHER_MARGIN_BITS
+
+
 def test_both_models_share_the_tokenizer_vocabulary(teacher, draft):
     assert teacher.config.vocab_size == draft.config.vocab_size == VOCAB_SIZE
 
@@ -142,7 +165,7 @@ def test_corpus_states_its_licence_and_ships_its_text():
     assert "PYTHON SOFTWARE FOUNDATION LICENSE" in (DATA_DIR / "PSF-LICENSE.txt").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", ["teacher", "draft"])
+@pytest.mark.parametrize("name", ["teacher", "draft", "dense"])
 def test_a_truncated_weights_file_raises_value_error_saying_how_to_rebuild(name, tmp_path):
     data = (WEIGHTS_DIR / f"{name}.npz").read_bytes()
     (tmp_path / f"{name}.npz").write_bytes(data[: len(data) // 2])
