@@ -309,6 +309,18 @@ def main(argv: list[str]) -> int:
             f"\nthe same draft for the dense target (reference/weights/dense.npz, {dense.config.n_params():,} "
             f"parameters: the teacher's shape, one SwiGLU as wide as its {teacher.config.top_k} active experts)"
         )
+        both = timing.interleave(
+            [
+                timing.ignoring_round(lambda m=m: generate(CachedLM(m), start, n, temperature=0.0))
+                for m in (dense, teacher)
+            ],
+            rounds=max(args.repeats, 5),
+            spread=0.05,
+        )
+        print(
+            f"plain cached decoding, temperature 0, in turns: the dense target {both.median(0) * 1e3:.0f} ms, "
+            f"the teacher {both.median(1) * 1e3:.0f} ms ({both.ratio(0, 1):.2f}x the teacher's time)"
+        )
         pair_table("dense target", dense, draft, start, n, args.repeats, speculative_generate)
     panels = []
     for temperature in ("0", "1"):
