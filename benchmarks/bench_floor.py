@@ -140,7 +140,9 @@ class BareStep:
         return combine.dot(out)
 
     def block(self, tokens: list[int], pos: int) -> np.ndarray:
-        """logits (T, V) of T new tokens at positions pos .. pos + T - 1 (a verify step)."""
+        """logits (T, V) of T new tokens at positions pos .. pos + T - 1 (a verify step; one token: step's)."""
+        if len(tokens) == 1:
+            return self.step(tokens[0], pos)[None]
         c = self.c
         H, Hkv, Dh, F, T = c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, len(tokens)
         k_end, end, scale = (H + Hkv) * Dh, pos + T, np.float32(1.0 / math.sqrt(Dh))
@@ -211,13 +213,13 @@ def measure_verify(kv, model: Model, prompt: list[int], repeats: int) -> dict[in
         new = VERIFY_NEW[:T]
         want = kv.forward_cached(model, new, cache)
         cache.crop(PREFIX)
-        got = bare.block(new, PREFIX) if T > 1 else bare.step(new[0], PREFIX)[None]
+        got = bare.block(new, PREFIX)
         if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
             raise SystemExit(f"the bare {T}-token step parts from forward_cached by {np.abs(got - want).max():.3g}")
 
         def bare_calls(new=new) -> None:
             for _ in range(VERIFY_CALLS):
-                bare.block(new, PREFIX) if len(new) > 1 else bare.step(new[0], PREFIX)
+                bare.block(new, PREFIX)
 
         def kata_calls(new=new) -> None:
             for _ in range(VERIFY_CALLS):

@@ -190,19 +190,19 @@ HEADER = (
 )
 
 
-def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate):
-    """The plain decoding figures, the verify table and the k table of one (target, draft) pair, printed;
-    returns the k table's rows."""
+def plain(model: Model, start: list[int], n: int, temperature: float):
+    """A timed run of plain cached decoding of model at temperature: one call per token."""
+    return timing.ignoring_round(
+        lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
+    )
 
-    def plain(model: Model, temperature: float):
-        """Plain cached decoding of model at temperature: one call per token."""
-        return timing.ignoring_round(
-            lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
-        )
 
-    base = {temperature: plain(target, temperature) for temperature in (0.0, 1.0)}
+def plain_costs(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int):
+    """The target's plain decoding runs at temperatures 0 and 1, and c (a draft call over a target call,
+    in turns), printed; returns (runs by temperature, c)."""
+    base = {temperature: plain(target, start, n, temperature) for temperature in (0.0, 1.0)}
     calls = timing.interleave(
-        [plain(draft, 0.0), base[0.0], base[1.0]], rounds=repeats, spread=0.05, warmup=False
+        [plain(draft, start, n, 0.0), base[0.0], base[1.0]], rounds=repeats, spread=0.05, warmup=False
     )  # the rounds go on while draft / target (runs 0 and 1) disagree
     for i, temperature in ((1, 0.0), (2, 1.0)):
         secs = calls.median(i)
@@ -215,8 +215,11 @@ def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int
         f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
         f"cost of a draft call / a {label} call c = {c:.2f} (median of interleaved rounds)"
     )
-    verify = verify_costs(target, start, repeats)
-    verify_table(verify, target.config.n_experts)
+    return base, c
+
+
+def k_rows(target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate, base, c, verify):
+    """One row of the k table per temperature and k = 1..8, each speculative run taking turns with plain decoding."""
     rows = []
     for temperature in (0.0, 1.0):
         for k in range(1, 9):
@@ -255,6 +258,10 @@ def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int
                     f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k].v):.2f}x",
                 )
             )
+    return rows
+
+
+def print_k_table(rows: list[tuple[str, ...]], label: str) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
     print(" | ".join(h.rjust(w) for h, w in zip(HEADER, widths)))
     print("-|-".join("-" * w for w in widths))
@@ -270,7 +277,62 @@ def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int
     for temperature in ("0", "1"):
         best = max((r for r in rows if r[1] == temperature), key=lambda r: float(r[9].rstrip("x")))
         print(f"best k at temperature {temperature}: k = {best[0]}, {best[9]} over plain cached decoding ({label})")
+
+
+def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate):
+    """The plain decoding figures, the verify table and the k table of one (target, draft) pair, printed;
+    returns the k table's rows."""
+    base, c = plain_costs(label, target, draft, start, n, repeats)
+    verify = verify_costs(target, start, repeats)
+    verify_table(verify, target.config.n_experts)
+    rows = k_rows(target, draft, start, n, repeats, speculative_generate, base, c, verify)
+    print_k_table(rows, label)
     return rows
+
+
+def print_draft_call(kv, draft: Model, start: list[int], n: int, repeats: int) -> None:
+    costs = draft_call_costs(kv, draft, start, n, repeats)
+    if costs is None:
+        print("a draft call inside generation against its own forward_cached step: skipped (forward_cached is a stub)")
+    else:
+        print(
+            f"a draft call inside generation: {costs[0] * 1e6:.0f} us, its own forward_cached step "
+            f"{costs[1] * 1e6:.0f} us: {costs[0] / costs[1]:.2f}x (median of interleaved rounds)"
+        )
+
+
+def dense_tables(teacher: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate) -> None:
+    """The same draft for the shipped dense target, its plain decoding timed in turns with the teacher's."""
+    dense = shipped_model("dense")
+    if dense is None:
+        print("\nthe dense target: skipped (no reference/weights/dense.npz; python tools/train.py --dense-target-only)")
+        return
+    print(
+        f"\nthe same draft for the dense target (reference/weights/dense.npz, {dense.config.n_params():,} "
+        f"parameters: the teacher's shape, one SwiGLU as wide as its {teacher.config.top_k} active experts)"
+    )
+    both = timing.interleave([plain(m, start, n, 0.0) for m in (dense, teacher)], rounds=max(repeats, 5), spread=0.05)
+    print(
+        f"plain cached decoding, temperature 0, in turns: the dense target {both.median(0) * 1e3:.0f} ms, "
+        f"the teacher {both.median(1) * 1e3:.0f} ms ({both.ratio(0, 1):.2f}x the teacher's time)"
+    )
+    pair_table("dense target", dense, draft, start, n, repeats, speculative_generate)
+
+
+def plot_tokens_per_call(path, rows: list[tuple[str, ...]]) -> None:
+    panels = []
+    for temperature in ("0", "1"):
+        mine = [r for r in rows if r[1] == temperature]
+        ks = [int(r[0]) for r in mine]
+        alpha = statistics.median(float(r[3]) for r in mine)
+        panel = Panel(f"temperature {temperature}", "k, draft tokens per round", "tokens per target call")
+        panel.lines = [
+            ("measured", ks, [float(r[4]) for r in mine]),
+            (f"Leviathan at alpha {alpha:.2f}", ks, [expected_tokens_per_call(alpha, k) for k in ks]),
+        ]
+        panel.dashed = (panel.lines[1][0],)
+        panels.append(panel)
+    plot(path, "Speculative decoding: tokens per call of the teacher", panels)
 
 
 def main(argv: list[str]) -> int:
@@ -292,49 +354,13 @@ def main(argv: list[str]) -> int:
         f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
         f"prompt {len(start)} tokens, {n} new tokens per run, medians of at least {args.repeats} interleaved rounds\n"
     )
-    costs = draft_call_costs(load_kata(args.target, "kv_cache"), draft, start, n, args.repeats)
-    if costs is None:
-        print("a draft call inside generation against its own forward_cached step: skipped (forward_cached is a stub)")
-    else:
-        print(
-            f"a draft call inside generation: {costs[0] * 1e6:.0f} us, its own forward_cached step "
-            f"{costs[1] * 1e6:.0f} us: {costs[0] / costs[1]:.2f}x (median of interleaved rounds)"
-        )
+    print_draft_call(load_kata(args.target, "kv_cache"), draft, start, n, args.repeats)
     rows = pair_table("teacher", teacher, draft, start, n, args.repeats, speculative_generate)
-    dense = shipped_model("dense") if shipped_teacher and shipped_draft else None
-    if dense is None:
-        print("\nthe dense target: skipped (no reference/weights/dense.npz; python tools/train.py --dense-target-only)")
+    if shipped_teacher and shipped_draft:
+        dense_tables(teacher, draft, start, n, args.repeats, speculative_generate)
     else:
-        print(
-            f"\nthe same draft for the dense target (reference/weights/dense.npz, {dense.config.n_params():,} "
-            f"parameters: the teacher's shape, one SwiGLU as wide as its {teacher.config.top_k} active experts)"
-        )
-        both = timing.interleave(
-            [
-                timing.ignoring_round(lambda m=m: generate(CachedLM(m), start, n, temperature=0.0))
-                for m in (dense, teacher)
-            ],
-            rounds=max(args.repeats, 5),
-            spread=0.05,
-        )
-        print(
-            f"plain cached decoding, temperature 0, in turns: the dense target {both.median(0) * 1e3:.0f} ms, "
-            f"the teacher {both.median(1) * 1e3:.0f} ms ({both.ratio(0, 1):.2f}x the teacher's time)"
-        )
-        pair_table("dense target", dense, draft, start, n, args.repeats, speculative_generate)
-    panels = []
-    for temperature in ("0", "1"):
-        mine = [r for r in rows if r[1] == temperature]
-        ks = [int(r[0]) for r in mine]
-        alpha = statistics.median(float(r[3]) for r in mine)
-        panel = Panel(f"temperature {temperature}", "k, draft tokens per round", "tokens per target call")
-        panel.lines = [
-            ("measured", ks, [float(r[4]) for r in mine]),
-            (f"Leviathan at alpha {alpha:.2f}", ks, [expected_tokens_per_call(alpha, k) for k in ks]),
-        ]
-        panel.dashed = (panel.lines[1][0],)
-        panels.append(panel)
-    plot(args.plot, "Speculative decoding: tokens per call of the teacher", panels)
+        print("\nthe dense target: skipped (the teacher and draft above are random stand-ins)")
+    plot_tokens_per_call(args.plot, rows)
     return 0
 
 

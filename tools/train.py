@@ -455,15 +455,15 @@ def read_corpus(name: str) -> np.ndarray:
     return np.array(encode((build_corpus.DATA_DIR / name).read_text(encoding="ascii")), dtype=np.int64)
 
 
-def shipped_teacher() -> TorchModel | None:
-    """The shipped teacher.npz as a frozen TorchModel, or None when it is not there."""
-    path = WEIGHTS_DIR / "teacher.npz"
+def shipped_frozen(name: str) -> TorchModel | None:
+    """The shipped name.npz as a frozen TorchModel, or None when it is not there."""
+    path = WEIGHTS_DIR / f"{name}.npz"
     if not path.is_file():
         return None
-    teacher = TorchModel.from_reference(Model.load(path)).eval()
-    for p in teacher.parameters():
+    model = TorchModel.from_reference(Model.load(path)).eval()
+    for p in model.parameters():
         p.requires_grad_(False)
-    return teacher
+    return model
 
 
 def print_draft_rows(name: str, label: str, state: dict, m: dict, teacher: TorchModel | None) -> None:
@@ -483,14 +483,14 @@ def train_hard_draft_only(args) -> None:
     hard, state = train_phase("draft_hard", DRAFT, DRAFT_STEPS, math.inf, train, val, args.seed + 1, args.work_dir)
     hard = exported(hard, WEIGHTS_DIR / "draft_hard.npz")
     print("evaluating on all validation windows...", flush=True)
-    teacher = shipped_teacher()
+    teacher = shipped_frozen("teacher")
     print_draft_rows("draft_hard", "hard labels only", state, evaluate(hard, val, teacher), teacher)
 
 
 def train_drafts_only(args) -> None:
     """Phases 2 and 3 (see the module docstring) from the shipped teacher.npz:
     train, export and print both drafts' rows."""
-    teacher = shipped_teacher()
+    teacher = shipped_frozen("teacher")
     if teacher is None:
         raise SystemExit(f"--drafts-only distils from {WEIGHTS_DIR / 'teacher.npz'}, which is missing")
     train, val = read_corpus("train.txt"), windows(read_corpus("val.txt"))
@@ -502,12 +502,6 @@ def train_drafts_only(args) -> None:
     print("evaluating on all validation windows...", flush=True)
     print_draft_rows("draft", "distilled (shipped)", d_state, evaluate(draft, val, teacher), teacher)
     print_draft_rows("draft_hard", "hard labels only", h_state, evaluate(hard, val, teacher), teacher)
-
-
-def shipped_draft() -> TorchModel | None:
-    """The shipped draft.npz as a TorchModel in eval mode, or None when it is not there."""
-    path = WEIGHTS_DIR / "draft.npz"
-    return TorchModel.from_reference(Model.load(path)).eval() if path.is_file() else None
 
 
 def train_dense_target_only(args) -> None:
@@ -524,13 +518,13 @@ def train_dense_target_only(args) -> None:
         f"{state['log'][-1]['train_ce']:.3f} | {m['loss']:.3f} | {m['bpc']:.3f} |",
         flush=True,
     )
-    for name, other in (("draft", shipped_draft()), ("teacher", shipped_teacher())):
+    for name, other in (("draft", shipped_frozen("draft")), ("teacher", shipped_frozen("teacher"))):
         if other is not None:
             agreement = evaluate(other, val, dense)["agreement"]
             print(f"greedy agreement of the shipped {name} with the dense target: {agreement:.2%}", flush=True)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train the shipped teacher and draft (see the module docstring).")
     parser.add_argument(
         "--minutes",
@@ -556,19 +550,22 @@ def main() -> None:
         action="store_true",
         help="train only the dense target (dense.npz), on the committed corpus, with no time cap",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    if args.hard_draft_only:
-        train_hard_draft_only(args)
-        return
-    if args.drafts_only:
-        train_drafts_only(args)
-        return
-    if args.dense_target_only:
-        train_dense_target_only(args)
-        return
+    for flag, phases in (
+        (args.hard_draft_only, train_hard_draft_only),
+        (args.drafts_only, train_drafts_only),
+        (args.dense_target_only, train_dense_target_only),
+    ):
+        if flag:
+            phases(args)
+            return
 
     corpus = build_corpus.build(seed=args.seed)
     print("corpus:", " ".join(f"{k}={v}" for k, v in corpus.items()), flush=True)
