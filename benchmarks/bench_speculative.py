@@ -1,54 +1,59 @@
-"""Speculative decoding of the shipped teacher with the shipped draft, k = 1..8.
+"""Speculative decoding of the shipped teacher: a table draft that costs almost nothing against a one-layer draft.
 
-    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3] [--target reference]
+    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3] [--target reference] [--native-blas]
 
-For each k, greedy and at temperature 1, with the reference solution (or
-the `--target` implementation: katas, or a directory) and both models behind
-`CachedLM`:
-- acceptance rate: accepted / drafted drafts (SpecStats.acceptance_rate);
-- alpha: the per-token acceptance probability Leviathan et al. call alpha,
-  measured on the generated text: the mean over its positions of
-  sum_x min(p(x), q(x)) (at temperature 0, the share of positions where the
-  draft's argmax equals the teacher's);
-- tokens per target call, measured, next to Leviathan's expected
-  (1 - alpha^(k+1)) / (1 - alpha) at the measured alpha;
-- wall-clock speedup over plain cached decoding of the teacher (one cached
-  teacher call per token): the two take turns (grader.grading.timing.interleave),
-  and the speedup is the median of their rounds' ratios (at least --repeats
-  rounds), next to
-  Leviathan's expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)),
-  where c is the measured time of one cached draft call over one cached
-  teacher call (plain decoding of the draft and of the teacher, taking
-  turns). With NumPy at this size a call's cost is mostly Python overhead
-  per layer, not reading weights, so c is far from the ~0.05 of a real
-  deployment and the speedup is small or below 1. Beside c: a draft call
-  inside that plain decoding (CachedLM, generate, sample_token) over a step
-  of a bare loop of the kata's forward_cached, what the wrapping costs;
-- v_k, the measured cost of the round's verifying teacher call (k + 1 new
-  positions) over a one-token call, beside its floor: the ratio of the
-  weights the two calls read (Work.weight_bytes), and the experts per layer
-  the verifying call runs. Leviathan's formula counts a verify call as 1,
-  the cost of a call bound by reading the weights of a dense model; on this
-  MoE teacher k + 1 tokens route to more experts than one token does, so
-  even a call bound by reading weights costs more. The last column puts v_k
-  in the formula;
-- the best k at each temperature.
+Three pairs, each with the `--target` speculative_generate (reference,
+katas or a folder) and every model behind `logits(tokens)`:
+- the teacher with the table draft, a character n-gram table (NGramLM):
+  your own, distilled by your distill_ngram on the first LEARNER_CHARS
+  characters of train.txt, when the distillation kata's task that writes it
+  passes (for --target katas, as `kata play` decides: your last grade,
+  recorded by this account's grader on the file as it is now; for
+  'reference' or a folder, its distill_ngram), the shipped one
+  (reference/weights/ngram.npz) otherwise; the header says which and why.
+  With your own table the shipped one runs beside it;
+- the teacher with the one-layer neural draft (draft.npz), the contrast;
+- the dense control target (dense.npz: the teacher's shape with one SwiGLU
+  as wide as its active experts) with the table draft.
 
-Then the same figures for the same draft with the dense target
-(reference/weights/dense.npz, trained by tools/train.py
---dense-target-only): the teacher's shape with one SwiGLU as wide as its
-top_k experts, a target whose verify call reads no more weights than a
-one-token call, so the two tables tell what the mixture of experts costs
-speculative decoding from what the machine does.
+First the costs, each a median of interleaved rounds: c, a draft call over
+a one-token call of the target, both continuing a sequence by one token
+(their calls inside the loop); v_k, a verify call of k + 1 new tokens over a
+one-token call, at the end of each val.txt prompt, with the weight bytes it
+reads over a one-token call's and the experts it wakes.
 
-Without reference/weights/{teacher,draft}.npz, random models of the same
-configs stand in (their acceptance is near zero) and the table says so.
+Then the projection, labelled so, not a measurement: v_k were each call
+bound by this machine's memory bandwidth or GEMM rate (both measured at
+bench time, one thread, in CPU seconds), max(weight bytes / bandwidth,
+2 macs / GEMM rate), from the counted Work, for the teacher, the dense
+control and a dense 7B-class model (from its shapes, fp16 weights); and
+the measured cost of a few rows against one row of one large product, which
+is why the measured v_k is higher.
+
+Then, per pair, prompt set (VAL_PROMPTS prompts of 32 characters of
+val.txt; a list-like prompt) and temperature (0; 1), for each k: the
+acceptance rate a (accepted / drafted), alpha (the mean over the generated
+positions of sum_x min(p(x), q(x)), teacher-forced; at temperature 0 the
+share where the draft's argmax is the target's), tokens per target call,
+c, v_k, Leviathan's predicted speedup (1 - alpha^(k+1)) / ((1 - alpha)
+(k c + v_k)) and the measured one: plain cached decoding of the target
+(`generate` through CachedLM, one call per token, the same n_new and rng
+seeds) over speculative decoding, each run decoding every prompt of the
+set, plain and every k taking turns (grader.grading.timing.interleave),
+the median of the rounds' ratios. Greedy, the speculative tokens must be
+plain decoding's (checked; the run stops if not); at temperature 1 they
+are another draw of the same distribution. The best k of each set follows
+each table, and the bars of the speculative decoding kata close the output.
+
+Without reference/weights/{teacher,draft,dense}.npz, random models of the
+same configs stand in (their acceptance is near zero) and the output says so.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +62,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from benchmarks import projection  # noqa: E402
 from benchmarks.shared import (  # noqa: E402
     DRAFT,
     TEACHER,
@@ -67,300 +73,438 @@ from benchmarks.shared import (  # noqa: E402
     run_main,
     shipped_or_random,
 )
+from benchmarks.spec_drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
 from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
-from reference.lm import CachedLM, generate, shipped_model, verify_work  # noqa: E402
-from reference.model import WEIGHTS_DIR, Model  # noqa: E402
+from reference.lm import SHIPPED_SHAPES, CachedLM, generate  # noqa: E402
+from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
-from reference.tokenizer import encode  # noqa: E402
 
-PROMPT_CHARS = 32
-SEED = 0
-VERIFY_CALLS = 20  # teacher calls per timed run of verify_costs
-
-
-def prompt() -> list[int]:
-    path = WEIGHTS_DIR.parent / "data" / "val.txt"
-    text = path.read_text(encoding="ascii") if path.is_file() else "def main():\n    return 0\n" * 2
-    return encode(text[:PROMPT_CHARS])
-
-
-def measured_alpha(teacher: Model, draft: Model, tokens: list[int], n_prompt: int, temperature: float) -> float:
-    """Mean acceptance probability of a draft token over the generated positions, teacher-forced."""
-    rows = slice(n_prompt - 1, len(tokens) - 1)
-    zt, zd = teacher.forward(tokens)[rows], draft.forward(tokens)[rows]  # (n_new, V) each
-    if temperature == 0:
-        return float(np.mean(zt.argmax(axis=1) == zd.argmax(axis=1)))
-    p, q = probs_from_logits(zt, temperature), probs_from_logits(zd, temperature)
-    return float(np.mean(np.minimum(p, q).sum(axis=1)))
+KS = (1, 2, 3, 4, 5, 6, 8)  # draft tokens per round
+TEMPERATURES = (0.0, 1.0)
+SEED = 0  # prompt i of a set decodes with np.random.default_rng(SEED + i), plain and speculative alike
+VERIFY_CALLS = 4  # verify calls per prompt per timed run of verify_costs
+LLAMA_7B = dict(d_model=4096, n_layers=32, d_ff=11008, vocab=32000, bytes_per_weight=2)  # a dense 7B-class model
+CONTEXT_7B = 512  # cached tokens before the 7B-class model's projected call
+BARS = (  # (what, target, draft, set, temperature, bar, goal)
+    ("greedy, val.txt prompts, best k", "teacher", "shipped table", "val.txt", 0.0, 1.25, 1.5),
+    ("greedy, list-like prompt, best k", "teacher", "shipped table", "list-like", 0.0, 1.6, 2.0),
+    ("temperature 1, val.txt prompts, best k", "teacher", "shipped table", "val.txt", 1.0, 1.05, None),
+)
+OWN_WITHIN = 0.10  # the learner's own table's best greedy val.txt speedup within this share of the shipped table's
 
 
 @dataclass(frozen=True)
-class Verify:
-    """What a teacher call that scores k + 1 new tokens costs, against one that scores 1."""
-
-    v: float  # time ratio, median of interleaved rounds
-    floor: float  # weight bytes read (Work.weight_bytes) ratio: what a call bound by reading weights would cost
-    experts: float  # experts the call runs, per layer, on average (of E)
+class Target:
+    label: str
+    model: Model
 
 
-def verify_costs(teacher: Model, start: list[int], repeats: int) -> dict[int, Verify]:
-    """For k = 1..8: the time of a CachedLM teacher call that computes k + 1
-    new positions after a cached prefix (a round's verifying call) over the
-    time of one that computes one (a plain decoding step), the two taking
-    turns; beside it the ratio of their weight bytes, and the experts the
-    longer call runs."""
-    lm = CachedLM(teacher)
-    extra = list(range(10, 19))  # any 9 token ids after the prompt
+@dataclass(frozen=True)
+class Row:
+    """One k of one pair, prompt set and temperature."""
 
-    def extend(m: int):
-        def run() -> None:
-            for _ in range(VERIFY_CALLS):
-                lm.logits(start + extra[:m])  # computes the m positions after the cached prompt
-                lm.logits(start)  # back to the prompt alone: nothing computed
-
-        return timing.ignoring_round(run)
-
-    lm.logits(start)
-    costs = {}
-    for k in range(1, 9):
-        rounds = timing.interleave([extend(k + 1), extend(1)], rounds=max(repeats, 5), spread=0.05)
-        floor, experts = verify_work(teacher, start, extra[: k + 1])
-        costs[k] = Verify(rounds.ratio(0, 1), floor, experts)
-    return costs
-
-
-def draft_call_costs(kv, draft: Model, start: list[int], n: int, repeats: int) -> tuple[float, float] | None:
-    """(seconds per draft call inside plain greedy generation through CachedLM,
-    seconds per step of a bare loop of kv.forward_cached steps writing the same
-    tokens), taking turns; None when the kata's forward_cached is not written."""
-
-    def inside_generation() -> None:
-        generate(CachedLM(draft), start, n, temperature=0.0)
-
-    def own_steps() -> None:
-        cache = kv.KVCache.for_model(draft)
-        row = kv.forward_cached(draft, start, cache)[-1]
-        for _ in range(n):
-            row = kv.forward_cached(draft, [int(np.argmax(row))], cache)[-1]
-
-    try:
-        own_steps()
-    except NotImplementedError:
-        return None
-    rounds = timing.interleave(
-        [timing.ignoring_round(inside_generation), timing.ignoring_round(own_steps)],
-        rounds=max(repeats, 5),
-        spread=0.05,
-    )
-    return rounds.median(0) / n, rounds.median(1) / n
-
-
-def verify_table(verify: dict[int, Verify], n_experts: int) -> None:
-    print("the verifying call, k + 1 new tokens, against a one-token call (median of interleaved rounds):")
-    print(f"{'k':>3} {'experts/layer':>14} {'bytes x':>8} {'v_k':>6} {'v_k / bytes x':>14}")
-    for k, cost in verify.items():
-        experts = f"{cost.experts:.2f} of {n_experts}" if n_experts else "dense"
-        print(f"{k:>3} {experts:>14} {cost.floor:>8.2f} {cost.v:>6.2f} {cost.v / cost.floor:>14.2f}")
-    print(
-        "bytes x = the call's weight bytes over a one-token call's (Work.weight_bytes): its cost were it bound by\n"
-        "reading weights, the floor v_k is measured against; a one-token call routes to top_k experts a layer.\n"
-    )
+    target: str
+    draft: str
+    prompts: str
+    temperature: float
+    k: int
+    accept: float  # accepted / drafted
+    alpha: float
+    tokens_per_call: float
+    c: float
+    v: float
+    predicted: float  # Leviathan's speedup at the measured alpha, c and v_k
+    speedup: float  # measured: median over interleaved rounds of plain time / speculative time
 
 
 def expected_tokens_per_call(alpha: float, k: int) -> float:
+    """Leviathan's (1 - alpha^(k+1)) / (1 - alpha): tokens a target call yields at acceptance alpha."""
     if alpha >= 1.0:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-HEADER = (
-    "k",
-    "temp",
-    "accept rate",
-    "alpha",
-    "tokens/call",
-    "Leviathan",
-    "target calls",
-    "draft calls",
-    "ms",
-    "speedup",
-    "Leviathan x",
-    "with v_k",
-)
+def leviathan(alpha: float, k: int, c: float, v: float) -> float:
+    """The expected speedup of speculative decoding with k drafts of cost c and a verify call of cost v."""
+    return expected_tokens_per_call(alpha, k) / (k * c + v)
 
 
-def plain(model: Model, start: list[int], n: int, temperature: float):
-    """A timed run of plain cached decoding of model at temperature: one call per token."""
-    return timing.ignoring_round(
-        lambda: generate(CachedLM(model), start, n, temperature=temperature, rng=np.random.default_rng(SEED))
-    )
+# ------------------------------------------------------------------ costs
 
 
-def plain_costs(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int):
-    """The target's plain decoding runs at temperatures 0 and 1, and c (a draft call over a target call,
-    in turns), printed; returns (runs by temperature, c)."""
-    base = {temperature: plain(target, start, n, temperature) for temperature in (0.0, 1.0)}
-    calls = timing.interleave(
-        [plain(draft, start, n, 0.0), base[0.0], base[1.0]], rounds=repeats, spread=0.05, warmup=False
-    )  # the rounds go on while draft / target (runs 0 and 1) disagree
-    for i, temperature in ((1, 0.0), (2, 1.0)):
-        secs = calls.median(i)
-        print(
-            f"plain cached decoding of the {label}, temperature {temperature:g}: {secs * 1e3:.0f} ms "
-            f"({n / secs:.0f} tokens/s)"
-        )
-    c = calls.ratio(0, 1)
+def call_costs(targets: list[Target], drafts: list[Draft], text: list[int], n0: int, repeats: int):
+    """Seconds per call of each target (CachedLM) and draft, every call
+    continuing text by one token after a prefill of text[:n0], all taking
+    turns; returns {label: seconds per call}."""
+    factories = [(t.label, lambda m=t.model: CachedLM(m)) for t in targets] + [(d.label, d.lm) for d in drafts]
+
+    def calls(factory):
+        def run(_round: int) -> float:
+            lm = factory()
+            lm.logits(text[:n0])
+            t0 = time.perf_counter()
+            for end in range(n0 + 1, len(text) + 1):
+                lm.logits(text[:end])
+            return time.perf_counter() - t0
+
+        return run
+
+    rounds = timing.interleave([calls(f) for _, f in factories], rounds=max(repeats, 5), spread=0.05)
+    return {label: rounds.median(i) / (len(text) - n0) for i, (label, _) in enumerate(factories)}
+
+
+@dataclass(frozen=True)
+class Verify:
+    """What a verify call of k + 1 new tokens costs against a one-token call, at the end of each prompt."""
+
+    v: float  # time ratio, median of interleaved rounds
+    bytes_x: float  # weight bytes ratio (Work.weight_bytes)
+    experts: float  # experts a layer the call runs, on average (0: dense)
+    work: projection.CallWork  # the verify call's mean work
+    one: projection.CallWork  # a one-token call's mean work
+
+
+def mean_work(model: Model, spots, m: int) -> tuple[projection.CallWork, float]:
+    """The mean Work of a cached call scoring the first m tokens of each spot's (prefix, continuation) after
+    its prefix, and the experts a layer it runs (0 for a dense model)."""
+    bytes_, macs, experts = [], [], []
+    c = model.config
+    for prefix, new in spots:
+        lm = CachedLM(model)
+        lm.logits(prefix)
+        with model.count_work() as work:
+            lm.logits(prefix + new[:m])
+        bytes_.append(work.weight_bytes)
+        macs.append(work.macs)
+        experts.append(work.bytes_by_piece["experts"] / (3 * c.d_model * c.d_ff * 4) / c.n_layers)
+    return projection.CallWork(statistics.mean(bytes_), statistics.mean(macs)), statistics.mean(experts)
+
+
+def verify_costs(model: Model, spots, repeats: int) -> dict[int, Verify]:
+    """For each k of KS: a CachedLM call computing k + 1 new positions after
+    a cached prompt (a round's verify call) over one computing one, timed in
+    turns, VERIFY_CALLS of each at the end of each spot's prompt; beside it
+    the calls' counted work."""
+    lms = []
+    for prefix, _ in spots:
+        lms.append(CachedLM(model))
+        lms[-1].logits(prefix)
+
+    def extend(m: int):
+        def run() -> None:
+            for lm, (prefix, new) in zip(lms, spots):
+                for _ in range(VERIFY_CALLS):
+                    lm.logits(prefix + new[:m])  # computes the m positions after the cached prompt
+                    lm.logits(prefix)  # back to the prompt alone: nothing computed
+
+        return timing.ignoring_round(run)
+
+    one, _ = mean_work(model, spots, 1)
+    costs = {}
+    for k in KS:
+        rounds = timing.interleave([extend(k + 1), extend(1)], rounds=max(repeats, 5), spread=0.05)
+        work, experts = mean_work(model, spots, k + 1)
+        costs[k] = Verify(rounds.ratio(0, 1), work.weight_bytes / one.weight_bytes, experts, work, one)
+    return costs
+
+
+def print_costs(costs: dict[str, float], targets: list[Target], drafts: list[Draft]) -> dict[tuple[str, str], float]:
+    """The call costs and c of each draft against each target, printed; returns {(target, draft): c}."""
+    print("a call continuing a sequence by one token (median of interleaved rounds):")
+    for t in targets:
+        print(f"  {t.label:<16} {costs[t.label] * 1e6:>7.0f} us (a CachedLM call)")
+    cs = {}
+    for d in drafts:
+        against = []
+        for t in targets:
+            cs[t.label, d.label] = costs[d.label] / costs[t.label]
+            against.append(f"c = {cs[t.label, d.label]:.3f} of a {t.label} call")
+        print(f"  {d.label:<16} {costs[d.label] * 1e6:>7.0f} us: " + ", ".join(against))
+    return cs
+
+
+def print_verify(label: str, verify: dict[int, Verify], n_experts: int, rates: projection.Rates) -> None:
+    print(f"\nthe {label}'s verify call, k + 1 new tokens at the end of each val.txt prompt, over a one-token call:")
+    print(f"{'k':>3} {'experts/layer':>14} {'bytes x':>8} {'v_k':>6} {'v_k / bytes x':>14} {'projection':>11}")
+    for k, cost in verify.items():
+        experts = f"{cost.experts:.2f} of {n_experts}" if n_experts else "dense"
+        projected = projection.projected_v(cost.one, cost.work, rates)
+        ratio = cost.v / cost.bytes_x
+        print(f"{k:>3} {experts:>14} {cost.bytes_x:>8.2f} {cost.v:>6.2f} {ratio:>14.2f} {projected:>11.2f}")
     print(
-        f"plain cached decoding of the draft, temperature 0: {calls.median(0) * 1e3:.0f} ms; "
-        f"cost of a draft call / a {label} call c = {c:.2f} (median of interleaved rounds)"
+        "bytes x = the call's weight bytes over a one-token call's (Work.weight_bytes); v_k measured, in turns;\n"
+        "projection = v_k were both calls bound by this machine's bandwidth or GEMM rate (below), not measured"
     )
-    return base, c
 
 
-def k_rows(target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate, base, c, verify):
-    """One row of the k table per temperature and k = 1..8, each speculative run taking turns with plain decoding."""
-    rows = []
-    for temperature in (0.0, 1.0):
-        for k in range(1, 9):
+def print_projection(verifies: dict[str, dict[int, Verify]], rates: projection.Rates, rows_x: float) -> None:
+    """The projected v_k of each target and of a dense 7B-class model, and why the measured v_k differ."""
+    print(
+        f"\nprojection, not a measurement: v_k = max(bytes / bandwidth, 2 macs / GEMM rate) of a k + 1 token call "
+        f"over a one-token call,\nat this machine's rates measured now, one thread: memory "
+        f"{rates.bandwidth / 1e9:.1f} GB/s (a {projection.BANDWIDTH_MIB} MiB array summed), GEMM "
+        f"{rates.gemm / 1e9:.0f} GFLOP/s (float32 {projection.GEMM_N}^3), CPU seconds"
+    )
+    print(f"{'model':<44}{'MB/call':>9}" + "".join(f"{'v_' + str(k):>7}" for k in KS))
+    for label, verify in verifies.items():
+        one = verify[KS[0]].one
+        values = "".join(f"{projection.projected_v(one, verify[k].work, rates):>7.2f}" for k in KS)
+        print(f"{label + ' (float32, counted Work)':<44}{one.weight_bytes / 1e6:>9.2f}{values}")
+    works = {T: projection.dense_work(T, context=CONTEXT_7B, **LLAMA_7B) for T in (1, *(k + 1 for k in KS))}
+    values = "".join(f"{projection.projected_v(works[1], works[k + 1], rates):>7.2f}" for k in KS)
+    label = f"dense 7B-class (fp16, from shapes, {CONTEXT_7B} cached)"
+    print(f"{label:<44}{works[1].weight_bytes / 1e6:>9.0f}{values}")
+    print(
+        f"measured here instead: a product of {projection.FEW_ROWS} rows with a {projection.ROWS_WEIGHT[0]}x"
+        f"{projection.ROWS_WEIGHT[1]} float32 matrix costs {rows_x:.2f}x a one-row product (median of interleaved "
+        "rounds):\nfew-row products go through BLAS gemm, which repacks the weights, where one row streams them "
+        "(gemv);\nand at the teacher's size a call is mostly per-operation cost, which every row adds to"
+    )
 
-            def run():
-                return speculative_generate(
-                    CachedLM(target),
-                    CachedLM(draft),
-                    start,
-                    n,
-                    k=k,
-                    temperature=temperature,
-                    rng=np.random.default_rng(SEED),
-                )
 
-            tokens, stats = run()
-            # Speculative and plain decoding take turns, so a busy spell slows both alike.
-            rounds = timing.interleave(
-                [timing.ignoring_round(run), base[temperature]], rounds=repeats, spread=0.05, warmup=False
+# ------------------------------------------------------------------ the k tables
+
+
+def plain_run(target: Model, prompts: PromptSet, n: int, temperature: float):
+    """A timed run of plain cached decoding of every prompt of the set, one target call per token."""
+
+    def run() -> None:
+        for i, prompt in enumerate(prompts.prompts):
+            rng = np.random.default_rng(SEED + i)
+            generate(CachedLM(target), list(prompt), n, temperature=temperature, rng=rng)
+
+    return timing.ignoring_round(run)
+
+
+def spec_run(speculative_generate, target: Model, draft: Draft, prompts: PromptSet, n: int, temperature: float, k):
+    """speculative decoding of every prompt of the set: a function returning [(tokens, stats)] per prompt."""
+
+    def run():
+        return [
+            speculative_generate(
+                CachedLM(target),
+                draft.lm(),
+                list(p),
+                n,
+                k=k,
+                temperature=temperature,
+                rng=np.random.default_rng(SEED + i),
             )
-            secs = rounds.median(0)
-            alpha = measured_alpha(target, draft, start + tokens, len(start), temperature)
-            rows.append(
-                (
-                    str(k),
-                    f"{temperature:g}",
-                    f"{stats.acceptance_rate:.3f}",
-                    f"{alpha:.3f}",
-                    f"{stats.tokens_per_target_call:.2f}",
-                    f"{expected_tokens_per_call(alpha, k):.2f}",
-                    str(stats.target_calls),
-                    str(stats.draft_calls),
-                    f"{secs * 1e3:.0f}",
-                    f"{rounds.ratio(1, 0):.2f}x",
-                    f"{expected_tokens_per_call(alpha, k) / (k * c + 1):.2f}x",
-                    f"{expected_tokens_per_call(alpha, k) / (k * c + verify[k].v):.2f}x",
-                )
-            )
-    return rows
+            for i, p in enumerate(prompts.prompts)
+        ]
+
+    return run
 
 
-def print_k_table(rows: list[tuple[str, ...]], label: str) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+def alpha_along(target: Model, draft: Draft, prompts: PromptSet, outputs: list[list[int]], temperature: float) -> float:
+    """Mean acceptance probability of a draft token over the generated positions, teacher-forced."""
+    values = []
+    for prompt, new in zip(prompts.prompts, outputs):
+        tokens = list(prompt) + list(new)
+        rows = slice(len(prompt) - 1, len(tokens) - 1)
+        zt, zd = target.forward(tokens)[rows], draft.scores(tokens)[rows]  # (n_new, V) each
+        if temperature == 0:
+            values.append(zt.argmax(axis=1) == zd.argmax(axis=1))
+        else:
+            p, q = probs_from_logits(zt, temperature), probs_from_logits(zd, temperature)
+            values.append(np.minimum(p, q).sum(axis=1))
+    return float(np.mean(np.concatenate(values)))
+
+
+def k_rows(spec, target: Target, draft: Draft, prompts: PromptSet, n: int, temperature: float, costs, repeats: int):
+    """The rows of one pair, prompt set and temperature: each k's run once
+    (its counts, and greedy its tokens checked against plain decoding's),
+    then plain decoding and every k in interleaved rounds."""
+    c, verify = costs
+    greedy = [generate(CachedLM(target.model), list(p), n) for p in prompts.prompts] if temperature == 0 else None
+    runs, rows = [plain_run(target.model, prompts, n, temperature)], []
+    for k in KS:
+        run = spec_run(spec, target.model, draft, prompts, n, temperature, k)
+        out = run()
+        if greedy is not None and [tokens for tokens, _ in out] != greedy:
+            raise SystemExit(f"greedy speculative decoding ({target.label}, {draft.label}, k = {k}) parts from plain")
+        drafted, accepted, calls = (sum(getattr(s, f) for _, s in out) for f in ("drafted", "accepted", "target_calls"))
+        alpha = alpha_along(target.model, draft, prompts, [t for t, _ in out], temperature)
+        v = verify[k].v
+        rows.append([k, accepted / max(drafted, 1), alpha, (accepted + calls) / calls, leviathan(alpha, k, c, v)])
+        runs.append(timing.ignoring_round(run))
+    rounds = timing.interleave(runs, rounds=repeats, spread=0.05, warmup=False)
+    return [
+        Row(
+            target.label,
+            draft.label,
+            prompts.name,
+            temperature,
+            k,
+            a,
+            alpha,
+            tpc,
+            c,
+            verify[k].v,
+            pred,
+            rounds.ratio(0, i),
+        )
+        for i, (k, a, alpha, tpc, pred) in enumerate(rows, start=1)
+    ]
+
+
+HEADER = ("k", "accept a", "alpha", "tokens/call", "c", "v_k", "Leviathan x", "speedup")
+
+
+def print_rows(rows: list[Row]) -> None:
+    cells = [
+        (str(r.k), f"{r.accept:.3f}", f"{r.alpha:.3f}", f"{r.tokens_per_call:.2f}", f"{r.c:.3f}", f"{r.v:.2f}")
+        + (f"{r.predicted:.2f}x", f"{r.speedup:.2f}x")
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADER)]
     print(" | ".join(h.rjust(w) for h, w in zip(HEADER, widths)))
-    print("-|-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(cell.rjust(w) for cell, w in zip(r, widths)))
-    print(
-        "\naccept rate = accepted / drafted; alpha = mean sum min(p, q) over the generated positions "
-        "(argmax agreement at temperature 0);\nLeviathan = (1 - alpha^(k+1)) / (1 - alpha); "
-        "speedup = plain cached decoding time / speculative time, same temperature;\n"
-        "Leviathan x = expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) at the measured alpha and c;\n"
-        "with v_k = the same with the verifying call's measured cost: (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k))."
-    )
-    for temperature in ("0", "1"):
-        best = max((r for r in rows if r[1] == temperature), key=lambda r: float(r[9].rstrip("x")))
-        print(f"best k at temperature {temperature}: k = {best[0]}, {best[9]} over plain cached decoding ({label})")
+    for c in cells:
+        print(" | ".join(cell.rjust(w) for cell, w in zip(c, widths)))
+    best = max(rows, key=lambda r: r.speedup)
+    r = rows[0]
+    print(f"best k: {best.k}, {best.speedup:.2f}x ({r.target}, {r.draft}, {r.prompts}, temperature {r.temperature:g})")
 
 
-def pair_table(label: str, target: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate):
-    """The plain decoding figures, the verify table and the k table of one (target, draft) pair, printed;
-    returns the k table's rows."""
-    base, c = plain_costs(label, target, draft, start, n, repeats)
-    verify = verify_costs(target, start, repeats)
-    verify_table(verify, target.config.n_experts)
-    rows = k_rows(target, draft, start, n, repeats, speculative_generate, base, c, verify)
-    print_k_table(rows, label)
+def pair_rows(spec, target: Target, draft: Draft, sets: list[PromptSet], n: int, costs, repeats: int) -> list[Row]:
+    """The k tables of one pair, for every prompt set and temperature, printed; returns their rows."""
+    rows = []
+    for prompts in sets:
+        for temperature in TEMPERATURES:
+            print(
+                f"\n{target.label} target, draft: {draft.label}; {prompts.name} ({len(prompts.prompts)} prompt"
+                f"{'s' if len(prompts.prompts) > 1 else ''}), temperature {temperature:g}:"
+            )
+            mine = k_rows(spec, target, draft, prompts, n, temperature, costs, repeats)
+            print_rows(mine)
+            rows += mine
     return rows
 
 
-def print_draft_call(kv, draft: Model, start: list[int], n: int, repeats: int) -> None:
-    costs = draft_call_costs(kv, draft, start, n, repeats)
-    if costs is None:
-        print("a draft call inside generation against its own forward_cached step: skipped (forward_cached is a stub)")
-    else:
+def print_legend() -> None:
+    print(
+        "\naccept a = accepted / drafted; alpha = mean sum min(p, q) over the generated positions, teacher-forced "
+        "(argmax agreement at temperature 0);\nc = a draft call over a one-token target call; v_k = a verify call "
+        "over a one-token call (measured, above);\nLeviathan x = (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k)); "
+        "speedup = plain cached decoding time / speculative time, the same prompts, n_new and seeds,\nthe median "
+        "of interleaved rounds"
+    )
+
+
+def print_why_neural_loses(rows: list[Row], costs, table: str) -> None:
+    """The one-layer draft's c against the table's, and their greedy agreement with the teacher on val.txt."""
+    (c_neural, _), (c_table, _) = costs["teacher", "one-layer draft"], costs["teacher", table]
+    alpha = {d: best(rows, "teacher", d, "val.txt", 0.0).alpha for d in ("one-layer draft", table)}
+    print(
+        f"\nwhy the one-layer draft loses here: a call costs c = {c_neural:.2f} of a teacher call (the {table}: "
+        f"{c_table:.3f}),\nso a round of k = 4 pays {4 * c_neural:.2f} teacher calls of drafting before its verify "
+        f"call, and it agrees with the teacher no more often\n(greedy, val.txt: alpha {alpha['one-layer draft']:.2f}, "
+        f"the {table} {alpha[table]:.2f}) to pay that back"
+    )
+
+
+def best(rows: list[Row], target: str, draft: str, prompts: str, temperature: float) -> Row | None:
+    mine = [r for r in rows if (r.target, r.draft, r.prompts, r.temperature) == (target, draft, prompts, temperature)]
+    return max(mine, key=lambda r: r.speedup) if mine else None
+
+
+def print_bars(rows: list[Row]) -> None:
+    """The speculative decoding bars, against this run's best k."""
+    print("\nthe bars (teacher target, shipped table draft, best k of this run):")
+    for what, target, draft, prompts, temperature, bar, goal in BARS:
+        row = best(rows, target, draft, prompts, temperature)
+        if row is None:
+            continue
+        verdict = "met" if row.speedup >= bar else f"MISSED by {bar - row.speedup:.2f}x"
+        aim = f", goal {goal}x" if goal else ""
+        print(f"  {what}: {row.speedup:.2f}x at k = {row.k} (bar >= {bar}x{aim}): {verdict}")
+    own, shipped = (best(rows, "teacher", d, "val.txt", 0.0) for d in ("own table", "shipped table"))
+    if own and shipped:
+        share = own.speedup / shipped.speedup
+        verdict = "met" if share >= 1 - OWN_WITHIN else f"MISSED by {1 - OWN_WITHIN - share:.0%}"
         print(
-            f"a draft call inside generation: {costs[0] * 1e6:.0f} us, its own forward_cached step "
-            f"{costs[1] * 1e6:.0f} us: {costs[0] / costs[1]:.2f}x (median of interleaved rounds)"
+            f"  your own table, greedy, val.txt, best k: {own.speedup:.2f}x at k = {own.k}, {share:.0%} of the "
+            f"shipped table's (bar: within {OWN_WITHIN:.0%}): {verdict}"
         )
 
 
-def dense_tables(teacher: Model, draft: Model, start: list[int], n: int, repeats: int, speculative_generate) -> None:
-    """The same draft for the shipped dense target, its plain decoding timed in turns with the teacher's."""
-    dense = shipped_model("dense")
-    if dense is None:
-        print("\nthe dense target: skipped (no reference/weights/dense.npz; python tools/train.py --dense-target-only)")
-        return
-    print(
-        f"\nthe same draft for the dense target (reference/weights/dense.npz, {dense.config.n_params():,} "
-        f"parameters: the teacher's shape, one SwiGLU as wide as its {teacher.config.top_k} active experts)"
-    )
-    both = timing.interleave([plain(m, start, n, 0.0) for m in (dense, teacher)], rounds=max(repeats, 5), spread=0.05)
-    print(
-        f"plain cached decoding, temperature 0, in turns: the dense target {both.median(0) * 1e3:.0f} ms, "
-        f"the teacher {both.median(1) * 1e3:.0f} ms ({both.ratio(0, 1):.2f}x the teacher's time)"
-    )
-    pair_table("dense target", dense, draft, start, n, repeats, speculative_generate)
-
-
-def plot_tokens_per_call(path, rows: list[tuple[str, ...]]) -> None:
+def plot_tokens_per_call(path, rows: list[Row]) -> None:
     panels = []
-    for temperature in ("0", "1"):
-        mine = [r for r in rows if r[1] == temperature]
-        ks = [int(r[0]) for r in mine]
-        alpha = statistics.median(float(r[3]) for r in mine)
-        panel = Panel(f"temperature {temperature}", "k, draft tokens per round", "tokens per target call")
+    for temperature in TEMPERATURES:
+        mine = [r for r in rows if r.temperature == temperature and r.prompts == "val.txt"]
+        ks = [r.k for r in mine]
+        alpha = statistics.median(r.alpha for r in mine)
+        panel = Panel(f"temperature {temperature:g}", "k, draft tokens per round", "tokens per target call")
         panel.lines = [
-            ("measured", ks, [float(r[4]) for r in mine]),
+            ("measured", ks, [r.tokens_per_call for r in mine]),
             (f"Leviathan at alpha {alpha:.2f}", ks, [expected_tokens_per_call(alpha, k) for k in ks]),
         ]
         panel.dashed = (panel.lines[1][0],)
         panels.append(panel)
-    plot(path, "Speculative decoding: tokens per call of the teacher", panels)
+    plot(path, f"Speculative decoding: tokens per call of the teacher, {rows[0].draft} draft", panels)
+
+
+# ------------------------------------------------------------------ main
+
+
+def models() -> tuple[Target, Target, Model, str]:
+    """The teacher, the dense control, the neural draft, and which they are (shipped, or random stand-ins)."""
+    loaded = [shipped_or_random(name, seed) for name, seed in (("teacher", 1), ("dense", 3), ("draft", 2))]
+    if all(shipped for _, shipped in loaded):
+        (teacher, _), (dense, _), (draft, _) = loaded
+        which = "shipped teacher, dense control and one-layer draft (reference/weights)"
+    else:  # never mix a shipped model with a stand-in
+        teacher, dense, draft = (
+            Model.random(c, seed=s) for c, s in ((TEACHER, 1), (SHIPPED_SHAPES["dense"], 3), (DRAFT, 2))
+        )
+        which = "RANDOM stand-ins (some shipped weights are missing)"
+    return Target("teacher", teacher), Target("dense control", dense), draft, which
+
+
+def costs_and_projection(targets: list[Target], drafts: list[Draft], sets: list[PromptSet], n: int, repeats: int):
+    """The call costs, the verify costs and the projection, printed; returns {(target, draft): (c, verify)}."""
+    teacher = targets[0].model
+    first = list(sets[0].prompts[0])
+    cs = print_costs(
+        call_costs(targets, drafts, first + generate(CachedLM(teacher), first, n), len(first), repeats), targets, drafts
+    )
+    verifies, rates = {}, projection.machine_rates()
+    for t in targets:
+        spots = [(list(p), generate(CachedLM(t.model), list(p), max(KS) + 1)) for p in sets[0].prompts]
+        verifies[t.label] = verify_costs(t.model, spots, repeats)
+        print_verify(t.label, verifies[t.label], t.model.config.n_experts, rates)
+    print_projection(verifies, rates, projection.row_products(repeats))
+    return {(t, d): (c, verifies[t]) for (t, d), c in cs.items()}
 
 
 def main(argv: list[str]) -> int:
-    parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "timed runs per cell; the median is shown")
-    parser.add_argument("--n-new", type=int, default=128, help="tokens generated per run")
+    parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "interleaved rounds per table at least")
+    parser.add_argument("--n-new", type=int, default=128, help="tokens generated per prompt and run")
     args = parser.parse_args(argv)
-    if not 1 <= args.n_new <= TEACHER.max_seq_len - PROMPT_CHARS:
-        parser.error(f"need 1 <= --n-new <= {TEACHER.max_seq_len - PROMPT_CHARS}")
-    speculative_generate = load_kata(args.target, "speculative").speculative_generate
-    (teacher, shipped_teacher), (draft, shipped_draft) = shipped_or_random("teacher", 1), shipped_or_random("draft", 2)
-    which = "shipped teacher and draft (reference/weights)"
-    if not (shipped_teacher and shipped_draft):  # never mix a shipped model with a stand-in
-        teacher, draft = Model.random(TEACHER, seed=1), Model.random(DRAFT, seed=2)
-        which = "RANDOM stand-ins (no shipped weights found)"
-    start = prompt()
-    n = args.n_new
+    sets = prompt_sets()
+    longest = max(len(p) for s in sets for p in s.prompts)
+    if not 1 <= args.n_new <= TEACHER.max_seq_len - longest:
+        parser.error(f"need 1 <= --n-new <= {TEACHER.max_seq_len - longest}")
+    spec = load_kata(args.target, "speculative").speculative_generate
+    teacher, dense, neural, which = models()
     print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
+    tables = table_drafts(args.target, teacher.model)
+    drafts = [*tables, Draft("one-layer draft", neural)]
     print(
-        f"teacher {teacher.config.n_params():,} parameters, draft {draft.config.n_params():,}; "
-        f"prompt {len(start)} tokens, {n} new tokens per run, medians of at least {args.repeats} interleaved rounds\n"
+        f"teacher {teacher.model.config.n_params():,} parameters, dense control {dense.model.config.n_params():,}, "
+        f"one-layer draft {neural.config.n_params():,}; prompts: {len(sets[0].prompts)} of val.txt "
+        f"({len(sets[0].prompts[0])} characters), one list-like ({len(sets[1].prompts[0])}); {args.n_new} new tokens "
+        f"each; medians of at least {args.repeats} interleaved rounds\n"
     )
-    print_draft_call(load_kata(args.target, "kv_cache"), draft, start, n, args.repeats)
-    rows = pair_table("teacher", teacher, draft, start, n, args.repeats, speculative_generate)
-    if shipped_teacher and shipped_draft:
-        dense_tables(teacher, draft, start, n, args.repeats, speculative_generate)
-    else:
-        print("\nthe dense target: skipped (the teacher and draft above are random stand-ins)")
-    plot_tokens_per_call(args.plot, rows)
+    costs = costs_and_projection([teacher, dense], drafts, sets, args.n_new, args.repeats)
+    print_legend()
+    rows = []
+    for target, draft in [(teacher, d) for d in drafts] + [(dense, tables[0])]:
+        rows += pair_rows(spec, target, draft, sets, args.n_new, costs[target.label, draft.label], args.repeats)
+    print_why_neural_loses(rows, costs, tables[0].label)
+    print_bars(rows)
+    plot_tokens_per_call(args.plot, [r for r in rows if r.target == "teacher" and r.draft == tables[0].label])
     return 0
 
 
