@@ -187,15 +187,16 @@ class Round:
         return len(self.emitted) - 1
 
 
-def speculative_rounds(target: Model, draft: Model, prompt: list[int], n_new: int, k: int, source: Source):
-    """Greedy speculative decoding, one round at a time: the draft guesses up
+def speculative_rounds(target: Model, draft, prompt: list[int], n_new: int, k: int, source: Source):
+    """Greedy speculative decoding, one round at a time: the draft (a Model,
+    run through a CachedLM, or a language model such as an NGramLM) guesses up
     to k tokens (one call each), the teacher scores them all in one call, and
     source's greedy_accept (or the rule itself: the longest prefix of guesses
     equal to the teacher's argmax, then the teacher's argmax) keeps what the
     teacher would have written. Yields each Round."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int (draft tokens per round), got {k!r}")
-    teacher, guesser = CachedLM(target), CachedLM(draft)
+    teacher, guesser = CachedLM(target), CachedLM(draft) if isinstance(draft, Model) else draft
     seq, done = list(prompt), 0
     while done < n_new:
         k_round = min(k, n_new - done - 1)
