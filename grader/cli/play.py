@@ -10,7 +10,6 @@ import click
 
 from grader.cli.options import check_target, colour, live_terminal
 
-
 _WEB_OPTIONS = ("--web", "--port", "--no-browser")  # the options of `kata play --web`, which are the group's own
 
 

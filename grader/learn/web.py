@@ -155,8 +155,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", f"{kind}; charset=utf-8")
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Security-Policy", "default-src 'none'; connect-src 'self'; "
-                         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'none'; connect-src 'self'; "
+            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+        )
         if length is not None:
             self.send_header("Content-Length", str(length))
         self.end_headers()
