@@ -15,6 +15,7 @@ import hmac
 import json
 import re
 import secrets
+import sys
 import threading
 from functools import lru_cache
 from http import HTTPStatus
@@ -87,6 +88,7 @@ class WebServer(ThreadingHTTPServer):
         self.target = target
         self.token = secrets.token_urlsafe(24)
         self.one_run = threading.Lock()  # the jails of a run are the process's own: one run at a time
+        self.closing = False
 
     @property
     def port(self) -> int:
@@ -100,10 +102,24 @@ class WebServer(ThreadingHTTPServer):
         """The Host headers a request to this server may carry (another name is a page elsewhere)."""
         return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
 
+    def handle_error(self, request, client_address) -> None:
+        """A request that failed: one line on stderr, none once the server is closing (a run cut short by
+        close() fails as its jails go)."""
+        if not self.closing:
+            kind, exc, _ = sys.exc_info()
+            print(f"kata play --web: a request failed: {kind.__name__}: {exc}", file=sys.stderr)
+
     def close(self) -> None:
-        """Stop listening and stop the jails of a run still going."""
+        """Stop listening and stop the jails of a run still going (whose thread, woken by its jail's end,
+        stops them too: jail_client.stop_all walks a dict that call empties, so a second walk finishes it)."""
+        self.closing = True
         self.server_close()
-        jail_client.stop_all()
+        for _ in range(3):
+            try:
+                jail_client.stop_all()
+                return
+            except RuntimeError:  # the dict changed size under the walk
+                continue
 
 
 class _Handler(BaseHTTPRequestHandler):
