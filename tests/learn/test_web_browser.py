@@ -161,6 +161,11 @@ def test_each_widget_plays_to_its_end_state_in_chromium_and_ctrl_c_stops_the_ser
                 assert browser.console_errors() == [], widget
                 assert "Traceback" not in browser.dom()
                 _check_end_state(browser, widget, url)
+            browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-reduced-motion", "value": "reduce"}])
+            assert browser.open(f"{base}/speculate?token={token}&autoplay=1&n=16", DONE, 60)
+            assert browser.evaluate("Kata.reducedMotion") is True  # no sweep, no fade: each step drawn at once
+            assert browser.evaluate("getComputedStyle(document.querySelector('.chip')).transitionDuration") == "0s"
+            assert _chips(browser) == _expected_chips(_api(url, "speculate", "&n=16"))
     finally:
         err = _stop(child)
     assert "stopped" in err
