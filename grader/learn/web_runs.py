@@ -23,6 +23,7 @@ import numpy as np
 from grader.kata.registry import find_kata
 from grader.learn import play as demos
 from grader.learn import play_jails, play_screens, play_stack
+from grader.learn.table_draft import table_draft
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.tokenizer import decode, encode
@@ -290,14 +291,19 @@ def _width(model: Model, group: np.ndarray, bits: int, ids, held, p_log: np.ndar
 def _stack(opts: dict, target: str) -> Iterator[dict]:
     """`kata play stack`'s rows (grader.learn.play_stack), each as soon as it is measured, with the note
     `kata play stack` prints under it; then whether speculative decoding kept the int8 teacher's text."""
-    teacher, draft = _models("teacher", "draft")
+    (teacher,) = _models("teacher")
     ids = _prompt_ids(opts["prompt"], opts["n"], teacher)
+    try:
+        draft, whose = table_draft(teacher, target)
+    except (play_jails.LearnerError, ValueError, FileNotFoundError) as exc:
+        raise _KataFailed(str(exc)) from None
     found = {
         "kv_cache": _source("kv_cache", ("KVCache", "forward_cached", "generate"), target),
         "quantization": _source("quantization", ("quantize_grouped", "quantize_model"), target),
         "speculative": _source("speculative", ("greedy_accept", "speculative_generate"), target),
     }
-    yield {"sources": [about for _, about in found.values()], "blas": play_screens.blas_line(), "sentence": SENTENCE}
+    about = [about for _, about in found.values()] + [f"draft: {whose}"]
+    yield {"sources": about, "blas": play_screens.blas_line(), "sentence": SENTENCE}
     sources = {kata: source for kata, (source, _) in found.items()}
     rows: list[play_stack.Bargain] = []
     for row in play_stack.stack(teacher, draft, ids, opts["n"], opts["k"], sources, rounds=opts["rounds"]):
