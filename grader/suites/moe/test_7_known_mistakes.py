@@ -26,7 +26,13 @@ SHIFT_TOL = 1e-3  # outputs of float32 logits near 1000 (a step of 6e-5) against
 # ceil(0.75 * 5 * 2 / 4) = 2), every first choice queues before any second choice, tokens in order:
 # expert 0 keeps tokens 0 and 1 and drops token 4's first choice; token 0's second choice (expert 1) and
 # token 1's (expert 2) are kept, tokens 2's, 3's and 4's second choices find their expert full.
-LOGITS = [[2.0, 1.0, 0.0, -5.0], [2.0, 0.0, 1.0, -5.0], [0.0, 2.0, 1.0, -5.0], [0.0, 1.0, 3.0, -5.0], [4.0, 0.5, 0.0, -5]]
+LOGITS = [
+    [2.0, 1.0, 0.0, -5.0],
+    [2.0, 0.0, 1.0, -5.0],
+    [0.0, 2.0, 1.0, -5.0],
+    [0.0, 1.0, 3.0, -5.0],
+    [4.0, 0.5, 0.0, -5],
+]
 CHOSEN = [[0, 1], [0, 2], [1, 2], [2, 1], [0, 1]]
 KEPT = [[True, True], [True, True], [True, False], [True, False], [False, False]]
 FACTOR = 0.75
