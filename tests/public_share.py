@@ -44,11 +44,14 @@ def edition_checks(edition: Path) -> dict[str, dict[str, tuple[str, ...]]]:
     }
 
 
-def measure(kata: str, public: dict[str, tuple[str, ...]], folder: Path, seed: int = SEED) -> Share:
-    """kata's mutants graded with the public checks of their task (`public`: task -> checks)."""
+def measure(
+    kata: str, public: dict[str, tuple[str, ...]], folder: Path, only: set[str] | None = None, seed: int = SEED
+) -> Share:
+    """kata's mutants (those named `only`, when given) graded with the public checks of their task
+    (`public`: task -> checks)."""
     caught, missed = [], []
     for mutants, base in zip(load_mutants(kata), (SOLUTIONS_DIR, ALTERNATIVES)):
-        released = [m for m in mutants if m.task in public]
+        released = [m for m in mutants if m.task in public and (only is None or m.name in only)]
         graded = [m for m in released if public[m.task]]
         missed += [m.name for m in released if not public[m.task]]
         gradings = []
