@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from public_share import edition_checks, measure, measure_all
 
 from grader.cli.commands import main
 from grader.instructor import public_share, release
@@ -23,7 +24,6 @@ from grader.instructor.public_share import BAR, Share, read_shares, share_lines
 from grader.kata.registry import load_registry
 
 from mutation import load_mutants
-from public_share import edition_checks, measure, measure_all
 
 KATAS = [k.name for k in load_registry()]
 AGAIN = "measure again: python tests/public_share.py --write"
