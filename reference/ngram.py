@@ -192,3 +192,55 @@ def prune_table(contexts, probs, counts, *, max_rows: int, min_count: int = 2):
     keep = np.sort(np.argsort(-score, kind="stable")[:max_rows])
     keep = keep[score[keep] > -np.inf]
     return contexts[keep], probs[keep], counts[keep]
+
+
+TEXT_PATH = WEIGHTS_DIR.parent / "data" / "train.txt"
+ORDER = 5  # the shipped table's: contexts of up to 4 characters
+WINDOW = 256  # characters the teacher reads at once (its max_seq_len)
+STRIDE = 224  # a window starts this far after the last: each position read with 32 characters of context at least
+CHUNK = 100_000  # positions per call of a distilling function
+LEARNER_CHARS = 250_000  # characters of train.txt a demo distils the learner's table on (about a minute, once)
+MAX_ROWS = 30_000  # rows a table keeps once pruned (the shipped one: about 2.8 MB)
+
+
+def teacher_logits(teacher, ids: np.ndarray) -> np.ndarray:
+    """A model's logits (N, V) at every position of ids (N,), read in windows
+    of WINDOW ids that overlap by WINDOW - STRIDE, so that every position past
+    the first window is scored with that much context at least."""
+    N = ids.size
+    out = np.empty((N, teacher.config.vocab_size), dtype=np.float32)
+    start = 0
+    while True:
+        s = max(0, min(start, N - WINDOW))
+        logits = teacher.forward(ids[s : s + WINDOW])  # (WINDOW, V)
+        first = 0 if s == 0 else WINDOW - STRIDE  # the rows before were scored with more context by the last window
+        out[s + first : s + WINDOW] = logits[first:]
+        if s + WINDOW >= N:
+            return out
+        start = s + STRIDE
+
+
+def distil(
+    distill, teacher, ids, *, order: int = ORDER, max_rows: int = MAX_ROWS, chunk: int = CHUNK, progress=None
+) -> NGramLM:
+    """An NGramLM distilled from `teacher` on the text ids by `distill`, a
+    function with the distillation kata's `distill_ngram(teacher_logits,
+    tokens, order)` contract (the reference's, or a learner's), called on
+    chunks of `chunk` positions whose tables are merged and pruned to max_rows.
+    progress(done, total) is called after each chunk. What distill returns is
+    checked as a table (checked_table) before it is used."""
+    ids = np.asarray(ids, dtype=np.int64)
+    parts = []
+    for s in range(0, ids.size, chunk):
+        part = ids[s : s + chunk + WINDOW]  # the teacher reads past the chunk's end, for context
+        logits = teacher_logits(teacher, part)[:chunk]
+        contexts, probs, counts = distill(logits, part[:chunk], order)
+        contexts, probs = checked_table(contexts, probs)
+        counts = np.asarray(counts)
+        if counts.shape != (len(contexts),) or counts.dtype.kind not in "iu" or counts.min() < 1:
+            raise ValueError(f"counts must be ({len(contexts)},) ints >= 1, one per context, got {counts!r:.80}")
+        parts.append((contexts, probs, counts))
+        if progress is not None:
+            progress(min(s + chunk, ids.size), ids.size)
+    contexts, probs, counts = prune_table(*merge_tables(parts), max_rows=max_rows)
+    return NGramLM(contexts, probs)

@@ -141,3 +141,19 @@ def test_the_shipped_table_is_small_and_agrees_with_its_own_training_text():
     rows = lm.logits(text)
     hits = np.mean(rows[:-1].argmax(axis=1) == np.array(text[1:]))
     assert hits > 0.6  # a table that backs off wrongly or mixes up rows predicts English far worse
+
+
+@pytest.mark.skipif(not NGRAM_PATH.is_file(), reason="the n-gram table has not been built")
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_shipped_table_drafts_for_the_reference_loop_at_any_temperature(temperature):
+    from reference.lm import CachedLM, generate
+    from reference.solutions.speculative import speculative_generate
+
+    teacher, prompt = Model.pretrained("teacher"), encode("Return True if the path is a file.\n")
+    rng = np.random.default_rng(0) if temperature else None
+    tokens, stats = speculative_generate(
+        CachedLM(teacher), NGramLM.pretrained(), prompt, 24, k=4, temperature=temperature, rng=rng
+    )
+    assert len(tokens) == 24 and stats.accepted > 0
+    if temperature == 0:
+        assert tokens == generate(CachedLM(teacher), prompt, 24)  # greedy: exactly the teacher's own text
