@@ -6,18 +6,21 @@ Three pairs, each with the `--target` speculative_generate (reference,
 katas or a folder) and every model behind `logits(tokens)`:
 - the teacher with the table draft, a character n-gram table (NGramLM):
   your own, distilled by your distill_ngram on the first LEARNER_CHARS
-  characters of train.txt, when the distillation kata's task that writes it
-  passes (for --target katas, as `kata play` decides: your last grade,
-  recorded by this account's grader on the file as it is now; for
-  'reference' or a folder, its distill_ngram), the shipped one
-  (reference/weights/ngram.npz) otherwise; the header says which and why.
-  With your own table the shipped one runs beside it;
+  characters of train.txt (in a jail, kept per kata file), when the
+  distillation kata's ngram task passes (for --target katas, as `kata play
+  stack` decides, grader.learn.table_draft: your last grade, recorded by
+  this account's grader on the file as it is now; for 'reference' or a
+  folder, its distill_ngram), the shipped one (reference/weights/ngram.npz)
+  otherwise; the header says which and why. With your own table the
+  shipped one runs beside it;
 - the teacher with the one-layer neural draft (draft.npz), the contrast;
 - the dense control target (dense.npz: the teacher's shape with one SwiGLU
   as wide as its active experts) with the table draft.
 
-First the costs, each a median of interleaved rounds: c, a draft call over
-a one-token call of the target, both continuing a sequence by one token
+First the costs, each a median of interleaved rounds in CPU seconds of
+this process (a table's run lasts a millisecond or two, which the wall
+clock of a shared CPU would time by chance): c, a draft call over a
+one-token call of the target, both continuing a sequence by one token
 (their calls inside the loop); v_k, a verify call of k + 1 new tokens over a
 one-token call, at the end of each val.txt prompt, with the weight bytes it
 reads over a one-token call's and the experts it wakes.
@@ -134,19 +137,22 @@ def leviathan(alpha: float, k: int, c: float, v: float) -> float:
 
 
 def call_costs(targets: list[Target], drafts: list[Draft], text: list[int], n0: int, repeats: int):
-    """Seconds per call of each target (CachedLM) and draft, every call
+    """CPU seconds per call of each target (CachedLM) and draft, every call
     continuing text by one token after a prefill of text[:n0], all taking
-    turns; returns {label: seconds per call}."""
+    turns; returns {label: seconds per call}. CPU seconds of this process: a
+    table's run lasts a millisecond or two, a target's a second, and on a
+    shared CPU the wall clock would count other programs' turns in the long
+    runs and, by chance, miss them in the short ones."""
     factories = [(t.label, lambda m=t.model: CachedLM(m)) for t in targets] + [(d.label, d.lm) for d in drafts]
 
     def calls(factory):
         def run(_round: int) -> float:
             lm = factory()
             lm.logits(text[:n0])
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for end in range(n0 + 1, len(text) + 1):
                 lm.logits(text[:end])
-            return time.perf_counter() - t0
+            return time.process_time() - t0
 
         return run
 
@@ -184,21 +190,23 @@ def mean_work(model: Model, spots, m: int) -> tuple[projection.CallWork, float]:
 def verify_costs(model: Model, spots, repeats: int) -> dict[int, Verify]:
     """For each k of KS: a CachedLM call computing k + 1 new positions after
     a cached prompt (a round's verify call) over one computing one, timed in
-    turns, VERIFY_CALLS of each at the end of each spot's prompt; beside it
-    the calls' counted work."""
+    turns (CPU seconds, as call_costs), VERIFY_CALLS of each at the end of
+    each spot's prompt; beside it the calls' counted work."""
     lms = []
     for prefix, _ in spots:
         lms.append(CachedLM(model))
         lms[-1].logits(prefix)
 
     def extend(m: int):
-        def run() -> None:
+        def run(_round: int) -> float:
+            t0 = time.process_time()
             for lm, (prefix, new) in zip(lms, spots):
                 for _ in range(VERIFY_CALLS):
                     lm.logits(prefix + new[:m])  # computes the m positions after the cached prompt
                     lm.logits(prefix)  # back to the prompt alone: nothing computed
+            return time.process_time() - t0
 
-        return timing.ignoring_round(run)
+        return run
 
     one, _ = mean_work(model, spots, 1)
     costs = {}
@@ -211,7 +219,7 @@ def verify_costs(model: Model, spots, repeats: int) -> dict[int, Verify]:
 
 def print_costs(costs: dict[str, float], targets: list[Target], drafts: list[Draft]) -> dict[tuple[str, str], float]:
     """The call costs and c of each draft against each target, printed; returns {(target, draft): c}."""
-    print("a call continuing a sequence by one token (median of interleaved rounds):")
+    print("a call continuing a sequence by one token (CPU seconds, median of interleaved rounds):")
     for t in targets:
         print(f"  {t.label:<16} {costs[t.label] * 1e6:>7.0f} us (a CachedLM call)")
     cs = {}
@@ -233,7 +241,8 @@ def print_verify(label: str, verify: dict[int, Verify], n_experts: int, rates: p
         ratio = cost.v / cost.bytes_x
         print(f"{k:>3} {experts:>14} {cost.bytes_x:>8.2f} {cost.v:>6.2f} {ratio:>14.2f} {projected:>11.2f}")
     print(
-        "bytes x = the call's weight bytes over a one-token call's (Work.weight_bytes); v_k measured, in turns;\n"
+        "bytes x = the call's weight bytes over a one-token call's (Work.weight_bytes); v_k measured, in turns, "
+        "CPU seconds;\n"
         "projection = v_k were both calls bound by this machine's bandwidth or GEMM rate (below), not measured"
     )
 

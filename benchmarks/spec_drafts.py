@@ -1,6 +1,7 @@
 """The drafts and prompts of bench_speculative: the table draft it runs (the
 learner's own distilled table when their distillation task passes, else the
-shipped one), the one-layer neural draft, and the prompt sets.
+shipped one: grader.learn.table_draft, as `kata play stack` decides), the
+one-layer neural draft, and the prompt sets.
 
 A draft is a `Draft`: a label and a model behind `logits(tokens)`, either a
 reference `Model` (wrapped in a fresh CachedLM per run) or an `NGramLM`
@@ -14,15 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.shared import load_kata
-from grader.grading.events import DONE_HERE
-from grader.kata import target as _target
-from grader.kata.registry import find_kata
-from grader.learn import progress as state
-from grader.learn import vouch
+from grader.learn import play_jails
+from grader.learn.table_draft import SHIPPED, table_draft
 from reference.lm import CachedLM
 from reference.model import WEIGHTS_DIR, Model
-from reference.ngram import LEARNER_CHARS, NGRAM_PATH, NGramLM, distil
+from reference.ngram import NGramLM
 from reference.tokenizer import encode
 
 DATA = WEIGHTS_DIR.parent / "data"
@@ -31,7 +28,6 @@ VAL_PROMPTS = 5  # val.txt prompts, at line starts spread evenly through the fil
 LIST_PROMPT = (
     "Return True if the path is a file.\nReturn True if the path is a directory.\nReturn True if the path is a link.\n"
 )
-KATA, FUNCTION = "distillation", "distill_ngram"  # the task whose function distils a table
 
 
 @dataclass(frozen=True)
@@ -73,69 +69,18 @@ def prompt_sets() -> list[PromptSet]:
     return [PromptSet("val.txt", tuple(prompts)), PromptSet("list-like", (tuple(encode(LIST_PROMPT)),))]
 
 
-def learner_chars_ids() -> np.ndarray:
-    """The first LEARNER_CHARS characters of train.txt as ids: what a learner's table is distilled on."""
-    with open(DATA / "train.txt", encoding="ascii") as f:
-        return np.array(encode(f.read(LEARNER_CHARS)), dtype=np.int64)
-
-
-def own_distiller(target: str):
-    """(the distill_ngram to distil a table with, None) or (None, why not).
-
-    'katas': the learner's, once every task that writes distill_ngram passed
-    its last grade, recorded by this account's grader on the file as it is
-    now (as `kata play` decides: grader.learn.play.kata_source); 'reference'
-    or a folder: its own."""
-    tasks = [t.name for t in find_kata(KATA).tasks if FUNCTION in t.functions]
-    if not tasks:
-        return None, f"no task of the {KATA} kata writes {FUNCTION}"
-    if target == "katas":
-        last = state.read(state.LAST_GRADE).get(KATA, {})
-        which = f"{KATA} task {' and '.join(tasks)}"
-        if not all(last.get(t) in DONE_HERE for t in tasks):
-            return None, f"your {which} does not pass yet (kata grade {KATA})"
-        if not vouch.vouched(state.read(vouch.SEALS), KATA, tasks, _target.kata_path(target, KATA)):
-            return None, f"your {which} did not pass in a grade this account recorded of the file as it is now"
-    function = getattr(load_kata(target, KATA), FUNCTION, None)
-    if not callable(function):
-        return None, f"{_target.kata_path(target, KATA)} has no function {FUNCTION}"
-    return function, ""
-
-
-def shipped_table(teacher: Model) -> tuple[Draft, str]:
-    """The shipped table (reference/weights/ngram.npz) and what it is; without
-    it, a table distilled now by the reference distill_ngram, said so."""
-    try:
-        return Draft("shipped table", NGramLM.pretrained()), f"the shipped table ({NGRAM_PATH.name})"
-    except FileNotFoundError:
-        from reference.solutions.distillation import distill_ngram
-
-        table = distil(distill_ngram, teacher, learner_chars_ids())
-        return Draft("stand-in table", table), (
-            f"a stand-in distilled now by the reference {FUNCTION} on {LEARNER_CHARS:,} characters "
-            f"({NGRAM_PATH.name} is missing: python tools/train.py --ngram-only)"
-        )
-
-
 def table_drafts(target: str, teacher: Model) -> list[Draft]:
-    """The table drafts to run, the one the learner's code makes first when
-    there is one (then the shipped one beside it, to compare), each said."""
-    shipped, what = shipped_table(teacher)
-    function, why = own_distiller(target)
-    if function is not None:
-        t0 = time.perf_counter()
-        try:
-            own = distil(function, teacher, learner_chars_ids())
-        except NotImplementedError:
-            function, why = None, f"{FUNCTION} in {_target.describe(target)} is not written yet"
-        except ValueError as exc:
-            function, why = None, f"{FUNCTION} in {_target.describe(target)} gave a table that does not check: {exc}"
-    if function is None:
-        print(f"table draft: {what}, not your own: {why}")
-        return [shipped]
-    print(
-        f"table draft: your own, {FUNCTION} from {_target.describe(target)} distilled on the first "
-        f"{LEARNER_CHARS:,} characters of train.txt ({len(own.contexts):,} rows, {time.perf_counter() - t0:.0f} s); "
-        f"beside it {what}"
-    )
-    return [Draft("own table", own), shipped]
+    """The table drafts to run, each said: the learner's own table (or the
+    reference's, or a folder's: the --target's distill_ngram, distilled on
+    LEARNER_CHARS characters of train.txt in a jail, kept per kata file)
+    first, when the target's distillation task that writes it passes (for
+    'katas': its last grade, recorded by this account's grader on the file as
+    it is now), then the shipped table beside it; else the shipped one alone."""
+    t0 = time.perf_counter()
+    with play_jails.jails():
+        table, whose = table_draft(teacher, target)
+    if whose.startswith(SHIPPED):
+        print(f"table draft: {whose}")
+        return [Draft("shipped table", table)]
+    print(f"table draft: {whose} ({len(table.contexts):,} rows, {time.perf_counter() - t0:.0f} s); beside it {SHIPPED}")
+    return [Draft("own table", table), Draft("shipped table", NGramLM.pretrained())]
