@@ -43,9 +43,11 @@ c, v_k, Leviathan's predicted speedup (1 - alpha^(k+1)) / ((1 - alpha)
 (`generate` through CachedLM, one call per token, the same n_new and rng
 seeds) over speculative decoding, each run decoding every prompt of the
 set, plain and every k taking turns (grader.grading.timing.interleave),
-the median of the rounds' ratios. Greedy, the speculative tokens must be
-plain decoding's (checked; the run stops if not); at temperature 1 they
-are another draw of the same distribution. The best k of each set follows
+the median of the rounds' ratios; beside it the same ratio in CPU seconds of
+this process, which leaves out what other programs on a shared CPU do
+between its turns (on a quiet machine the two agree). Greedy, the
+speculative tokens must be plain decoding's (checked; the run stops if
+not); at temperature 1 they are another draw of the same distribution. The best k of each set follows
 each table, and the bars of the speculative decoding kata close the output.
 
 Without reference/weights/{teacher,draft,dense}.npz, random models of the
@@ -119,6 +121,7 @@ class Row:
     v: float
     predicted: float  # Leviathan's speedup at the measured alpha, c and v_k
     speedup: float  # measured: median over interleaved rounds of plain time / speculative time
+    cpu_speedup: float  # the same in CPU seconds of this process
 
 
 def expected_tokens_per_call(alpha: float, k: int) -> float:
@@ -276,14 +279,14 @@ def print_projection(verifies: dict[str, dict[int, Verify]], rates: projection.R
 
 
 def plain_run(target: Model, prompts: PromptSet, n: int, temperature: float):
-    """A timed run of plain cached decoding of every prompt of the set, one target call per token."""
+    """Plain cached decoding of every prompt of the set, one target call per token."""
 
     def run() -> None:
         for i, prompt in enumerate(prompts.prompts):
             rng = np.random.default_rng(SEED + i)
             generate(CachedLM(target), list(prompt), n, temperature=temperature, rng=rng)
 
-    return timing.ignoring_round(run)
+    return run
 
 
 def spec_run(speculative_generate, target: Model, draft: Draft, prompts: PromptSet, n: int, temperature: float, k):
@@ -321,13 +324,24 @@ def alpha_along(target: Model, draft: Draft, prompts: PromptSet, outputs: list[l
     return float(np.mean(np.concatenate(values)))
 
 
+def timed_twice(fn, cpu: list[float]):
+    """fn as a run of timing.interleave, which times it on the wall clock, its CPU seconds appended to cpu."""
+
+    def run(_round: int) -> None:
+        t0 = time.process_time()
+        fn()
+        cpu.append(time.process_time() - t0)
+
+    return run
+
+
 def k_rows(spec, target: Target, draft: Draft, prompts: PromptSet, n: int, temperature: float, costs, repeats: int):
     """The rows of one pair, prompt set and temperature: each k's run once
     (its counts, and greedy its tokens checked against plain decoding's),
     then plain decoding and every k in interleaved rounds."""
     c, verify = costs
     greedy = [generate(CachedLM(target.model), list(p), n) for p in prompts.prompts] if temperature == 0 else None
-    runs, rows = [plain_run(target.model, prompts, n, temperature)], []
+    fns, rows = [plain_run(target.model, prompts, n, temperature)], []
     for k in KS:
         run = spec_run(spec, target.model, draft, prompts, n, temperature, k)
         out = run()
@@ -337,8 +351,9 @@ def k_rows(spec, target: Target, draft: Draft, prompts: PromptSet, n: int, tempe
         alpha = alpha_along(target.model, draft, prompts, [t for t, _ in out], temperature)
         v = verify[k].v
         rows.append([k, accepted / max(drafted, 1), alpha, (accepted + calls) / calls, leviathan(alpha, k, c, v)])
-        runs.append(timing.ignoring_round(run))
-    rounds = timing.interleave(runs, rounds=repeats, spread=0.05, warmup=False)
+        fns.append(run)
+    cpu = [[] for _ in fns]
+    rounds = timing.interleave([timed_twice(f, s) for f, s in zip(fns, cpu)], rounds=repeats, spread=0.05, warmup=False)
     return [
         Row(
             target.label,
@@ -353,18 +368,19 @@ def k_rows(spec, target: Target, draft: Draft, prompts: PromptSet, n: int, tempe
             verify[k].v,
             pred,
             rounds.ratio(0, i),
+            statistics.median(a / b for a, b in zip(cpu[0], cpu[i])),
         )
         for i, (k, a, alpha, tpc, pred) in enumerate(rows, start=1)
     ]
 
 
-HEADER = ("k", "accept a", "alpha", "tokens/call", "c", "v_k", "Leviathan x", "speedup")
+HEADER = ("k", "accept a", "alpha", "tokens/call", "c", "v_k", "Leviathan x", "speedup", "CPU x")
 
 
 def print_rows(rows: list[Row]) -> None:
     cells = [
         (str(r.k), f"{r.accept:.3f}", f"{r.alpha:.3f}", f"{r.tokens_per_call:.2f}", f"{r.c:.3f}", f"{r.v:.2f}")
-        + (f"{r.predicted:.2f}x", f"{r.speedup:.2f}x")
+        + (f"{r.predicted:.2f}x", f"{r.speedup:.2f}x", f"{r.cpu_speedup:.2f}x")
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADER)]
@@ -373,7 +389,10 @@ def print_rows(rows: list[Row]) -> None:
         print(" | ".join(cell.rjust(w) for cell, w in zip(c, widths)))
     best = max(rows, key=lambda r: r.speedup)
     r = rows[0]
-    print(f"best k: {best.k}, {best.speedup:.2f}x ({r.target}, {r.draft}, {r.prompts}, temperature {r.temperature:g})")
+    print(
+        f"best k: {best.k}, {best.speedup:.2f}x, CPU {best.cpu_speedup:.2f}x ({r.target}, {r.draft}, {r.prompts}, "
+        f"temperature {r.temperature:g})"
+    )
 
 
 def pair_rows(spec, target: Target, draft: Draft, sets: list[PromptSet], n: int, costs, repeats: int) -> list[Row]:
@@ -397,7 +416,8 @@ def print_legend() -> None:
         "(argmax agreement at temperature 0);\nc = a draft call over a one-token target call; v_k = a verify call "
         "over a one-token call (measured, above);\nLeviathan x = (1 - alpha^(k+1)) / ((1 - alpha)(k c + v_k)); "
         "speedup = plain cached decoding time / speculative time, the same prompts, n_new and seeds,\nthe median "
-        "of interleaved rounds"
+        "of interleaved rounds; CPU x = the same in CPU seconds of this process (what a shared CPU's other programs "
+        "do between\nits turns left out)"
     )
 
 
@@ -427,14 +447,18 @@ def print_bars(rows: list[Row]) -> None:
             continue
         verdict = "met" if row.speedup >= bar else f"MISSED by {bar - row.speedup:.2f}x"
         aim = f", goal {goal}x" if goal else ""
-        print(f"  {what}: {row.speedup:.2f}x at k = {row.k} (bar >= {bar}x{aim}): {verdict}")
+        print(
+            f"  {what}: {row.speedup:.2f}x at k = {row.k} (bar >= {bar}x{aim}): {verdict}; "
+            f"in CPU seconds {row.cpu_speedup:.2f}x"
+        )
     own, shipped = (best(rows, "teacher", d, "val.txt", 0.0) for d in ("own table", "shipped table"))
     if own and shipped:
         share = own.speedup / shipped.speedup
         verdict = "met" if share >= 1 - OWN_WITHIN else f"MISSED by {1 - OWN_WITHIN - share:.0%}"
         print(
             f"  your own table, greedy, val.txt, best k: {own.speedup:.2f}x at k = {own.k}, {share:.0%} of the "
-            f"shipped table's (bar: within {OWN_WITHIN:.0%}): {verdict}"
+            f"shipped table's (bar: within {OWN_WITHIN:.0%}): {verdict}; in CPU seconds "
+            f"{own.cpu_speedup / shipped.cpu_speedup:.0%}"
         )
 
 
