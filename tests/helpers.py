@@ -15,6 +15,9 @@ TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and r
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
 FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
 HANG = Limits(test_seconds=0.75, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
+# How long a test waits for processes to start or end before it says they did not: a loaded machine (other
+# test workers, other users) can take seconds to schedule, kill and reap them; the waits return as soon as they may.
+SETTLE = 30.0
 
 
 def processes_under(folder) -> list[int]:

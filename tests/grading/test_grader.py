@@ -24,7 +24,7 @@ from grader.grading.runner import grade, grade_kata
 from grader.kata.registry import load_registry
 from grader.output import report
 
-from helpers import FAST, HANG, SUBS, TOY, hanging_grade, wait_for_processes
+from helpers import FAST, HANG, SETTLE, SUBS, TOY, hanging_grade, wait_for_processes
 
 # Short limits so the hang and loop fixtures finish quickly.
 
@@ -369,7 +369,7 @@ def test_ctrl_c_stops_every_judge_and_jail_prints_what_was_graded_and_exits_130(
     assert proc.returncode == 130, err.decode()
     assert b"kata" in out and b"task" in out, "no table of what was graded so far"
     assert b"interrupted" in err
-    assert not wait_for_processes(scratch, present=False, seconds=5), (
+    assert not wait_for_processes(scratch, present=False, seconds=SETTLE), (
         "a judge or a jail outlived the interrupted grading"
     )
 
@@ -398,8 +398,10 @@ def test_killing_kata_leaves_no_judge_jail_or_judge_server_behind(tmp_path, sig)
     assert len(servers) == 1, f"kata started {len(servers)} judge servers, not one"
     proc.send_signal(getattr(signal, sig))
     proc.wait(timeout=30)
-    assert not wait_for_processes(scratch, present=False, seconds=5), f"a judge or a jail outlived kata killed by {sig}"
-    deadline = time.monotonic() + 5
+    assert not wait_for_processes(scratch, present=False, seconds=SETTLE), (
+        f"a judge or a jail outlived kata killed by {sig}"
+    )
+    deadline = time.monotonic() + SETTLE
     while os.path.exists(f"/proc/{servers[0]}") and _state(servers[0]) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{servers[0]}") or _state(servers[0]) == "Z", (

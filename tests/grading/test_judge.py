@@ -20,6 +20,8 @@ from grader.jail import zygote as forks
 from grader.suites import common
 from reference.model import Config, Model
 
+from helpers import SETTLE
+
 TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=32)
 
 
@@ -564,8 +566,9 @@ def _parent_of(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def _gone(pid: int, seconds: float = 5.0) -> bool:
-    """Whether process pid has ended (or is a zombie) within `seconds`."""
+def _gone(pid: int, seconds: float = SETTLE) -> bool:
+    """Whether process pid has ended (or is a zombie) within `seconds`. Reaped between the open and the read
+    of its stat file, it is gone too (the read then raises ProcessLookupError, not FileNotFoundError)."""
     import os
     import time
 
@@ -575,7 +578,7 @@ def _gone(pid: int, seconds: float = 5.0) -> bool:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     return True
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             return True
         time.sleep(0.02)
     return not os.path.exists(f"/proc/{pid}")
@@ -833,7 +836,7 @@ _ASK_ZYGOTE = """
                 os.rename(answer + ".part", answer)
             os._exit(0)
         os.wait()
-        for _ in range(500):
+        for _ in range(3000):  # 30 s: a loaded machine may take seconds to run the grandchild
             if os.path.exists(answer):
                 return open(answer).read()
             time.sleep(0.01)

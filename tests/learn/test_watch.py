@@ -26,7 +26,7 @@ from grader.grading.runner import KataResult, TaskResult
 from grader.kata.registry import load_registry
 from grader.learn.watch import first_unfinished, screen, watch
 
-from helpers import SUBS, TOY, spawn, wait_for_processes
+from helpers import SETTLE, SUBS, TOY, spawn, wait_for_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
@@ -211,7 +211,7 @@ class Child:
         self.proc.wait()
 
     def leftovers(self) -> list[int]:
-        return wait_for_processes(self.scratch, present=False, seconds=5)
+        return wait_for_processes(self.scratch, present=False, seconds=SETTLE)
 
 
 @pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
