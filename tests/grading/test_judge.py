@@ -737,7 +737,9 @@ def test_a_uid_mode_jail_raises_and_seeds_from_entropy_where_it_cannot_read_the_
     """A uid-mode jail runs as a uid of its own on the shared file system: where the Python lies in a folder
     other uids cannot read (a pyenv under /root, as here), it has only what the zygote imported before the
     fork. Raising an error (the traceback module) and a Generator seeded from fresh entropy (secrets) must
-    still work: both once crashed such a jail, and every check of a reference solution that raised failed."""
+    still work: both once crashed such a jail, and every check of a reference solution that raised failed.
+    So must NumPy's submodules that `import numpy` leaves to their first use, where the virtual environment
+    is private too (tests/jail/test_private_folder.py runs this test there)."""
     if not jail_of.forked:
         pytest.skip("a new process under another uid may not reach this Python (a pyenv under /root)")
     monkeypatch.setenv("KATA_JAIL", "uid")
@@ -749,10 +751,17 @@ def test_a_uid_mode_jail_raises_and_seeds_from_entropy_where_it_cannot_read_the_
 
         def draw():
             return float(np.random.default_rng().random())
+
+        def lazily():
+            x = np.arange(4.0)
+            poly = np.polynomial.polynomial.polyval(2.0, [1.0, 1.0])
+            masked = np.ma.masked_less(x, 1).sum()
+            return float(np.fft.rfft(x)[0].real), float(np.linalg.norm(x)), float(poly), float(masked)
     """)
     with pytest.raises(ValueError, match="max_len must be at least 1"):
         k.refuse()
     assert 0.0 <= k.draw() < 1.0
+    assert k.lazily() == (6.0, 14.0**0.5, 3.0, 6.0)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root mode needs root")
