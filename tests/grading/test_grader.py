@@ -428,7 +428,7 @@ def test_one_judge_server_forks_every_judge_and_a_new_one_replaces_it_if_it_dies
         "a second grading started another judge server"
     )
     server.kill()
-    server.wait(timeout=10)
+    server.wait(timeout=SETTLE)
     assert grades_correctly(), "grading failed after its judge server died"
     assert runner.default_grader().judge_server().proc.pid != server.pid
 

@@ -564,10 +564,10 @@ def test_ctrl_c_during_a_hanging_demo_stops_it_without_a_traceback_and_leaves_no
     time.sleep(1)  # inside the hanging call
     child.send_signal(signal.SIGINT)
     try:
-        _, err = child.communicate(timeout=10)
+        _, err = child.communicate(timeout=SETTLE)
     except subprocess.TimeoutExpired:
         child.kill()
-        raise AssertionError("kata play did not end within 10 s of Ctrl-C") from None
+        raise AssertionError(f"kata play did not end within {SETTLE:g} s of Ctrl-C") from None
     assert child.returncode != 0 and "Traceback" not in err and "Aborted" in err, err
     assert not wait_for_processes(scratch, present=False, seconds=SETTLE), "a jail outlived the demo"
     assert not list(scratch.iterdir()), "a jail's folder outlived the demo"

@@ -199,10 +199,10 @@ class Child:
     def interrupt(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGINT)
         try:
-            code = self.proc.wait(timeout=10)
+            code = self.proc.wait(timeout=SETTLE)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError("the watch did not end within 10 s of Ctrl-C")
+            raise AssertionError(f"the watch did not end within {SETTLE:g} s of Ctrl-C")
         self.reader.join(5)
         return code, self.proc.stderr.read()
 
@@ -235,7 +235,7 @@ def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work
     child.wait_for("watching ")
     shutil.copy(SUBS / "loop" / "toy.py", work / "toy.py")  # mean_of never returns: this grade hangs
     child.wait_for("grading ", 2)
-    assert wait_for_processes(child.scratch, present=True, seconds=10), "the re-grade had no judge running to stop"
+    assert wait_for_processes(child.scratch, present=True, seconds=SETTLE), "the re-grade had no judge running to stop"
     time.sleep(0.5)
     code, err = child.interrupt()
     assert code == 0, err
