@@ -205,11 +205,18 @@ def classroom_cmd(dest, grader_url, grader_sha256, force):
         written = classroom.write(Path(dest), katas, grader_url=grader_url, grader_sha256=grader_sha256, force=force)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    n = len(classroom.tests(katas))
-    points = sum(t["points"] for t in classroom.tests(katas))
+    cases = classroom.tests(katas)
+    points = sum(t["points"] for t in cases)
+    graded = {t["name"] for t in cases}
+    left = [f"{k.name}:{t.name}" for k in katas for t in k.tasks if t.release and f"{k.name}:{t.name}" not in graded]
     for path in written:
         click.echo(f"wrote {path}")
-    click.echo(f"{n} tests worth {points} points; commit them to the assignment's template repository")
+    click.echo(f"{len(cases)} tests worth {points} points; commit them to the assignment's template repository")
+    if left:
+        click.echo(
+            f"no test for {', '.join(left)}: the student edition holds none of their checks (all hidden), "
+            "so only your own grading (kata grade-all, Gradescope) grades them"
+        )
 
 
 @click.group("gradescope")

@@ -85,8 +85,10 @@ def grade_cmd(
     see kata interview) it grades what the interview covers, with the
     interview's seed, logs the attempt and shows the time left.
 
-    Exit code 0 when every graded task passes, 1 when any does not, 2 for a
-    usage error, 130 after Ctrl-C (which prints what was graded so far).
+    Exit code 0 when every graded task passes (in a student edition: or is
+    on submission, and a check of each graded kata ran here), 1 when any
+    does not, 2 for a usage error, 130 after Ctrl-C (which prints what was
+    graded so far).
     """
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     workspace = find_workspace() if target == "katas" else None

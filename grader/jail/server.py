@@ -364,11 +364,18 @@ def main(config_json: str) -> None:
 # child confines itself (grader.jail.confine) before it runs main().
 
 
-# Standard modules the zygote imports before it forks: what NumPy imports only when first asked (a Generator
-# seeded from fresh entropy imports secrets) and what kata code commonly imports. A uid-mode jail shares the
-# file system as a uid of its own, and a Python installed where other uids cannot read (a pyenv under /root)
-# leaves it only the modules loaded before the fork.
+# Modules the zygote imports before it forks: what NumPy imports only when first asked (its submodules that
+# `import numpy` leaves to the first np.random, np.fft, ... a kata's code touches; a Generator seeded from fresh
+# entropy imports secrets) and standard modules kata code commonly imports. A uid-mode jail shares the file
+# system as a uid of its own, and where the Python or its packages lie in a folder other uids cannot read (a
+# pyenv under /root, a virtual environment in a private clone) it has only the modules loaded before the fork.
+# Not numpy.testing, numpy.f2py and the like: tools for tests and builds, not for kata code.
 PRELOADED = (
+    "numpy.random",
+    "numpy.fft",
+    "numpy.linalg",
+    "numpy.polynomial",
+    "numpy.ma",
     "secrets",
     "bisect",
     "copy",

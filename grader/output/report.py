@@ -135,6 +135,13 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
         for task in kata.tasks:
             if not task.status.done_here:
                 return next_line(kata.name, task.name, task.status.value, known.get(kata.name), result.target)
+    for kata in result.katas:
+        if not result.interrupted and not any(t.checks_total for t in kata.tasks):
+            names = ", ".join(t.name for t in kata.tasks)
+            return (
+                f"next: nothing here checks {kata.name} / {names}: this edition holds none of its checks "
+                f"(graded on submission); `kata grade {kata.name}` grades it beside the tasks it times"
+            )
     n = sum(len(k.tasks) for k in result.katas)
     later = sum(t.status is Status.SUBMIT for k in result.katas for t in k.tasks)
     if later:
