@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from grader.suites import common
 from grader.suites.common import rng
-from grader.suites.quantization.checks import REL_TOL, _first
+from grader.suites.quantization.checks import REL_TOL, _assert_untouched, _first, _held
 from grader.suites.quantization.oracles import (
     MIN_MEAN,
     SUITE_ALPHAS,
@@ -341,9 +341,10 @@ def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_floa
     # The jail keeps its copy of the model for every call given the same model: had the first call changed
     # it, the second would scale and quantize what the first left, and the two would differ.
     model = _outlier_model(MODEL_CONFIG, seed=8)
+    held = _held(kata.quantize_model_awq, model)  # and the judge reads it back after both calls
     tokens = rng(79).integers(0, MODEL_CONFIG.vocab_size, 16)
-    first = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
-    again = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
+    first = kata.quantize_model_awq(held, tokens, 4, group_size=MIXED_GROUP)
+    again = kata.quantize_model_awq(held, tokens, 4, group_size=MIXED_GROUP)
     assert isinstance(first, Model), f"quantize_model_awq must return a Model, got {type(first).__name__}"
     differ = [n for n, w in first.weights.items() if not np.array_equal(np.asarray(w), np.asarray(again.weights[n]))]
     assert not differ, (
@@ -351,6 +352,7 @@ def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_floa
         "the first call changed the model it was given"
     )
     assert np.array_equal(np.asarray(again.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
+    _assert_untouched(held, model, "quantize_model_awq")
 
 
 @pytest.mark.task("salient")
