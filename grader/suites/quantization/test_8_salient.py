@@ -130,6 +130,11 @@ def _assert_awq_result(
     """got = (w_hat, s, alpha) is the documented search's: alpha of the grid with the least output error
     (the smaller on a tie), s its scales (within s_rtol), w_hat its dequantized scaled weight over s.
     Returns alpha."""
+    kinds = [str(v.dtype) if isinstance(v, np.ndarray) else type(v).__name__ for v in got[1:3]]
+    assert isinstance(got[1], np.ndarray) and got[1].dtype == np.float64 and isinstance(got[2], float), (
+        f"awq_quantize returns the scales s as a float64 array and alpha as a Python float, got {kinds[0]} and "
+        f"{kinds[1]}"
+    )
     w_hat, s, alpha = np.asarray(got[0]), np.asarray(got[1], dtype=np.float64), float(got[2])
     errors = _awq_errors(w, x, bits, group_size, alphas)
     assert any(math.isclose(alpha, a, abs_tol=1e-12) for a in alphas), f"alpha {alpha} is not one of {alphas}"
