@@ -80,36 +80,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     rounds = 9
     rng = common.timed_rng(19)
 
-    class Side:
-        """Caches holding `held` tokens of what the suite wrote, a fresh one each turn, and its times."""
-
-        def __init__(self, held: int):
-            self.held = held
-            self.want_k, self.want_v = (
-                np.zeros((UPDATE_HKV, held + UPDATE_STEPS, UPDATE_DH), np.float32) for _ in "kv"
-            )
-            self.want_k[:, :held], self.want_v[:, :held] = _kv_pair(rng, held, UPDATE_HKV, UPDATE_DH)
-
-        def turn(self, r: int) -> float:
-            """Seconds of UPDATE_STEPS one-token updates, timed in the judge around one round trip, on a cache
-            filled (untimed) with the same `held` tokens every turn, so that a turn of either side is the same
-            work however many came before."""
-            held = self.held
-            cache = kata.KVCache(1, UPDATE_HKV, UPDATE_DH, held + UPDATE_STEPS)
-            jail_client.kept(cache.update, 0, self.want_k[:, :held], self.want_v[:, :held])
-            calls = []
-            for n in range(held, held + UPDATE_STEPS):
-                k, v = _kv_pair(rng, 1, UPDATE_HKV, UPDATE_DH)
-                self.want_k[:, n : n + 1], self.want_v[:, n : n + 1] = k, v
-                calls.append((0, k, v))
-            seconds, got = jail_client.timed(cache.update, calls, batch=True)
-            for end, returned in enumerate(got, start=held + 1):
-                assert _holds(returned, self.want_k[:, :end], self.want_v[:, :end]), (
-                    f"with {end - 1} tokens cached, update returned keys and values that differ from what was written"
-                )
-            return seconds
-
-    short, long = Side(16), Side(4096)
+    short, long = _UpdateTurns(kata, rng, 16), _UpdateTurns(kata, rng, 4096)
     timed = timing.interleave(
         [long.turn, short.turn],
         rounds=rounds,
@@ -127,6 +98,34 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
         f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
         f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past"
     )
+
+
+class _UpdateTurns:
+    """Caches holding `held` tokens of what the suite wrote, a fresh one each turn, and its times."""
+
+    def __init__(self, kata, rng: np.random.Generator, held: int):
+        self.kata, self.rng, self.held = kata, rng, held
+        self.want_k, self.want_v = (np.zeros((UPDATE_HKV, held + UPDATE_STEPS, UPDATE_DH), np.float32) for _ in "kv")
+        self.want_k[:, :held], self.want_v[:, :held] = _kv_pair(self.rng, held, UPDATE_HKV, UPDATE_DH)
+
+    def turn(self, r: int) -> float:
+        """Seconds of UPDATE_STEPS one-token updates, timed in the judge around one round trip, on a cache
+        filled (untimed) with the same `held` tokens every turn, so that a turn of either side is the same
+        work however many came before."""
+        held = self.held
+        cache = self.kata.KVCache(1, UPDATE_HKV, UPDATE_DH, held + UPDATE_STEPS)
+        jail_client.kept(cache.update, 0, self.want_k[:, :held], self.want_v[:, :held])
+        calls = []
+        for n in range(held, held + UPDATE_STEPS):
+            k, v = _kv_pair(self.rng, 1, UPDATE_HKV, UPDATE_DH)
+            self.want_k[:, n : n + 1], self.want_v[:, n : n + 1] = k, v
+            calls.append((0, k, v))
+        seconds, got = jail_client.timed(cache.update, calls, batch=True)
+        for end, returned in enumerate(got, start=held + 1):
+            assert _holds(returned, self.want_k[:, :end], self.want_v[:, :end]), (
+                f"with {end - 1} tokens cached, update returned keys and values that differ from what was written"
+            )
+        return seconds
 
 
 def _holds(returned, want_k: np.ndarray, want_v: np.ndarray) -> bool:
