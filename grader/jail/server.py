@@ -40,8 +40,8 @@ import sys
 
 import numpy as np
 
-from grader.jail import picks
 from grader.jail import protocol as p
+from grader.jail import views
 from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
@@ -132,20 +132,40 @@ class _Kept:
         self.value = value
 
 
+class _Views:
+    """A result the judge asked to have whole, its arrays that share memory sent as that memory once (views)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class JailCodec(p.Codec):
     side = "jail"
 
     def __init__(self):
         super().__init__()
+        self.shared: dict = {}  # while a _Views result is encoded: id(array) -> (array, its place in shared memory)
         self.peer: p.Peer | None = None
         self.rngs: list[np.random.Generator] = []  # generators decoded for the request being served
         self.models: dict[int, JudgeModel] = {}  # judge handle -> its proxy model, one per model
         self.local_models: dict[int, Model] = {}  # key -> a model the judge sent as data
         self.local_tables: dict[int, NGramLM] = {}  # key -> an n-gram draft the judge sent as data
 
+    def _encode_array(self, value, buffers: list):
+        known = self.shared.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        return super()._encode_array(value, buffers)
+
     def encode_special(self, value, buffers, depth):
         if isinstance(value, _Raw):
             return value.data
+        if isinstance(value, _Views):
+            self.shared = views.plan(value.value, buffers)
+            try:
+                return {"$": "views", "value": self.encode(value.value, buffers, depth + 1)}
+            finally:
+                self.shared = {}
         if isinstance(value, _Kept):
             return self.export(value.value)
         if isinstance(value, JudgeModel):
@@ -297,9 +317,11 @@ class Server:
                 result = [fn(*a, **kwargs) for a in args]
             else:
                 result = fn(*args, **kwargs)
-            return (_Kept(result) if header.get("keep") else result), {"rngs": [p.rng_state(g) for g in rngs]}
-        if op == p.Op.PICK.value:
-            return picks.picked(target, self.codec.decode(header.get("at"), bufs)), {}
+            if header.get("keep"):
+                result = _Kept(result)
+            elif header.get("views"):
+                result = _Views(result)
+            return result, {"rngs": [p.rng_state(g) for g in rngs]}
         raise p.ProtocolError(f"an unknown request {op!r}")
 
     def run(self) -> None:
