@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.instructor import gradebook, held_back, release, submissions
 from grader.kata.registry import REGISTRY_PATH, find_kata, load_registry
+from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 
 from helpers import SUBS, TOY, edition_cli
@@ -233,7 +234,6 @@ def solution_windows() -> set[str]:
     """Every WINDOW consecutive code lines of the reference solutions that
     neither their stubs nor the reference model (which every learner gets)
     have: a file holding one holds part of an answer."""
-    from grader.kata.stubs import stub_for
 
     given = "\n".join("\n".join(stripped(p.read_text())) for p in (ROOT / "reference").glob("*.py"))
     out = set()
@@ -282,9 +282,9 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
     assert not any(f"def {t}(" in suite for t in paged_tests)
     assert "test_update_returns_everything_written_so_far" in suite
     assert "**paged**" not in (out / "CHECKLIST.md").read_text() and "**cache**" in (out / "CHECKLIST.md").read_text()
-    assert (out / "katas" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert (out / "katas" / "kv_cache.py").read_text() == stub_for("kv_cache")
     stored = out / "grader" / "kata" / "stub_files" / "kv_cache.py"
-    assert stored.read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert stored.read_text() == stub_for("kv_cache")
 
 
 def test_kata_reset_in_the_edition_restores_the_stub_it_stored_having_no_solutions(tmp_path):
@@ -388,7 +388,7 @@ def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, mo
 
 def test_kata_bench_resolves_a_relative_target_against_the_callers_folder(tmp_path, monkeypatch):
     (tmp_path / "mine").mkdir()
-    shutil.copy(ROOT / "katas" / "moe.py", tmp_path / "mine" / "moe.py")  # an unfinished kata: the script stops early
+    (tmp_path / "mine" / "moe.py").write_text(stub_for("moe"))  # an unfinished kata: the script stops early
     monkeypatch.chdir(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "grader.cli", "bench", "moe", "--target", "mine"],
