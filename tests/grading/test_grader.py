@@ -561,4 +561,4 @@ def test_a_gradescope_path_that_cannot_be_written_is_refused_before_any_grading(
     refused = cli.invoke(
         main, ["grade", "--target", str(SUBS / "loop"), "--gradescope", str(tmp_path / "a file" / "r.json")]
     )
-    assert refused.exit_code == 2 and "is not a folder" in refused.output and "grading" not in refused.output
+    assert refused.exit_code == 2 and "is a file, not a folder" in refused.output and "grading" not in refused.output

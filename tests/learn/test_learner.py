@@ -398,7 +398,8 @@ def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(
     refused = bench("--plot", "students.pdf")
     assert refused.returncode == 2 and "must be a .png or .svg file" in refused.stderr
     nowhere = bench("--plot", str(tmp_path / "no such folder" / "students.svg"))
-    assert nowhere.returncode == 2 and "is not a folder you can write to" in nowhere.stderr
+    assert nowhere.returncode == 2 and "no such folder does not exist; create it first" in nowhere.stderr
+    assert not (tmp_path / "no such folder").exists()
 
 
 def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
