@@ -60,7 +60,7 @@ from grader.output import files, report
     count=True,
     help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it), what "
     "your code printed during it and a hint aimed at that check. -vv adds pytest's own words for each failure "
-    "(the assertion, Hypothesis's failing case and its @reproduce_failure line).",
+    "(the assertion, Hypothesis's failing case, and the command that shows that case again).",
 )
 @limit_options
 @click.option(
