@@ -104,8 +104,9 @@ def grade_all_cmd(
     The kata modules may sit at any depth of a submission (a repository's
     katas/ folder, or the files at the top). Writes OUT/gradebook.csv (a row
     per student: total, then the points of each kata and task) and
-    OUT/students/STUDENT.json, then prints per task how many students passed
-    and the most common failures. A broken submission is a row with a note,
+    OUT/students/STUDENT.json, then prints a line per student and kata (the
+    points and the tasks that do not pass) and a line per kata (how many
+    students pass it whole). A broken submission is a row with a note,
     never an abort. Ctrl-C writes what was graded so far and exits 130;
     --resume then grades only what is left (and what changed since).
     Without root or bubblewrap it refuses (exit 2) unless told --unisolated.
