@@ -90,7 +90,7 @@ def _is_a_stub(text: str) -> bool:
     own): making a stub of it changes nothing. False for a learner's code, or a file that does not parse."""
     try:
         return make_stub(text) == text
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes, before Python 3.11.4
+    except (SyntaxError, ValueError):  # NUL bytes: a ValueError on some Pythons, a SyntaxError on others
         return False
 
 
