@@ -104,9 +104,8 @@ def grade_all_cmd(
     The kata modules may sit at any depth of a submission (a repository's
     katas/ folder, or the files at the top). Writes OUT/gradebook.csv (a row
     per student: total, then the points of each kata and task) and
-    OUT/students/STUDENT.json, then prints a line per student and kata (the
-    points and the tasks that do not pass) and a line per kata (how many
-    students pass it whole). A broken submission is a row with a note,
+    OUT/students/STUDENT.json, then prints a line per student and kata (the points,
+    the tasks not passing) and one per kata. A broken submission is a row with a note,
     never an abort. Ctrl-C writes what was graded so far and exits 130;
     --resume then grades only what is left (and what changed since).
     Without root or bubblewrap it refuses (exit 2) unless told --unisolated.
@@ -123,7 +122,6 @@ def grade_all_cmd(
         raise click.BadParameter(str(exc), param_hint="--roster") from None
     katas, tasks = pick_tasks(only)
     _check_gradebook_folder(Path(out))
-    limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     try:
         n = len(gradebook.list_students(Path(submissions)))
     except SubmissionError as exc:
@@ -143,7 +141,7 @@ def grade_all_cmd(
             jobs=jobs,
             seed=seed,
             secret=secret,
-            limits=limits,
+            limits=Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb),
             progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
             earlier=earlier_grades(Path(out)) if resume else None,
             unisolated=unisolated,
