@@ -487,9 +487,9 @@ def kata_module(name: str) -> ModuleProxy:
     source = _target.kata_path(SETTINGS.target, name)
     key = (name, str(source))
     if key not in _JAILS:
-        if not source.is_file() or source.is_symlink():
-            what = "is a symlink; submit the file itself" if source.is_symlink() else "does not exist"
-            raise KataLoadError(f"no module {source.name} in {source.parent} ({what})")
+        why = _target.why_not_a_module(source)
+        if why:
+            raise KataLoadError(why)
         text = source.read_text(encoding="utf-8", errors="replace")
         if SETTINGS.target != "reference" and _target.USES_SOLUTIONS.search(text):
             raise KataLoadError(f"{source.name} uses the reference solution; a kata must be your own code")

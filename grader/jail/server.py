@@ -280,7 +280,8 @@ class Server:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             where = _source_and_caret(exc)
-            raise KataImportError(f"{name}.py has a syntax error at line {exc.lineno}: {exc.msg}{where}") from None
+            at = f" at line {exc.lineno}" if exc.lineno else ""
+            raise KataImportError(f"{name}.py has a syntax error{at}: {exc.msg}{where}") from None
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: importing must not end the jail
             err = self.error(exc)
             where = f" (at {err.frames[-1]})" if err.frames else ""

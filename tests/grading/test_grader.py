@@ -542,8 +542,9 @@ def test_what_a_failing_check_printed_shows_under_it_escaped_and_pytests_words_o
     """A learner's print() in a function a check fails shows under that check in `kata grade -v`: the prints of
     the failing example Hypothesis settled on, not of every example it tried, stdout and stderr as written,
     control characters escaped so that no print can clear the screen or forge a row. A passing check's prints
-    are not shown. -vv adds pytest's own words: its assertion text and Hypothesis's failing case and
-    reproduce line, verbatim."""
+    are not shown. -vv adds pytest's own words: its assertion text and Hypothesis's failing case, verbatim,
+    and in place of Hypothesis's advice to decorate the test function (the grader's, not the learner's), the
+    command that shows the case again."""
     verbose = cli.invoke(main, ["grade", "--target", str(SUBS / "prints"), "-v", "--no-live"])
     assert verbose.exit_code == 1, verbose.output
     out = verbose.output
@@ -554,7 +555,10 @@ def test_what_a_failing_check_printed_shows_under_it_escaped_and_pytests_words_o
 
     words = cli.invoke(main, ["grade", "--target", str(SUBS / "prints"), "-vv", "--no-live"])
     said = words.output[words.output.index("pytest says:") :]
-    assert "AssertionError" in said and "@reproduce_failure(" in said, said
+    assert "AssertionError" in said and "@reproduce_failure(" not in said, said
+    again = f"kata grade toy:mean -vv --seed 0 --target {SUBS / 'prints'}"
+    assert f"To see this test case again: {again} (the same code and seed" in said
+    assert "on your test function" not in said
     assert "test_mean_matches_a_float64_sum(" in said  # Hypothesis's failing case names the check
 
 
@@ -563,4 +567,4 @@ def test_a_gradescope_path_that_cannot_be_written_is_refused_before_any_grading(
     refused = cli.invoke(
         main, ["grade", "--target", str(SUBS / "loop"), "--gradescope", str(tmp_path / "a file" / "r.json")]
     )
-    assert refused.exit_code == 2 and "is not a folder" in refused.output and "grading" not in refused.output
+    assert refused.exit_code == 2 and "is a file, not a folder" in refused.output and "grading" not in refused.output

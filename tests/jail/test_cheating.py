@@ -47,6 +47,7 @@ from pathlib import Path
 import pytest
 
 from grader.jail import confine
+from grader.kata.stubs import stub_for
 
 from helpers import spawn
 
@@ -185,7 +186,8 @@ class Graded:
 
 
 def _copy_checkout(dest: Path) -> None:
-    """The tracked files of this checkout, as they are in the work tree."""
+    """The tracked files of this checkout, as they are in the work tree, but katas/: the untouched stubs
+    (made from the solutions), whatever a learner wrote there."""
     try:
         names = (
             subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True, timeout=60)
@@ -200,6 +202,8 @@ def _copy_checkout(dest: Path) -> None:
             continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / name, follow_symlinks=False)
+    for stub in (dest / "katas").glob("[!_]*.py"):
+        stub.write_text(stub_for(stub.stem), encoding="utf-8")
 
 
 def _listing(root: Path) -> dict[str, str]:
