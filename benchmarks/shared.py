@@ -17,10 +17,10 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
 from grader.grading import blas, timing
+from grader.output import files
 
 NATIVE_FLAG = "--native-blas"
 
@@ -131,9 +131,9 @@ def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = ""
             raise argparse.ArgumentTypeError(f"the picture must be a .png or .svg file, got {text!r}")
         if importlib.util.find_spec("matplotlib") is None:
             raise argparse.ArgumentTypeError("drawing needs matplotlib, which is not installed: pip install matplotlib")
-        folder = Path(text).expanduser().resolve().parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {folder} is not a folder you can write to")
+        why = files.why_not_writable(text)
+        if why:
+            raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {why}")
         return text
 
     parser.add_argument(

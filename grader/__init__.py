@@ -11,7 +11,8 @@ def _forget_the_start_folder() -> None:
     click.py would otherwise be imported into the grader itself. While Python is still locating
     the module to run (importing this package), sys.argv[0] is "-m"; the `kata` entry point and an
     import from other code never see that. The folder that holds this grader is kept: it is the
-    grader's own checkout."""
+    grader's own checkout. A start folder that holds a grader/ package of its own is beyond this:
+    Python imports that package instead of this one (docs/cli.md names the entry points to use there)."""
     if _sys.argv[:1] != ["-m"] or not _sys.path:
         return
     first = _os.path.abspath(_sys.path[0] or _os.curdir)

@@ -15,6 +15,9 @@ TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and r
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
 FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
 HANG = Limits(test_seconds=0.75, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
+# How long a test waits for processes to start or end before it says they did not: a loaded machine (other
+# test workers, other users) can take seconds to schedule, kill and reap them; the waits return as soon as they may.
+SETTLE = 30.0
 
 
 def processes_under(folder) -> list[int]:
@@ -105,3 +108,40 @@ def edition_cli(
         cwd=edition,
         timeout=timeout,
     )
+
+
+# What a student's repository (or submission folder) can hold at its top to run its own code in a tool
+# that starts Python there: Python's -m and -c put the start folder first on sys.path, so a package or
+# module named like the one the tool imports runs instead; sitecustomize and usercustomize run at start
+# when they are on sys.path, and a .pth file's `import` line when it lies in a site-packages folder.
+PLANTED = (
+    "pip/__init__.py",
+    "pip/__main__.py",
+    "zipfile.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "kata_planted.pth",
+    "grader/__init__.py",
+    "grader/__main__.py",
+    "grader/cli/__init__.py",
+    "grader/cli/__main__.py",
+    "numpy.py",
+    "click.py",
+)
+
+
+def plant(folder: Path, markers: Path) -> None:
+    """Each of PLANTED at folder's top, written (or, for a file already there, such as a student
+    edition's own grader/, led by a line) so that running it leaves a file named after it in markers."""
+    markers.mkdir(parents=True, exist_ok=True)
+    for rel in PLANTED:
+        path = folder / rel
+        mark = os.path.join(str(markers), rel.replace("/", "."))
+        line = f"import os; open({mark!r}, 'a').close()\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(line + (path.read_text() if path.exists() else ""))
+
+
+def planted_ran(markers: Path) -> list[str]:
+    """The planted files (plant) that ran: the marks they left."""
+    return sorted(os.listdir(markers)) if markers.is_dir() else []

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from grader.cli.options import jobs_option, limit_options, pick_tasks, seed_option
+from grader.cli.options import check_output, jobs_option, limit_options, pick_tasks, seed_option
 from grader.grading.runner import Limits
 from grader.kata.registry import load_registry
 
 
 @click.command("release")
-@click.argument("out", type=click.Path(file_okay=False))
+@click.argument("out", type=click.Path())
 def release_cmd(out):
     """Write the student edition of the katas into the new folder OUT.
 
@@ -29,6 +29,7 @@ def release_cmd(out):
     """
     from grader.instructor import public_share, release
 
+    check_output(out, "OUT", folder=True)
     try:
         written = release.write_edition(Path(out))
     except ValueError as exc:
@@ -61,7 +62,7 @@ def release_cmd(out):
     "--out",
     default="gradebook",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="Folder for gradebook.csv and students/STUDENT.json.",
 )
 @click.option(
@@ -106,8 +107,8 @@ def grade_all_cmd(
     The kata modules may sit at any depth of a submission (a repository's
     katas/ folder, or the files at the top). Writes OUT/gradebook.csv (a row
     per student: total, then the points of each kata and task) and
-    OUT/students/STUDENT.json, then prints per task how many students passed
-    and the most common failures. A broken submission is a row with a note,
+    OUT/students/STUDENT.json, then prints a line per student and kata (the points,
+    the tasks not passing) and one per kata. A broken submission is a row with a note,
     never an abort. Ctrl-C writes what was graded so far and exits 130;
     --resume then grades only what is left (and what changed since).
     Without root or bubblewrap it refuses (exit 2) unless told --unisolated.
@@ -123,7 +124,7 @@ def grade_all_cmd(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--roster") from None
     katas, tasks = pick_tasks(only)
-    limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
+    _check_gradebook_folder(Path(out))
     try:
         n = len(gradebook.list_students(Path(submissions)))
     except SubmissionError as exc:
@@ -143,7 +144,7 @@ def grade_all_cmd(
             jobs=jobs,
             seed=seed,
             secret=secret,
-            limits=limits,
+            limits=Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb),
             progress=lambda s, k: bar.update(1, f"{s.name}/{k.name}"),
             earlier=earlier_grades(Path(out)) if resume else None,
             unisolated=unisolated,
@@ -160,6 +161,14 @@ def grade_all_cmd(
         sys.exit(130)
 
 
+def _check_gradebook_folder(out: Path) -> None:
+    """An exit 2 unless OUT, and what grade-all writes in it, can be written (asked before any grading)."""
+    check_output(out, "--out", folder=True)
+    for inside, folder in ((out / "students", True), (out / "gradebook.csv", False)):
+        if os.path.lexists(inside):
+            check_output(inside, "--out", folder=folder)
+
+
 def _refuse_unconfined(unisolated: bool) -> None:
     """A usage error where the students' code could only run unconfined, unless told --unisolated."""
     from grader.instructor import gradebook
@@ -171,7 +180,7 @@ def _refuse_unconfined(unisolated: bool) -> None:
 
 
 @click.command("classroom")
-@click.argument("dest", default=".", type=click.Path(file_okay=False))
+@click.argument("dest", default=".", type=click.Path())
 @click.option(
     "--grader-url",
     required=True,
@@ -197,6 +206,7 @@ def classroom_cmd(dest, grader_url, grader_sha256, force):
     from grader.instructor import classroom
 
     katas = load_registry()
+    check_output(dest, "DEST", folder=True)
     try:
         classroom.check_grader(grader_url, grader_sha256)
     except ValueError as exc:
@@ -205,11 +215,18 @@ def classroom_cmd(dest, grader_url, grader_sha256, force):
         written = classroom.write(Path(dest), katas, grader_url=grader_url, grader_sha256=grader_sha256, force=force)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    n = len(classroom.tests(katas))
-    points = sum(t["points"] for t in classroom.tests(katas))
+    cases = classroom.tests(katas)
+    points = sum(t["points"] for t in cases)
+    graded = {t["name"] for t in cases}
+    left = [f"{k.name}:{t.name}" for k in katas for t in k.tasks if t.release and f"{k.name}:{t.name}" not in graded]
     for path in written:
         click.echo(f"wrote {path}")
-    click.echo(f"{n} tests worth {points} points; commit them to the assignment's template repository")
+    click.echo(f"{len(cases)} tests worth {points} points; commit them to the assignment's template repository")
+    if left:
+        click.echo(
+            f"no test for {', '.join(left)}: the student edition holds none of their checks (all hidden), "
+            "so only your own grading (kata grade-all, Gradescope) grades them"
+        )
 
 
 @click.group("gradescope")
@@ -218,7 +235,7 @@ def gradescope_group():
 
 
 @gradescope_group.command("build")
-@click.argument("out", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path())
 @seed_option("The grading seed; with --seed-from-metadata, the salt of every student's own seed.")
 @click.option(
     "--seed-from-metadata",
@@ -234,6 +251,7 @@ def gradescope_build_cmd(out, seed, seed_from_metadata):
     """
     from grader.instructor import gradescope_kit as gradescope
 
+    check_output(out, "OUT")
     try:
         gradescope.build(Path(out), seed=seed, seed_from_metadata=seed_from_metadata)
     except ValueError as exc:

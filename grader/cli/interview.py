@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.options import complete_kata, complete_task
+from grader.cli.options import check_output, complete_kata, complete_task
 from grader.grading.runner import Limits
 from grader.interview import session as interview
 from grader.kata.registry import load_presets
@@ -136,7 +136,7 @@ def _interview_workspace(directory: str | None) -> Path:
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="The workspace: a new or empty folder to create (default ./interview-NAME); with --finish "
     "or --answers, the interview's folder (default: this one, or $KATA_WORKDIR).",
 )
@@ -238,6 +238,7 @@ def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_nam
         else:
             plan = interview.plan(kata, tuple(tasks), interview.DEFAULT_MINUTES if minutes is None else minutes)
         name = plan.preset or "-".join([plan.kata.name] + ([] if plan.whole_kata else [t.name for t in plan.tasks]))
+        check_output(directory or f"interview-{name}", "--dir", folder=True)
         session = interview.start(
             plan,
             Path(directory or f"interview-{name}"),
@@ -273,6 +274,7 @@ def _start_interview(kata, tasks, minutes, directory, seed, practice, preset_nam
 
 
 def _finish_interview(workspace: Path) -> None:
+    check_output(workspace / interview.STATE_DIR, "--dir", folder=True)  # the report goes there, after the final grade
     try:
         graded = interview.finish(workspace, _clock())
     except interview.InterviewError as exc:

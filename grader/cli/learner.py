@@ -15,6 +15,7 @@ import click
 from grader.cli.interview import grade_in_workspace, hint_in_workspace, list_in_workspace
 from grader.cli.options import (
     TEST_TIMEOUT,
+    check_output,
     check_target,
     colour,
     complete_grade_word,
@@ -50,8 +51,8 @@ from grader.output import files, report
 @click.option(
     "--gradescope",
     "gradescope_path",
-    type=click.Path(dir_okay=False, writable=True),
-    help="Also write Gradescope's results.json to this path.",
+    type=click.Path(),
+    help="Also write Gradescope's results.json to this path (its folder must exist).",
 )
 @click.option(
     "--verbose",
@@ -59,7 +60,7 @@ from grader.output import files, report
     count=True,
     help="Show every failing check: its message, your function's failing call (as Hypothesis shrank it), what "
     "your code printed during it and a hint aimed at that check. -vv adds pytest's own words for each failure "
-    "(the assertion, Hypothesis's failing case and its @reproduce_failure line).",
+    "(the assertion, Hypothesis's failing case, and the command that shows that case again).",
 )
 @limit_options
 @click.option(
@@ -85,8 +86,10 @@ def grade_cmd(
     see kata interview) it grades what the interview covers, with the
     interview's seed, logs the attempt and shows the time left.
 
-    Exit code 0 when every graded task passes, 1 when any does not, 2 for a
-    usage error, 130 after Ctrl-C (which prints what was graded so far).
+    Exit code 0 when every graded task passes (in a student edition: or is
+    on submission, and a check of each graded kata ran here), 1 when any
+    does not, 2 for a usage error, 130 after Ctrl-C (which prints what was
+    graded so far).
     """
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
     workspace = find_workspace() if target == "katas" else None
@@ -134,9 +137,8 @@ def _check_target_for(target: str, gradescope_path: str | None, seed: int) -> No
     """check_target, and on a bad target a Gradescope file that says why there
     is no grade (Gradescope reads the file whatever happened). A Gradescope
     path that cannot be written is refused first, before any grading."""
-    blocked = files.why_not_writable(gradescope_path) if gradescope_path else ""
-    if blocked:
-        raise click.BadParameter(f"cannot write {gradescope_path}: {blocked}", param_hint="--gradescope")
+    if gradescope_path:
+        check_output(gradescope_path, "--gradescope")
     try:
         check_target(target)
     except click.BadParameter as exc:
@@ -229,7 +231,7 @@ MARKER_TEXT = """\
 
 
 @click.command("init")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=click.Path())
 def init_cmd(directory):
     """Copy the untouched stubs and CHECKLIST.md into DIRECTORY and make it your kata folder.
 
@@ -239,6 +241,7 @@ def init_cmd(directory):
     live in DIRECTORY/.kata/. The way to work from an installed (not
     editable) copy of the katas, whose own files sit inside site-packages.
     """
+    check_output(directory, "DIRECTORY", folder=True)
     dest = Path(directory).expanduser().resolve()
     katas = load_registry()
     taken = [dest / f"{k.name}.py" for k in katas if (dest / f"{k.name}.py").exists()]
@@ -246,7 +249,7 @@ def init_cmd(directory):
         raise click.ClickException(
             f"{taken[0]} already exists; nothing was copied (pick a new folder, or `kata reset` a kata there)"
         )
-    dest.mkdir(parents=True, exist_ok=True)
+    dest.mkdir(exist_ok=True)
     for k in katas:
         (dest / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
     if not (dest / _target.MARKER).exists():

@@ -12,6 +12,7 @@ from grader.grading.runner import Limits
 from grader.kata import target as _target
 from grader.kata.lookup import did_you_mean, no_kata
 from grader.kata.registry import Kata, RegistryError, load_registry
+from grader.output import files
 
 
 def pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
@@ -59,6 +60,20 @@ def check_target(target: str) -> None:
         _target.resolve(target)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--target") from None
+
+
+class UnwritableOutput(click.ClickException):
+    """An output file or folder a command cannot write: exit 2, like a usage error, in one line."""
+
+    exit_code = 2
+
+
+def check_output(path, option: str, *, folder: bool = False) -> None:
+    """UnwritableOutput unless the file (or, with folder, the folder) path can be written, as the option
+    or argument `option` names it; asked before any work, so nothing is graded for a path that fails."""
+    why = files.why_not_folder(path) if folder else files.why_not_writable(path)
+    if why:
+        raise UnwritableOutput(f"{option} {path} cannot be written: {why}")
 
 
 def colour() -> bool | None:

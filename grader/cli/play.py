@@ -12,13 +12,18 @@ from grader.cli.options import check_target, colour, live_terminal
 
 _WEB_OPTIONS = ("--web", "--port", "--no-browser")  # the options of `kata play --web`, which are the group's own
 
+# The demo of each kata's trick: `kata play KATA` runs it, as `kata play DEMO` does.
+KATA_DEMOS = {"kv_cache": "cache", "quantization": "quantize", "distillation": "distill", "speculative": "speculate"}
+
 
 class _PlayGroup(click.Group):
-    """`kata play DEMO ...` runs a demo; `kata play --web ...` serves the widgets; otherwise `kata play
-    [PROMPT]` is `kata play write`."""
+    """`kata play DEMO ...` runs a demo, and so does the name of its kata; `kata play --web ...` serves the
+    widgets; otherwise `kata play [PROMPT]` is `kata play write`."""
 
     def parse_args(self, ctx, args):
         web = any(a.split("=")[0] in _WEB_OPTIONS for a in args)
+        if args and args[0] not in self.commands and not web:
+            args = _demo_of_a_kata(ctx, args, [c for c in self.commands if c != "write"])
         if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names and not web):
             demos = [c for c in self.commands if c != "write"]
             near = difflib.get_close_matches(args[0], demos, n=1, cutoff=0.75) if args else []
@@ -30,6 +35,21 @@ class _PlayGroup(click.Group):
                 )
             args = ["write", *args]
         return super().parse_args(ctx, args)
+
+
+def _demo_of_a_kata(ctx, args: list[str], demos: list[str]) -> list[str]:
+    """args with a kata's name in front taken for its demo's (said on stderr, with how to have the name
+    continued as text instead); a usage error for a kata with no demo; args as they are for anything else."""
+    from grader.kata.registry import load_registry
+
+    if not args[0].isidentifier() or args[0] not in {k.name for k in load_registry()}:
+        return args  # text with a space or a sign is a prompt
+    text = f"to continue the text {args[0]!r}, say: kata play write {args[0]}"
+    demo = KATA_DEMOS.get(args[0])
+    if demo not in demos:
+        raise click.UsageError(f"the kata {args[0]} has no demo ({text}); the demos are: {', '.join(demos)}", ctx)
+    click.echo(f"{args[0]} is a kata: its demo is kata play {demo} ({text})", err=True)
+    return [demo, *args[1:]]
 
 
 @click.group("play", cls=_PlayGroup, invoke_without_command=True)

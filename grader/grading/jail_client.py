@@ -30,7 +30,6 @@ import collections
 import dataclasses
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -39,8 +38,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
 
 from grader.grading import failing_calls, jail_space
 from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
@@ -61,7 +58,7 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     raise_remote,
 )
 from grader.grading.stopped import stopped
-from grader.jail import confine, picks
+from grader.jail import confine
 from grader.jail import protocol as p
 from grader.jail import zygote as forks
 from grader.kata import target as _target
@@ -385,7 +382,9 @@ class Jail:
         result in the jail and return its proxy instead of its data. batch:
         args is a list of argument lists, one call each, in order, in one
         round trip; returns the list of results. timed: a call on the clock,
-        which timed() recorded before its clock started."""
+        which timed() recorded before its clock started; its result's arrays
+        that share memory cross as that memory once (grader.jail.views) and
+        come back as read-only arrays over it."""
         self.ensure()
         if obj._gen != self.generation:
             raise JailCrash("this kata object was made before the kata process restarted")
@@ -396,13 +395,14 @@ class Jail:
             fields["keep"] = True
         if batch:
             fields["batch"] = True
-        return self._send(p.Op.CALL, SETTINGS.deadline, timed, **fields)[0]
-
-    def pick(self, kept: Remote, where: list):
-        """What the jail answers for the values of the kept result at the positions `where` (picks.picked),
-        asked on the clock of the call that returned it."""
-        self.ensure()
-        return self._send(p.Op.PICK, SETTINGS.deadline, True, obj=kept, at=where)[0]
+        if timed and not keep:
+            fields["views"] = True
+        self.peer.codec.views_asked = timed and not keep
+        try:
+            return self._send(p.Op.CALL, SETTINGS.deadline, timed, **fields)[0]
+        finally:
+            if self.peer is not None:
+                self.peer.codec.views_asked = False
 
     def put(self, value) -> Remote:
         """Keep value in the jail; its proxy can then be passed without sending it again."""
@@ -487,9 +487,9 @@ def kata_module(name: str) -> ModuleProxy:
     source = _target.kata_path(SETTINGS.target, name)
     key = (name, str(source))
     if key not in _JAILS:
-        if not source.is_file() or source.is_symlink():
-            what = "is a symlink; submit the file itself" if source.is_symlink() else "does not exist"
-            raise KataLoadError(f"no module {source.name} in {source.parent} ({what})")
+        why = _target.why_not_a_module(source)
+        if why:
+            raise KataLoadError(why)
         text = source.read_text(encoding="utf-8", errors="replace")
         if SETTINGS.target != "reference" and _target.USES_SOLUTIONS.search(text):
             raise KataLoadError(f"{source.name} uses the reference solution; a kata must be your own code")
@@ -515,10 +515,6 @@ def _owner(fn, what: str) -> tuple[Remote, str | None]:
     return owner, method
 
 
-# Where the judge reads results kept in a jail (timed_picks): drawn here, per judge, after each answer.
-_PICKS = np.random.default_rng(secrets.randbits(128))
-
-
 def _clock(fn, args, batch: bool, run) -> tuple[float, object]:
     """(seconds, run(jail, owner, method, args)) timed here around everything the
     jail does with args: they travel inside the timed round trip (nothing
@@ -540,30 +536,16 @@ def timed(fn, args, batch: bool = False) -> tuple[float, object]:
     """(seconds, result) of one call of a kata function or method, timed here
     around its round trip (see _clock): the arguments go and the whole result
     comes back inside it, so the judge checks data it received, never a
-    summary the jail made. batch: args is a list of argument lists, called
-    in order in one round trip (the result is then their list), for calls
-    too quick to time one by one."""
+    summary the jail made or a value it works out on request after the
+    clock stops. batch: args is a list of argument lists, called in order in
+    one round trip (the result is then their list), for calls too quick to
+    time one by one. Arrays of the result that are views of one buffer (a
+    KV cache's keys and values) cross as that buffer once and come back
+    read-only (grader.jail.views), so a result made of views costs what its
+    buffer does, and one made of copies what the copies do."""
     return _clock(
         fn, args, batch, lambda jail, owner, method, sent: jail.call(owner, method, sent, {}, batch=batch, timed=True)
     )
-
-
-def timed_picks(fn, args, want, batch: bool = False) -> tuple[float, bool]:
-    """(seconds, whether the result is want) of one call whose result is too
-    large to bring back (views of a large buffer, such as a KV cache's keys
-    and values): it stays in the jail, and, still on the clock, the judge
-    reads it at picks.PROBES positions per array that it draws only once
-    the call has answered (picks.draw_picks), so no work can wait for
-    positions known in advance, or be left for after the clock stops. want:
-    the result the suite expects (arrays, or lists and tuples of them)."""
-
-    def run(jail, owner, method, sent):
-        kept = jail.call(owner, method, sent, {}, keep=True, batch=batch, timed=True)
-        where = picks.draw_picks(want, _PICKS)
-        return where, jail.pick(kept, where)
-
-    seconds, (where, got) = _clock(fn, args, batch, run)
-    return seconds, picks.picks_agree(got, want, where)
 
 
 def put(fn, value) -> Remote:

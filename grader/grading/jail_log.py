@@ -14,10 +14,12 @@ import re
 import signal
 import tempfile
 import time
+import weakref
 
 # What a check shows of the learner's prints (stdout and stderr, as written): at most this many bytes and lines.
 PRINTED_BYTES, PRINTED_LINES = 8192, 50
 CRASH = b"Fatal Python error: "  # how faulthandler's dump of a dying process starts
+_LOGS: weakref.WeakSet = weakref.WeakSet()  # every log of this process's jails (see one_is_full)
 
 
 class JailLog:
@@ -25,6 +27,7 @@ class JailLog:
         self.file = tempfile.TemporaryFile()
         self.read_to = 0  # how much of it take() has taken
         self.dump_at: int | None = None  # where the stack dumped on SIGUSR1 starts: not printed
+        _LOGS.add(self)
 
     def fileno(self) -> int:
         return self.file.fileno()
@@ -68,6 +71,12 @@ class JailLog:
     def tail(self, size: int = 3000) -> str:
         end = os.fstat(self.fileno()).st_size
         return os.pread(self.fileno(), min(size, end), max(0, end - size)).decode(errors="replace")
+
+
+def one_is_full(cap: int) -> bool:
+    """Whether an open jail log holds cap bytes or more: its process printed all that its limit on a file
+    lets it (a write past it fails with EFBIG, as a write past it to any other file does)."""
+    return any(not log.file.closed and os.fstat(log.fileno()).st_size >= cap for log in list(_LOGS))
 
 
 def shown(taken: list[tuple[bytes, int]], last: bool = False) -> str:

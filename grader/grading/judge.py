@@ -46,7 +46,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader.grading import bytecode, failing_calls, jail_client
+from grader.grading import bytecode, failing_calls, jail_client, jail_log
 from grader.grading.events import Event, EventKind, Status
 from grader.jail import confine
 from grader.suites import common
@@ -162,8 +162,15 @@ def _past_a_limit(e: BaseException, limits: dict) -> str:
     output, exiting or raising what is not an Exception), or ''."""
     if isinstance(e, MemoryError):
         return f"ran out of memory (the grader allows {limits['memory_mb']} MiB)"
-    if isinstance(e, OSError) and e.errno == errno.EFBIG:
-        return f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
+    if isinstance(e, OSError) and e.errno == errno.EFBIG:  # past RLIMIT_FSIZE: its output, or a file it wrote
+        if jail_log.one_is_full(limits["output_mb"] << 20):
+            return f"printed more than the grader allows ({limits['output_mb']} MiB of output)"
+        return (
+            f"wrote a file larger than the grader allows ({limits['output_mb']} MiB a file, "
+            f"{confine.WORK_MB} MiB for all the files your code writes)"
+        )
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # the root mode's tmpfs is full
+        return f"wrote more than the grader allows ({confine.WORK_MB} MiB for all the files your code writes)"
     if isinstance(e, jail_client.LearnerBaseException):
         if type(e).__name__ == "SystemExit":
             return f"called sys.exit() inside a check; a kata must return, not exit ({e})"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.jail import protocol as p
+from grader.jail import views
 from reference.lm import BigramLM, CachedLM, PlainLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
@@ -169,6 +170,8 @@ class JudgeCodec(p.Codec):
         self.sent_rngs: list[np.random.Generator] = []
         self.proxies: dict[int, weakref.ref] = {}  # jail handle -> its one proxy
         self.sent_local: set[int] = set()  # models this jail already holds a copy of
+        self.views_asked = False  # the answer awaited may bring a result whose arrays share memory (views)
+        self._in_views = False
 
     def encode_special(self, value, buffers, depth):
         if isinstance(value, Remote):
@@ -214,6 +217,16 @@ class JudgeCodec(p.Codec):
         return None
 
     def decode_special(self, tag, data, buffers, depth):
+        if tag == "views" and self.views_asked and not self._in_views:
+            self._in_views = True
+            try:
+                return self.decode(data.get("value"), buffers, depth + 1)
+            finally:
+                self._in_views = False
+        if tag == "view" and self._in_views:
+            self._frame_memo(buffers)
+            self._taken.add(data.get("buf"))  # read by views: an array decoded from it later gets a copy
+            return views.decode(data, buffers)
         if tag == "model":
             fields = self.decode(data.get("config"), buffers, depth + 1)
             weights = self.decode(data.get("weights"), buffers, depth + 1)

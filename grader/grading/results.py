@@ -79,7 +79,14 @@ class GradeResult:
 
     @property
     def passed(self) -> bool:
-        return not self.interrupted and all(t.status.done_here for k in self.katas for t in k.tasks)
+        """What exit code 0 says: the grading was not interrupted, every graded task is done here, and
+        in every graded kata a check of its own ran here. A task this copy holds no check of (a
+        student edition's speed task, all of whose checks are hidden) is on submission only beside
+        a task of its kata whose checks ran and pass; graded alone, nothing here checked it, so it
+        is no pass (a per-task command, such as GitHub Classroom's, exits 1 for it)."""
+        return not self.interrupted and all(
+            all(t.status.done_here for t in k.tasks) and any(t.checks_total for t in k.tasks) for k in self.katas
+        )
 
     @property
     def on_submission(self) -> int:
@@ -141,8 +148,13 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
 
 def _waiting(task: Task, result: TaskResult, others: list[TaskResult]) -> TaskResult:
     """A task all of whose checks are hidden (a speed task, timing the functions of the
-    others) is todo while another task graded with it is not done here."""
+    others) is todo while another task graded with it is not done here, and says it is no
+    pass when no task graded with it ran a check (GradeResult.passed)."""
     pending = [r.name for r in others if not r.status.done_here]
+    if not pending and not any(r.checks_total for r in others):
+        return dataclasses.replace(
+            result, message=f"{result.message}; graded without a task of its kata whose checks run here, it is no pass"
+        )
     if not pending:
         return result
     return dataclasses.replace(

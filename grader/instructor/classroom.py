@@ -2,11 +2,21 @@
 graded by the instructor's grader in a jail.
 
 GitHub Classroom grades a push by running commands and scoring each by its
-exit code. `kata grade KATA:TASK` exits 0 exactly when that task passes, so
-each task is one command. `kata classroom DIR --grader-url URL --grader-sha256 HEX`
+exit code (0: the test's points; anything else: none). `kata grade KATA:TASK`
+exits 0 only when that task's own checks ran and passed, so each task is one
+command. In a student edition, and so with the wheel this kit installs, a task
+whose public checks pass is `on submission` and exits 0: Classroom's points
+count the public checks. A task the edition holds no check of (every check of
+it hidden, such as a speed task timed against a baseline) exits 1 when graded
+alone, so it has no test here (gradable); Classroom's total is the points of
+the other tasks, and your own grading (`kata grade-all`, Gradescope) grades it.
+Untouched stubs score 0: every test's task is todo. `kata classroom DIR --grader-url URL --grader-sha256 HEX`
 writes, into the student repository's template (a student edition from `kata release`):
 
-- .github/classroom/install-grader.sh (templates/classroom_install.sh): installs
+- .github/classroom/install-grader.sh (templates/classroom_install.sh): from a
+  folder of its own (the student's checkout, whose pip/ or zipfile.py Python would
+  import first, is never the working folder of a Python it starts, and each runs
+  isolated, `python -I`), installs
   bubblewrap and checks that it can isolate the learner's code on the runner (on
   Ubuntu 24.04 it first lifts AppArmor's ban on unprivileged user namespaces, which
   bubblewrap needs), or stops saying it cannot; then installs the grader from the
@@ -15,8 +25,9 @@ writes, into the student repository's template (a student edition from `kata rel
   the student may have edited, is never installed or run.
 - .github/workflows/classroom.yml (templates/classroom.yml): the workflow Classroom
   runs. It runs the script, then one `classroom-resources/autograding-command-grader`
-  step per task (KATA_JAIL=bwrap, so the grader fails rather than grade unconfined,
-  on the repository's katas/), then the `autograding-grading-reporter` step that
+  step per gradable task (KATA_JAIL=bwrap, so the grader fails rather than grade unconfined,
+  on the repository's katas/; `kata` is a console script, which never imports from
+  the folder it runs in), then the `autograding-grading-reporter` step that
   sends the points to Classroom.
 - .github/classroom/autograding.json: the same tests in the older format
   that Classroom's assignment page imports (the first test's setup runs the script).
@@ -37,8 +48,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlparse
 
-from grader.instructor import scripts
-from grader.kata.registry import Kata
+from grader.instructor import release, scripts
+from grader.kata.registry import Kata, Task
 
 TIMEOUT_MINUTES = 10  # per task; a kata grades in seconds, installing takes longer on a cold runner
 PYTHON = "3.11"  # what the runner sets up: the pinned dependencies (constraints.txt) need 3.11 or later
@@ -47,21 +58,35 @@ PACKAGE = "llm-speed-katas"  # the distribution the grader's wheel holds (pyproj
 
 
 def tests(katas: tuple[Kata, ...] | list[Kata]) -> list[dict]:
-    """One test per released task: {id, name, command, points}. The command grades the
-    repository's katas/ with the installed grader, in bubblewrap's jail or not at all."""
-    out = []
-    for k in katas:
-        for t in k.tasks:
-            if t.release:
-                out.append(
-                    {
-                        "id": f"{k.name}-{t.name}".replace("_", "-"),
-                        "name": f"{k.name}:{t.name}",
-                        "command": f"KATA_JAIL=bwrap kata grade {k.name}:{t.name} --target ./katas",
-                        "points": t.points,
-                    }
-                )
-    return out
+    """One test per task the student edition grades (gradable): {id, name, command, points}. The
+    command grades the repository's katas/ with the installed grader, in bubblewrap's jail or not at all."""
+    graded = gradable(katas)
+    return [
+        {
+            "id": f"{k}-{t.name}".replace("_", "-"),
+            "name": f"{k}:{t.name}",
+            "command": f"KATA_JAIL=bwrap kata grade {k}:{t.name} --target ./katas",
+            "points": t.points,
+        }
+        for k, tasks in graded.items()
+        for t in tasks
+    ]
+
+
+def gradable(katas: tuple[Kata, ...] | list[Kata]) -> dict[str, list[Task]]:
+    """kata name -> its tasks that the student edition can grade: released (release = true) and with
+    a check the edition holds (one that is not hidden: held_back.hidden_checks, or the hidden_checks
+    of an edition's own registry). A task all of whose checks are hidden (a speed task that times
+    against a baseline) is graded by your own grading only: `kata grade KATA:TASK` in the edition
+    checks nothing of it and exits 1."""
+    katas = tuple(katas)
+    hidden = release.hidden_by_task(katas, release.held_back_tasks(katas))
+    return {
+        k.name: [
+            t for t in k.tasks if t.release and any(x not in hidden.get(k.name, {}).get(t.name, ()) for x in t.tests)
+        ]
+        for k in katas
+    }
 
 
 def check_grader(url: str, sha256: str) -> None:

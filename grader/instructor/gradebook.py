@@ -229,11 +229,7 @@ def student_note(s: Student, result: ClassResult) -> str:
 def _own_note(s: Student, result: ClassResult) -> str:
     if s.note:
         return s.note
-    notes = []
-    for kata, kr in s.results.items():
-        messages = {t.message.splitlines()[0] for t in kr.tasks if t.message}
-        if kr.tasks and all(t.status is Status.ERROR and t.checks_passed == 0 for t in kr.tasks) and len(messages) == 1:
-            notes.append(f"{kata} did not load: {messages.pop()}")
+    notes = [f"{kata} did not load: {_load_failure(kr)}" for kata, kr in s.results.items() if _load_failure(kr)]
     if len(s.results) < len(result.katas):
         notes.append("not graded: interrupted (Ctrl-C)")
     return "; ".join(notes)
@@ -312,61 +308,74 @@ def _cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-NAMES_SHOWN = 8  # students named on one line of the summary; the rest are counted
+MESSAGE_CHARS = 100  # of a message quoted in the summary
 
 
-def summary(result: ClassResult, common: int = 3) -> str:
-    """Per task: how many students passed, then who did not, one line per way
-    of not passing: all the students who have not started it (todo) on one
-    line, then the `common` most frequent failures (status and the first line
-    of the message), each naming its students."""
+def summary(result: ClassResult) -> str:
+    """One line per student and kata (their points, and which tasks do not pass, by status; or why the
+    kata was not graded), one for a student whose submission could not be graded at all, then one per
+    kata: how many students pass every task of it, and the tasks most students do not pass."""
     lines = [f"{len(result.students)} students in {result.duration:.1f} s"]
     if result.unisolated:
         lines.append(f"warning: {UNISOLATED_NOTE}")
-    for k in result.katas:
-        for name in result.task_names(k):
-            outcomes = _outcomes(result, k, name)
-            passed = sum(t.status is Status.PASS for _, t in outcomes)
-            lines.append(f"{k.name}:{name}: {passed}/{len(result.students)} passed")
-            lines += _who_did_not_pass(outcomes, common)
+    width = max((len(_shown(s.name)) for s in result.students), default=0)
+    kata_width = max((len(k.name) for k in result.katas), default=0)
+    for s in result.students:
+        if s.note:
+            lines.append(f"{_shown(s.name):<{width}}  not graded: {_shown(s.note)[:MESSAGE_CHARS]}")
+            continue
+        for k in result.katas:
+            kr = s.results.get(k.name)
+            said = _kata_line(kr) if kr else "not graded: interrupted (Ctrl-C)"
+            points = f"{kr.score}/{kr.max_score}" if kr else ""
+            lines.append(f"{_shown(s.name):<{width}}  {k.name:<{kata_width}}  {points:>7}  {said}")
+    lines.append("")
+    lines += [_kata_total(result, k) for k in result.katas]
     return "\n".join(lines)
 
 
-def _outcomes(result: ClassResult, kata: Kata, task: str) -> list[tuple[Student, TaskResult]]:
-    """(student, their result) of task, for every student it was graded for."""
-    found = []
-    for s in result.students:
-        kr = s.results.get(kata.name)
-        found += [(s, t) for t in (kr.tasks if kr else []) if t.name == task]
-    return found
+def _shown(text: str) -> str:
+    return report.printable(text, lines=False)
 
 
-def _who_did_not_pass(outcomes: list[tuple[Student, TaskResult]], common: int) -> list[str]:
-    ways: dict[str, list[str]] = {}  # how it did not pass -> the students
-    for s, t in outcomes:
-        if t.status is Status.PASS:
-            continue
-        if t.status is Status.TODO:
-            how = "todo (not started)"
-        else:
-            first = report.printable(t.message.splitlines()[0][:120], lines=False) if t.message else ""
-            how = f"{t.status.value}: {first}" if first else t.status.value
-        ways.setdefault(how, []).append(s.name)
-    todo = ways.pop("todo (not started)", None)
-    ranked = sorted(ways.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    shown = ([("todo (not started)", todo)] if todo else []) + ranked[:common]
-    lines = [f"    {_names(names)}: {how}" for how, names in shown]
-    rest = sum(len(names) for _, names in ranked[common:])
-    if rest:
-        lines.append(f"    ... and {rest} more in {len(ranked) - common} other ways (students/*.json says how)")
-    return lines
+def _load_failure(kr: KataResult) -> str:
+    """The one message of a kata whose every task is an error before any check passed (a module that
+    did not load: missing, a syntax or import error), else ''."""
+    messages = {t.message.splitlines()[0] for t in kr.tasks if t.message}
+    if kr.tasks and all(t.status is Status.ERROR and t.checks_passed == 0 for t in kr.tasks) and len(messages) == 1:
+        return messages.pop()
+    return ""
 
 
-def _names(names: list[str]) -> str:
-    """Up to NAMES_SHOWN names, then how many more."""
-    shown = ", ".join(report.printable(n, lines=False) for n in names[:NAMES_SHOWN])
-    more = len(names) - NAMES_SHOWN
-    return shown + (f" and {more} more" if more > 0 else "")
+def _kata_line(kr: KataResult) -> str:
+    """What a student's kata came to, after its points: pass, why it did not load, or its tasks that do
+    not pass grouped by status (`fail: forward, generate; todo: paged`)."""
+    failure = _load_failure(kr)
+    if failure.startswith("no module ") and failure.endswith("(does not exist)"):  # grader.kata.target's words
+        return f"missing: the submission has no {kr.name}.py"
+    if failure:
+        return f"did not load: {_shown(failure)[:MESSAGE_CHARS]}"
+    by_status: dict[str, list[str]] = {}
+    for t in kr.tasks:
+        if not t.status.done_here:
+            by_status.setdefault(t.status.value, []).append(t.name)
+    if not by_status:
+        return "pass"
+    return "; ".join(f"{status}: {', '.join(names)}" for status, names in by_status.items())
+
+
+def _kata_total(result: ClassResult, kata: Kata) -> str:
+    """'KATA: N/M students pass every task; not passing: TASK (how many), ...' over the students it was graded for."""
+    graded = [s.results[kata.name] for s in result.students if kata.name in s.results]
+    every = sum(all(t.status.done_here for t in kr.tasks) for kr in graded)
+    missing: dict[str, int] = {}
+    for kr in graded:
+        for t in kr.tasks:
+            if not t.status.done_here:
+                missing[t.name] = missing.get(t.name, 0) + 1
+    most = sorted(missing.items(), key=lambda item: -item[1])
+    tail = "; not passing: " + ", ".join(f"{name} ({n})" for name, n in most) if most else ""
+    return f"{kata.name}: {every}/{len(result.students)} students pass every task{tail}"
 
 
 def write(result: ClassResult, out: Path, roster: Roster | None = None) -> list[Path]:

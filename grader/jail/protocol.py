@@ -77,7 +77,6 @@ class Op(str, Enum):
     PUT = "put"  # judge -> jail: keep a value there; answer: its handle (a later call gets that very object)
     GETATTR = "getattr"  # read an attribute of a handle's object
     CALL = "call"  # call a handle's object, or one of its methods
-    PICK = "pick"  # judge -> jail: a kept result's values at positions the judge drew after it came back
     OK = "ok"  # the answer: a value
     ERR = "err"  # the answer: an exception
     BYE = "bye"  # judge -> jail: stop serving

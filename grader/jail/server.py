@@ -40,8 +40,8 @@ import sys
 
 import numpy as np
 
-from grader.jail import picks
 from grader.jail import protocol as p
+from grader.jail import views
 from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
@@ -132,20 +132,40 @@ class _Kept:
         self.value = value
 
 
+class _Views:
+    """A result the judge asked to have whole, its arrays that share memory sent as that memory once (views)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class JailCodec(p.Codec):
     side = "jail"
 
     def __init__(self):
         super().__init__()
+        self.shared: dict = {}  # while a _Views result is encoded: id(array) -> (array, its place in shared memory)
         self.peer: p.Peer | None = None
         self.rngs: list[np.random.Generator] = []  # generators decoded for the request being served
         self.models: dict[int, JudgeModel] = {}  # judge handle -> its proxy model, one per model
         self.local_models: dict[int, Model] = {}  # key -> a model the judge sent as data
         self.local_tables: dict[int, NGramLM] = {}  # key -> an n-gram draft the judge sent as data
 
+    def _encode_array(self, value, buffers: list):
+        known = self.shared.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        return super()._encode_array(value, buffers)
+
     def encode_special(self, value, buffers, depth):
         if isinstance(value, _Raw):
             return value.data
+        if isinstance(value, _Views):
+            self.shared = views.plan(value.value, buffers)
+            try:
+                return {"$": "views", "value": self.encode(value.value, buffers, depth + 1)}
+            finally:
+                self.shared = {}
         if isinstance(value, _Kept):
             return self.export(value.value)
         if isinstance(value, JudgeModel):
@@ -260,7 +280,8 @@ class Server:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             where = _source_and_caret(exc)
-            raise KataImportError(f"{name}.py has a syntax error at line {exc.lineno}: {exc.msg}{where}") from None
+            at = f" at line {exc.lineno}" if exc.lineno else ""
+            raise KataImportError(f"{name}.py has a syntax error{at}: {exc.msg}{where}") from None
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: importing must not end the jail
             err = self.error(exc)
             where = f" (at {err.frames[-1]})" if err.frames else ""
@@ -297,9 +318,11 @@ class Server:
                 result = [fn(*a, **kwargs) for a in args]
             else:
                 result = fn(*args, **kwargs)
-            return (_Kept(result) if header.get("keep") else result), {"rngs": [p.rng_state(g) for g in rngs]}
-        if op == p.Op.PICK.value:
-            return picks.picked(target, self.codec.decode(header.get("at"), bufs)), {}
+            if header.get("keep"):
+                result = _Kept(result)
+            elif header.get("views"):
+                result = _Views(result)
+            return result, {"rngs": [p.rng_state(g) for g in rngs]}
         raise p.ProtocolError(f"an unknown request {op!r}")
 
     def run(self) -> None:
@@ -364,11 +387,18 @@ def main(config_json: str) -> None:
 # child confines itself (grader.jail.confine) before it runs main().
 
 
-# Standard modules the zygote imports before it forks: what NumPy imports only when first asked (a Generator
-# seeded from fresh entropy imports secrets) and what kata code commonly imports. A uid-mode jail shares the
-# file system as a uid of its own, and a Python installed where other uids cannot read (a pyenv under /root)
-# leaves it only the modules loaded before the fork.
+# Modules the zygote imports before it forks: what NumPy imports only when first asked (its submodules that
+# `import numpy` leaves to the first np.random, np.fft, ... a kata's code touches; a Generator seeded from fresh
+# entropy imports secrets) and standard modules kata code commonly imports. A uid-mode jail shares the file
+# system as a uid of its own, and where the Python or its packages lie in a folder other uids cannot read (a
+# pyenv under /root, a virtual environment in a private clone) it has only the modules loaded before the fork.
+# Not numpy.testing, numpy.f2py and the like: tools for tests and builds, not for kata code.
 PRELOADED = (
+    "numpy.random",
+    "numpy.fft",
+    "numpy.linalg",
+    "numpy.polynomial",
+    "numpy.ma",
     "secrets",
     "bisect",
     "copy",

@@ -67,7 +67,7 @@ RUNTIME_FILES = (
     "grader/jail/__init__.py",
     "grader/jail/frames.py",
     "grader/jail/protocol.py",
-    "grader/jail/picks.py",
+    "grader/jail/views.py",
     "grader/jail/server.py",
     "grader/jail/confine.py",
     "grader/jail/prefork.py",

@@ -4,8 +4,9 @@ A stub is its reference solution with every function body replaced by
 `raise NotImplementedError` (docstrings, signatures, decorators, classes,
 imports and constants kept) and the private helpers, functions and methods
 whose names start with one underscore, removed. The solution is the one
-source: katas/ holds the learner's copy (which they edit; a project test
-keeps it equal to this text), and `stub_for` makes the untouched stub
+source: katas/ holds the learner's copy (which they edit; while a file there
+is still a stub, a project test keeps it equal to this text, and the project's
+tests never read a learner's code there), and `stub_for` makes the untouched stub
 (what `kata reset` restores) from the solution again. Where the solutions
 are absent (a student edition, or a wheel built from one), it reads the
 copy `kata release` wrote to grader/kata/stub_files/ instead; the project

@@ -18,8 +18,10 @@ jail process and talks to it.
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +102,29 @@ def describe(target: str) -> str:
 
 def kata_path(target: str, kata: str) -> Path:
     return resolve(target) / f"{kata}.py"
+
+
+def why_not_a_module(path: Path) -> str:
+    """Why the file at path cannot be loaded as a kata's module, in the learner's words, or '' when it
+    is a regular file of Python source text (its bytes are read, never run)."""
+    where = f"{path.name} in {path.parent}"
+    if path.is_symlink():
+        return f"no module {where} (is a symlink; submit the file itself)"
+    if path.is_dir():
+        return f"{where} is a folder, not a file: the kata's module is one Python file of that name"
+    if not path.exists():
+        return f"no module {where} (does not exist)"
+    if not path.is_file():
+        return f"{where} is not a regular file: the kata's module is one Python file of that name"
+    data = path.read_bytes()
+    if b"\0" in data:
+        return f"{where} is not a text file of Python source: it holds NUL bytes, as a binary file does"
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError):
+        return (
+            f"{where} is not a text file of Python source: its bytes are not UTF-8 text "
+            "(nor text of an encoding its first lines declare)"
+        )
+    return ""

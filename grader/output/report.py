@@ -4,6 +4,8 @@ strings and dicts; the CLI does the printing and writing."""
 from __future__ import annotations
 
 import ast
+import re
+import shlex
 import string
 from pathlib import Path
 
@@ -135,6 +137,13 @@ def next_step(result: GradeResult, katas: list[Kata]) -> str:
         for task in kata.tasks:
             if not task.status.done_here:
                 return next_line(kata.name, task.name, task.status.value, known.get(kata.name), result.target)
+    for kata in result.katas:
+        if not result.interrupted and not any(t.checks_total for t in kata.tasks):
+            names = ", ".join(t.name for t in kata.tasks)
+            return (
+                f"next: nothing here checks {kata.name} / {names}: this edition holds none of its checks "
+                f"(graded on submission); `kata grade {kata.name}` grades it beside the tasks it times"
+            )
     n = sum(len(k.tasks) for k in result.katas)
     later = sum(t.status is Status.SUBMIT for k in result.katas for t in k.tasks)
     if later:
@@ -226,7 +235,10 @@ def details(result: GradeResult, words: bool = False) -> str:
                 lines += _example_lines(f["example"])
                 lines += printed_lines(f.get("printed", ""), "      ")
                 if words:
-                    lines += _labelled("pytest says:", f.get("pytest", ""), "      ")
+                    again = f"kata grade {kata.name}:{task.name} -vv --seed {result.seed}" + (
+                        "" if result.target == "katas" else f" --target {shlex.quote(result.target)}"
+                    )
+                    lines += _labelled("pytest says:", _for_the_learner(f.get("pytest", ""), again), "      ")
                 if len(group) > 1:
                     more = len(group) - 1
                     lines.append(f"  ... and {more} more check{'s' if more > 1 else ''} failed the same way")
@@ -309,6 +321,22 @@ def _example_lines(example: str) -> list[str]:
 def printed_lines(text: str, indent: str) -> list[str]:
     """What a failing check's run of the learner's code printed, under a heading, every line escaped."""
     return _labelled("your code printed:", text, indent)
+
+
+# Hypothesis's advice under a failing case, meant for whoever wrote the check (the suite's author, not the learner).
+_REPRODUCE = re.compile(
+    r"You can reproduce this (?:test case|example) by temporarily adding @reproduce_failure\(.*?\) "
+    r"as a decorator on your test function\.?"
+)
+
+
+def _for_the_learner(words: str, again: str) -> str:
+    """pytest's words with Hypothesis's @reproduce_failure advice (a decorator for a check of the suite,
+    which is not the learner's to edit) replaced by what the learner can run instead: `again`."""
+    return _REPRODUCE.sub(
+        f"To see this test case again: {again} (the same code and seed draw the same examples)",
+        words,
+    )
 
 
 def _labelled(label: str, text: str, indent: str) -> list[str]:

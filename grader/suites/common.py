@@ -41,7 +41,7 @@ _COMMON = dict(
     database=None,
     deadline=None,
     max_examples=GRADE_EXAMPLES,
-    print_blob=True,  # the @reproduce_failure line `kata grade -vv` shows
+    print_blob=True,  # the @reproduce_failure line of `kata test` and the JSON's `pytest` (-vv shows a command)
     # No explain phase: it is slow on every failure, and the minimal example is what a learner needs.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

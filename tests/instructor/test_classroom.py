@@ -6,18 +6,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
 from grader.instructor import classroom, release
-from grader.kata.target import ROOT
+from grader.kata.registry import load_registry
+from grader.kata.target import ROOT, SOLUTIONS_DIR
 
-from helpers import TOY
+from helpers import TOY, plant, planted_ran
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,14 +160,17 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def run_install(
-    tmp_path: Path, wheel: Path, sha256: str, bwrap_status: int = 0
+    tmp_path: Path, wheel: Path, sha256: str, bwrap_status: int = 0, repo: Path | None = None
 ) -> tuple[subprocess.CompletedProcess, Path]:
+    """The install script for wheel, run as the workflow runs it: from the student's repository (repo,
+    or tmp_path), with a fresh virtual environment's python first on the PATH."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     script = tmp_path / "install-grader.sh"
     script.write_text(classroom.install_script(wheel.as_uri(), sha256))
     env = fake_runner(tmp_path, venv / "bin", bwrap_status)
-    done = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    cwd = repo or tmp_path
+    done = subprocess.run(["bash", str(script)], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     return done, venv
 
 
@@ -203,3 +210,94 @@ def test_the_install_script_stops_saying_why_where_bubblewrap_cannot_isolate(tmp
     done = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "cannot be graded in isolation" in done.stderr
     assert "python ran" not in done.stderr  # nothing installed, nothing graded
+
+
+# ---------------------------------------------------------------- a student's repository, graded as Classroom grades it
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, wheel) -> SimpleNamespace:
+    """The student edition as a student's repository, every file of helpers.PLANTED at its top (a line
+    leading its own grader/'s), and the install script run from it as the workflow runs it: the script's
+    run (done), the virtual environment it installed into (venv), the repository (repo), the plants' marks."""
+    tmp = tmp_path_factory.mktemp("classroom")
+    repo = tmp / "repo"
+    shutil.copytree(wheel.parent / "edition", repo)
+    plant(repo, tmp / "marks")
+    done, venv = run_install(tmp, wheel, hashlib.sha256(wheel.read_bytes()).hexdigest(), repo=repo)
+    return SimpleNamespace(done=done, venv=venv, repo=repo, marks=tmp / "marks")
+
+
+def _bwrap_works() -> bool:
+    exe = shutil.which("bwrap")
+    return exe is not None and subprocess.run([exe, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode == 0
+
+
+def as_classroom_runs(command: str, installed: SimpleNamespace, repo: Path) -> subprocess.CompletedProcess:
+    """A test's command as its autograding step runs it: by a shell, in the student's repository, with the
+    grader the install script installed first on the PATH. KATA_JAIL=bwrap stays where bubblewrap works
+    here; elsewhere the grader takes the jail this machine has (root's, as these tests mostly run)."""
+    if not _bwrap_works():
+        command = command.replace("KATA_JAIL=bwrap ", "")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(PATH=f"{installed.venv / 'bin'}:{env['PATH']}", KATA_GRADE_KEY=os.environ["KATA_GRADE_KEY"])
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+
+
+WHERE = "import grader, pip; print(grader.__file__, pip.__file__)"  # where the installed grader and pip are
+
+
+@pytest.mark.slow  # a virtual environment the wheel is installed into, and a grading
+def test_the_install_script_and_a_test_run_no_python_of_the_students_repository(installed):
+    assert installed.done.returncode == 0, installed.done.stderr[-3000:]
+    assert planted_ran(installed.marks) == [], "the install script ran a file the student planted"
+    where = subprocess.run(
+        [str(installed.venv / "bin" / "python"), "-I", "-c", WHERE],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=True,
+    ).stdout.split()
+    assert all(w.startswith(str(installed.venv)) for w in where), where  # the wheel's grader, by the real pip
+    first = classroom.tests(load_registry())[0]
+    graded = as_classroom_runs(first["command"], installed, installed.repo)
+    assert planted_ran(installed.marks) == [], "a test's command ran a file the student planted"
+    assert graded.returncode == 1 and "todo" in graded.stdout, graded.stdout + graded.stderr[-2000:]
+
+
+@pytest.mark.slow  # every task graded alone, twice
+def test_classroom_pays_nothing_for_untouched_stubs_and_every_point_for_the_reference(installed, tmp_path):
+    """Classroom's sum: a test's points when its command exits 0, none otherwise."""
+    yaml = pytest.importorskip("yaml")
+    katas = load_registry()
+    classroom.write(tmp_path, katas, grader_url=URL, grader_sha256=SHA)
+    steps = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
+    tests = [
+        (s["with"]["command"], s["with"]["max-score"])
+        for s in steps["jobs"]["run-autograding-tests"]["steps"]
+        if s.get("uses", "").startswith("classroom-resources/autograding-command-grader")
+    ]
+    solved = tmp_path / "solved"
+    shutil.copytree(installed.repo, solved)
+    for k in katas:
+        shutil.copy(SOLUTIONS_DIR / f"{k.name}.py", solved / "katas" / f"{k.name}.py")
+    left_out = [
+        f"kata grade {k.name}:{t.name} --target ./katas"
+        for k in katas
+        for t in k.tasks
+        if t.release and t not in classroom.gradable(katas)[k.name]
+    ]
+    runs = [(command, repo) for repo in (installed.repo, solved) for command, _ in tests]
+    runs += [(command, solved) for command in left_out]
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda run: as_classroom_runs(run[0], installed, run[1]), runs))
+    codes = {(command, repo): d.returncode for (command, repo), d in zip(runs, done)}
+    failed = [f"{c}: {d.stdout[-1500:]}" for (c, r), d in zip(runs, done) if r == solved and d.returncode]
+    stubs = sum(points for command, points in tests if codes[command, installed.repo] == 0)
+    reference = sum(points for command, points in tests if codes[command, solved] == 0)
+    total = sum(points for _, points in tests)
+    assert stubs == 0, [c for c, _ in tests if codes[c, installed.repo] == 0]
+    assert reference == total, failed
+    # A task the edition holds no check of has no test, and graded alone it is no pass, solved or not.
+    assert left_out and all(codes[command, solved] == 1 for command in left_out), left_out
+    assert total == sum(t.points for tasks in classroom.gradable(katas).values() for t in tasks)

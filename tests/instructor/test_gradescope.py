@@ -443,12 +443,12 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
         requirements = zf.read("requirements.txt").decode()
         constraints = zf.read("grader/instructor/constraints.txt").decode()
     assert "apt-get install -y --no-install-recommends python3 python3-pip python3-venv bubblewrap" in setup
-    assert "python3 -m venv /autograder/venv" in setup
+    assert 'root="${KATA_AUTOGRADER_ROOT:-/autograder}"' in setup and 'python3 -I -m venv "$root/venv"' in setup
     # The dependencies at the pinned versions, the grader not installed (it runs from the source folder, root's alone).
-    pinned = "pip install -c /autograder/source/grader/instructor/constraints.txt"
-    install = f"{pinned} \\\n    -r /autograder/source/requirements.txt"
-    assert install in setup and "pip install /autograder/source" not in setup
-    assert "chmod -R go-rwx /autograder/source\n" in setup and "sys.version_info < (3, 11)" in setup
+    pinned = 'pip install -c "$root/source/grader/instructor/constraints.txt"'
+    install = f'{pinned} \\\n    -r "$root/source/requirements.txt"'
+    assert install in setup and "pip install $root/source" not in setup
+    assert 'chmod -R go-rwx "$root/source"\n' in setup and "sys.version_info < (3, 11)" in setup
     assert (
         requirements.splitlines() == tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["dependencies"]
     )

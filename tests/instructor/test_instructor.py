@@ -16,8 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
+from grader.grading.events import Status
+from grader.grading.runner import KataResult, TaskResult
 from grader.instructor import gradebook, held_back, release, submissions
 from grader.kata.registry import REGISTRY_PATH, find_kata, load_registry
+from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 
 from helpers import SUBS, TOY, edition_cli
@@ -116,14 +119,15 @@ def test_a_roster_without_a_student_column_or_with_a_student_twice_is_a_usage_er
     assert result.exit_code == 2 and words in result.output, result.output
 
 
-def test_the_summary_names_at_most_eight_students_a_line_and_counts_the_rest(toy_cli, tmp_path):
+def test_the_summary_is_a_line_per_student_and_kata_then_one_per_kata(toy_cli, tmp_path):
     root = tmp_path / "class"
     for i in range(10):
         shutil.copytree(SUBS / "stub", root / f"s{i:02d}")
     result = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(tmp_path / "book"), "--kata", "toy:mean"])
     assert result.exit_code == 0, result.output
-    names = ", ".join(f"s{i:02d}" for i in range(8))
-    assert f"    {names} and 2 more: todo (not started)\n" in result.output
+    lines = result.stdout.splitlines()
+    assert lines[1:11] == [f"s{i:02d}  toy      0/2  todo: mean" for i in range(10)]
+    assert lines[11:13] == ["", "toy: 0/10 students pass every task; not passing: mean (10)"]
 
 
 def test_a_class_is_never_graded_unconfined_unless_told_and_then_every_row_says_so(toy_cli, tmp_path, monkeypatch):
@@ -165,11 +169,15 @@ def test_grade_all_writes_a_row_per_student_and_never_aborts(toy_cli, a_class, t
     }
     bob = json.loads((out / "students" / "bob.json").read_text())
     assert {t["status"] for t in bob["katas"][0]["tasks"]} == {"todo"}
-    assert "toy:mean: 1/5 passed" in result.output
-    summary = result.output.split("toy:mean: 1/5 passed\n", 1)[1].split("toy:scale")[0]
-    assert "    bob: todo (not started)\n" in summary  # who has not started, named, on one line
-    assert "    carol: error: toy.py has a syntax error at line 13: invalid syntax\n" in summary
-    assert "    eve: error: not graded: eve.zip is not a readable zip file" in summary
+    summary = result.stdout.splitlines()
+    assert summary[1:4] == [
+        "alice  toy      4/4  pass",
+        "bob    toy      0/4  todo: mean, scale, fast",  # who has not started: the tasks, on one line
+        "carol  toy      0/4  did not load: toy.py has a syntax error at line 13: invalid syntax",
+    ]
+    assert summary[4].startswith("dave   not graded: no kata modules (toy.py) anywhere in ")
+    assert summary[5].startswith("eve    not graded: eve.zip is not a readable zip file")
+    assert summary[6:8] == ["", "toy: 1/5 students pass every task; not passing: mean (4), scale (4), fast (4)"]
 
 
 def test_seed_per_student_is_reproducible_differs_between_students_and_needs_the_secret():
@@ -233,7 +241,6 @@ def solution_windows() -> set[str]:
     """Every WINDOW consecutive code lines of the reference solutions that
     neither their stubs nor the reference model (which every learner gets)
     have: a file holding one holds part of an answer."""
-    from grader.kata.stubs import stub_for
 
     given = "\n".join("\n".join(stripped(p.read_text())) for p in (ROOT / "reference").glob("*.py"))
     out = set()
@@ -282,9 +289,9 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
     assert not any(f"def {t}(" in suite for t in paged_tests)
     assert "test_update_returns_everything_written_so_far" in suite
     assert "**paged**" not in (out / "CHECKLIST.md").read_text() and "**cache**" in (out / "CHECKLIST.md").read_text()
-    assert (out / "katas" / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert (out / "katas" / "kv_cache.py").read_text() == stub_for("kv_cache")
     stored = out / "grader" / "kata" / "stub_files" / "kv_cache.py"
-    assert stored.read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert stored.read_text() == stub_for("kv_cache")
 
 
 def test_kata_reset_in_the_edition_restores_the_stub_it_stored_having_no_solutions(tmp_path):
@@ -388,7 +395,7 @@ def test_without_the_solutions_an_interview_covers_whole_katas_only(tmp_path, mo
 
 def test_kata_bench_resolves_a_relative_target_against_the_callers_folder(tmp_path, monkeypatch):
     (tmp_path / "mine").mkdir()
-    shutil.copy(ROOT / "katas" / "moe.py", tmp_path / "mine" / "moe.py")  # an unfinished kata: the script stops early
+    (tmp_path / "mine" / "moe.py").write_text(stub_for("moe"))  # an unfinished kata: the script stops early
     monkeypatch.chdir(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "grader.cli", "bench", "moe", "--target", "mine"],
@@ -407,3 +414,44 @@ def test_a_bad_target_still_writes_a_gradescope_file_that_says_why(toy_cli, tmp_
     assert result.exit_code == 2
     data = json.loads(out.read_text())
     assert data["score"] == 0 and "missing" in data["output"] and data["tests"][0]["status"] == "failed"
+
+
+def _graded(kata, statuses: dict[str, Status]) -> KataResult:
+    """kata's result with each task's status (every task not named passes), points for the passing ones."""
+    tasks = [
+        TaskResult(t.name, t.title, s, t.points if s is Status.PASS else 0, t.points, 1, 2, "", "")
+        for t in kata.tasks
+        for s in [statuses.get(t.name, Status.PASS)]
+    ]
+    return KataResult(kata.name, kata.title, sum(t.score for t in tasks), kata.max_score, 1.0, tasks)
+
+
+def test_five_students_with_five_katas_read_in_one_screen_a_line_each():
+    katas = list(load_registry())
+    first = [k.tasks[0].name for k in katas]
+    ways = {
+        "ann": lambda k: _graded(k, {}),
+        "ben": lambda k: gradebook._not_graded(k, [t.name for t in k.tasks], "not implemented yet", Status.TODO),
+        "cat": lambda k: gradebook._not_graded(
+            k, [t.name for t in k.tasks], f"no module {k.name}.py in /x (does not exist)"
+        ),
+        "dan": lambda k: _graded(k, {k.tasks[0].name: Status.FAIL, k.tasks[-1].name: Status.SLOW}),
+        "eva": lambda k: gradebook._not_graded(
+            k, [t.name for t in k.tasks], f"{k.name}.py has a syntax error at line 3: x"
+        ),
+    }
+    students = [gradebook.Student(name, Path(name), 0) for name in ways]
+    for s in students:
+        s.results = {k.name: ways[s.name](k) for k in katas}
+    text = gradebook.summary(gradebook.ClassResult(students, katas, {}, 12.0))
+    lines = text.splitlines()
+    assert len(lines) == 1 + 5 * 5 + 1 + 5  # the head, a line per student and kata, a blank one, a line per kata
+    width = max(len(k.name) for k in katas)
+    for i, k in enumerate(katas):
+        assert lines[1 + i] == f"ann  {k.name:<{width}}  {f'{k.max_score}/{k.max_score}':>7}  pass"
+        assert lines[6 + i].endswith(f"0/{k.max_score}  todo: {', '.join(t.name for t in k.tasks)}")
+        assert lines[11 + i].endswith(f"0/{k.max_score}  missing: the submission has no {k.name}.py")
+        assert lines[16 + i].endswith(f"  fail: {first[i]}; slow: {k.tasks[-1].name}")
+        assert lines[21 + i].endswith(f"did not load: {k.name}.py has a syntax error at line 3: x")
+        assert lines[27 + i].startswith(f"{k.name}: 1/5 students pass every task; not passing: {first[i]} (4), ")
+    assert all(line.startswith(tuple(ways)) for line in lines[1:26])

@@ -2,9 +2,10 @@
 
 Every cheat in tests/fixtures/cheats/<cheat>/<kata>.py is one of the ways a
 learner might write their own grade. Its submission is put together here: the
-untouched stub of its kata (no line of real work; slow_memo and upload_precompute start from a
-correct but slow solution, the reference solution with its loop over experts
-made a loop over tokens, and local_copy from the reference solution as it is),
+untouched stub of its kata (no line of real work; slow_memo, upload_precompute, lazy_picks and lazy_timed
+start from a correct but slow solution, the reference solution with its loop over experts made a loop
+over tokens, its gradient made row by row, or its cache's update made to copy the past; and local_copy from
+the reference solution as it is),
 then tests/fixtures/cheats/_wrap.py (with which a cheat runs itself in every
 kata function before the stub's own body), then the cheat. Each run grades one
 or two cheats and an honest kata (the reference solution of
@@ -46,6 +47,7 @@ from pathlib import Path
 import pytest
 
 from grader.jail import confine
+from grader.kata.stubs import stub_for
 
 from helpers import spawn
 
@@ -76,7 +78,18 @@ _SLOW_GRAD = (
     "            grad[i] = one[0] / rows.size\n"
     "        return grad\n",
 )
-SLOWED = {"slow_memo": _SLOW_MOE, "upload_precompute": _SLOW_GRAD}
+# lazy_picks and lazy_timed: update returns a copy of all a layer holds (the speed task's mutant in
+# tests/mutants/kv_cache.toml), so each update costs the whole past again.
+_COPYING_UPDATE = (
+    re.compile(r"^        return self\._k\[layer, :, :end\], self\._v\[layer, :, :end\]\n", re.MULTILINE),
+    "        return self._k[layer, :, :end].copy(), self._v[layer, :, :end].copy()  # the slow part: the past copied\n",
+)
+SLOWED = {
+    "slow_memo": _SLOW_MOE,
+    "upload_precompute": _SLOW_GRAD,
+    "lazy_picks": _COPYING_UPDATE,
+    "lazy_timed": _COPYING_UPDATE,
+}
 # Cheats that start from their kata's reference solution as it is (they cheat on some of its functions only).
 SOLVED = {"local_copy"}
 GRADE_SECONDS = 300  # a grade that takes longer hangs
@@ -124,6 +137,12 @@ RUNS = {
     "answers_ready_before_the_clock": Run(
         {"distillation": "upload_precompute"}, deserved={"distillation": ("softmax", "kl", "loss", "grad", "distill")}
     ),
+    "lazy_results_read_where_the_judge_draws": Run(
+        {"kv_cache": "lazy_picks"}, deserved={"kv_cache": ("cache", "forward", "generate", "paged", "quantized")}
+    ),
+    "lazy_answers_to_the_timed_calls_only": Run(
+        {"kv_cache": "lazy_timed"}, deserved={"kv_cache": ("cache", "forward", "generate", "paged", "quantized")}
+    ),
     "work_on_a_local_copy": Run(
         {"kv_cache": "local_copy"}, deserved={"kv_cache": ("cache", "paged", "quantized", "speed")}
     ),
@@ -167,7 +186,8 @@ class Graded:
 
 
 def _copy_checkout(dest: Path) -> None:
-    """The tracked files of this checkout, as they are in the work tree."""
+    """The tracked files of this checkout, as they are in the work tree, but katas/: the untouched stubs
+    (made from the solutions), whatever a learner wrote there."""
     try:
         names = (
             subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], check=True, capture_output=True, timeout=60)
@@ -182,6 +202,8 @@ def _copy_checkout(dest: Path) -> None:
             continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / name, follow_symlinks=False)
+    for stub in (dest / "katas").glob("[!_]*.py"):
+        stub.write_text(stub_for(stub.stem), encoding="utf-8")
 
 
 def _listing(root: Path) -> dict[str, str]:
@@ -565,6 +587,20 @@ def test_stopped_clocks_and_memoized_answers_leave_a_slow_implementation_slow(gr
         "losses": "pass",
         "speed": "slow",
     }
+
+
+@pytest.mark.parametrize("run", ["lazy_results_read_where_the_judge_draws", "lazy_answers_to_the_timed_calls_only"])
+def test_lazy_stand_ins_for_timed_results_leave_a_copying_cache_slow(graded, run):
+    """A cache that copies its past on every update answers the timed updates with stand-ins, and
+    works out only what the judge reads afterwards (or replays the updates then): every timed result
+    now comes back whole inside the timed round trip, so the stand-ins must become the copies on the
+    clock, and speed is graded slow, however the reading code in the jail is replaced."""
+    g = graded(run)
+    assert_no_undeserved_point(g, "kv_cache")
+    tasks = g.tasks("kv_cache")
+    assert tasks["speed"]["status"] == "slow", (tasks["speed"]["status"], tasks["speed"]["message"])
+    failed = {f["test"].split("[")[0] for f in tasks["speed"]["failures"]}
+    assert failed == {"test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16"}, failed
 
 
 def test_answers_from_a_local_copy_with_the_counted_rows_pushed_for_show_fail_the_counted_checks(graded):

@@ -19,6 +19,7 @@ from grader import ONE_BLAS_THREAD
 from grader.cli.commands import main
 from grader.grading import runner
 from grader.kata.registry import load_registry
+from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
 from grader.output import report
 
@@ -197,7 +198,7 @@ def test_kata_init_copies_the_stubs_and_checklist_and_never_overwrites(tmp_path,
     assert result.exit_code == 0, result.output
     assert f"copied 5 kata stubs and CHECKLIST.md to {dest}\n" in result.output
     assert "no KATA_WORKDIR needed" in result.output and "export" not in result.output
-    assert (dest / "kv_cache.py").read_text() == (ROOT / "katas" / "kv_cache.py").read_text()
+    assert (dest / "kv_cache.py").read_text() == stub_for("kv_cache")
     assert (dest / "CHECKLIST.md").read_text() == (ROOT / "CHECKLIST.md").read_text()
     assert (dest / "kata.toml").is_file()
     (dest / "moe.py").write_text("my work")
@@ -230,7 +231,7 @@ def test_commands_inside_an_initd_folder_keep_their_state_there_without_kata_wor
     (dest / "moe.py").write_text("my work")
     reset = CliRunner().invoke(main, ["reset", "moe", "--yes"])
     assert reset.exit_code == 0, reset.output
-    assert (dest / "moe.py").read_text() == (ROOT / "katas" / "moe.py").read_text()
+    assert (dest / "moe.py").read_text() == stub_for("moe")
     (backup,) = (dest / ".kata" / "backups").iterdir()
     assert backup.read_text() == "my work"
 
@@ -367,7 +368,7 @@ def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
 def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinished(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    shutil.copy(ROOT / "katas" / "moe.py", work / "moe.py")
+    (work / "moe.py").write_text(stub_for("moe"))
     # It runs as `python -m benchmarks.bench_moe` in the folder kata ran in: nothing there is imported.
     (tmp_path / "numpy.py").write_text("raise SystemExit('the numpy.py of the start folder was imported')\n")
     env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
@@ -397,7 +398,8 @@ def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(
     refused = bench("--plot", "students.pdf")
     assert refused.returncode == 2 and "must be a .png or .svg file" in refused.stderr
     nowhere = bench("--plot", str(tmp_path / "no such folder" / "students.svg"))
-    assert nowhere.returncode == 2 and "is not a folder you can write to" in nowhere.stderr
+    assert nowhere.returncode == 2 and "no such folder does not exist; create it first" in nowhere.stderr
+    assert not (tmp_path / "no such folder").exists()
 
 
 def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):

@@ -24,12 +24,12 @@ from grader.cli.commands import main
 from grader.grading.events import Status
 from grader.grading.runner import KataResult, TaskResult
 from grader.kata.registry import load_registry
-from grader.learn.watch import first_unfinished, screen, watch
+from grader.learn.watch import STEP_MS, first_unfinished, screen, watch
 
-from helpers import SUBS, TOY, spawn, wait_for_processes
+from helpers import SETTLE, SUBS, TOY, spawn, wait_for_processes
 
 ROOT = Path(__file__).resolve().parents[2]
-WAIT = 20  # seconds any one wait may take before the test fails (a toy grade takes about 1 s)
+WAIT = SETTLE  # seconds any one wait may take before the test fails (a toy grade takes about 1 s on a quiet machine)
 
 
 @pytest.fixture
@@ -146,19 +146,49 @@ def test_editor_temp_files_and_other_paths_do_not_trigger_a_grade_but_a_touch_do
     _end(out, stop, thread)
 
 
+def _burst(path: Path, text: str, salt: int) -> float:
+    """Five saves of path, as an editor that writes, then formats on save, then writes again makes them (each
+    the whole text, in two writes, its trailing newlines told apart by salt). Returns the longest time from the
+    start of one save to the end of the next: more than the longest quiet between them."""
+    starts, ends = [], []
+    for n in range(5):
+        starts.append(time.monotonic())
+        with open(path, "w") as f:
+            f.write(text[: len(text) // 2])
+            f.flush()
+            f.write(text[len(text) // 2 :] + "\n" * (n + 5 * salt))
+        ends.append(time.monotonic())
+        time.sleep(0.03)
+    return max(ends[i + 1] - starts[i] for i in range(4))
+
+
+def _settled(out: Output) -> int:
+    """How many gradings the watch started, once each has drawn its screen and none started for five of its
+    quiet steps (time for any grade a stray event would start)."""
+    while True:
+        n = out.gradings()
+        out.wait_for_screens(n)
+        time.sleep(5 * STEP_MS / 1000)
+        if out.gradings() == n:
+            return n
+
+
 def test_a_burst_of_saves_is_graded_once(work):
     out, stop, thread = _start()
     out.wait_for_screens(1)
     text = (SUBS / "correct" / "toy.py").read_text()
-    for n in range(5):  # an editor that writes, then formats on save, then writes again...
-        with open(work / "toy.py", "w") as f:
-            f.write(text[: len(text) // 2])
-            f.flush()
-            f.write(text[len(text) // 2 :] + "\n" * n)
-        time.sleep(0.03)
-    assert "4/4 points" in out.wait_for_screens(2)[1]
-    time.sleep(0.75)  # five of the watch's quiet steps: time for any grade a stray event would start
-    assert out.gradings() == 2, f"one burst of saves was graded more than once: {out.chunks}"
+    # A burst is saves closer together than the watch's quiet step. A busy machine can hold this process
+    # between two saves for longer, and the watch then rightly grades twice: such a try is not a burst.
+    for salt in range(5):
+        before = _settled(out)
+        longest = _burst(work / "toy.py", text, salt)
+        after = _settled(out)
+        if longest < STEP_MS / 1000:
+            break
+    else:
+        pytest.skip(f"the machine held every burst of saves apart for more than the watch's {STEP_MS} ms step")
+    assert after - before == 1, f"one burst of saves was graded more than once: {out.chunks}"
+    assert "4/4 points" in out.screens()[-1]
     _end(out, stop, thread)
 
 
@@ -199,10 +229,10 @@ class Child:
     def interrupt(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGINT)
         try:
-            code = self.proc.wait(timeout=10)
+            code = self.proc.wait(timeout=SETTLE)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError("the watch did not end within 10 s of Ctrl-C")
+            raise AssertionError(f"the watch did not end within {SETTLE:g} s of Ctrl-C")
         self.reader.join(5)
         return code, self.proc.stderr.read()
 
@@ -211,7 +241,7 @@ class Child:
         self.proc.wait()
 
     def leftovers(self) -> list[int]:
-        return wait_for_processes(self.scratch, present=False, seconds=5)
+        return wait_for_processes(self.scratch, present=False, seconds=SETTLE)
 
 
 @pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
@@ -235,7 +265,7 @@ def test_ctrl_c_during_a_grade_stops_the_grade_and_leaves_no_process_behind(work
     child.wait_for("watching ")
     shutil.copy(SUBS / "loop" / "toy.py", work / "toy.py")  # mean_of never returns: this grade hangs
     child.wait_for("grading ", 2)
-    assert wait_for_processes(child.scratch, present=True, seconds=10), "the re-grade had no judge running to stop"
+    assert wait_for_processes(child.scratch, present=True, seconds=SETTLE), "the re-grade had no judge running to stop"
     time.sleep(0.5)
     code, err = child.interrupt()
     assert code == 0, err

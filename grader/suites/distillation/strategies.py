@@ -34,8 +34,10 @@ alphas = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0, 1]))
 
 
 def _bad_batch(case):
-    """(student, teacher, labels, temperature, alpha) with one thing wrong."""
-    s, t, y, T, a = np.zeros((3, 4)), np.zeros((3, 4)), np.array([0, 1, 2]), 2.0, 0.5
+    """(student, teacher, labels, temperature, alpha) with one thing wrong; "... at alpha A": at that alpha,
+    an edge where one of the two terms weighs nothing and the input it alone reads must still be checked."""
+    case, _, edge = case.partition(" at alpha ")
+    s, t, y, T, a = np.zeros((3, 4)), np.zeros((3, 4)), np.array([0, 1, 2]), 2.0, float(edge or 0.5)
     if case == "mismatched logits":
         t = np.zeros((3, 5))
     elif case == "teacher logits of one row":  # broadcasts against the student's (3, 4)
@@ -74,6 +76,8 @@ BAD_BATCHES = [
     "alpha below 0",
     "alpha above 1",
 ]
+# Every refusal holds at the edges of alpha too: at 1 the labels weigh nothing, at 0 the teacher and temperature.
+BAD_BATCHES += [f"{case} at alpha {edge}" for edge in (0, 1) for case in BAD_BATCHES if "alpha" not in case]
 
 
 # Two more rows of student and teacher logits, to append with label ignore_index (rows cut to the batch's V).

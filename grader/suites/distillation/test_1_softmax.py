@@ -180,15 +180,17 @@ def test_softmax_and_log_softmax_take_an_int_temperature_as_that_number(kata, fn
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
 def test_softmax_and_log_softmax_leave_the_callers_logits_unchanged(kata, fn):
     """The logits are kept in the jail and passed as that very array (float64, which np.asarray does not
-    copy): after the call they must hold what they held, for the caller that uses them again."""
+    copy): after the call they must hold what they held, for the caller that uses them again. At every
+    temperature: at 1, logits / T is the one division code may think it can skip."""
     x = common.rng(44).standard_normal((4, 5)) * 3
-    logits = jail_client.put(getattr(kata, fn), x)
-    _ = getattr(kata, fn)(logits, 2.0)
-    after = np.asarray(logits.copy())
-    assert np.array_equal(after, x), (
-        f"{fn}(logits, 2.0) changed the caller's logits: a row that was {x[0].round(4).tolist()} is now "
-        f"{after[0].round(4).tolist()}"
-    )
+    for temperature in (2.0, 1.0, 1):
+        logits = jail_client.put(getattr(kata, fn), x)
+        _ = getattr(kata, fn)(logits, temperature)
+        after = np.asarray(logits.copy())
+        assert np.array_equal(after, x), (
+            f"{fn}(logits, {temperature!r}) changed the caller's logits: a row that was {x[0].round(4).tolist()} "
+            f"is now {after[0].round(4).tolist()}"
+        )
 
 
 @pytest.mark.task("softmax")

@@ -1,10 +1,13 @@
-"""Assertions several quantization modules share: codes of x's shape in an integer dtype, and a
-round trip within half a quantization step.
+"""Assertions several quantization modules share: codes of x's shape in an integer dtype, a
+round trip within half a quantization step, and a model a call was given read back unchanged.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from grader.grading import jail_client
+from reference.model import Model
 
 # Float rounding allowed on top of half a step, relative to the slice's max |x|.
 REL_TOL = 1e-5
@@ -34,3 +37,20 @@ def _assert_within_half_a_step(x: np.ndarray, x_hat: np.ndarray, amax: np.ndarra
     assert not bad.any(), (
         f"element {_first(bad)} comes back {err[bad][0]:.4g} off; half a step{of} is {step[bad][0] / 2:.4g}"
     )
+
+
+def _held(fn, model: Model):
+    """model kept in the jail of fn (jail_client.put): a call given the returned proxy gets that very Model,
+    as a caller's own, and _assert_untouched reads its weights back after the call."""
+    return jail_client.put(fn, model)
+
+
+def _assert_untouched(held, model: Model, what: str) -> None:
+    """The weights of the Model `held` keeps in the jail are still model's, exactly."""
+    after = held.weights
+    changed = [
+        name
+        for name, w in model.weights.items()
+        if not (isinstance(after, dict) and isinstance(after.get(name), np.ndarray) and np.array_equal(after[name], w))
+    ]
+    assert not changed, f"{what} changed the model it was given: {changed[:3]} no longer hold the weights they held"

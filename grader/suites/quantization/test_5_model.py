@@ -11,7 +11,7 @@ import pytest
 
 from grader.suites import common
 from grader.suites.common import rng
-from grader.suites.quantization.checks import REL_TOL, _assert_within_half_a_step
+from grader.suites.quantization.checks import REL_TOL, _assert_untouched, _assert_within_half_a_step, _held
 from grader.suites.quantization.oracles import _group_amax, _mean_kl
 from grader.suites.quantization.strategies import LINEAR, MODEL_CONFIG
 from reference.lm import CachedLM
@@ -29,10 +29,12 @@ GREEDY_AGREEMENT = 0.95
 def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata):
     # The model the code is given is the jail's own copy, kept for every later call given the same model: a
     # second call starts from whatever the first left in it, and at 8 bits must still be near the float weights.
+    # The judge reads that copy back after both calls, too.
     model = Model.random(MODEL_CONFIG, seed=4)
-    out = kata.quantize_model(model, 2)
+    held = _held(kata.quantize_model, model)
+    out = kata.quantize_model(held, 2)
     assert isinstance(out, Model), f"quantize_model must return a Model, got {type(out).__name__}"
-    again = kata.quantize_model(model, 8)
+    again = kata.quantize_model(held, 8)
     for name, w in model.weights.items():
         got = np.asarray(again.weights[name], dtype=np.float64)
         if name.split(".")[-1] not in LINEAR:
@@ -42,6 +44,7 @@ def test_quantize_model_returns_a_copy_and_leaves_the_input_untouched(kata):
         _assert_within_half_a_step(
             rows, back, _group_amax(rows, 32), 8, f" at 8 bits after a 2-bit call on the same model ({name})"
         )
+    _assert_untouched(held, model, "quantize_model")
 
 
 @pytest.mark.task("model")

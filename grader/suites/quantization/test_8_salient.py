@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from grader.suites import common
 from grader.suites.common import rng
-from grader.suites.quantization.checks import REL_TOL, _first
+from grader.suites.quantization.checks import REL_TOL, _assert_untouched, _first, _held
 from grader.suites.quantization.oracles import (
     MIN_MEAN,
     SUITE_ALPHAS,
@@ -130,6 +130,11 @@ def _assert_awq_result(
     """got = (w_hat, s, alpha) is the documented search's: alpha of the grid with the least output error
     (the smaller on a tie), s its scales (within s_rtol), w_hat its dequantized scaled weight over s.
     Returns alpha."""
+    kinds = [str(v.dtype) if isinstance(v, np.ndarray) else type(v).__name__ for v in got[1:3]]
+    assert isinstance(got[1], np.ndarray) and got[1].dtype == np.float64 and isinstance(got[2], float), (
+        f"awq_quantize returns the scales s as a float64 array and alpha as a Python float, got {kinds[0]} and "
+        f"{kinds[1]}"
+    )
     w_hat, s, alpha = np.asarray(got[0]), np.asarray(got[1], dtype=np.float64), float(got[2])
     errors = _awq_errors(w, x, bits, group_size, alphas)
     assert any(math.isclose(alpha, a, abs_tol=1e-12) for a in alphas), f"alpha {alpha} is not one of {alphas}"
@@ -341,9 +346,10 @@ def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_floa
     # The jail keeps its copy of the model for every call given the same model: had the first call changed
     # it, the second would scale and quantize what the first left, and the two would differ.
     model = _outlier_model(MODEL_CONFIG, seed=8)
+    held = _held(kata.quantize_model_awq, model)  # and the judge reads it back after both calls
     tokens = rng(79).integers(0, MODEL_CONFIG.vocab_size, 16)
-    first = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
-    again = kata.quantize_model_awq(model, tokens, 4, group_size=MIXED_GROUP)
+    first = kata.quantize_model_awq(held, tokens, 4, group_size=MIXED_GROUP)
+    again = kata.quantize_model_awq(held, tokens, 4, group_size=MIXED_GROUP)
     assert isinstance(first, Model), f"quantize_model_awq must return a Model, got {type(first).__name__}"
     differ = [n for n, w in first.weights.items() if not np.array_equal(np.asarray(w), np.asarray(again.weights[n]))]
     assert not differ, (
@@ -351,6 +357,7 @@ def test_quantize_model_awq_leaves_the_model_untouched_and_the_embedding_in_floa
         "the first call changed the model it was given"
     )
     assert np.array_equal(np.asarray(again.weights["tok_emb"]), model.weights["tok_emb"]), "tok_emb must stay in float"
+    _assert_untouched(held, model, "quantize_model_awq")
 
 
 @pytest.mark.task("salient")
