@@ -277,7 +277,7 @@ class _Progress:
         elif ev.kind is EventKind.RESULT and ev.id in self.checks:
             c = self.checks[ev.id]
             c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
-            c.printed, c.pytest = ev.printed, ev.pytest
+            c.printed, c.pytest, c.load = ev.printed, ev.pytest, ev.load
             self.current = None
             if on_result is not None:
                 on_result(self.checks)
