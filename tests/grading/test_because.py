@@ -141,3 +141,22 @@ def test_the_toy_speed_task_fails_because_of_its_mean(tmp_path):
     toy = load_registry(TOY / "katas.toml")[0]
     tasks = by_name(graded(toy, {"mean": Status.FAIL, "fast": Status.SLOW}))
     assert tasks["fast"].because_of == "toy:mean" and tasks["scale"].because_of == ""
+
+
+def test_kata_list_and_kata_hint_point_at_the_task_a_failing_one_fails_because_of(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from grader.cli.commands import main
+    from grader.learn import progress
+
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("KATA_REGISTRY", raising=False)
+    moe = next(k for k in load_registry() if k.name == "moe")  # layer (4th) needs losses (5th)
+    done = {"router": "pass", "top_k": "pass", "capacity": "pass", "speed": "pass"}
+    assert progress.to_fix_first(moe, moe.task("layer"), {**done, "layer": "fail", "losses": "pass"}).name == "layer"
+    assert progress.to_fix_first(moe, moe.task("layer"), {**done, "layer": "todo", "losses": "fail"}).name == "layer"
+    progress.write(progress.LAST_GRADE, {"moe": {**done, "layer": "fail", "losses": "error"}})
+    listing = progress.listing([moe])
+    assert listing[1].startswith("next: moe / losses (error)")
+    assert next(ln for ln in listing if ln.startswith(" > ")).startswith(" > losses")
+    assert CliRunner().invoke(main, ["hint", "moe"]).output.startswith("moe / losses, hint 1/3")
