@@ -181,7 +181,7 @@ def _diagnosed(result: TaskResult, mistakes: tuple[diagnosis.Mistake, ...]) -> T
     return dataclasses.replace(result, diagnosis=found.name, diagnosis_why=found.why)
 
 
-def _because(kata: Kata, results: list[TaskResult]) -> list[TaskResult]:
+def with_roots(kata: Kata, results: list[TaskResult]) -> list[TaskResult]:
     """results, each task that failed while a task it needs (the registry's depends, followed through) did not
     pass saying so: because_of names the first such task that needs no failing task itself, and the task
     gives no hint of its own. A task whose kata did not load fails on that account, whatever it needs."""
@@ -226,7 +226,7 @@ def kata_result(
         if result.status is Status.SUBMIT and not result.checks_total:
             results[i] = _waiting(kata, task, result, [r for r in results if r is not result])
     mistakes = diagnosis.catalogue(kata)
-    results = [_diagnosed(r, mistakes) for r in _because(kata, results)]
+    results = [_diagnosed(r, mistakes) for r in with_roots(kata, results)]
     for task, result in zip(chosen, results):
         if progress is not None and task.name not in told:
             progress(kata, result)

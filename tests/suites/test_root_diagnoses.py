@@ -21,9 +21,13 @@ def mutant(kata: str, name: str):
     return next(m for m in load_mutants(kata)[0] if m.name == name)
 
 
-def graded(kata: str, source: str, folder: Path, tasks: list[str], checks: list[str] = ()) -> dict[str, TaskResult]:
+def graded(
+    kata: str, source: str, folder: Path, tasks: list[str], checks: list[str] = (), progress=None
+) -> dict[str, TaskResult]:
     (folder / f"{kata}.py").write_text(source, encoding="utf-8")
-    result = grade_kata(find_kata(kata), str(folder), tasks=tasks, checks=list(checks), limits=MUTANT_LIMITS)
+    result = grade_kata(
+        find_kata(kata), str(folder), tasks=tasks, checks=list(checks), limits=MUTANT_LIMITS, progress=progress
+    )
     return {t.name: t for t in result.tasks}
 
 
@@ -42,10 +46,19 @@ def test_a_load_balancing_loss_over_tokens_is_diagnosed_in_losses_and_the_layer_
     wrong = mutant("moe", "load_balancing_loss_f_over_tokens_not_assignments")
     layer_checks = ["test_moe_forward_reports_the_losses_of_its_routing"]
     losses_checks = list(find_kata("moe").task("losses").tests)
-    tasks = graded("moe", wrong.source("moe"), tmp_path, ["layer", "losses"], layer_checks + losses_checks)
+    told = []  # the rows `kata grade` prints as tasks finish: the layer's waits for the losses it needs
+    tasks = graded(
+        "moe",
+        wrong.source("moe"),
+        tmp_path,
+        ["layer", "losses"],
+        layer_checks + losses_checks,
+        progress=lambda kata, task: told.append((task.name, task.because_of)),
+    )
     assert tasks["losses"].diagnosis == wrong.looks_like, tasks["losses"].looks_like
     assert tasks["layer"].because_of == "moe:losses"
     assert (tasks["layer"].hint, tasks["layer"].diagnosis) == ("", "")
+    assert sorted(told) == [("layer", "moe:losses"), ("losses", "")]
 
 
 def test_a_z_loss_that_takes_integer_logits_gets_a_hint_about_the_z_loss(tmp_path):
