@@ -6,7 +6,10 @@ sets of logits by a temperature T > 1 softens them so that nuance carries
 weight, and multiplying the soft term by T**2 keeps its gradient on the scale
 of the hard one (Hinton et al., 2015). The student here is a bigram table: with
 the same data and steps, soft targets bring it closer to the teacher than
-labels alone do.
+labels alone do. Distillation at its simplest is an n-gram table whose rows are
+the teacher's own distributions averaged over each context: a draft for
+speculative decoding that costs a few dictionary look-ups a token and agrees
+with the teacher on most of the text it was distilled on, and less elsewhere.
 
 Dimension names: N positions (rows), V vocab.
 """
@@ -128,5 +131,36 @@ def distill_bigram(teacher_logits, prev_tokens, labels, *, temperature, alpha, s
     Returns the trained table, float64 (V, V).
     Raises ValueError for bad shapes, tokens out of range, steps < 0, lr <= 0,
     a missing rng, or the inputs `distillation_loss` rejects.
+    """
+    raise NotImplementedError
+
+
+def distill_ngram(teacher_logits, tokens, order, temperature=1.0):
+    """Distil an n-gram table from the teacher: each context's row is the
+    teacher's next-token distribution averaged over the positions where that
+    context occurs.
+
+    teacher_logits: float array (N, V), finite: row i is the teacher's logits
+        at position i of tokens (its prediction of tokens[i + 1]).
+    tokens: int array (N,) in [0, V), the text the teacher read.
+    order: an int n >= 1: contexts of 0 to n - 1 ids (order 1 is one row,
+        the teacher's mean distribution).
+    temperature: T > 0; the averaged distributions are softmax(logits / T).
+
+    The context of length c at position i is tokens[i - c + 1 : i + 1], for
+    every c from 0 to order - 1 with c <= i + 1 (position i has i + 1 ids
+    behind it, itself included).
+
+    Returns (contexts, probs, counts), one row per distinct context, in any
+    order:
+        contexts: int64 (R, order - 1), the context's ids right-aligned, -1
+            before a shorter context's first id (the empty context is all -1);
+        probs: float64 (R, V), the mean of softmax(teacher_logits[i] / T)
+            over the positions i whose context it is; each row sums to 1;
+        counts: int64 (R,), how many positions each row averages.
+    N = 0 gives empty arrays (R = 0).
+    Raises ValueError for shapes that do not fit, ids that are not ints in
+    range, non-finite logits, an order that is not an int >= 1, or
+    temperature <= 0 (on empty text too).
     """
     raise NotImplementedError

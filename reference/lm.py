@@ -50,40 +50,38 @@ class PlainLM:
         return self.model.forward(tokens)
 
 
-class CachedLM:
-    """A model behind `logits(tokens)`, reusing the keys and values of the
-    longest prefix this call shares with the previous one.
+class PrefixCachedLM:
+    """What CachedLM and NGramLM share: `logits(tokens) -> (T, V)` that
+    computes only the positions after the prefix this call shares with the
+    previous one. A subclass says how to check tokens (`check_tokens`), how
+    long a sequence may be (`max_len`), and how to compute rows n..T-1 into
+    `self._logits` (`_extend`), where a row may depend only on the tokens up
+    to its own position.
 
-    calls: how many times `logits` ran (one forward pass each).
-    positions: token positions actually pushed through the model, summed over
-        calls (prefix positions taken from the cache are not counted).
-
-    The cache holds, per layer, keys and values (Hkv, max_seq_len, Dh) and the
-    logits (max_seq_len, V) of the last sequence scored. A call with a
-    sequence that diverges from the cached one at position n keeps positions
-    < n and recomputes the rest, so going back (rejected drafts) costs
-    nothing extra.
+    calls: how many times `logits` ran.
+    positions: token positions actually computed, summed over calls (prefix
+        positions taken from the cache are not counted).
     """
 
-    def __init__(self, model: Model):
-        if not isinstance(model, Model):
-            raise ValueError(f"CachedLM wraps a reference.model.Model, got {type(model).__name__}")
-        c = model.config
-        self.model = model
+    def __init__(self, vocab_size: int, max_len: int):
         self.calls = 0
         self.positions = 0
-        shape = (c.n_layers, c.n_kv_heads, c.max_seq_len, c.head_dim)
-        self._keys = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
-        self._values = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
-        self._positions = np.arange(c.max_seq_len)  # every position, sliced for each call
-        self._logits = self._new_logits()  # (max_seq_len, V)
+        self._vocab_size, self._max_len = vocab_size, max_len
+        self._logits = self._new_logits()  # (max_len, V)
         self._handed_out = 0  # rows of _logits some returned view shows: never written again
         self._tokens = np.zeros(0, dtype=np.int64)  # the sequence the cache holds
         self._list: list[int] = []  # the same, as a list of ints
 
+    def check_tokens(self, tokens) -> np.ndarray:
+        """tokens as a (T,) int64 array, or a ValueError saying what is wrong."""
+        raise NotImplementedError
+
+    def _extend(self, tokens: np.ndarray, n: int) -> None:
+        """Compute rows n..T-1 of self._logits for tokens (T,) (rows < n hold the cached prefix's)."""
+        raise NotImplementedError
+
     def _new_logits(self) -> np.ndarray:
-        c = self.model.config
-        return np.empty((c.max_seq_len, c.vocab_size), dtype=np.float32)
+        return np.empty((self._max_len, self._vocab_size), dtype=np.float32)
 
     def reset(self) -> None:
         """Forget the cached sequence (the counters are kept)."""
@@ -102,7 +100,7 @@ class CachedLM:
         taken as that id."""
         continued = self._continuation(tokens)
         if continued is None:
-            tokens = self.model.check_tokens(tokens)  # a new array, ours to keep
+            tokens = self.check_tokens(tokens)  # a new array, ours to keep
             n, as_list = self._shared_prefix(tokens), tokens.tolist()
         else:
             n, tokens, as_list = continued
@@ -129,13 +127,13 @@ class CachedLM:
         (its caller may change it)."""
         cached = self._list
         n = len(cached)
-        if type(tokens) is not list or not n or not n <= len(tokens) <= self.model.config.max_seq_len:
+        if type(tokens) is not list or not n or not n <= len(tokens) <= self._max_len:
             return None
         if tokens[:n] != cached:
             return None
         if len(tokens) == n:
             return n, self._tokens, cached
-        new = self.model.check_tokens(tokens[n:])
+        new = self.check_tokens(tokens[n:])
         return n, np.concatenate([self._tokens, new]), cached + new.tolist()
 
     def _shared_prefix(self, tokens: np.ndarray) -> int:
@@ -143,6 +141,36 @@ class CachedLM:
         m = min(tokens.size, self._tokens.size)
         differ = np.flatnonzero(tokens[:m] != self._tokens[:m])
         return int(differ[0]) if differ.size else m
+
+
+class CachedLM(PrefixCachedLM):
+    """A model behind `logits(tokens)`, reusing the keys and values of the
+    longest prefix this call shares with the previous one.
+
+    calls: how many times `logits` ran (one forward pass each).
+    positions: token positions actually pushed through the model, summed over
+        calls (prefix positions taken from the cache are not counted).
+
+    The cache holds, per layer, keys and values (Hkv, max_seq_len, Dh) and the
+    logits (max_seq_len, V) of the last sequence scored. A call with a
+    sequence that diverges from the cached one at position n keeps positions
+    < n and recomputes the rest, so going back (rejected drafts) costs
+    nothing extra.
+    """
+
+    def __init__(self, model: Model):
+        if not isinstance(model, Model):
+            raise ValueError(f"CachedLM wraps a reference.model.Model, got {type(model).__name__}")
+        c = model.config
+        self.model = model
+        super().__init__(c.vocab_size, c.max_seq_len)
+        shape = (c.n_layers, c.n_kv_heads, c.max_seq_len, c.head_dim)
+        self._keys = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
+        self._values = np.zeros(shape, dtype=np.float32)  # (layers, Hkv, max_seq_len, Dh)
+        self._positions = np.arange(c.max_seq_len)  # every position, sliced for each call
+
+    def check_tokens(self, tokens) -> np.ndarray:
+        return self.model.check_tokens(tokens)
 
     def _extend(self, tokens: np.ndarray, n: int) -> None:
         """Compute positions n..T-1 of tokens over the cached keys/values of 0..n-1."""

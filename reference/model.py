@@ -782,6 +782,13 @@ def _check_config(config: Config) -> None:
 
 def _checked_tokens(config: Config, tokens) -> np.ndarray:
     """tokens as a (T,) int64 array: 1 <= T <= max_seq_len ids in [0, V)."""
+    return checked_token_ids(tokens, config.vocab_size, config.max_seq_len)
+
+
+def checked_token_ids(tokens, vocab_size: int, max_seq_len: int) -> np.ndarray:
+    """tokens as a (T,) int64 array of 1 <= T <= max_seq_len ids in [0,
+    vocab_size), or a ValueError saying what is wrong: the check every
+    language model here makes of its input."""
     arr = np.asarray(tokens)
     if arr.ndim != 1:
         raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
@@ -789,12 +796,11 @@ def _checked_tokens(config: Config, tokens) -> np.ndarray:
         raise ValueError("tokens must not be empty")
     if arr.dtype.kind not in "iu":  # signed or unsigned integers; bools are kind "b"
         raise ValueError(f"tokens must be integers, got dtype {arr.dtype}")
-    V = config.vocab_size
-    if not _all_in_range(arr, V):
-        i = int(np.flatnonzero((arr < 0) | (arr >= V))[0])
-        raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {V})")
-    if arr.size > config.max_seq_len:
-        raise ValueError(f"sequence of {arr.size} tokens is longer than max_seq_len={config.max_seq_len}")
+    if not _all_in_range(arr, vocab_size):
+        i = int(np.flatnonzero((arr < 0) | (arr >= vocab_size))[0])
+        raise ValueError(f"token id {int(arr[i])} at index {i} is out of range [0, {vocab_size})")
+    if arr.size > max_seq_len:
+        raise ValueError(f"sequence of {arr.size} tokens is longer than max_seq_len={max_seq_len}")
     return arr.astype(np.int64)
 
 

@@ -60,6 +60,12 @@ TRAINING.md. benchmarks/bench_speculative.py sets it beside the teacher as
 a speculative target: the same draft, a target whose verify call reads no
 more weights than a one-token call.
 
+    python tools/train.py --ngram-only
+
+distils the n-gram draft (reference/weights/ngram.npz) from the shipped
+teacher.npz with NumPy alone: tools/ngram_table.py, which runs without
+PyTorch too, says how.
+
 `TorchModel` is reference.model.Model in PyTorch: the same weight names and
 layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
 tests/test_parity.py checks that both give the same logits.
@@ -550,11 +556,21 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="train only the dense target (dense.npz), on the committed corpus, with no time cap",
     )
+    parser.add_argument(
+        "--ngram-only",
+        action="store_true",
+        help="distil only the n-gram draft (ngram.npz) from the shipped teacher, with NumPy (tools/ngram_table.py)",
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    if args.ngram_only:
+        import ngram_table
+
+        ngram_table.main()
+        return
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.work_dir.mkdir(parents=True, exist_ok=True)

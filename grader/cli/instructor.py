@@ -27,7 +27,7 @@ def release_cmd(out):
     pip install -e OUT (or push it as the template of a GitHub Classroom
     assignment; see kata classroom).
     """
-    from grader.instructor import release
+    from grader.instructor import public_share, release
 
     try:
         written = release.write_edition(Path(out))
@@ -46,6 +46,9 @@ def release_cmd(out):
         "hidden checks (left out: they need an oracle or a baseline; graded by your own grading only): "
         + ", ".join(f"{k} {n}" for k, n in hidden.items() if n)
     )
+    click.echo("mistakes its public checks catch, of those your full suite catches (the hidden checks the rest):")
+    for line in public_share.share_lines([k.name for k in katas]):
+        click.echo(f"  {line}")
     click.echo(
         f"try it: python -m venv /tmp/edition-venv && /tmp/edition-venv/bin/pip install -e {out} "
         f"&& (cd {out} && /tmp/edition-venv/bin/kata grade)"

@@ -8,14 +8,18 @@ import shutil
 
 import click
 
-from grader.cli.options import colour, live_terminal
+from grader.cli.options import check_target, colour, live_terminal
+
+_WEB_OPTIONS = ("--web", "--port", "--no-browser")  # the options of `kata play --web`, which are the group's own
 
 
 class _PlayGroup(click.Group):
-    """`kata play DEMO ...` runs a demo; without a demo's name, `kata play [PROMPT]` is `kata play write`."""
+    """`kata play DEMO ...` runs a demo; `kata play --web ...` serves the widgets; otherwise `kata play
+    [PROMPT]` is `kata play write`."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+        web = any(a.split("=")[0] in _WEB_OPTIONS for a in args)
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names and not web):
             demos = [c for c in self.commands if c != "write"]
             near = difflib.get_close_matches(args[0], demos, n=1, cutoff=0.75) if args else []
             if near and args[0].isidentifier():  # one word: a prompt with a space or a sign is text
@@ -28,8 +32,28 @@ class _PlayGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group("play", cls=_PlayGroup)
-def play():
+@click.group("play", cls=_PlayGroup, invoke_without_command=True)
+@click.option(
+    "--web",
+    is_flag=True,
+    help="Serve the widgets (cache, quantize, speculate, stack) as pages on 127.0.0.1 instead; Ctrl-C stops it.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    help="With --web: the port to listen on (127.0.0.1 only) [default: a free one].",
+)
+@click.option("--no-browser", is_flag=True, help="With --web: print the page's URL without opening a browser.")
+@click.option(
+    "--target",
+    "web_target",
+    default="katas",
+    show_default=True,
+    help="With --web: whose code the widgets run, as for each demo ('katas', 'reference' or a directory).",
+)
+@click.pass_context
+def play(ctx, web, port, no_browser, web_target):
     """Watch a trick work on the shipped teacher: on your own code once its
     task passes (`kata grade`), on the model's own code before that.
 
@@ -41,7 +65,45 @@ def play():
     kata play quantize           one weight snapping to the nearest allowed level as the bits go down
     kata play distill [TEXT]     what the teacher thinks comes next, beside its students
     kata play stack [PROMPT]     the deployed model: one bargain at a time, each measured
+    kata play --web              the widgets in your browser: cache, quantize, speculate, stack
     """
+    if not web:
+        if port is not None or no_browser or ctx.get_parameter_source("web_target").name != "DEFAULT":
+            raise click.UsageError("--port, --no-browser and a --target before the demo go with --web", ctx)
+        return
+    if ctx.invoked_subcommand is not None:
+        raise click.UsageError(
+            f"--web serves every widget; leave out {ctx.invoked_subcommand!r} and open its page from the index", ctx
+        )
+    check_target(web_target)
+    _serve(web_target, port or 0, browser=not no_browser)
+
+
+def _serve(target: str, port: int, browser: bool) -> None:
+    """`kata play --web`: the URL on a line of its own, the browser opened on it, served until Ctrl-C (exit 0)."""
+    import webbrowser
+
+    from grader.learn import web
+
+    try:
+        server = web.start(target, port)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {web.HOST} port {port} ({exc.strerror or exc}); choose another --port, "
+            "or leave it out for a free one"
+        ) from None
+    try:
+        whose = "your katas (once their tasks pass)" if target == "katas" else target
+        click.echo(f"kata play's widgets, on {whose}, at:")
+        click.echo(server.url)
+        click.echo("Ctrl-C stops the server.", err=True)
+        if browser:
+            webbrowser.open(server.url)
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped.", err=True)
+    finally:
+        server.close()
 
 
 def _show(lines) -> None:

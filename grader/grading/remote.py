@@ -15,6 +15,7 @@ import numpy as np
 from grader.jail import protocol as p
 from reference.lm import BigramLM, CachedLM, PlainLM
 from reference.model import Config, Model
+from reference.ngram import NGramLM
 
 if TYPE_CHECKING:
     from grader.grading.jail_client import Jail
@@ -191,6 +192,14 @@ class JudgeCodec(p.Codec):
             return out
         if isinstance(value, Config):
             return {"$": "config", "fields": self.encode(dataclasses.asdict(value), buffers, depth + 1)}
+        if type(value) is NGramLM:  # a demo's draft: its table crosses once, and a copy runs in the jail
+            key = self.handle(value)  # kept alive here, so the key stays its own
+            out = {"$": "ngram", "key": key}
+            if key not in self.sent_local:
+                self.sent_local.add(key)
+                out["contexts"] = self.encode(value.contexts.astype(np.int8), buffers, depth + 1)
+                out["probs"] = self.encode(value.probs.astype(np.float32), buffers, depth + 1)
+            return out
         if type(value) is BigramLM:  # keeps no counts: a copy runs in the jail
             return {"$": "bigram", "table": self.encode(value.table, buffers, depth + 1)}
         if isinstance(value, np.random.Generator):

@@ -44,6 +44,7 @@ from grader.jail import picks
 from grader.jail import protocol as p
 from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
+from reference.ngram import NGramLM
 
 MIB = 1024 * 1024
 
@@ -140,6 +141,7 @@ class JailCodec(p.Codec):
         self.rngs: list[np.random.Generator] = []  # generators decoded for the request being served
         self.models: dict[int, JudgeModel] = {}  # judge handle -> its proxy model, one per model
         self.local_models: dict[int, Model] = {}  # key -> a model the judge sent as data
+        self.local_tables: dict[int, NGramLM] = {}  # key -> an n-gram draft the judge sent as data
 
     def encode_special(self, value, buffers, depth):
         if isinstance(value, _Raw):
@@ -191,6 +193,14 @@ class JailCodec(p.Codec):
             if not isinstance(model, Model):
                 raise p.ProtocolError("a cached language model without a model")
             return CachedLM(model)
+        if tag == "ngram":  # an n-gram draft sent as its table, once, to run here (a demo's draft)
+            key = data.get("key")
+            if "probs" in data:
+                table = (self.decode(data.get(f), buffers, depth + 1) for f in ("contexts", "probs"))
+                self.local_tables[key] = NGramLM(*table)
+            if key not in self.local_tables:
+                raise p.ProtocolError("an n-gram table key that was never sent")
+            return self.local_tables[key]
         if tag == "model":  # a model sent as data, to run here (a speed check's model)
             key = data.get("key")
             if "weights" in data:

@@ -76,6 +76,7 @@ RUNTIME_FILES = (
     "reference/sampling.py",
     "reference/tokenizer.py",
     "reference/lm.py",
+    "reference/ngram.py",
 )
 VAR = "KATA_JAIL_FORKS"  # set by the runner for its judges: the zygote's socket; "off": no zygote
 MODES = confine.FORKED_MODES  # the confinement modes the zygote serves

@@ -187,15 +187,16 @@ class Round:
         return len(self.emitted) - 1
 
 
-def speculative_rounds(target: Model, draft: Model, prompt: list[int], n_new: int, k: int, source: Source):
-    """Greedy speculative decoding, one round at a time: the draft guesses up
+def speculative_rounds(target: Model, draft, prompt: list[int], n_new: int, k: int, source: Source):
+    """Greedy speculative decoding, one round at a time: the draft (a Model,
+    run through a CachedLM, or a language model such as an NGramLM) guesses up
     to k tokens (one call each), the teacher scores them all in one call, and
     source's greedy_accept (or the rule itself: the longest prefix of guesses
     equal to the teacher's argmax, then the teacher's argmax) keeps what the
     teacher would have written. Yields each Round."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int (draft tokens per round), got {k!r}")
-    teacher, guesser = CachedLM(target), CachedLM(draft)
+    teacher, guesser = CachedLM(target), CachedLM(draft) if isinstance(draft, Model) else draft
     seq, done = list(prompt), 0
     while done < n_new:
         k_round = min(k, n_new - done - 1)
@@ -252,7 +253,7 @@ def weight_bytes(model: Model, bits: int | None) -> int:
     return linear * bits // 8 + linear // GROUP * 2 + (model.config.n_params() - linear) * 4
 
 
-def _grouped(x: np.ndarray, bits: int) -> np.ndarray:
+def grouped(x: np.ndarray, bits: int) -> np.ndarray:
     """x (..., L) through grouped quantization and back, by the rule: a scale
     max |group| / qmax per GROUP values, codes round(x / scale) half to even."""
     qmax = 2 ** (bits - 1) - 1
@@ -268,7 +269,7 @@ def quantized_model(model: Model, bits: int, source: Source) -> Model:
     out = model.copy()
     for name, w in out.weights.items():
         if _linear(name):
-            out.weights[name] = np.swapaxes(_grouped(np.swapaxes(w, -1, -2), bits), -1, -2).copy()
+            out.weights[name] = np.swapaxes(grouped(np.swapaxes(w, -1, -2), bits), -1, -2).copy()
     return out
 
 
@@ -317,7 +318,7 @@ def snaps(model: Model, name: str, index: int, widths, prompt: list[int], n_text
         step = float(np.max(np.abs(group))) / qmax
         tensor_step = float(np.max(np.abs(rows))) / qmax
         if source.module is None:
-            back = _grouped(group[None, :], bits).reshape(-1)
+            back = grouped(group[None, :], bits).reshape(-1)
             whole = float(np.round(flat[index] / tensor_step) * tensor_step)
         else:
             q, scales = source.module.quantize_grouped(group[None, :], bits, GROUP)

@@ -21,7 +21,12 @@ SHOWN_CHARS = 300  # of what kata code's exception says, at most this much is sh
 class LearnerError(Exception):
     """Kata code did not answer a demo's call: it raised, returned what cannot cross the jail, could not
     be loaded, crashed its jail or ran past its time. The message is one line, safe to show, that
-    follows the name of whose code it is ("raised KeyError: 3 (at kv_cache.py:12 in update)")."""
+    follows the name of whose code it is ("raised KeyError: 3 (at kv_cache.py:12 in update)"). not_written: the
+    code raised NotImplementedError (a stub's body: its task is still to write)."""
+
+    def __init__(self, message: str, *, not_written: bool = False):
+        super().__init__(message)
+        self.not_written = not_written
 
 
 def safe_line(text: str) -> str:
@@ -65,7 +70,8 @@ class Jailed:
         try:
             return functools.reduce(getattr, self._path, self._module)(*args, **kwargs)
         except (Exception, jail_client.JailCrash, jail_client.JailTimeout) as exc:
-            raise LearnerError(_refusal(exc, self._seconds)) from None
+            refusal = _refusal(exc, self._seconds)
+            raise LearnerError(refusal, not_written=isinstance(exc, NotImplementedError)) from None
 
     def __repr__(self) -> str:
         return f"<{'.'.join(self._path) or 'kata module'} in a jail>"

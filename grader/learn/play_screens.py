@@ -23,6 +23,7 @@ from grader.grading import blas
 from grader.kata.text import printable
 from grader.learn import play as demos
 from grader.learn import play_jails, play_stack
+from grader.learn.table_draft import table_draft
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.sampling import generate_naive
@@ -330,9 +331,9 @@ def distill(text: str, at: str, target: str) -> Iterator[Line]:
 @_jailed
 def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns: int) -> Iterator[Line]:
     """`kata play stack`: the MoE teacher, its weights in 8 bits, served with a KV cache and
-    speculative decoding from the draft (k guesses a round), one bargain a row, each row's speed the
+    speculative decoding from an n-gram table draft (k guesses a round), one bargain a row, each row's speed the
     median of `rounds` rounds. columns: the terminal's width, which the notes under a row wrap to."""
-    teacher, draft = _teacher(), Model.pretrained("draft")
+    teacher = _teacher()
     sources = {
         "kv_cache": _source("kv_cache", ("KVCache", "forward_cached", "generate"), target),
         "quantization": _source("quantization", ("quantize_grouped", "quantize_model"), target),
@@ -341,6 +342,10 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
     ids = _prompt_ids(prompt, tokens, teacher)
     for kata, source in sources.items():
         yield Line(f"{kata}: {source.says}")
+    yield Line("draft: an n-gram table, yours once distillation:ngram passes (distilled once per edit, about a minute)")
+    with _running("the distillation kata's distill_ngram"):
+        draft, whose = table_draft(teacher, target)
+    yield Line(f"draft: {whose}")
     yield Line(f"\n{tokens} characters after {prompt!r}, greedy; {blas_line()}")
     yield Line(f"each row: the median of at least {rounds} rounds, taking turns with the row before\n")
     yield Line(f"{'':<32}{'chars/s':>8}{'x before':>9}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
@@ -357,9 +362,10 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
 
 _SLOWER = {
     "+ KV cache": "this text is short, so re-reading it is cheap; try more characters (-n 200)",
-    "+ speculative": "each round pays k draft calls and a verify call that scores k + 1 characters at once, "
-    "and on this MoE teacher those characters wake more experts than one does; kata bench speculative "
-    "prints what each costs",
+    "+ speculative": "each round pays k draft look-ups and a verify call that scores k + 1 characters at once, "
+    "which on this CPU costs about two one-character calls (few-row products repack the weights) and on this "
+    "MoE teacher wakes more experts; the draft must agree with the teacher often for that to pay. "
+    "kata bench speculative prints what each costs",
 }
 
 

@@ -1,6 +1,6 @@
 """`kata play stack`'s demo: the teacher served one bargain at a time (re-reading everything, a KV
-cache, 8-bit weights, speculative decoding from the draft), each way timed like a benchmark against
-the one before, as data; grader/learn/play_screens.py renders it. Kata code runs as in every demo
+cache, 8-bit weights, speculative decoding from an n-gram table draft), each way timed like a
+benchmark against the one before, as data; grader/learn/play_screens.py renders it. Kata code runs as in every demo
 (grader.learn.play): in a jail, here once per timed run of a row, so no round trip per token or per
 round is on the clock."""
 
@@ -16,7 +16,9 @@ from grader.grading import timing
 from grader.grading.remote import JailCachedLM
 from grader.learn.play import Source, cached_tokens, naive_steps, quantized_model, speculative_rounds, weight_bytes
 from grader.learn.play_jails import LearnerError
+from grader.learn.table_draft import table_bytes
 from reference.model import Model
+from reference.ngram import NGramLM
 
 BANDWIDTH = 100e9  # bytes/s of the bandwidth-bound device the int8 row projects onto (a laptop's memory bus)
 
@@ -27,10 +29,10 @@ class Bargain:
 
     name: str
     seconds: float  # wall clock for the whole generation, median of its interleaved rounds
-    speedup: float | None  # median over rounds of the row before's time / this row's (None for the first row)
+    speedup: float | None  # the row before's seconds / this row's, both as printed (None for the first row)
     tokens: list[int]  # what it wrote
     weight_bytes: int  # the weights it holds: float32, or 8.5 bits per linear weight once quantized (+ the draft)
-    cache_bytes: int  # keys and values held at the end (both models' for speculative decoding)
+    cache_bytes: int  # keys and values held at the end
     macs_per_token: float  # multiply-accumulates per new token, every model counted
     bytes_per_token: float  # weights and keys/values read per new token (Work), at the bits they are stored in
 
@@ -52,7 +54,7 @@ def _cache_bytes(model: Model, length: int) -> int:
     return 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4 * length  # keys and values, float32
 
 
-def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
+def _ways(teacher: Model, draft: NGramLM, prompt: list[int], n_new: int, k: int, sources: dict[str, Source]):
     length = len(prompt) + n_new
     cache = _cache_bytes(teacher, length)
     int8 = quantized_model(teacher, 8, sources["quantization"])
@@ -81,27 +83,28 @@ def _ways(teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, s
         8.5,
     )
     yield _Way(
-        f"+ speculative (draft, k={k})",
-        [int8, draft],
+        f"+ speculative (n-gram, k={k})",
+        [int8],
         lambda: speculative_tokens(int8, draft, prompt, n_new, k, sources["speculative"]),
-        weight_bytes(int8, 8) + weight_bytes(draft, None),
-        cache + _cache_bytes(draft, length),
+        weight_bytes(int8, 8) + table_bytes(draft),
+        cache,
         8.5,
     )
 
 
 def stack(
-    teacher: Model, draft: Model, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
+    teacher: Model, draft: NGramLM, prompt: list[int], n_new: int, k: int, sources: dict[str, Source], rounds: int = 5
 ) -> Iterator[Bargain]:
     """The bargains one at a time, each yielded as soon as it is measured:
     re-reading everything; + a KV cache (sources['kv_cache']'s generate); + 8-bit grouped
-    weights (sources['quantization']); + speculative decoding from the draft,
+    weights (sources['quantization']); + speculative decoding from the n-gram table draft,
     k guesses a round (sources['speculative']'s speculative_generate, the whole run in its jail).
     Every row decodes greedily.
-    Each row is timed like a benchmark: at least `rounds` interleaved rounds
-    (grader.grading.timing) against the row before, so a busy spell slows both alike;
-    its speed-up is the median of the rounds' ratios."""
-    before = None
+    Each row is timed like a benchmark: at least `rounds` rounds taking turns with the row
+    before (grader.grading.timing), so a busy spell slows both alike, and its seconds are the
+    median of its rounds; its speed-up is the row before's seconds over its own, the two
+    figures the rows show, so the columns always agree."""
+    before, before_seconds = None, 0.0
     for way in _ways(teacher, draft, prompt, n_new, k, sources):
         with contextlib.ExitStack() as counting:
             works = [counting.enter_context(m.count_work()) for m in way.models]
@@ -111,28 +114,29 @@ def stack(
         measured = timing.interleave(runs, rounds=rounds, spread=0.10, budget_seconds=8.0, warmup=False)
         read = works[0].weight_bytes_at(way.bits) + works[0].cache_bytes
         read += sum(w.weight_bytes + w.cache_bytes for w in works[1:])
+        seconds = measured.median(0)
         yield Bargain(
             way.name,
-            measured.median(0),
-            None if before is None else measured.ratio(1, 0),
+            seconds,
+            None if before is None else before_seconds / seconds,
             tokens,
             way.weight_bytes,
             way.cache_bytes,
             sum(w.macs for w in works) / len(tokens),
             read / len(tokens),
         )
-        before = way
+        before, before_seconds = way, seconds
 
 
-def speculative_tokens(target: Model, draft: Model, prompt: list[int], n_new: int, k: int, source: Source) -> list[int]:
+def speculative_tokens(target: Model, draft, prompt: list[int], n_new: int, k: int, source: Source) -> list[int]:
     """Greedy speculative decoding, for a demo that times it: source's speculative_generate in one call
-    (the whole run in its jail, around CachedLMs of both models made there: no round trip per round on
-    the clock), or the tokens of speculative_rounds with the model package's own rule."""
+    (the whole run in its jail, around a CachedLM of the target and a copy of the draft (a Model, wrapped
+    in a CachedLM, or an NGramLM) made there: no round trip per round on the clock), or the tokens of
+    speculative_rounds with the model package's own rule."""
     if source.module is None:
         return [t for r in speculative_rounds(target, draft, prompt, n_new, k, source) for t in r.emitted]
-    out = source.module.speculative_generate(
-        JailCachedLM(target), JailCachedLM(draft), prompt, n_new, k=k, temperature=0.0
-    )
+    drafter = JailCachedLM(draft) if isinstance(draft, Model) else draft
+    out = source.module.speculative_generate(JailCachedLM(target), drafter, prompt, n_new, k=k, temperature=0.0)
     tokens = out[0] if type(out) in (tuple, list) and len(out) == 2 else None
     if type(tokens) not in (list, tuple, np.ndarray) or len(tokens) != n_new:
         raise LearnerError(f"speculative_generate returned what a demo cannot use: not ({n_new} tokens, stats)")

@@ -6,7 +6,10 @@ sets of logits by a temperature T > 1 softens them so that nuance carries
 weight, and multiplying the soft term by T**2 keeps its gradient on the scale
 of the hard one (Hinton et al., 2015). The student here is a bigram table: with
 the same data and steps, soft targets bring it closer to the teacher than
-labels alone do.
+labels alone do. Distillation at its simplest is an n-gram table whose rows are
+the teacher's own distributions averaged over each context: a draft for
+speculative decoding that costs a few dictionary look-ups a token and agrees
+with the teacher on most of the text it was distilled on, and less elsewhere.
 
 Dimension names: N positions (rows), V vocab.
 """
@@ -235,3 +238,67 @@ def _checked_batch(student_logits, teacher_logits, labels, temperature, alpha, i
     if not 0.0 <= a <= 1.0:
         raise ValueError(f"alpha must be in [0, 1] (the weight of the soft term), got {alpha!r}")
     return s, t, y, T, a
+
+
+def distill_ngram(teacher_logits, tokens, order, temperature=1.0):
+    """Distil an n-gram table from the teacher: each context's row is the
+    teacher's next-token distribution averaged over the positions where that
+    context occurs.
+
+    teacher_logits: float array (N, V), finite: row i is the teacher's logits
+        at position i of tokens (its prediction of tokens[i + 1]).
+    tokens: int array (N,) in [0, V), the text the teacher read.
+    order: an int n >= 1: contexts of 0 to n - 1 ids (order 1 is one row,
+        the teacher's mean distribution).
+    temperature: T > 0; the averaged distributions are softmax(logits / T).
+
+    The context of length c at position i is tokens[i - c + 1 : i + 1], for
+    every c from 0 to order - 1 with c <= i + 1 (position i has i + 1 ids
+    behind it, itself included).
+
+    Returns (contexts, probs, counts), one row per distinct context, in any
+    order:
+        contexts: int64 (R, order - 1), the context's ids right-aligned, -1
+            before a shorter context's first id (the empty context is all -1);
+        probs: float64 (R, V), the mean of softmax(teacher_logits[i] / T)
+            over the positions i whose context it is; each row sums to 1;
+        counts: int64 (R,), how many positions each row averages.
+    N = 0 gives empty arrays (R = 0).
+    Raises ValueError for shapes that do not fit, ids that are not ints in
+    range, non-finite logits, an order that is not an int >= 1, or
+    temperature <= 0 (on empty text too).
+    """
+    logits = np.asarray(teacher_logits)
+    if logits.ndim != 2 or logits.shape[1] < 1:
+        raise ValueError(f"teacher_logits must be a 2-D array (N, V), got shape {logits.shape}")
+    N, V = logits.shape
+    ids = _checked_ints(tokens, N, "tokens")
+    if N and (ids.min() < 0 or ids.max() >= V):
+        raise ValueError(f"tokens must lie in [0, V={V}), got {ids.min()}..{ids.max()}")
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"order must be an int >= 1 (contexts of up to order - 1 ids), got {order!r}")
+    C = int(order) - 1
+    _checked_temperature(temperature)
+    if N == 0:
+        return np.zeros((0, C), dtype=np.int64), np.zeros((0, V)), np.zeros(0, dtype=np.int64)
+    probs = softmax(logits, temperature)  # (N, V); refuses non-finite logits
+    padded = np.concatenate([np.full(C, -1, dtype=np.int64), ids])  # (C + N,)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, C)[1:] if C else np.zeros((N, 0), np.int64)  # (N, C)
+    parts = [_context_means(windows, probs, c) for c in range(C + 1)]
+    return tuple(np.concatenate([part[j] for part in parts]) for j in range(3))
+
+
+def _context_means(windows: np.ndarray, probs: np.ndarray, c: int):
+    """The rows of the contexts of length c: windows (N, C) holds each
+    position's last C ids (-1 where the text had none)."""
+    N, C = windows.shape
+    have = np.arange(N) + 1 >= c  # (N,) positions with c ids behind them
+    ctx = windows[have].copy()  # (n, C)
+    ctx[:, : C - c] = -1
+    rows = probs[have]  # (n, V)
+    if C == 0:  # order 1: the one empty context
+        return ctx[:1], rows.mean(axis=0, keepdims=True), np.array([N], dtype=np.int64)
+    contexts, inverse, counts = np.unique(ctx, axis=0, return_inverse=True, return_counts=True)
+    sums = np.zeros((len(contexts), probs.shape[1]))  # (R_c, V)
+    np.add.at(sums, inverse.reshape(-1), rows)
+    return contexts, sums / counts[:, None], counts.astype(np.int64)

@@ -4,7 +4,9 @@ Checking is faster than writing. A small draft model guesses k tokens ahead;
 the big target model scores all k guesses in one forward pass, which costs
 about as much as generating one token where reading the weights is the
 expensive part (a large model on a GPU; on a CPU at this project's size a
-few rows cost more than one, and on an MoE target they wake more experts:
+few rows cost about twice one, and on an MoE target they wake more experts,
+so here it pays only with a draft that costs almost nothing: an n-gram table
+distilled from the target wins, a one-layer transformer draft does not;
 kata bench speculative measures both). Draft i is kept with probability min(1, p_i(x) / q_i(x)); at
 the first rejection the target writes its own token from the residual
 norm(max(0, p_i - q_i)), and when every draft survives it adds a bonus token

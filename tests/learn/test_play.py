@@ -24,11 +24,13 @@ from grader.grading.results import GradeResult, KataResult, TaskResult
 from grader.interview import seal
 from grader.jail import confine
 from grader.kata.registry import find_kata
+from grader.kata.target import SOLUTIONS_DIR
 from grader.learn import play as demos
-from grader.learn import play_jails, vouch
+from grader.learn import play_jails, table_draft, vouch
 from grader.learn import progress as state
-from reference.lm import shipped_model
+from reference.lm import generate, shipped_model
 from reference.model import rms_norm, softmax, top_k_route
+from reference.ngram import NGramLM
 from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
 
@@ -385,7 +387,7 @@ def test_play_distill_trains_the_students_with_the_learners_distill_bigram(cli, 
     assert _shown_probs(result.output, "bigram, hard") == [[1, 1, 1]]
 
 
-STACK = ("re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)", "+ speculative (draft, k=4)")
+STACK = ("re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)", "+ speculative (n-gram, k=4)")
 
 
 def _stack_rows(output: str) -> dict[str, list[str]]:
@@ -400,12 +402,8 @@ def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
     result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
     assert result.exit_code == 0, result.output
     rows = _stack_rows(result.output)
-    assert list(rows) == [
-        "re-read everything",
-        "+ KV cache",
-        "+ int8 weights (grouped, G=32)",
-        "+ speculative (draft, k=4)",
-    ]
+    assert list(rows) == list(STACK)
+    assert "draft: the shipped n-gram table (reference/weights/ngram.npz), since your distillation" in result.output
     c, params = TEACHER.config, TEACHER.config.n_params()
     linear = sum(w.size for n_, w in TEACHER.weights.items() if n_.split(".")[-1] in LINEAR)
     int8 = linear + linear // 32 * 2 + (params - linear) * 4
@@ -419,6 +417,21 @@ def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
     assert "x before" in result.output and "BLAS: " in result.output
     projection = " ".join(result.output.split("+ int8 weights (grouped, G=32)")[1].split("+ speculative")[0].split())
     assert "buy size, not speed" in projection and "(a projection, not a measurement)" in projection
+    table = NGramLM.pretrained()
+    assert rows[STACK[3]][0] == f"{int8 + table.contexts.size + table.probs.size:,}"
+
+
+def test_each_x_before_of_the_stack_is_its_chars_per_second_over_the_row_befores(cli):
+    """The two columns come from the same medians: chars/s is printed rounded to a whole number, so the ratio
+    of the printed figures may differ from x before only by that rounding and x before's own."""
+    result = cli.invoke(main, ["play", "stack", "-n", "16", "--rounds", "1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line[:32].strip() in STACK]
+    speeds = [float(line[32:].split()[0]) for line in lines]
+    for line, before, now in zip(lines[1:], speeds, speeds[1:]):
+        shown = float(line[32:].split()[1].rstrip("x"))
+        low, high = (now - 0.5) / (before + 0.5), (now + 0.5) / max(before - 0.5, 1e-9)
+        assert low - 0.005 <= shown <= high + 0.005, f"{line.strip()}: {shown}x after {before:.0f} chars/s"
 
 
 def test_play_stack_runs_the_learners_quantize_model(cli, tmp_path):
@@ -438,8 +451,9 @@ def greedy_accept(draft_tokens, target_logits):
 
 
 def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, rng=None):
-    for lm in (target, draft):  # language models made here, around models of this process
-        assert type(lm).__name__ == "CachedLM" and type(lm.model).__name__ == "Model", type(lm)
+    # language models made here: the target around a model of this process, the draft from its table
+    assert type(target).__name__ == "CachedLM" and type(target.model).__name__ == "Model", type(target)
+    assert type(draft).__name__ == "NGramLM", type(draft)
     seq, new = list(prompt), []
     for _ in range(n_new):
         new.append(int(np.argmax(draft.logits(seq + new)[-1])))
@@ -451,11 +465,27 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
 def test_play_stack_runs_the_learners_speculative_generate_whole_in_its_jail(cli, tmp_path):
     (tmp_path / "katas" / "speculative.py").write_text(DRAFT_ONLY)
     _passes(tmp_path, "speculative", ["greedy", "loop"])
-    n, prompt = 16, encode("Return the ")
+    n, prompt = 24, encode("Return the ")  # the table's text and the int8 teacher's part at the 17th character
     result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
     assert result.exit_code == 0, result.output
-    assert f"Return the {decode(generate_naive(shipped_model('draft'), prompt, n))}" in result.output
+    assert f"Return the {decode(generate(NGramLM.pretrained(), prompt, n))}" in result.output
     assert "wrote exactly what the int8 teacher writes on its own: NO" in result.output
+
+
+def test_play_stack_drafts_with_the_learners_own_table_once_their_ngram_task_passes(cli, tmp_path, monkeypatch):
+    """The learner's distill_ngram runs in its jail on the teacher's logits (a short text here), its table is
+    kept under the file's digest, and the next run takes it from there."""
+    monkeypatch.setattr(table_draft, "LEARNER_CHARS", 1500)
+    solution = (SOLUTIONS_DIR / "distillation.py").read_text()
+    (tmp_path / "katas" / "distillation.py").write_text(solution)
+    _passes(tmp_path, "distillation", ["ngram"])
+    first = cli.invoke(main, ["play", "stack", "-n", "8", "--rounds", "1"])
+    assert first.exit_code == 0, first.output
+    assert "draft: your distill_ngram's table" in first.output and "distilled on 1,500 characters" in first.output
+    kept = list((tmp_path / "state").glob("ngram-*.npz"))
+    assert len(kept) == 1
+    again = cli.invoke(main, ["play", "stack", "-n", "8", "--rounds", "1"])
+    assert f"kept in {kept[0]}" in again.output
 
 
 # A kv_cache whose forward_cached says which process, and which account, ran it.

@@ -57,3 +57,19 @@ def _finite_difference_grad(student, teacher, labels, temperature, alpha):
             _loss64(up, teacher, labels, temperature, alpha) - _loss64(down, teacher, labels, temperature, alpha)
         ) / (2 * FD_STEP)
     return grad
+
+
+def _ngram_table64(logits, tokens, order, temperature=1.0):
+    """{context (tuple of ids): (mean probability row, count)}, by walking the
+    positions one at a time and adding each softmax row into every context of
+    length 0..order-1 it has, as distill_ngram's docstring states."""
+    probs = np.exp(_log_softmax64(logits, temperature))
+    sums: dict[tuple[int, ...], np.ndarray] = {}
+    counts: dict[tuple[int, ...], int] = {}
+    ids = [int(t) for t in tokens]
+    for i, row in enumerate(probs):
+        for c in range(min(order - 1, i + 1) + 1):
+            ctx = tuple(ids[i - c + 1 : i + 1])
+            sums[ctx] = sums.get(ctx, 0.0) + row
+            counts[ctx] = counts.get(ctx, 0) + 1
+    return {ctx: (sums[ctx] / counts[ctx], counts[ctx]) for ctx in sums}

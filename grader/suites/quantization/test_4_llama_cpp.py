@@ -210,3 +210,60 @@ def test_q8_0_and_q4_0_match_gguf_on_random_blocks(kata):
 def test_llama_cpp_blocks_reject_bad_input(kata, fn, x):
     with pytest.raises(ValueError):
         getattr(kata, fn)(x)
+
+
+# The bytes llama.cpp writes for each hand-computed block above (fp16 d, then the codes), and for 64 float64
+# values (np.random.default_rng(11).standard_normal(64) * 3, taken as float32): literal values a public check
+# compares with, so that the student edition catches a wrong rounding, clamp, extreme or layout where the
+# student works.
+Q8_0_HEX = {
+    "ties": "003c010203fffd7f7f81" + "00" * 24,
+    "zeros": "00" * 34,
+    "negative max": "00408103fe01" + "00" * 28,
+    "just below a half": "003c7f" + "00" * 31,
+    "float32 d": "7e237f55" + "00" * 30,
+    "float64 input": (
+        "ce29025a51deecdd26fc318668fa2df7e71f37f3f62dc69c1ad481cae1b19d02"
+        "3bf15829cb1c34ea274bf1c619124fa4d0c4830926cb643b2d1d45a02c2b8119ee38e0ff"
+    ),
+}
+Q4_0_HEX = {
+    "negative max": "003c8089888a8f8b" + "88" * 10,
+    "positive max": "00c070ad88898888" + "88" * 10,
+    "first max wins": "00bc88808f" + "88" * 13,
+    "first max wins, negative first": "003c88808f" + "88" * 13,
+    "just below a half": "00c48089" + "88" * 14,
+    "zeros": "0080" + "88" * 16,
+    "float64 input": "c339b87e7db64726aa580b506f382b87c67a4e39a55aebc7baadc724bab90da275c46089",
+}
+
+
+def _values_of(blocks: dict, block: str) -> np.ndarray:
+    if block == "float64 input":
+        return np.random.default_rng(11).standard_normal(64) * 3
+    return np.array(blocks[block][0], dtype=np.float32)
+
+
+@pytest.mark.task("llama_cpp")
+@pytest.mark.parametrize(
+    "fmt, block", [("q8_0", b) for b in Q8_0_HEX] + [("q4_0", b) for b in Q4_0_HEX], ids=lambda v: str(v)
+)
+def test_q8_0_and_q4_0_write_the_bytes_llama_cpp_writes_for_a_few_blocks(kata, fmt, block):
+    values = _values_of(Q8_0_BLOCKS if fmt == "q8_0" else Q4_0_BLOCKS, block)
+    want = (Q8_0_HEX if fmt == "q8_0" else Q4_0_HEX)[block]
+    got = getattr(kata, f"quantize_{fmt}")(values)
+    assert isinstance(got, bytes), f"quantize_{fmt} returned a {type(got).__name__}; it returns bytes"
+    assert got.hex() == want, f"quantize_{fmt} of the '{block}' block wrote {got.hex()}, llama.cpp writes {want}"
+
+
+@pytest.mark.task("llama_cpp")
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_q8_0_and_q4_0_dequantize_a_few_blocks_to_float32_within_half_a_step(kata, fmt):
+    x = _values_of({}, "float64 input")
+    data = bytes.fromhex((Q8_0_HEX if fmt == "q8_0" else Q4_0_HEX)["float64 input"])
+    got = np.asarray(getattr(kata, f"dequantize_{fmt}")(data, 64))
+    assert got.dtype == np.float32, f"dequantize_{fmt} returned {got.dtype}; llama.cpp dequantizes to float32"
+    step = np.repeat(np.abs(np.max(np.abs(x.reshape(2, 32)), axis=1)) / (127 if fmt == "q8_0" else 8), 32)
+    assert got.shape == (64,) and np.all(np.abs(got - x) <= step * 0.5 + 1e-3 * step), (
+        f"dequantize_{fmt} of two blocks is further than half a step from the values they were made from"
+    )
