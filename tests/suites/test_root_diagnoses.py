@@ -42,8 +42,11 @@ def test_greedy_reading_the_next_row_is_diagnosed_in_greedy_and_the_loop_and_spe
         assert (tasks[name].hint, tasks[name].diagnosis) == ("", ""), name
 
 
-def test_a_load_balancing_loss_over_tokens_is_diagnosed_in_losses_and_the_layer_fails_because_of_it(tmp_path):
-    wrong = mutant("moe", "load_balancing_loss_f_over_tokens_not_assignments")
+@pytest.mark.parametrize(
+    "name", ["load_balancing_loss divided by T", "load_balancing_loss_f_over_tokens_not_assignments"]
+)
+def test_a_load_balancing_loss_over_tokens_is_diagnosed_in_losses_and_the_layer_fails_because_of_it(tmp_path, name):
+    wrong = mutant("moe", name)
     layer_checks = ["test_moe_forward_reports_the_losses_of_its_routing"]
     losses_checks = list(find_kata("moe").task("losses").tests)
     told = []  # the rows `kata grade` prints as tasks finish: the layer's waits for the losses it needs
