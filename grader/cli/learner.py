@@ -189,7 +189,8 @@ def list_cmd():
 @click.argument("task", required=False, shell_complete=complete_task)
 @click.option("--all", "show_all", is_flag=True, help="Show every hint of the task at once.")
 def hint_cmd(kata, task, show_all):
-    """Show the next hint for TASK of KATA (by default the first task that does not pass yet).
+    """Show the next hint for TASK of KATA (by default the first task that does not pass yet, or the task it
+    fails because of).
 
     Each call shows one more hint; hints are questions, not answers. Inside an
     interview workspace each hint shown is logged, with its time, for the report.
@@ -201,7 +202,7 @@ def hint_cmd(kata, task, show_all):
     if task is None:
         last = state.read(state.LAST_GRADE).get(k.name, {})
         pending = [t for t in k.tasks if last.get(t.name) not in DONE_HERE]
-        t = pending[0] if pending else k.tasks[0]
+        t = state.to_fix_first(k, pending[0], last) if pending else k.tasks[0]
     else:
         try:
             t = k.task(task)

@@ -38,6 +38,17 @@ class Status(str, Enum):
         """Nothing left to do in this copy: a pass, or a pass of every check this copy holds."""
         return self in (Status.PASS, Status.SUBMIT)
 
+    @property
+    def failed(self) -> bool:
+        """A verdict against the task: fail, error, timeout, crash or slow (todo is none: not started)."""
+        return self in (Status.FAIL, Status.ERROR, Status.TIMEOUT, Status.CRASH, Status.SLOW)
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a task of this status can be why a task that needs it fails: it does not pass here, and it
+        is neither correct but slow nor stopped by Ctrl-C before a verdict (todo blocks: it raises)."""
+        return not self.done_here and self not in (Status.SLOW, Status.INTERRUPTED, Status.NOT_RUN)
+
 
 INTERRUPTED_MESSAGE = "not graded: the grading was interrupted (Ctrl-C)"
 
@@ -47,7 +58,7 @@ DONE_HERE = (Status.PASS.value, Status.SUBMIT.value)  # the statuses, as recorde
 class EventKind(str, Enum):
     COLLECTED = "collected"  # the checks the judge will run: tests = [{"id", "name"}]
     START = "start"  # a check started: id
-    RESULT = "result"  # a check ended: id, outcome, message, example, printed, pytest
+    RESULT = "result"  # a check ended: id, outcome, message, example, printed, pytest, load
     DONE = "done"  # every check ended
 
 
@@ -62,6 +73,7 @@ class Event:
     pytest: str = ""  # a failed check's exception as pytest words it, Hypothesis's notes included, verbatim
     tests: list[dict] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)  # what a check measured against its bar (common.figure)
+    load: bool = False  # the check failed because the kata module could not be loaded (the message says why)
 
     def to_line(self) -> bytes:
         data = asdict(self)
@@ -84,6 +96,7 @@ class Event:
             pytest=str(data.get("pytest", "")),
             tests=list(data.get("tests", [])),
             figures=_figures(data.get("figures")),
+            load=data.get("load") is True,
         )
 
 

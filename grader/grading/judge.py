@@ -178,6 +178,12 @@ def _past_a_limit(e: BaseException, limits: dict) -> str:
     return ""
 
 
+def _load_failure(exc: BaseException) -> bool:
+    """Whether a check's exception is the kata module failing to load (its import or syntax error, a crash
+    or hang while loading), which every check meets again."""
+    return any(jail_client.is_load_failure(e) or isinstance(e, jail_client.KataLoadError) for e in [exc, *_leaves(exc)])
+
+
 def task_of(item) -> str:
     """The task a collected check grades: its `task` mark's name, or its
     `task` parameter (grader.kata.registry.suite_tasks reads the same two); ''
@@ -210,6 +216,7 @@ class Reporter:
         self.checks, self.batch = checks, batch
         self.collected: list = []  # with batch: every marked check, for each grading to choose from
         self.verdicts: dict[str, tuple[Status, str, str]] = {}
+        self.unloaded: set[str] = set()  # the node ids of the checks that failed because the kata did not load
         self.stopped: dict[str, tuple[Status, str]] = {}  # task -> what its remaining checks are reported as
         self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
         self.failing_printed: str | None = None  # what the learner's code printed during that example
@@ -267,6 +274,7 @@ class Reporter:
         jail_client.SETTINGS.target = str(grading["target"])
         self.only, self.checks = set(grading.get("tasks", ())), set(grading.get("checks", ()))
         self.verdicts.clear()
+        self.unloaded.clear()
         self.stopped.clear()
         items = self._chosen(self.collected)
         self._announce(items)
@@ -335,8 +343,7 @@ class Reporter:
         that its failing execution made, else Hypothesis's own example."""
         if outcome is Status.TODO:
             return ""
-        leaves = _leaves(exc)
-        if any(jail_client.is_load_failure(e) or isinstance(e, jail_client.KataLoadError) for e in [exc, *leaves]):
+        if _load_failure(exc):
             return ""  # every check says the same; the report shows it once
         calls, total = self.failing_calls if self.failing_calls is not None else jail_client.recorded_calls()
         try:
@@ -374,6 +381,8 @@ class Reporter:
                 task_of(item), (outcome, f"not run (--fail-fast): {item.originalname} of this task did not pass")
             )
         self.verdicts[item.nodeid] = (outcome, message, self._example(item, call.excinfo.value, outcome))
+        if outcome is not Status.TODO and _load_failure(call.excinfo.value):
+            self.unloaded.add(item.nodeid)
         if outcome is not Status.TODO:
             printed = self.failing_printed if self.failing_printed is not None else jail_client.printed()
             self.words[item.nodeid] = (printed, _pytest_words(call.excinfo))
@@ -398,6 +407,7 @@ class Reporter:
                 printed=printed[: 2 * jail_client.PRINTED_BYTES],
                 pytest=words[:WORDS_CHARS],
                 figures=list(common.FIGURES[:8]),
+                load=nodeid in self.unloaded,
             )
         )
 

@@ -31,6 +31,7 @@ class Check:
     printed: str = ""  # what the learner's code printed while the check ran, if it failed (capped)
     pytest: str = ""  # pytest's own words for the failure (assertion text, Hypothesis's notes), verbatim
     figures: list[dict] = field(default_factory=list)  # what the check measured against its bar
+    load: bool = False  # it failed because the kata module could not be loaded (its message says why)
 
 
 @dataclass
@@ -50,11 +51,23 @@ class TaskResult:
     checks_hidden: int = 0  # a student edition's: the task's checks it does not hold, graded on submission
     diagnosis: str = ""  # the known mistake its failures look like (grader.grading.diagnosis), "" for none
     diagnosis_why: str = ""  # that mistake's one-line why
+    because_of: str = ""  # "kata:task": the task it needs that fails first, when it fails too; "" otherwise
+    load_failed: bool = False  # its checks failed because the kata module did not load: no hint, no diagnosis
 
     @property
     def looks_like(self) -> str:
         """The line that names the known mistake the task's failures look like, or ""."""
         return f"looks like: {self.diagnosis} (why: {self.diagnosis_why})" if self.diagnosis else ""
+
+    @property
+    def root(self) -> str:
+        """The name of the task this one fails because of (because_of without its kata), or ""."""
+        return self.because_of.partition(":")[2]
+
+    @property
+    def because(self) -> str:
+        """'fails because greedy fails: fix greedy first', or "" for a task that fails on its own account."""
+        return f"fails because {self.root} fails: fix {self.root} first" if self.because_of else ""
 
 
 @dataclass
@@ -101,6 +114,7 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
     rest is graded on submission."""
     passed = sum(c.outcome is Status.PASS for c in checks)
     hint = None
+    unloaded = any(c.load for c in checks)
     if not checks and task.hidden and not note:
         status, message = Status.SUBMIT, _on_submission(task, 0)
     elif not checks:
@@ -138,19 +152,22 @@ def task_result(task: Task, checks: list[Check], note: str, no_checks: str = "")
         checks_passed=passed,
         checks_total=len(checks),
         message=message,
-        hint="" if status.done_here else hint or task.hints[0],
+        hint="" if status.done_here or unloaded else hint or task.hints[0],
         failures=failures,
         visibility=task.visibility,
         figures=[f for c in checks for f in c.figures],
         checks_hidden=len(task.hidden),
+        load_failed=unloaded,
     )
 
 
-def _waiting(task: Task, result: TaskResult, others: list[TaskResult]) -> TaskResult:
+def _waiting(kata: Kata, task: Task, result: TaskResult, others: list[TaskResult]) -> TaskResult:
     """A task all of whose checks are hidden (a speed task, timing the functions of the
-    others) is todo while another task graded with it is not done here, and says it is no
-    pass when no task graded with it ran a check (GradeResult.passed)."""
-    pending = [r.name for r in others if not r.status.done_here]
+    others) is todo while a task it needs (every other task, when it names none) graded with
+    it is not done here, and says it is no pass when no task graded with it ran a check
+    (GradeResult.passed)."""
+    needed = set(kata.needs(task.name)) if task.depends else {r.name for r in others}
+    pending = [r.name for r in others if r.name in needed and not r.status.done_here]
     if not pending and not any(r.checks_total for r in others):
         return dataclasses.replace(
             result, message=f"{result.message}; graded without a task of its kata whose checks run here, it is no pass"
@@ -166,11 +183,26 @@ def _waiting(task: Task, result: TaskResult, others: list[TaskResult]) -> TaskRe
 
 
 def _diagnosed(result: TaskResult, mistakes: tuple[diagnosis.Mistake, ...]) -> TaskResult:
-    """result with the known mistake its failures look like, if any (never for a task done here)."""
-    found = None if result.status.done_here else diagnosis.diagnose(mistakes, result.name, result.failures)
+    """result with the known mistake its failures look like, if any (never for a task done here, one whose
+    kata did not load, or one that fails because of a task it needs)."""
+    if result.status.done_here or result.load_failed or result.because_of:
+        return result
+    found = diagnosis.diagnose(mistakes, result.name, result.failures)
     if found is None:
         return result
     return dataclasses.replace(result, diagnosis=found.name, diagnosis_why=found.why)
+
+
+def with_roots(kata: Kata, results: list[TaskResult]) -> list[TaskResult]:
+    """results, each task that failed while a task it needs (the registry's depends, followed through) did not
+    pass saying so: because_of names the first such task that needs no failing task itself, and the task
+    gives no hint of its own. A task whose kata did not load fails on that account, whatever it needs."""
+    failing = {r.name for r in results if r.status.blocks}
+    out = []
+    for r in results:
+        root = kata.root(r.name, failing) if r.status.failed and not r.load_failed else None
+        out.append(dataclasses.replace(r, because_of=f"{kata.name}:{root}", hint="") if root else r)
+    return out
 
 
 def _on_submission(task: Task, public: int) -> str:
@@ -204,9 +236,9 @@ def kata_result(
         results.append(task_result(task, mine, note, missing))
     for i, (task, result) in enumerate(zip(chosen, results)):
         if result.status is Status.SUBMIT and not result.checks_total:
-            results[i] = _waiting(task, result, [r for r in results if r is not result])
+            results[i] = _waiting(kata, task, result, [r for r in results if r is not result])
     mistakes = diagnosis.catalogue(kata)
-    results = [_diagnosed(r, mistakes) for r in results]
+    results = [_diagnosed(r, mistakes) for r in with_roots(kata, results)]
     for task, result in zip(chosen, results):
         if progress is not None and task.name not in told:
             progress(kata, result)

@@ -27,7 +27,16 @@ from grader import ONE_BLAS_THREAD
 from grader.grading import judge_server
 from grader.grading.events import INTERRUPTED_MESSAGE, EventKind, Status
 from grader.grading.judges import JudgeRun, JudgeServer, judge_argv, judge_target
-from grader.grading.results import Check, GradeResult, KataResult, Limits, TaskResult, kata_result, task_result
+from grader.grading.results import (
+    Check,
+    GradeResult,
+    KataResult,
+    Limits,
+    TaskResult,
+    kata_result,
+    task_result,
+    with_roots,
+)
 from grader.jail import zygote as forks
 from grader.kata import target as _target
 from grader.kata.registry import Kata
@@ -277,7 +286,7 @@ class _Progress:
         elif ev.kind is EventKind.RESULT and ev.id in self.checks:
             c = self.checks[ev.id]
             c.outcome, c.message, c.example, c.figures = ev.outcome, ev.message, ev.example, ev.figures
-            c.printed, c.pytest = ev.printed, ev.pytest
+            c.printed, c.pytest, c.load = ev.printed, ev.pytest, ev.load
             self.current = None
             if on_result is not None:
                 on_result(self.checks)
@@ -319,8 +328,9 @@ def grade_kata(
     cancel: threading.Event | None = None,
 ) -> KataResult:
     """Grade one kata (or only the named tasks of it) in a child process.
-    progress(kata, task_result) is called as each task's last check ends,
-    while the rest of the kata is still being graded. fail_fast: stop each
+    progress(kata, task_result) is called as each task's last check ends
+    (and those of the chosen tasks it needs, so its result can say which it
+    fails because of), while the rest of the kata is still being graded. fail_fast: stop each
     task at its first check that does not pass (that check's outcome is
     the task's status, and the rest are reported with it, not run).
     checks: run only the checks (test functions) of these names; a chosen
@@ -333,11 +343,17 @@ def grade_kata(
     told: set[str] = set()
 
     def finished_tasks(checks: dict[str, Check]) -> None:
+        """Tell each task whose checks have all ended, once every chosen task it needs has too (its row
+        can then say which it fails because of)."""
+        done = {}
         for task in chosen:
             mine = [c for c in checks.values() if c.task == task.name]
-            if task.name not in told and mine and all(c.outcome is not Status.NOT_RUN for c in mine):
-                told.add(task.name)
-                progress(kata, task_result(task, mine, ""))
+            if mine and all(c.outcome is not Status.NOT_RUN for c in mine):
+                done[task.name] = task_result(task, mine, "")
+        for result in with_roots(kata, list(done.values())):
+            if result.name not in told and all(t in done for t in kata.needs(result.name) if t in only or not only):
+                told.add(result.name)
+                progress(kata, result)
 
     names = list(checks or ())
     call = _Call.make(grader, cancel)

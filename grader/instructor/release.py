@@ -251,14 +251,18 @@ def registry_text(
     no_recap: set[str] = frozenset(),
     hidden: dict[str, dict[str, list[str]]] | None = None,
 ) -> str:
-    """katas.toml without the dropped tasks (their hints, check hints and questions with them),
+    """katas.toml without the dropped tasks (their hints, check hints and questions with them, and
+    every other task's `depends` on them),
     with only the named presets, and without the recap of the katas in no_recap; each task of
     `hidden` (kata -> task -> its hidden checks) lists them as hidden_checks, and its check hints
     name none of them. Edited as a TOML document (tomlkit), so every comment and the layout of
     what stays are kept."""
     doc = tomlkit.parse(text)
     for kata in doc.get("kata", []):
-        _keep(kata.get("task", []), lambda task: task.get("name") not in drop.get(kata.get("name"), ()))
+        dropped = drop.get(kata.get("name"), ())
+        _keep(kata.get("task", []), lambda task: task.get("name") not in dropped)
+        for task in kata.get("task", []):
+            _not_depending_on(task, dropped)
         if kata.get("name") in no_recap and "recap" in kata:
             del kata["recap"]
         for task in kata.get("task", []):
@@ -267,6 +271,17 @@ def registry_text(
     if "preset" in doc and not doc["preset"]:
         del doc["preset"]  # no `preset = []` left behind
     return tomlkit.dumps(doc).rstrip("\n") + "\n"
+
+
+def _not_depending_on(task, dropped) -> None:
+    """A task's table, in place, its `depends` rid of the dropped tasks (the key gone when it names none)."""
+    if "depends" not in task or not any(d in dropped for d in task["depends"]):
+        return
+    kept = [d for d in task["depends"] if d not in dropped]
+    if kept:
+        task["depends"] = kept
+    else:
+        del task["depends"]
 
 
 def _hide(task, tests: list[str]) -> None:

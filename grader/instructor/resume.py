@@ -103,6 +103,7 @@ def kata_result(entry: dict) -> KataResult:
             figures=list(t["figures"]),
             diagnosis=t.get("diagnosis", ""),
             diagnosis_why=t.get("diagnosis_why", ""),
+            because_of=t.get("because_of", ""),
         )
         for t in entry["tasks"]
     ]

@@ -1,8 +1,10 @@
 """The kata registry: grader/kata/katas.toml loaded into validated dataclasses.
 
 The TOML file is the one place that names each kata, its tasks, their
-points, the hints, and for `kata interview`: the functions each task
-writes, its follow-up questions and the ready-made interviews (presets).
+points, the hints, which other tasks' functions each task calls (`depends`:
+a task that fails while one it needs fails too is reported as failing because
+of it), and for `kata interview`: the functions each task writes, its
+follow-up questions and the ready-made interviews (presets).
 Its shape (which keys each table takes, of which type) is
 grader.kata.registry_schema's: a typo or a wrong type is refused with the
 file, the table and the key; the rules between values are checked here.
@@ -31,6 +33,7 @@ import sys
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Collection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,6 +91,7 @@ class Task:
     check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
     tests: tuple[str, ...] = ()  # the suite's test functions marked with this task (read from the suite)
     hidden: tuple[str, ...] = ()  # a student edition's: the checks it leaves out, graded on submission
+    depends: tuple[str, ...] = ()  # the kata's other tasks whose functions this task's code or checks call
 
     @property
     def graded_here(self) -> bool:
@@ -137,6 +141,23 @@ class Kata:
     @property
     def max_score(self) -> int:
         return sum(t.points for t in self.tasks)
+
+    def needs(self, name: str) -> tuple[str, ...]:
+        """The tasks task `name` depends on, directly or through others (registry's `depends`), in registry order."""
+        found, todo = set(), list(self.task(name).depends)
+        while todo:
+            other = todo.pop()
+            if other not in found:
+                found.add(other)
+                todo += self.task(other).depends
+        return tuple(t.name for t in self.tasks if t.name in found)
+
+    def root(self, name: str, failing: Collection[str]) -> str | None:
+        """Among the tasks task `name` needs, the first in registry order that is in `failing` while none
+        of the tasks it needs is: the one to fix first. None when `name` needs no task in `failing`."""
+        return next(
+            (t for t in self.needs(name) if t in failing and not any(u in failing for u in self.needs(t))), None
+        )
 
     def task(self, name: str) -> Task:
         for t in self.tasks:
@@ -202,6 +223,7 @@ def _task(entry: TaskTable, where: str) -> Task:
         entry.release,
         tuple(check_hints),
         hidden=hidden,
+        depends=tuple(entry.depends),
     )
 
 

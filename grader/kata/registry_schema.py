@@ -1,14 +1,15 @@
 """The shape of grader/kata/katas.toml: which tables and keys it holds, and the type of each (a pydantic schema).
 
 `check_shape` refuses an unknown key (a typo such as `recapp`) or a value of the wrong type,
-naming the table it sits in (kata 'moe' task 'router') and what that table allows; the rules
+naming the table it sits in (kata 'moe' task 'router') and what that table allows, and a task's
+`depends` that names no other task of its kata, or goes round in a circle; the other rules
 between values (points at least 1, two or three hints, each function under one task, ...) are
 grader.kata.registry's, checked on the tables this returns.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 
 class _Table(BaseModel):
@@ -51,6 +52,7 @@ class TaskTable(_Table):
     visibility: str = "visible"
     release: bool = True
     hidden_checks: list[str] = []
+    depends: list[str] = []  # the other tasks of the kata whose functions this task's code or checks call
     check: list[CheckTable] = []
 
 
@@ -64,6 +66,45 @@ class KataTable(_Table):
     recap: str = ""
     suite: str | None = None  # a path relative to the registry file
     task: list[TaskTable] = []
+
+    @model_validator(mode="after")
+    def _depends_name_other_tasks(self) -> "KataTable":
+        """Each task's `depends` names other tasks of this kata, once each, and no task depends on itself
+        through others (a ValueError naming the task, the key and what it may name)."""
+        names = [t.name for t in self.task]
+        for task in self.task:
+            where = f"task {task.name!r}: 'depends'"
+            unknown = [d for d in task.depends if d not in names]
+            if unknown:
+                raise ValueError(
+                    f"{where} names {unknown[0]!r}, which is not a task of kata {self.name!r}; "
+                    f"its tasks are: {', '.join(names)}"
+                )
+            if task.name in task.depends or len(set(task.depends)) != len(task.depends):
+                raise ValueError(f"{where} must name other tasks of the kata, each once, got {task.depends!r}")
+        circle = _circle({t.name: tuple(t.depends) for t in self.task})
+        if circle:
+            raise ValueError(f"task {circle[0]!r}: 'depends' goes round in a circle: {' -> '.join(circle)}")
+        return self
+
+
+def _circle(depends: dict[str, tuple[str, ...]]) -> list[str]:
+    """A chain of tasks that leads back to its first (a -> b -> a), or [] when there is none."""
+    done: set[str] = set()
+
+    def walk(name: str, path: list[str]) -> list[str]:
+        if name in path:
+            return path[path.index(name) :] + [name]
+        if name in done:
+            return []
+        for other in depends.get(name, ()):
+            found = walk(other, path + [name])
+            if found:
+                return found
+        done.add(name)
+        return []
+
+    return next((found for found in (walk(name, []) for name in depends) if found), [])
 
 
 class PresetTable(_Table):
@@ -139,6 +180,8 @@ def _describe(data: dict, error: dict) -> str:
         names.append(label)
         entry, loc = node[loc[0]], loc[1:]
     where = " ".join(names) or "the top level"
+    if error["type"] == "value_error":  # a rule between the entry's values (KataTable's validator): its own words
+        return f"{where}: {error['ctx']['error']}"
     if not loc:  # the entry itself is not a table
         return f"{where}: must be a table ({_ARRAYS[error['loc'][-2]][1]}), got {_shown(error['input'])}"
     key = str(loc[0])

@@ -158,6 +158,16 @@ def back_up(path: Path, kata: str) -> Path:
     return backup
 
 
+def to_fix_first(kata: Kata, task: Task, statuses: dict) -> Task:
+    """The task to work on first for `task`, by the statuses of the latest grade: when it failed while a task
+    it needs did not pass, the first such task (Kata.root), else itself."""
+    known = {name: Status(s) for name, s in statuses.items() if s in {st.value for st in Status}}
+    if task.name not in known or not known[task.name].failed:
+        return task
+    root = kata.root(task.name, {name for name, status in known.items() if status.blocks})
+    return kata.task(root) if root else task
+
+
 BAR = 24  # characters of `kata list`'s progress bar
 
 
@@ -172,7 +182,7 @@ def listing(katas: list[Kata]) -> list[str]:
     head = f"{got}/{total} points  [{'#' * filled}{'.' * (BAR - filled)}]  {100 * got // max(total, 1)}%"
     lines = [head + (f"  (+{later} on submission)" if later else "")]
     pending = [(k, t) for k in katas for t in k.tasks if last.get(k.name, {}).get(t.name) not in DONE_HERE]
-    here = pending[0] if pending else None
+    here = (pending[0][0], to_fix_first(*pending[0], last.get(pending[0][0].name, {}))) if pending else None
     if here is None:
         lines.append("every task passes: well done.")
     else:

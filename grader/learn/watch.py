@@ -170,7 +170,10 @@ def screen(
     name_width = max([len(t.name) for t in result.tasks] + [8])
     for t in result.tasks:
         checks = f"{t.checks_passed}/{t.checks_total}"
-        lines.append(f"  {t.status.value:<7}{t.name:<{name_width}} {checks:>7} checks  {t.score}/{t.max_score} pts")
+        because = f"  because {t.root} fails" if t.because_of else ""
+        lines.append(
+            f"  {t.status.value:<7}{t.name:<{name_width}} {checks:>7} checks  {t.score}/{t.max_score} pts{because}"
+        )
     lines.append("")
     moved = changes(result, before)
     if not before:
@@ -184,6 +187,8 @@ def screen(
             shown[-1] += " ..."
         lines += shown
     failing: TaskResult | None = next((t for t in result.tasks if not t.status.done_here), None)
+    if failing is not None and failing.because_of:  # the task it fails because of is the one to show
+        failing = next((t for t in result.tasks if t.name == failing.root), failing)
     if failing is None:
         lines.append(f"every task of {kata.name} passes.")
         if next_kata is None:

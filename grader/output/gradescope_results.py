@@ -50,6 +50,7 @@ def results(result: GradeResult, *, seed: int, note: str = "") -> dict:
                         "status": str(task.status),
                         "checks_passed": task.checks_passed,
                         "checks_total": task.checks_total,
+                        "because_of": task.because_of,
                         "seed": seed,
                     },
                 }
@@ -93,10 +94,13 @@ def _summary(result: GradeResult, tests: list[dict], seed: int) -> str:
 
 
 def _task_output(task: TaskResult) -> str:
-    """Markdown for one task: its status, then why it does not pass and the hint."""
+    """Markdown for one task: its status, then why it does not pass and the hint (for a task that fails
+    because a task it needs fails: which, and nothing of its own)."""
     head = f"**{task.status}**: {task.checks_passed} of {task.checks_total} checks passed"
     if task.status == Status.PASS:
         return head
+    if task.because_of:  # its own checks say little while a task it needs fails
+        return f"{head}\n\nIt {task.because}."
     parts = [head]
     if not task.failures and task.message:  # no check ran: the message says why (a crash before collection)
         parts.append(_fenced(task.message))
@@ -110,7 +114,8 @@ def _task_output(task: TaskResult) -> str:
     unshown = len(task.failures) - MAX_FAILURES_SHOWN
     if unshown > 0:
         parts.append(f"... and {unshown} more {'check' if unshown == 1 else 'checks'} that did not pass, not shown.")
-    parts.append(f"**Hint:** {task.hint}")
+    if task.hint:
+        parts.append(f"**Hint:** {task.hint}")
     return "\n\n".join(parts)
 
 

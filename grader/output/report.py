@@ -22,7 +22,7 @@ from grader.kata.text import printable
 # The version of as_json's shape: bumped when a field is renamed or removed, not when one is added.
 JSON_VERSION = 2
 
-COLUMNS = ["kata", "task", "status", "checks", "points", "measured"]
+COLUMNS = ["kata", "task", "status", "checks", "points", "measured", ""]  # the last: why a task fails, if not its own
 COLOURS = {
     Status.PASS: "green",
     Status.FAIL: "red",
@@ -52,7 +52,8 @@ def figure_text(figure: dict) -> str:
 
 
 def task_row(kata: str, task: TaskResult) -> list[str]:
-    """A task's row: kata, task, status, checks, points, and what it measured against its bar."""
+    """A task's row: kata, task, status, checks, points, what it measured against its bar, and the
+    task it fails because of ("because greedy fails"), if any."""
     measured = figure_text(task.figures[0]) if task.figures else ""
     if len(task.figures) > 1:
         measured += f" +{len(task.figures) - 1} more"
@@ -63,6 +64,7 @@ def task_row(kata: str, task: TaskResult) -> list[str]:
         f"{task.checks_passed}/{task.checks_total}" + (f" +{task.checks_hidden} hidden" if task.checks_hidden else ""),
         f"{task.score}/{task.max_score}",
         measured,
+        f"because {task.root} fails" if task.because_of else "",
     ]
 
 
@@ -78,10 +80,11 @@ def total_line(result: GradeResult) -> str:
 
 def table(result: GradeResult, header: str = "") -> str:
     """One row per task, then a total line, under `header` (by default: what was graded, and the seed).
-    A speed or work task shows the figure it measured against its bar."""
+    A speed or work task shows the figure it measured against its bar; a task that fails because a
+    task it needs fails says which."""
     rows = [task_row(kata.name, task) for kata in result.katas for task in kata.tasks]
-    columns = COLUMNS if any(r[-1] for r in rows) else COLUMNS[:-1]
-    body = tabulate([r[: len(columns)] for r in rows], headers=columns, tablefmt="simple")
+    kept = [i for i, name in enumerate(COLUMNS) if i < 5 or any(r[i] for r in rows)]
+    body = tabulate([[r[i] for i in kept] for r in rows], headers=[COLUMNS[i] for i in kept], tablefmt="simple")
     header = header or header_line(result.target, result.seed)
     return f"{header}\n\n{body}\n\n{total_line(result)}"
 
@@ -106,10 +109,11 @@ class LiveRows:
         return "  ".join(out).rstrip()
 
     def head(self) -> str:
-        return self._line(COLUMNS) + "\n" + self._line(["-" * w for w in self.widths] + ["-" * 8])
+        return self._line(COLUMNS[:-1]) + "\n" + self._line(["-" * w for w in self.widths] + ["-" * 8])
 
     def row(self, kata: str, task: TaskResult) -> str:
-        return self._line(task_row(kata, task))
+        cells = task_row(kata, task)
+        return self._line(cells[:-2] + [" ".join(c for c in cells[-2:] if c)])
 
 
 class _Missing:
@@ -130,12 +134,13 @@ def recap(kata: Kata, result) -> str:
 
 
 def next_step(result: GradeResult, katas: list[Kata]) -> str:
-    """One line naming the first graded task that does not pass, and where
-    to work on it; or that everything graded passes."""
+    """One line naming the first graded task that does not pass (or, when it fails because a task it
+    needs fails, that task), and where to work on it; or that everything graded passes."""
     known = {k.name: k for k in katas}
     for kata in result.katas:
         for task in kata.tasks:
             if not task.status.done_here:
+                task = next((t for t in kata.tasks if t.name == task.root), task)
                 return next_line(kata.name, task.name, task.status.value, known.get(kata.name), result.target)
     for kata in result.katas:
         if not result.interrupted and not any(t.checks_total for t in kata.tasks):
@@ -228,6 +233,10 @@ def details(result: GradeResult, words: bool = False) -> str:
             if task.failures and all(f["outcome"] == "todo" for f in task.failures):
                 blocks.append((False, [f"{kata.name} / {task.name}: {_TODO_LINE}", f"  hint: {task.hint}"]))
                 continue
+            if task.because_of:
+                own = f"`kata grade -v {kata.name}:{task.name}` shows its own failing checks"
+                blocks.append((False, [f"{head}, because {task.root} fails: fix {task.root} first ({own})"]))
+                continue
             lines = [head]
             for group in _runs(task.failures):
                 f = group[0]
@@ -243,7 +252,7 @@ def details(result: GradeResult, words: bool = False) -> str:
                     more = len(group) - 1
                     lines.append(f"  ... and {more} more check{'s' if more > 1 else ''} failed the same way")
             lines += [f"  {task.looks_like}"] if task.looks_like else []
-            lines.append(f"  hint: {task.hint}")
+            lines += [f"  hint: {task.hint}"] if task.hint else []
             blocks.append((True, lines))
     out: list[str] = []
     for i, (detailed, lines) in enumerate(blocks):
@@ -264,7 +273,7 @@ def failing_summary(result: GradeResult) -> str:
             continue
         for task in kata.tasks:
             if not task.status.done_here and task.status not in (Status.TODO, Status.INTERRUPTED):
-                lines.append(f"{kata.name} / {task.name}: {_one_line(task.message)}")
+                lines.append(f"{kata.name} / {task.name}: {task.because or _one_line(task.message)}")
     return "\n".join(lines)
 
 
@@ -388,6 +397,7 @@ def as_json(result: GradeResult) -> dict:
                         "figures": t.figures,
                         "diagnosis": t.diagnosis,
                         "diagnosis_why": t.diagnosis_why,
+                        "because_of": t.because_of,
                     }
                     for t in k.tasks
                 ],

@@ -134,6 +134,7 @@ def test_a_correct_submission_scores_every_point_with_one_passed_test_per_task(g
         "status": "pass",
         "checks_passed": 2,
         "checks_total": 2,
+        "because_of": "",
         "seed": 0,
     }
     assert {t["visibility"] for t in data["tests"]} == {"visible"}

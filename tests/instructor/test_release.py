@@ -76,6 +76,17 @@ def test_the_edition_registry_drops_a_held_back_task_however_its_table_and_name_
     assert "# the header comment stays" in text and "# the one a class gets" in text and "# ---- presets ----" in text
 
 
+def test_the_edition_registry_drops_a_held_back_task_from_the_depends_of_the_tasks_it_keeps(tmp_path):
+    text = release.registry_text(REGISTRY_PATH.read_text(encoding="utf-8"), {"speculative": {"greedy", "speed"}}, set())
+    path = tmp_path / "katas.toml"
+    path.write_text(text, encoding="utf-8")
+    speculative = next(k for k in load_registry(path, suites_dir=tmp_path) if k.name == "speculative")  # no suites
+    assert [(t.name, t.depends) for t in speculative.tasks] == [("accept_reject", ()), ("loop", ("accept_reject",))]
+    text = release.registry_text(REGISTRY_PATH.read_text(encoding="utf-8"), {"speculative": {"loop"}}, set())
+    speed = next(k for k in tomllib.loads(text)["kata"] if k["name"] == "speculative")["task"][-1]
+    assert speed["name"] == "speed" and "depends" not in speed  # no `depends = []` left behind
+
+
 def test_the_edition_registry_is_the_shipped_registry_itself_when_nothing_is_dropped():
     text = REGISTRY_PATH.read_text(encoding="utf-8")
     assert release.registry_text(text, {}, {p.name for p in load_presets()}) == text

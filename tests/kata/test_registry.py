@@ -97,3 +97,46 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
     assert a_task_takes_only() in result.output and "Traceback" not in result.output
     path.write_text(text)
     assert CliRunner().invoke(main, ["list"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "edit,says",
+    [
+        (
+            lambda t: t.replace('depends = ["mean"]', 'depends = ["meen"]'),
+            "kata 'toy': task 'fast': 'depends' names 'meen', which is not a task of kata 'toy'; "
+            "its tasks are: mean, scale, fast",
+        ),
+        (lambda t: t.replace('depends = ["mean"]', 'depends = "mean"'), "task 'fast': 'depends' must be an array"),
+        (
+            lambda t: t.replace('depends = ["mean"]', 'depends = ["mean", "fast"]'),
+            "kata 'toy': task 'fast': 'depends' must name other tasks of the kata, each once",
+        ),
+        (
+            lambda t: t.replace("points = 2\n", 'points = 2\n  depends = ["fast"]\n', 1),
+            "kata 'toy': task 'mean': 'depends' goes round in a circle: mean -> fast -> mean",
+        ),
+    ],
+    ids=["unknown task", "string for an array", "itself", "a circle"],
+)
+def test_a_depends_naming_no_other_task_of_its_kata_or_going_round_is_refused_with_the_file_kata_and_key(
+    tmp_path, edit, says
+):
+    path = tmp_path / "katas.toml"
+    path.write_text(toy_text())
+    assert load_registry(path)[0].task("fast").depends == ("mean",)  # the registry before the edit loads
+    path.write_text(edit(toy_text()))
+    with pytest.raises(RegistryError) as refused:
+        load_registry(path)
+    assert str(refused.value).startswith(f"{path.resolve()}: ")
+    assert says in str(refused.value)
+
+
+def test_a_task_needs_what_it_depends_on_through_others_and_its_root_is_the_first_failing_one_needing_none():
+    speculative = next(k for k in load_registry() if k.name == "speculative")
+    assert speculative.needs("speed") == ("accept_reject", "greedy", "loop")  # speed -> loop -> both rules
+    assert speculative.needs("greedy") == ()
+    assert speculative.root("speed", {"greedy", "loop", "speed"}) == "greedy"
+    assert speculative.root("speed", {"loop", "speed"}) == "loop"
+    assert speculative.root("speed", {"accept_reject", "greedy", "loop"}) == "accept_reject"  # registry order
+    assert speculative.root("loop", {"speed", "loop"}) is None

@@ -298,11 +298,7 @@ toy / mean: fail
       example: toy.mean_of(array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=float32))
   hint: What does the mean divide by?
 
-toy / fast: fail
-  test_mean_is_as_fast_as_numpy [fail]: the timed call returned a wrong result while being timed (its sums \
-differ from the expected ones on the same input): a fast wrong answer is not fast
-      example: toy.mean_of(array(shape=(100000,), dtype=float64, ...))  (2 times)
-  hint: Is there a Python loop?"""
+toy / fast: fail, because mean fails: fix mean first (`kata grade -v toy:fast` shows its own failing checks)"""
 
 
 @pytest.mark.parametrize("sub, want", [("stub", STUB), ("syntax", SYNTAX), ("nan", NAN)], ids=["stub", "syntax", "nan"])

@@ -273,3 +273,19 @@ def test_every_public_function_of_the_stub_documents_itself_and_the_errors_it_ra
             doc += ast.get_docstring(stub[name.split(".")[0]]) or ""
         unnamed += [f"{name} raises {e}" for e in sorted(_raised(node)) if e not in doc]
     assert not unnamed, f"katas/{kata.name}.py: docstrings do not name the errors their solutions raise: {unnamed}"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_each_task_depends_on_exactly_the_tasks_whose_functions_it_or_its_checks_call(kata):
+    """The registry's `depends` of every task are the other tasks whose functions the reference solution
+    of its functions calls, or its checks call (tests/task_calls.py reads both): a call added or taken
+    away shows here, so a failure is never blamed on a task it does not call, nor left unblamed."""
+    from task_calls import called_tasks
+
+    called = called_tasks(kata)
+    wrong = [
+        f"task {t.name!r} has depends = {sorted(t.depends)}, but it calls {sorted(called[t.name])}"
+        for t in kata.tasks
+        if set(t.depends) != called[t.name]
+    ]
+    assert not wrong, f"grader/kata/katas.toml, kata {kata.name!r}: " + "; ".join(wrong)
