@@ -1,6 +1,6 @@
 """What the quantization checks draw and build: bits, tensors of any shape and float dtype, a
-tensor with one bad value, and the small models (and their sizes) of the model, sensitivity
-and AWQ checks.
+tensor with one bad value, the small models (and their sizes) of the model, sensitivity
+and AWQ checks, and the AWQ checks' models with outlier channels.
 """
 
 from __future__ import annotations
