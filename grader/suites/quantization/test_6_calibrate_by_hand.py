@@ -16,7 +16,7 @@ HAND_ULPS = 4
 
 HALF = {"percentile": 50}
 # name -> (x, bits, method, keyword arguments, the scale worked out by hand). qmax = 2^(bits-1) - 1.
-BY_HAND = {
+PERCENTILE_BY_HAND = {
     # |x| sorted: 1 1 2 2 3 3 4 4; rank (8 - 1) * 50 / 100 = 3.5, halfway from 2 to 3 (x itself gives 0 there)
     "percentile 50 of |x|, interpolated": (
         [-4.0, -3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 4.0],
@@ -30,6 +30,8 @@ BY_HAND = {
     "percentile 100 is max|x|": ([1.0, -5.0, 2.0], 4, "percentile", {"percentile": 100}, 5 / 7),
     # |x| sorted: 0 0 0 0 3; rank 4 * 50 / 100 = 2, a 0: scale 0, though max|x| is 3
     "percentile 50 of mostly zeros is 0": ([0.0, 0.0, 3.0, 0.0, 0.0], 4, "percentile", HALF, 0.0),
+}
+MSE_BY_HAND = {
     "mse of all zeros is 0": ([0.0, 0.0, 0.0, 0.0], 4, "mse", {}, 0.0),
     # grid 1: the one candidate is c_1 = max|x| = 2
     "mse with grid 1 is min-max": ([2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2, "mse", {"grid": 1}, 2.0),
@@ -56,11 +58,7 @@ BY_HAND = {
 }
 
 
-@pytest.mark.task("calibrate")
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("case", list(BY_HAND), ids=str)
-def test_calibrate_gives_the_scales_worked_out_by_hand(cal, case, dtype):
-    values, bits, method, kwargs, want = BY_HAND[case]
+def _assert_worked_out_by_hand(cal, case: str, values, bits, method, kwargs, want, dtype) -> None:
     x = np.asarray(values, dtype=dtype)
     got = cal.calibrate(x, bits, method, **kwargs)
     assert np.asarray(got).dtype == x.dtype, f"calibrate returned dtype {np.asarray(got).dtype} for x of {x.dtype}"
@@ -71,6 +69,20 @@ def test_calibrate_gives_the_scales_worked_out_by_hand(cal, case, dtype):
         + "".join(f", {k}={v}" for k, v in kwargs.items())
         + f") gave scale {float(got):.9g}; worked out by hand ({case}): {want:.9g}"
     )
+
+
+@pytest.mark.task("calibrate")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_calibrate_percentile_gives_the_scales_worked_out_by_hand(cal, dtype):
+    for case, (values, bits, method, kwargs, want) in PERCENTILE_BY_HAND.items():
+        _assert_worked_out_by_hand(cal, case, values, bits, method, kwargs, want, dtype)
+
+
+@pytest.mark.task("calibrate")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", list(MSE_BY_HAND), ids=str)
+def test_calibrate_mse_gives_the_scales_worked_out_by_hand(cal, case, dtype):
+    _assert_worked_out_by_hand(cal, case, *MSE_BY_HAND[case], dtype)
 
 
 @pytest.mark.task("calibrate")
