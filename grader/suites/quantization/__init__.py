@@ -8,9 +8,12 @@ in float64 (or float32 where llama.cpp computes in float32), never from the
 code under test.
 
 The checks are in one module per task, in the registry's order (test_1_uniform.py to
-test_9_speed.py); the expected answers they compare with in oracles.py, the
-inputs they draw in strategies.py, the assertions several modules share in
-checks.py and the fixtures in conftest.py.
+test_9_speed.py), with the public checks of what learners get wrong beside some of them
+(test_6_calibrate_by_hand.py, test_7_sensitive_by_hand.py, test_8_salient_by_hand.py) and in
+test_known_mistakes.py: values worked out by hand and relations between calls, which need no
+oracle and so ship in the student edition. The expected answers of the other checks are in
+oracles.py, the inputs the checks draw in strategies.py, the assertions several modules share
+in checks.py and the fixtures in conftest.py.
 
 Audit: each promise of the stub's docstrings that a learner could get wrong, and the checks that
 fail without it.

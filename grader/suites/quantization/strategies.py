@@ -1,6 +1,6 @@
 """What the quantization checks draw and build: bits, tensors of any shape and float dtype, a
-tensor with one bad value, and the small models (and their sizes) of the model, sensitivity
-and AWQ checks.
+tensor with one bad value, the small models (and their sizes) of the model, sensitivity
+and AWQ checks, and the AWQ checks' models with outlier channels.
 """
 
 from __future__ import annotations
@@ -47,3 +47,30 @@ def _linear_names(model: Model) -> list[str]:
 def _with(model: Model, replaced: dict[str, np.ndarray]) -> Model:
     """A fresh reference Model: model's weights with some replaced."""
     return Model(model.config, {**model.weights, **{n: np.asarray(w) for n, w in replaced.items()}})
+
+
+OUTLIERS = 4  # outlier channels per RMSNorm of the suite's outlier models
+OUTLIER_GAIN = 20.0  # their gain; the rows of the weights that read them are divided by as much
+
+
+def _outlier_model(config: Config, seed: int) -> Model:
+    """A random model computing what Model.random(config, seed) computes, but OUTLIERS channels of every
+    RMSNorm gain are OUTLIER_GAIN times larger and the rows of the weights after it that read them as many
+    times smaller: large activations meeting small weights, which plain grouped quantization rounds away."""
+    w = dict(Model.random(config, seed=seed).weights)
+    gen = np.random.default_rng(seed + 100)
+    readers = {"attn_norm": ("wq", "wk", "wv"), "mlp_norm": ("router", "w_gate", "w_up")}
+    groups = [
+        (f"layers.{i}.{norm}", [f"layers.{i}.{n}" for n in names])
+        for i in range(config.n_layers)
+        for norm, names in readers.items()
+    ]
+    for norm, names in [*groups, ("norm", ["out"])]:
+        channels = gen.choice(config.d_model, OUTLIERS, replace=False)
+        w[norm] = w[norm].copy()
+        w[norm][channels] *= OUTLIER_GAIN
+        for name in names:
+            if name in w:  # a dense model has no router
+                w[name] = w[name].copy()
+                w[name][..., channels, :] /= OUTLIER_GAIN
+    return Model(config, w)

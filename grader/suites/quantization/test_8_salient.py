@@ -34,6 +34,7 @@ from grader.suites.quantization.strategies import (
     MODEL_CONFIG,
     VALUE,
     _linear_names,
+    _outlier_model,
     _with,
 )
 from reference.model import Config, Model
@@ -47,32 +48,7 @@ GAIN_RTOL = 1e-5
 # Activation-aware 3-bit over plain grouped 3-bit, mean KL on a small model with outlier channels: at most
 # this (measured over seeds 0-2: 0.41-0.57).
 AWQ_SHARE = 0.8
-OUTLIERS = 4  # outlier channels per RMSNorm of the suite's outlier models
-OUTLIER_GAIN = 20.0  # their gain; the rows of the weights that read them are divided by as much
 DENSE_CONFIG = Config(vocab_size=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=64, max_seq_len=64)
-
-
-def _outlier_model(config: Config, seed: int) -> Model:
-    """A random model computing what Model.random(config, seed) computes, but OUTLIERS channels of every
-    RMSNorm gain are OUTLIER_GAIN times larger and the rows of the weights after it that read them as many
-    times smaller: large activations meeting small weights, which plain grouped quantization rounds away."""
-    w = dict(Model.random(config, seed=seed).weights)
-    gen = np.random.default_rng(seed + 100)
-    readers = {"attn_norm": ("wq", "wk", "wv"), "mlp_norm": ("router", "w_gate", "w_up")}
-    groups = [
-        (f"layers.{i}.{norm}", [f"layers.{i}.{n}" for n in names])
-        for i in range(config.n_layers)
-        for norm, names in readers.items()
-    ]
-    for norm, names in [*groups, ("norm", ["out"])]:
-        channels = gen.choice(config.d_model, OUTLIERS, replace=False)
-        w[norm] = w[norm].copy()
-        w[norm][channels] *= OUTLIER_GAIN
-        for name in names:
-            if name in w:  # a dense model has no router
-                w[name] = w[name].copy()
-                w[name][..., channels, :] /= OUTLIER_GAIN
-    return Model(config, w)
 
 
 @st.composite

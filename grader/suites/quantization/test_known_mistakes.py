@@ -1,6 +1,8 @@
 """Public checks of mistakes learners make in the quantization tasks that the hidden checks catch
-on submission: a slice of zeros, a zero point worked out by hand, and quantize_model's groups and
-its input left untouched. They need no oracle, so the student edition ships them.
+on submission: a slice of zeros, a zero point worked out by hand, quantize_model's groups and its
+input left untouched, small float16 values quantized as their float32 copy is, and llama.cpp's blocks
+of float64 values written as those of their float32 copy. They need no oracle, so the student
+edition ships them.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grader.suites.common import rng
 from grader.suites.quantization.strategies import MODEL_CONFIG
 from reference.model import Model
 
@@ -48,7 +51,7 @@ def test_quantize_model_leaves_the_model_it_is_given_untouched(kata):
     step = np.repeat(np.abs(w).reshape(2, 16, -1).max(axis=1), 16, axis=0) / 127  # each group's 8-bit step
     assert np.all(np.abs(got - w) <= 0.5 * step * (1 + 1e-3)), (
         "after a 2-bit call, quantize_model at 8 bits is further than half a step from the float weights of "
-        "the model it was given: the first call changed that model, which quantize_model must leave untouched"
+        "the model it was given: the first call changed that model"
     )
 
 
@@ -67,3 +70,46 @@ def test_quantize_model_keeps_each_groups_largest_magnitude(kata, group_size):
             f"quantize_model(..., group_size={group_size}) did not keep the largest |w| of each run of "
             f"{group_size} along {name}'s input axis (-2): are its groups of another size?"
         )
+
+
+# Small float16 values, each at least 0.02 from a .5 tie of x / scale at 8 and at 4 bits: qmax / max|group|
+# passes float16's 65504 for the first two groups at 8 bits.
+SMALL_FLOAT16 = np.array(
+    [[1.5e-3, 3e-4, -7e-4, 2e-4], [-1.2e-3, 9e-4, 1e-4, 0.0], [4e-5, -1e-5, 2.2e-5, 3e-6]], dtype=np.float16
+).reshape(1, 12)
+
+
+@pytest.mark.task("grouped")
+@pytest.mark.parametrize("bits", [8, 4])
+def test_grouped_codes_of_small_float16_values_are_those_of_the_same_values_in_float32(kata, bits):
+    q16, scales = kata.quantize_grouped(SMALL_FLOAT16, bits, 4)
+    q32, _ = kata.quantize_grouped(SMALL_FLOAT16.astype(np.float32), bits, 4)
+    q16, q32 = np.asarray(q16), np.asarray(q32)
+    assert np.asarray(scales).dtype == np.float16 and np.array_equal(q16, q32), (
+        f"quantize_grouped at {bits} bits, groups of 4, gave float16 values {SMALL_FLOAT16.ravel().tolist()} the "
+        f"codes {q16.ravel().tolist()}, and the same values in float32 {q32.ravel().tolist()} (scales "
+        f"{np.asarray(scales).dtype}): a float16 x is quantized as its values are, whatever its dtype overflows"
+    )
+
+
+def _near_a_tie_in_float32(top: float) -> np.ndarray:
+    """A float64 block of 32 whose value 0.49999999999 becomes 0.5 in float32: a tie there, not in float64."""
+    x = np.zeros(32)
+    x[:2] = top, 0.49999999999
+    x[2:] = np.linspace(-top / 2, top / 3, 30)
+    return x
+
+
+@pytest.mark.task("llama_cpp")
+@pytest.mark.parametrize("which", ["q8_0", "q4_0"])
+def test_q8_0_and_q4_0_of_float64_values_are_the_bytes_of_their_float32_copy(kata, which):
+    # Q8_0 with max 127: d = 1 and 0.5 rounds away from zero to 1; Q4_0 with its extreme -8: d = 1 and
+    # floor(0.5 + 8.5) = 9, where the float64 value gives 0 and 8.
+    x = np.concatenate([_near_a_tie_in_float32(127.0 if which == "q8_0" else -8.0), rng(86).normal(size=64)])
+    quantize = getattr(kata, f"quantize_{which}")
+    got, want = bytes(quantize(x)), bytes(quantize(x.astype(np.float32)))
+    assert got == want, (
+        f"quantize_{which} of float64 values wrote other bytes than of the same values cast to float32 (first "
+        f"difference at byte {next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)}): llama.cpp takes "
+        "its input as float32"
+    )
