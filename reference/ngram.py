@@ -232,7 +232,7 @@ def distil(
     ids = np.asarray(ids, dtype=np.int64)
     parts = []
     for s in range(0, ids.size, chunk):
-        part = ids[s : s + chunk + WINDOW]  # the teacher reads past the chunk's end, for context
+        part = ids[s : s + chunk + WINDOW]  # a window past the chunk's end is read too, and its rows dropped
         logits = teacher_logits(teacher, part)[:chunk]
         contexts, probs, counts = distill(logits, part[:chunk], order)
         contexts, probs = checked_table(contexts, probs)
