@@ -27,9 +27,11 @@ JAIL_CHUNK = 25_000  # positions per call of the learner's distill_ngram: (25,00
 SHIPPED = "the shipped n-gram table (reference/weights/ngram.npz)"
 
 
-def table_draft(teacher: Model, target: str, progress: Callable[[int, int], None] | None = None):
+def table_draft(teacher: Model, target: str, progress: Callable[[int, int], None] | None = None, *, make=True):
     """(the NGramLM to draft with, a sentence saying whose table it is and why). Call it inside
-    play_jails.jails(): the learner's distill_ngram runs in a jail that stops on the way out."""
+    play_jails.jails(): the learner's distill_ngram runs in a jail that stops on the way out. With
+    make=False a table not kept yet is not distilled (a page cannot wait a minute): the shipped one
+    stands in, and the sentence says how to make yours."""
     source = kata_source("distillation", ("distill_ngram",), target)
     if source.module is None:
         why = source.says.removeprefix("the model's own").lstrip(", :")
@@ -42,6 +44,8 @@ def table_draft(teacher: Model, target: str, progress: Callable[[int, int], None
             return NGramLM.pretrained(cache), f"{whose} distill_ngram's table ({path}), kept in {cache}"
         except (OSError, ValueError):
             cache.unlink(missing_ok=True)  # a damaged copy: made again below
+    if not make:
+        return NGramLM.pretrained(), f"{SHIPPED}; kata play stack distils {whose} table once (about a minute)"
     ids = np.array(encode(TEXT_PATH.read_text(encoding="ascii")[:LEARNER_CHARS]))
     try:
         lm = distil(source.module.distill_ngram, teacher, ids, chunk=JAIL_CHUNK, progress=progress)

@@ -294,7 +294,7 @@ def _stack(opts: dict, target: str) -> Iterator[dict]:
     (teacher,) = _models("teacher")
     ids = _prompt_ids(opts["prompt"], opts["n"], teacher)
     try:
-        draft, whose = table_draft(teacher, target)
+        draft, whose = table_draft(teacher, target, make=False)
     except (play_jails.LearnerError, ValueError, FileNotFoundError) as exc:
         raise _KataFailed(str(exc)) from None
     found = {
