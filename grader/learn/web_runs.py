@@ -302,7 +302,8 @@ def _stack(opts: dict, target: str) -> Iterator[dict]:
         "quantization": _source("quantization", ("quantize_grouped", "quantize_model"), target),
         "speculative": _source("speculative", ("greedy_accept", "speculative_generate"), target),
     }
-    about = [about for _, about in found.values()] + [f"draft: {whose}"]
+    draft_about = {"kata": "draft", "says": whose, "own": False, "tasks": []}  # an entry like each kata's
+    about = [about for _, about in found.values()] + [draft_about]
     yield {"sources": about, "blas": play_screens.blas_line(), "sentence": SENTENCE}
     sources = {kata: source for kata, (source, _) in found.items()}
     rows: list[play_stack.Bargain] = []
