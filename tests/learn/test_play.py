@@ -21,7 +21,6 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.grading.events import Status
 from grader.grading.results import GradeResult, KataResult, TaskResult
-from grader.interview import seal
 from grader.jail import confine
 from grader.kata.registry import find_kata
 from grader.kata.target import SOLUTIONS_DIR
@@ -111,7 +110,7 @@ def test_a_state_file_written_by_hand_or_a_file_changed_since_its_pass_runs_no_l
     (tmp_path / "state" / "seals.json").write_text(seals)
     assert "yours, " in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output  # the file as it was: vouched
     monkeypatch.setenv(vouch.KEY_ENV, str(tmp_path / "another account" / "grades.key"))
-    seal.make_key(vouch.key_path())  # another account's key: the same seals vouch for nothing there
+    vouch.KEYS.make(vouch.key_path())  # another account's key: the same seals vouch for nothing there
     assert "yours, " not in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output
 
 
