@@ -13,7 +13,9 @@ from grader.kata.registry import Kata, Task
 from grader.output import report
 
 OPEN = Task(name="open", title="a task with a public check", points=2, hints=("a?", "b?"), hidden=("test_secret",))
-SPEED = Task(name="speed", title="a speed task, every check hidden", points=1, hints=("c?", "d?"), hidden=("test_fast",))
+SPEED = Task(
+    name="speed", title="a speed task, every check hidden", points=1, hints=("c?", "d?"), hidden=("test_fast",)
+)
 KATA = Kata(name="toy", title="Toy", trade="nothing", order=1, tasks=(OPEN, SPEED), suite=Path("toy"))
 
 

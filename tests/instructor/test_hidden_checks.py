@@ -156,7 +156,10 @@ def test_a_task_with_hidden_checks_is_on_submission_when_every_check_here_passes
     assert task_result(TASK, [], "the kata's process died").status is Status.CRASH
     failed = task_result(TASK, [_check(Status.PASS), _check(Status.FAIL, "test_b")], "")
     assert (failed.status, failed.message, failed.hint) == (Status.FAIL, "no", "a?")
-    assert task_result(Task(name="u", title="open", points=1, hints=("a?", "b?")), [_check(Status.PASS)], "").status is Status.PASS
+    assert (
+        task_result(Task(name="u", title="open", points=1, hints=("a?", "b?")), [_check(Status.PASS)], "").status
+        is Status.PASS
+    )
     result = GradeResult("katas", 0, 0, 2, 1.0, [KataResult("toy", "Toy", 0, 2, 1.0, [done])])
     assert result.passed and result.on_submission == 2
     table = report.table(result)

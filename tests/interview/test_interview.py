@@ -783,7 +783,10 @@ PRESET = (
 @pytest.mark.parametrize(
     "edit,expected",
     [
-        (lambda p: p.replace('kata = "toy"', 'kata = "nope"'), r"preset 'toy-10': 'kata' must name a kata of the registry \(toy\), got 'nope'"),
+        (
+            lambda p: p.replace('kata = "toy"', 'kata = "nope"'),
+            r"preset 'toy-10': 'kata' must name a kata of the registry \(toy\), got 'nope'",
+        ),
         (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["nope"]'), "has no task 'nope'"),
         (lambda p: p.replace('"easy"', '"brutal"'), "'difficulty' must be 'easy', 'medium' or 'hard', got 'brutal'"),
         (lambda p: p.replace("minutes = 10", "minutes = 0"), "'minutes' must be greater than or equal to 1, got 0"),

@@ -17,13 +17,17 @@ RUBRIC = '\n  [kata.task.rubric]\n  probes = "Sums."\n  strong = "Exact sums."\n
 CHECK = '\n  [[kata.task.check]]\n  tests = ["test_mean_is_as_fast_as_numpy"]\n  hint = "Is there a loop left?"\n'
 PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
 FUNCTIONS = 'functions = ["mean_of"]\n  hints = ["What does the mean'
-TASK_KEYS = "name, title, points, hints, functions, question, rubric, visibility, release, hidden_checks, depends, check"
+TASK_KEYS = (
+    "name, title, points, hints, functions, question, rubric, visibility, release, hidden_checks, depends, check"
+)
 
 
 def toy_text() -> str:
     """The toy registry, with functions for a preset to write and, on its last task, two questions,
     a rubric and a check hint."""
-    return (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS + RUBRIC + CHECK
+    return (
+        (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS + RUBRIC + CHECK
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,10 +98,22 @@ def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_
 @pytest.mark.parametrize(
     "edit,says",
     [
-        (lambda t: t.replace("points = 2", "points = 0"), "task 'mean': 'points' must be greater than or equal to 1, got 0"),
-        (lambda t: t.replace('name = "mean"', 'name = "the mean"'), "'name' must be a Python identifier, got 'the mean'"),
-        (lambda t: t.replace('name = "scale"', 'name = "mean"'), "kata 'toy': task names repeat: ['mean', 'mean', 'fast']"),
-        (lambda t: t.replace("order = 1", "order = 0"), "kata 'toy': 'order' must be greater than or equal to 1, got 0"),
+        (
+            lambda t: t.replace("points = 2", "points = 0"),
+            "task 'mean': 'points' must be greater than or equal to 1, got 0",
+        ),
+        (
+            lambda t: t.replace('name = "mean"', 'name = "the mean"'),
+            "'name' must be a Python identifier, got 'the mean'",
+        ),
+        (
+            lambda t: t.replace('name = "scale"', 'name = "mean"'),
+            "kata 'toy': task names repeat: ['mean', 'mean', 'fast']",
+        ),
+        (
+            lambda t: t.replace("order = 1", "order = 0"),
+            "kata 'toy': 'order' must be greater than or equal to 1, got 0",
+        ),
         (
             lambda t: t.replace('hints = ["What shape should come back?", ', "hints = ["),
             "task 'scale': 'hints' must hold two or three hints, got ['Is broadcasting enough?']",
@@ -111,7 +127,7 @@ def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_
             "task 'fast': 'visibility' must be 'visible' or 'hidden', got 'secret'",
         ),
         (
-            lambda t: t.replace('order = 1', 'order = 1\nrecap = "{0 sums}"'),
+            lambda t: t.replace("order = 1", 'order = 1\nrecap = "{0 sums}"'),
             "kata 'toy': 'recap' must be a string whose {placeholders} name figure keys, got '{0 sums}'",
         ),
     ],
@@ -165,7 +181,10 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
             "kata 'toy': task 'fast': 'depends' names 'meen', which is not a task of kata 'toy'; "
             "its tasks are: mean, scale, fast",
         ),
-        (lambda t: t.replace('depends = ["mean"]', 'depends = "mean"'), "task 'fast': 'depends' must be an array, got 'mean'"),
+        (
+            lambda t: t.replace('depends = ["mean"]', 'depends = "mean"'),
+            "task 'fast': 'depends' must be an array, got 'mean'",
+        ),
         (
             lambda t: t.replace('depends = ["mean"]', 'depends = ["mean", "fast"]'),
             "kata 'toy': task 'fast': 'depends' must name other tasks of the kata, each once",
