@@ -72,7 +72,8 @@ Once = _must(lambda names: len(set(names)) == len(names), "must name each one on
 
 class _Table(BaseModel):
     """A table of the registry: only the keys below, each of exactly its type (strict: no 1 for true, no "3" for 3).
-    A key with another name than its attribute is the attribute's alias (`question` holds `questions`)."""
+    A key named otherwise than its attribute is the attribute's alias (`question` holds `questions`); in Python,
+    either name makes one."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -91,7 +92,7 @@ class Rubric(_Table):
     strong: Stripped
 
 
-class Check(_Table):
+class CheckHint(_Table):
     """Some of a task's checks, and the hint shown instead of the task's when one of them fails."""
 
     tests: Annotated[Array[TestName], _must(bool, "must name one or more of the task's tests")]
@@ -99,6 +100,8 @@ class Check(_Table):
 
 
 class Task(_Table):
+    """A task of a kata: what it is worth, its hints, what it writes, and what grades it."""
+
     name: Name  # short id used on the command line, e.g. "cache"
     title: str  # one line for the table and the checklist
     points: int = Field(ge=1)  # what passing the task is worth
@@ -106,7 +109,7 @@ class Task(_Table):
     hints: Annotated[Array[Filled], _must(lambda h: 2 <= len(h) <= 3, "must hold two or three hints")]
     functions: Array[Public] = ()  # the kata module's public functions and classes the task writes (none: speed)
     questions: Annotated[
-        Array[Question], _must(lambda q: len(q) != 1 and len(q) <= 3, "must be two or three follow-up questions")
+        Array[Question], _must(lambda q: len(q) in (0, 2, 3), "must be two or three follow-up questions, or none")
     ] = Field((), alias="question")  # for `kata interview`, or none
     rubric: Rubric | None = None  # what the task probes and what a strong answer shows, for `kata interview`
     visibility: Literal["visible", "hidden"] = "visible"  # "hidden": Gradescope shows it only after the due date
@@ -114,7 +117,7 @@ class Task(_Table):
     # a student edition's: the checks it leaves out, graded on submission
     hidden: Annotated[Array[TestName], Once] = Field((), alias="hidden_checks")
     depends: Array[Name] = ()  # the kata's other tasks whose functions this task's code or checks call
-    checks: Array[Check] = Field((), alias="check")  # hints of their own for some of the task's checks
+    checks: Array[CheckHint] = Field((), alias="check")  # hints of their own for some of the task's checks
     tests: Array[str] = Field((), exclude=True)  # the suite's test functions marked with this task (from the suite)
 
     @property
@@ -175,6 +178,8 @@ class Task(_Table):
 
 
 class Kata(_Table):
+    """A kata: one technique, its tasks in order, and the suite that grades them."""
+
     name: Name  # module name in katas/, e.g. "kv_cache"
     title: str
     trade: str  # the trade the technique makes, e.g. "memory for time"
@@ -352,7 +357,7 @@ class RegistryFile(_Table):
         return _validated(cls, table, path, "the top level")
 
 
-_TABLES = {"task": Task, "question": Question, "check": Check, "rubric": Rubric}  # tables within a table, by key
+_TABLES = {"task": Task, "question": Question, "check": CheckHint, "rubric": Rubric}  # tables within a table, by key
 _SAYS = {"model_type": "must be a table", "dict_type": "must be a table", "tuple_type": "must be an array"}
 
 
