@@ -741,7 +741,7 @@ def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(pre
         ),
         (
             lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n',
-            "task 'fast': 'question' must be two or three follow-up questions, got",
+            "task 'fast': 'question' must be two or three follow-up questions, or none, got",
         ),
         (
             lambda t: (
