@@ -184,18 +184,23 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
     folder suites_dir/<name>/ (grader/suites/ unless told). Each task's tests are read from the suite's task marks
     when the suite exists (a missing suite fails when the kata is graded)."""
     path, data = _registry_file(path)
-    katas = [_kata(table, path, suites_dir or SUITES_DIR) for table in data.kata]
+    katas = [_kata(table, path, _suite(table, path, suites_dir or SUITES_DIR)) for table in data.kata]
     _once(path, "kata names", [k.name for k in katas])
     _once(path, "kata orders", [k.order for k in katas])
     return tuple(sorted(katas, key=lambda k: k.order))
 
 
-def _kata(table: dict, path: Path, suites_dir: Path) -> Kata:
-    """One [[kata]] table as a Kata, its tasks' tests read from its suite; a RegistryError naming the problem."""
+def _suite(table: dict, path: Path, suites_dir: Path) -> Path:
+    """A kata's suite: its table's `suite` (a path relative to the registry file), else suites_dir/NAME/."""
     named = table.get("suite")
     if named is not None and not isinstance(named, str):
         raise RegistryError(f"{path}: kata {table.get('name')!r}: 'suite' must be a path relative to {path.name}")
-    suite = path.parent / named if named is not None else suites_dir / str(table.get("name"))
+    return path.parent / named if named is not None else suites_dir / str(table.get("name"))
+
+
+def _kata(table: dict, path: Path, suite: Path) -> Kata:
+    """A kata's table, read from `path`, as the Kata `suite` grades, its tasks' tests read from the suite's
+    marks when the suite exists; a RegistryError naming the file and the problem otherwise."""
     try:
         marks = suite_tasks(suite) if suite.is_file() or suite.is_dir() else None
     except RegistryError as exc:

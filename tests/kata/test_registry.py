@@ -67,6 +67,7 @@ def toy_text() -> str:
         ),
         (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a valid string"),
         (lambda t: t + PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
+        (lambda t: t.replace('suite = "test_toy.py"', "suite = 3"), "kata 'toy': 'suite' must be a path relative to"),
     ],
     ids=[
         "kata key",
@@ -82,6 +83,7 @@ def toy_text() -> str:
         "integer among strings",
         "array for a string",
         "missing key",
+        "integer for a path",
     ],
 )
 def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_is_allowed(tmp_path, edit, says):
