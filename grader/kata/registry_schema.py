@@ -117,13 +117,13 @@ class Task(_Table):
     # a student edition's: the checks it leaves out, graded on submission
     hidden: Annotated[Array[TestName], Once] = Field((), alias="hidden_checks")
     depends: Array[Name] = ()  # the kata's other tasks whose functions this task's code or checks call
-    checks: Array[CheckHint] = Field((), alias="check")  # hints of their own for some of the task's checks
+    hinted_checks: Array[CheckHint] = Field((), alias="check")  # checks with a hint of their own
     tests: Array[str] = Field((), exclude=True)  # the suite's test functions marked with this task (from the suite)
 
     @property
     def check_hints(self) -> tuple[tuple[str, str], ...]:
         """(test name, hint) for each check with a hint of its own."""
-        return tuple((test, check.hint) for check in self.checks for test in check.tests)
+        return tuple((test, check.hint) for check in self.hinted_checks for test in check.tests)
 
     @property
     def graded_here(self) -> bool:
@@ -392,6 +392,7 @@ def _sentence(where: str, model: type[_Table], table: dict, error: Any) -> str:
             at.append(key)
     where, kind = ", ".join(at), error["type"]
     if kind == "extra_forbidden":
+        # a field left out of dumps (a task's tests, read from its suite) is no key of the file
         keys = [field.alias or name for name, field in model.model_fields.items() if not field.exclude]
         return f"{where}: unknown key '{loc[0]}' (allowed: {', '.join(keys)})"
     if kind == "missing":
