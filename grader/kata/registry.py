@@ -113,19 +113,21 @@ def _suite_marks(path: Path, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]]
         raise RegistryError(f"cannot read the suite {path}: {exc.strerror or exc}") from None
     except SyntaxError as exc:
         raise RegistryError(f"the suite {path} does not parse: {exc}") from None
-    marks = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            own = [t for t in map(_task_mark, node.decorator_list) if t is not None]
-            cases = [t for d in node.decorator_list for t in _task_cases(d, f"{path}: {node.name}")]
-            if own and cases:
-                raise RegistryError(
-                    f"{path}: {node.name} has both a task mark and a task parameter; give it one or the other"
-                )
-            if len(own) > 1:
-                raise RegistryError(f"{path}: {node.name} is marked with {len(own)} tasks; a test grades one task")
-            marks.append((node.name, tuple(dict.fromkeys(own or cases))))
-    return tuple(marks)
+    tests = [
+        n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+    ]
+    return tuple((test.name, _tasks_of(test, path)) for test in tests)
+
+
+def _tasks_of(test: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> tuple[str, ...]:
+    """The tasks a test function of the suite module `path` grades: its task mark's, or its task parameter's."""
+    own = [t for t in map(_task_mark, test.decorator_list) if t is not None]
+    cases = [t for d in test.decorator_list for t in _task_cases(d, f"{path}: {test.name}")]
+    if own and cases:
+        raise RegistryError(f"{path}: {test.name} has both a task mark and a task parameter; give it one or the other")
+    if len(own) > 1:
+        raise RegistryError(f"{path}: {test.name} is marked with {len(own)} tasks; a test grades one task")
+    return tuple(dict.fromkeys(own or cases))
 
 
 def suite_modules(suite: Path) -> tuple[Path, ...]:
@@ -204,7 +206,7 @@ def _kata(table: dict, path: Path, suite: Path) -> Kata:
     try:
         marks = suite_tasks(suite) if suite.is_file() or suite.is_dir() else None
     except RegistryError as exc:
-        raise RegistryError(f"{path}: {exc}") from None
+        raise RegistryError(f"{path}: kata {table.get('name')!r}: {exc}") from None
     return Kata.from_table(table, path, suite, marks)
 
 
