@@ -212,7 +212,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return (x / np.sqrt(ms + eps)) * weight
 
 
-def rms_norm_one_row(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+def _rms_norm_one_row(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """rms_norm of one row x (1, D), its sum of squares a dot product and its
     scale a Python float: three operations instead of seven.
     FAST PATH: see benchmarks/bench_fast_paths.py."""
@@ -410,7 +410,7 @@ class Model:
         for work in self._counters:
             work.add_weight_read("norm", gain.nbytes)
         if x.shape[0] == 1:  # a decode step: the fast path beside rms_norm
-            return rms_norm_one_row(x, gain, self.config.norm_eps)  # (1, D)
+            return _rms_norm_one_row(x, gain, self.config.norm_eps)  # (1, D)
         return rms_norm(x, gain, self.config.norm_eps)  # (T, D)
 
     # ------------------------------------------------------------------ pieces
@@ -502,27 +502,22 @@ class Model:
         """RMSNorm then the SwiGLU MLP (or the MoE of SwiGLU experts) of one
         layer, for the residual stream x (T, D): returns (T, D)."""
         layer, x = checks.checked_layer_input(self.config, layer, x)
-        w, p = self.weights, f"layers.{layer}."
-        h = self._norm(x, w[p + "mlp_norm"])  # (T, D)
+        p = f"layers.{layer}."
+        h = self._norm(x, self.weights[p + "mlp_norm"])  # (T, D)
         gate_up = self._joined_weights(p + "w_gate", p + "w_up")  # ((E,) D, 2F)
         if h.shape[0] == 1 and gate_up is not None:  # a decode step: the fast path beside this one
-            return self._mlp_one_token(h, w.get(p + "router"), gate_up, w[p + "w_down"])
-        if self.config.is_moe:
-            return self._moe(h, w[p + "router"], w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"])
-        return self._swiglu("mlp", h, w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"])
+            return self._mlp_one_token(layer, h, gate_up)
+        return self._mlp_rows(layer, h)
 
-    def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down) -> np.ndarray:
-        """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and
-        w_up (D, F), w_down (F, D): one SwiGLU, its macs counted as `piece`."""
-        gate = self._mm(piece, h, w_gate)  # (n, F)
-        up = self._mm(piece, h, w_up)  # (n, F)
-        return self._mm(piece, silu(gate) * up, w_down)  # (n, D)
-
-    def _moe(self, h: np.ndarray, router, w_gate, w_up, w_down) -> np.ndarray:
-        """The MoE block for normed rows h (T, D): each token through its K
-        experts (w_gate and w_up (E, D, F), w_down (E, F, D)), their outputs
-        summed with its gates. An expert no token chose is never read."""
-        logits = self._mm("router", h, router)  # (T, E)
+    def _mlp_rows(self, layer: int, h: np.ndarray) -> np.ndarray:
+        """The SwiGLU MLP of normed rows h (T, D), or its MoE block: each token
+        through its K experts (w_gate and w_up (E, D, F), w_down (E, F, D)),
+        their outputs summed with its gates. An expert no token chose is never read."""
+        w, p = self.weights, f"layers.{layer}."
+        w_gate, w_up, w_down = w[p + "w_gate"], w[p + "w_up"], w[p + "w_down"]
+        if not self.config.is_moe:
+            return self._swiglu("mlp", h, w_gate, w_up, w_down)  # (T, D)
+        logits = self._mm("router", h, w[p + "router"])  # (T, E)
         experts, gates = top_k_route(softmax(logits), self.config.top_k)  # (T, K) each
         out = np.zeros_like(h)  # (T, D)
         for e in range(self.config.n_experts):
@@ -532,22 +527,31 @@ class Model:
                 out[rows] += gates[rows, slot][:, None] * y  # a token's K experts are distinct: no row repeats
         return out
 
-    def _mlp_one_token(self, h: np.ndarray, router, gate_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
-        """mlp's SwiGLU (or MoE block) for one normed row h (1, D), given w_gate
-        | w_up side by side, gate_up ((E,) D, 2F): one matmul for the two. An MoE
+    def _swiglu(self, piece: str, h: np.ndarray, w_gate, w_up, w_down) -> np.ndarray:
+        """(silu(h @ w_gate) * (h @ w_up)) @ w_down for rows h (n, D), w_gate and
+        w_up (D, F), w_down (F, D): one SwiGLU, its macs counted as `piece`."""
+        gate = self._mm(piece, h, w_gate)  # (n, F)
+        up = self._mm(piece, h, w_up)  # (n, F)
+        return self._mm(piece, silu(gate) * up, w_down)  # (n, D)
+
+    def _mlp_one_token(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
+        """_mlp_rows for one normed row h (1, D), given the layer's w_gate |
+        w_up side by side, gate_up ((E,) D, 2F): one matmul for the two. An MoE
         token is routed in Python: its K most probable experts are its K highest
         router logits (ties: the lower index, as top_k_route's stable sort), and
         a softmax over their logits alone is the softmax over all E
         renormalized over the K. FAST PATH: see benchmarks/bench_fast_paths.py."""
+        w, p = self.weights, f"layers.{layer}."
+        w_down = w[p + "w_down"]  # ((E,) F, D)
         F = w_down.shape[-2]
         if not self.config.is_moe:
             y = self._mm("mlp", h, gate_up)  # (1, 2F): gate | up
             return self._mm("mlp", silu(y[:, :F]) * y[:, F:], w_down)  # (1, D)
-        logits = self._mm("router", h, router)[0].tolist()  # E floats
+        logits = self._mm("router", h, w[p + "router"])[0].tolist()  # E floats
         chosen = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[: self.config.top_k]
         weights = [math.exp(logits[e] - logits[chosen[0]]) for e in chosen]  # K floats
         out = np.zeros_like(h)  # (1, D)
-        for e, weight in sorted(zip(chosen, weights)):  # in expert order, as _moe sums
+        for e, weight in sorted(zip(chosen, weights)):  # in expert order, as _mlp_rows sums
             y = self._mm("experts", h, gate_up[e])  # (1, 2F): gate | up
             out += (weight / sum(weights)) * self._mm("experts", silu(y[:, :F]) * y[:, F:], w_down[e])  # (1, D)
         return out
