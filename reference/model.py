@@ -60,6 +60,15 @@ weights and the keys and values it reads, to the `Work` counters active on
 this model (see `Model.count_work`), so speed checks can count work exactly.
 Each piece first checks its input (reference/checks.py): a bad one raises a
 ValueError that says what is wrong, before any work is counted.
+
+Each piece is written once, as the formulas read, with one exception: one
+token (a decode step), whose time is set by the count of NumPy operations
+more than by the arithmetic. There RMSNorm is a dot product
+(`_rms_norm_one_row`), q|k|v and gate|up are one matmul each, of weights
+stored side by side (`Model._join`), and an MoE token is routed in Python
+(`Model._qkv_one_token`, `Model._mlp_one_token`), each next to the plain
+path it must equal (tests/reference/test_fast_paths.py), kept because
+benchmarks/bench_fast_paths.py shows what it saves.
 """
 
 from __future__ import annotations
@@ -107,6 +116,7 @@ class Config:
 
     @property
     def is_moe(self) -> bool:
+        """Whether each layer's MLP is a mixture of experts."""
         return self.n_experts > 0
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -370,13 +380,15 @@ class Model:
         joined again, the dict then holding its view; one of another shape or
         dtype leaves None, and the plain path runs."""
         joined, views = self._joined[names]
-        current = [self.weights[name] for name in names]
-        if all(w is view for w, view in zip(current, views)):
+        for name, view in zip(names, views):
+            if self.weights[name] is not view:
+                break
+        else:
             return joined
-        if not all(
-            isinstance(w, np.ndarray) and w.dtype == np.float32 and w.shape == v.shape for w, v in zip(current, views)
-        ):
-            return None
+        for name, view in zip(names, views):
+            w = self.weights[name]
+            if not (isinstance(w, np.ndarray) and w.dtype == np.float32 and w.shape == view.shape):
+                return None
         self._join(names)
         return self._joined[names][0]
 
@@ -435,8 +447,8 @@ class Model:
         layer, x, positions = checks.checked_qkv_inputs(self.config, layer, x, positions)
         for work in self._counters:
             work.positions[layer] = work.positions.get(layer, 0) + x.shape[0]
-        h = self._norm(x, self.weights[f"layers.{layer}.attn_norm"])  # (T, D)
         p = f"layers.{layer}."
+        h = self._norm(x, self.weights[p + "attn_norm"])  # (T, D)
         wqkv = self._joined_weights(p + "wq", p + "wk", p + "wv")  # (D, (H + 2 Hkv) Dh)
         if h.shape[0] == 1 and wqkv is not None:  # a decode step: the fast path beside this one
             return self._qkv_one_token(h, wqkv, positions.item())
@@ -460,12 +472,13 @@ class Model:
         FAST PATH: see benchmarks/bench_fast_paths.py."""
         c = self.config
         H, Hkv, Dh = c.n_heads, c.n_kv_heads, c.head_dim
+        k_end = (H + Hkv) * Dh  # where v's columns start
         y = self._mm("qkv", h, wqkv)  # (1, (H + 2 Hkv) Dh): q | k | v
-        qk = y[0, : (H + Hkv) * Dh].reshape(H + Hkv, 2, Dh // 2)  # (H + Hkv, 2, Dh/2): each head's halves
+        qk = y[0, :k_end].reshape(H + Hkv, 2, Dh // 2)  # (H + Hkv, 2, Dh/2): each head's halves
         cos2, sin2 = rope_cache(c.max_seq_len, Dh, c.rope_theta)
         cos2, sin2 = cos2[position], sin2[position]  # (2, Dh/2): the tables at this position
         qk = (qk * cos2 + qk[:, ::-1] * sin2).reshape(H + Hkv, 1, Dh)  # rotate_halves' formula
-        return qk[:H], qk[H:], y[:, (H + Hkv) * Dh :].reshape(Hkv, 1, Dh)  # (H, 1, Dh), (Hkv, 1, Dh) x2
+        return qk[:H], qk[H:], y[:, k_end:].reshape(Hkv, 1, Dh)  # (H, 1, Dh), (Hkv, 1, Dh), (Hkv, 1, Dh)
 
     def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
         """Attention of queries q (H, Tq, Dh) over keys k and values v
@@ -489,7 +502,8 @@ class Model:
         if some_key_is_later:  # than some query (never so in a decode step): mask it
             later = k_positions[None, :] > q_positions[:, None]  # (Tq, Tk)
             np.copyto(scores, -np.inf, where=later)
-        # softmax over the keys, in place: a second array of scores would cost its page faults at every call
+        # softmax over the keys, in place: a second array of scores would cost its page faults at every
+        # call (softmax(scores) made attention at 256 tokens take 2x as long)
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
