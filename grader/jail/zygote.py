@@ -72,6 +72,7 @@ RUNTIME_FILES = (
     "grader/jail/confine.py",
     "grader/jail/prefork.py",
     "reference/__init__.py",
+    "reference/checks.py",
     "reference/model.py",
     "reference/sampling.py",
     "reference/tokenizer.py",
