@@ -79,15 +79,16 @@ import functools
 import json
 import math
 import os
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from reference import checks
+from reference.work import Work
 
+FEW_TOKENS = 8  # up to this many tokens (a verify step's), qkv and mlp take their few-token fast paths
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
@@ -147,66 +148,6 @@ class Config:
 
     def n_params(self) -> int:
         return sum(int(np.prod(s)) for s in self.weight_shapes().values())
-
-
-@dataclass
-class Work:
-    """Work a model did while this counter was active.
-
-    macs: multiply-accumulates of every matmul, attention scores included.
-    positions: per layer, the token positions pushed through its q/k/v projections.
-    by_piece: macs split by piece ("qkv", "attention", "wo", "mlp", "router",
-        "experts", "logits").
-
-    What the pieces read from memory, in bytes of the arrays as they are held
-    (a float16 weight counts 2 bytes a value); activations are not counted:
-    weight_bytes: the weights read. Each matmul reads its whole weight matrix
-        once, whatever the number of rows it multiplies (of an MoE block, the
-        router and only the experts some token was routed to); each RMSNorm
-        its gain; the embedding the rows of the distinct tokens looked up.
-    cache_bytes: the keys and values each attention call reads, (Hkv, Tk, Dh)
-        each: in a decode step, what a KV cache hauls for every layer.
-    matmul_weights: values of the weight matrices the matmuls read, the ones
-        a quantized model stores in fewer bits (see `weight_bytes_at`).
-    bytes_by_piece: weight_bytes and cache_bytes split by piece: "embed" and
-        "norm" (the embedding rows and norm gains), "attention" (the keys and
-        values), and the matmuls' weight matrices under the pieces of by_piece.
-    """
-
-    macs: int = 0
-    positions: dict[int, int] = field(default_factory=dict)
-    by_piece: Counter = field(default_factory=Counter)
-    weight_bytes: int = 0
-    cache_bytes: int = 0
-    matmul_weights: int = 0
-    bytes_by_piece: Counter = field(default_factory=Counter)
-
-    def add(self, piece: str, macs: int) -> None:
-        self.macs += int(macs)
-        self.by_piece[piece] += int(macs)
-
-    def add_weight_read(self, piece: str, nbytes: int, matmul_weights: int = 0) -> None:
-        """Count nbytes of weights read by piece, matmul_weights of them values of a matmul's weight matrix."""
-        self.weight_bytes += int(nbytes)
-        self.matmul_weights += int(matmul_weights)
-        self.bytes_by_piece[piece] += int(nbytes)
-
-    def add_cache_read(self, nbytes: int) -> None:
-        """Count nbytes of keys and values read by attention."""
-        self.cache_bytes += int(nbytes)
-        self.bytes_by_piece["attention"] += int(nbytes)
-
-    def weight_bytes_at(self, bits_per_weight: float) -> float:
-        """weight_bytes had every matmul weight matrix been stored at
-        bits_per_weight bits a value, scales included; the embedding rows and
-        norm gains as they are (as quantize_model leaves them in float).
-
-        32 is float32; 8.5 is llama.cpp's Q8_0 and 4.5 its Q4_0 (34 and 18
-        bytes per block of 32 values along a matrix's input axis). The count
-        is exact, whole bytes, when each matrix's input width is a multiple of
-        32, which those formats require.
-        """
-        return self.bytes_by_piece["embed"] + self.bytes_by_piece["norm"] + self.matmul_weights * bits_per_weight / 8
 
 
 # ------------------------------------------------------------------ the math
@@ -277,6 +218,18 @@ def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     idx = np.argsort(-probs, axis=-1, kind="stable")[:, :k]  # (T, K)
     w = np.take_along_axis(probs, idx, axis=-1)  # (T, K)
     return idx, w / w.sum(axis=-1, keepdims=True)
+
+
+def _route_one_token(logits: list[float], k: int) -> list[tuple[int, float]]:
+    """top_k_route(softmax(logits)) for one token's router logits (E floats),
+    in Python: (expert, gate) of its k experts, in expert order. Its k most
+    probable experts are its k highest logits (ties: the lower index, as
+    top_k_route's stable sort), and a softmax over their logits alone is the
+    softmax over all E renormalized over the k."""
+    chosen = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[:k]
+    weights = [math.exp(logits[e] - logits[chosen[0]]) for e in chosen]  # k floats
+    total = sum(weights)
+    return sorted((e, weight / total) for e, weight in zip(chosen, weights))
 
 
 # ------------------------------------------------------------------ the model
@@ -453,6 +406,8 @@ class Model:
         wqkv = self._joined_weights(p + "wq", p + "wk", p + "wv")  # (D, (H + 2 Hkv) Dh)
         if h.shape[0] == 1 and wqkv is not None:  # a decode step: the fast path beside this one
             return self._qkv_one_token(h, wqkv, positions.item())
+        if h.shape[0] <= FEW_TOKENS and wqkv is not None:  # a verify step: the other fast path
+            return self._qkv_few_tokens(h, wqkv, positions)
         return self._qkv_rows(layer, h, positions)
 
     def _qkv_rows(self, layer: int, h: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -481,6 +436,20 @@ class Model:
         cos2, sin2 = cos2[position], sin2[position]  # (2, Dh/2): the tables at this position
         qk = (qk * cos2 + qk[:, ::-1] * sin2).reshape(H + Hkv, 1, Dh)  # rotate_halves' formula
         return qk[:H], qk[H:], y[:, k_end:].reshape(Hkv, 1, Dh)  # (H, 1, Dh), (Hkv, 1, Dh), (Hkv, 1, Dh)
+
+    def _qkv_few_tokens(self, h: np.ndarray, wqkv: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """_qkv_rows for a few rows h (T, D) at positions (T,), given wqkv as
+        _qkv_one_token: one matmul for the three, q and k rotated together.
+        FAST PATH: FIGURES_QKV"""
+        c = self.config
+        T, H, Hkv, Dh = h.shape[0], c.n_heads, c.n_kv_heads, c.head_dim
+        k_end = (H + Hkv) * Dh  # where v's columns start
+        y = self._mm("qkv", h, wqkv)  # (T, (H + 2 Hkv) Dh): q | k | v of each row
+        qk = y[:, :k_end].reshape(T, H + Hkv, 2, Dh // 2)  # (T, H + Hkv, 2, Dh/2): each head's halves
+        cos2, sin2 = rope_cache(c.max_seq_len, Dh, c.rope_theta)
+        cos2, sin2 = cos2[positions][:, None], sin2[positions][:, None]  # (T, 1, 2, Dh/2)
+        qk = (qk * cos2 + qk[:, :, ::-1] * sin2).reshape(T, H + Hkv, Dh).transpose(1, 0, 2)  # (H + Hkv, T, Dh)
+        return qk[:H], qk[H:], y[:, k_end:].reshape(T, Hkv, Dh).transpose(1, 0, 2)  # v (Hkv, T, Dh)
 
     def attend(self, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_positions, k_positions) -> np.ndarray:
         """Attention of queries q (H, Tq, Dh) over keys k and values v
@@ -524,6 +493,8 @@ class Model:
         gate_up = self._joined_weights(p + "w_gate", p + "w_up")  # ((E,) D, 2F)
         if h.shape[0] == 1 and gate_up is not None:  # a decode step: the fast path beside this one
             return self._mlp_one_token(layer, h, gate_up)
+        if h.shape[0] <= FEW_TOKENS and gate_up is not None:  # a verify step: the other fast path
+            return self._mlp_few_tokens(layer, h, gate_up)
         return self._mlp_rows(layer, h)
 
     def _mlp_rows(self, layer: int, h: np.ndarray) -> np.ndarray:
@@ -551,30 +522,58 @@ class Model:
         up = self._mm(piece, h, w_up)  # (n, F)
         return self._mm(piece, silu(gate) * up, w_down)  # (n, D)
 
+    def _swiglu_joined(self, piece: str, h: np.ndarray, gate_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
+        """_swiglu given w_gate | w_up side by side, gate_up (D, 2F): one matmul for the two."""
+        F = w_down.shape[0]
+        y = self._mm(piece, h, gate_up)  # (n, 2F): gate | up
+        return self._mm(piece, silu(y[:, :F]) * y[:, F:], w_down)  # (n, D)
+
     def _mlp_one_token(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
         """_mlp_rows for one normed row h (1, D), given the layer's w_gate |
         w_up side by side, gate_up ((E,) D, 2F): one matmul for the two. An MoE
-        token is routed in Python: its K most probable experts are its K highest
-        router logits (ties: the lower index, as top_k_route's stable sort), and
-        a softmax over their logits alone is the softmax over all E
-        renormalized over the K. FAST PATH: 2.9x faster than _mlp_rows on one
-        token of the shipped teacher (MoE), 1.9x of the draft (dense); with the
-        other two, a decode step takes 0.65-0.70x the time it would without
-        them (python benchmarks/bench_fast_paths.py, load 5 on 2 cores)."""
+        token is routed in Python (`_route_one_token`). FAST PATH: 2.9x faster
+        than _mlp_rows on one token of the shipped teacher (MoE), 1.9x of the
+        draft (dense); with the other two, a decode step takes 0.65-0.70x the
+        time it would without them (python benchmarks/bench_fast_paths.py, load 5 on 2 cores)."""
         w, p = self.weights, f"layers.{layer}."
         w_down = w[p + "w_down"]  # ((E,) F, D)
-        F = w_down.shape[-2]
         if not self.config.is_moe:
-            y = self._mm("mlp", h, gate_up)  # (1, 2F): gate | up
-            return self._mm("mlp", silu(y[:, :F]) * y[:, F:], w_down)  # (1, D)
+            return self._swiglu_joined("mlp", h, gate_up, w_down)  # (1, D)
         logits = self._mm("router", h, w[p + "router"])[0].tolist()  # E floats
-        chosen = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[: self.config.top_k]
-        weights = [math.exp(logits[e] - logits[chosen[0]]) for e in chosen]  # K floats
-        total, ys = sum(weights), []
-        for e, weight in sorted(zip(chosen, weights)):  # in expert order, as _mlp_rows sums
-            y = self._mm("experts", h, gate_up[e])  # (1, 2F): gate | up
-            ys.append((weight / total) * self._mm("experts", silu(y[:, :F]) * y[:, F:], w_down[e]))  # (1, D)
-        return sum(ys[1:], ys[0])  # (1, D)
+        ys = [
+            gate * self._swiglu_joined("experts", h, gate_up[e], w_down[e])
+            for e, gate in _route_one_token(logits, self.config.top_k)
+        ]
+        return sum(ys[1:], ys[0])  # (1, D), summed in expert order, as _mlp_rows sums
+
+    def _mlp_few_tokens(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
+        """_mlp_rows for a few normed rows h (T, D), 2 <= T <= FEW_TOKENS (a
+        verify step), given gate_up as _mlp_one_token. Dense: one matmul for
+        w_gate | w_up. MoE: each token routed in Python (`_route_one_token`),
+        then its experts run on the layout grouped-GEMM MoE kernels use: the R
+        (token, expert) pairs sorted by expert, so each chosen expert's rows
+        form one block; one product of each block with its expert's w_gate |
+        w_up and one with its w_down, one SwiGLU over all R rows, and the gated
+        sum one (T, R) @ (R, D) product. No row is padded: the work done is the
+        work counted, and an expert no token chose is never read.
+        FAST PATH: FIGURES_MLP"""
+        w, p = self.weights, f"layers.{layer}."
+        w_down = w[p + "w_down"]  # ((E,) F, D)
+        if not self.config.is_moe:
+            return self._swiglu_joined("mlp", h, gate_up, w_down)  # (T, D)
+        logits = self._mm("router", h, w[p + "router"]).tolist()  # T lists of E floats
+        routes = [_route_one_token(row, self.config.top_k) for row in logits]  # per token: (expert, gate) K times
+        pairs = sorted((e, t, gate) for t, route in enumerate(routes) for e, gate in route)  # R, by expert
+        experts, tokens, gates = (list(column) for column in zip(*pairs))  # R each
+        starts = [r for r in range(len(pairs)) if r == 0 or experts[r] != experts[r - 1]]  # each block's first row
+        blocks = [(experts[s], s, end) for s, end in zip(starts, starts[1:] + [len(pairs)])]  # (expert, rows s:end)
+        rows, F = h[tokens], w_down.shape[-2]  # (R, D)
+        y = np.concatenate([self._mm("experts", rows[s:end], gate_up[e]) for e, s, end in blocks])  # (R, 2F)
+        a = silu(y[:, :F]) * y[:, F:]  # (R, F)
+        z = np.concatenate([self._mm("experts", a[s:end], w_down[e]) for e, s, end in blocks])  # (R, D)
+        combine = np.zeros((h.shape[0], len(pairs)), dtype=z.dtype)  # (T, R): each row's gate, in its token's row
+        combine[tokens, np.arange(len(pairs))] = gates
+        return combine.dot(z)  # (T, D)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Final RMSNorm and output projection: residual stream (T, D) -> logits (T, V)."""

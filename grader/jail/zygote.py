@@ -74,6 +74,7 @@ RUNTIME_FILES = (
     "reference/__init__.py",
     "reference/checks.py",
     "reference/model.py",
+    "reference/work.py",
     "reference/sampling.py",
     "reference/tokenizer.py",
     "reference/lm.py",
