@@ -56,19 +56,22 @@ was trained with (Fedus et al. 2021, "Switch Transformers",
 arXiv:2101.03961) is in tools/train.py.
 
 Every matmul adds its multiply-accumulates, and every piece the bytes of the
-weights and the keys and values it reads, to the `Work` counters active on
-this model (see `Model.count_work`), so speed checks can count work exactly.
+weights and the keys and values it reads, to the `Work` counters
+(reference/work.py) active on this model (see `Model.count_work`), so speed checks can count work exactly.
 Each piece first checks its input (reference/checks.py): a bad one raises a
 ValueError that says what is wrong, before any work is counted.
 
-Each piece is written once, as the formulas read, with one exception: one
-token (a decode step), whose time is set by the count of NumPy operations
-more than by the arithmetic. There RMSNorm is a dot product
-(`_rms_norm_one_row`), q|k|v and gate|up are one matmul each, of weights
-stored side by side (`Model._join`), and an MoE token is routed in Python
-(`Model._qkv_one_token`, `Model._mlp_one_token`), each next to the plain
-path it must equal (tests/reference/test_fast_paths.py), kept because
-benchmarks/bench_fast_paths.py shows what it saves.
+Each piece is written once, as the formulas read, with two exceptions: one
+token (a decode step) and 2 to FEW_TOKENS (a speculative decoder's verify
+step), whose time is set by the count of NumPy operations more than by the
+arithmetic. At one token RMSNorm is a dot product (`_rms_norm_one_row`), q|k|v
+and gate|up are one matmul each, of weights stored side by side
+(`Model._join`), and an MoE token is routed in Python (`Model._qkv_one_token`,
+`Model._mlp_one_token`). At a few, q|k|v is one matmul (`Model._qkv_few_tokens`)
+and an MoE block routes in Python and groups its experts' rows
+(`Model._mlp_few_tokens`). Each is next to the plain path it must equal
+(tests/reference/test_fast_paths.py), kept because benchmarks/bench_fast_paths.py
+shows what it saves.
 """
 
 from __future__ import annotations
@@ -493,7 +496,7 @@ class Model:
         gate_up = self._joined_weights(p + "w_gate", p + "w_up")  # ((E,) D, 2F)
         if h.shape[0] == 1 and gate_up is not None:  # a decode step: the fast path beside this one
             return self._mlp_one_token(layer, h, gate_up)
-        if h.shape[0] <= FEW_TOKENS and gate_up is not None:  # a verify step: the other fast path
+        if h.shape[0] <= FEW_TOKENS and gate_up is not None and self.config.is_moe:  # an MoE verify step
             return self._mlp_few_tokens(layer, h, gate_up)
         return self._mlp_rows(layer, h)
 
@@ -547,20 +550,17 @@ class Model:
         return sum(ys[1:], ys[0])  # (1, D), summed in expert order, as _mlp_rows sums
 
     def _mlp_few_tokens(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
-        """_mlp_rows for a few normed rows h (T, D), 2 <= T <= FEW_TOKENS (a
-        verify step), given gate_up as _mlp_one_token. Dense: one matmul for
-        w_gate | w_up. MoE: each token routed in Python (`_route_one_token`),
-        then its experts run on the layout grouped-GEMM MoE kernels use: the R
-        (token, expert) pairs sorted by expert, so each chosen expert's rows
-        form one block; one product of each block with its expert's w_gate |
-        w_up and one with its w_down, one SwiGLU over all R rows, and the gated
-        sum one (T, R) @ (R, D) product. No row is padded: the work done is the
-        work counted, and an expert no token chose is never read.
-        FAST PATH: FIGURES_MLP"""
+        """_mlp_rows of an MoE block for a few normed rows h (T, D), 2 <= T <=
+        FEW_TOKENS (a verify step), given gate_up as _mlp_one_token: each token
+        routed in Python (`_route_one_token`), then the experts run on the
+        layout grouped-GEMM MoE kernels use: the R (token, expert) pairs sorted
+        by expert, so each chosen expert's rows form one block; one product of
+        each block with its expert's w_gate | w_up and one with its w_down, one
+        SwiGLU over all R rows, and the gated sum one (T, R) @ (R, D) product.
+        No row is padded: the work done is the work counted, and an expert no
+        token chose is never read. FAST PATH: FIGURES_MLP"""
         w, p = self.weights, f"layers.{layer}."
-        w_down = w[p + "w_down"]  # ((E,) F, D)
-        if not self.config.is_moe:
-            return self._swiglu_joined("mlp", h, gate_up, w_down)  # (T, D)
+        w_down = w[p + "w_down"]  # (E, F, D)
         logits = self._mm("router", h, w[p + "router"]).tolist()  # T lists of E floats
         routes = [_route_one_token(row, self.config.top_k) for row in logits]  # per token: (expert, gate) K times
         pairs = sorted((e, t, gate) for t, route in enumerate(routes) for e, gate in route)  # R, by expert

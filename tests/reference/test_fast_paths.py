@@ -1,5 +1,5 @@
-"""The model's one-token fast paths equal the plain paths beside them
-(benchmarks/bench_fast_paths.py measures what they save), in values up to
+"""The model's one-token and few-token fast paths equal the plain paths beside
+them (benchmarks/bench_fast_paths.py measures what they save), in values up to
 float32 rounding and in the work they count, exactly."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference.lm import shipped_model
-from reference.model import Config, Model, _rms_norm_one_row, rms_norm
+import reference.model
+from reference.lm import CachedLM, shipped_model
+from reference.model import FEW_TOKENS, Config, Model, _rms_norm_one_row, rms_norm
 
 # One row through a fused product, a dot product or Python floats against the
 # plain operations: the same sums in another order, on activations of order 1.
@@ -40,11 +41,18 @@ def models() -> list[tuple[str, Model]]:
 
 MODELS = models()
 EACH_MODEL = pytest.mark.parametrize("model", [m for _, m in MODELS], ids=[n for n, _ in MODELS])
+MOE_MODELS = [(n, m) for n, m in MODELS if m.config.is_moe]  # a dense MLP has no few-token path: it does not pay
+EACH_MOE_MODEL = pytest.mark.parametrize("model", [m for _, m in MOE_MODELS], ids=[n for n, _ in MOE_MODELS])
 
 
 def one_row(model: Model, seed: int) -> np.ndarray:
     """A random row (1, D) of the residual stream's scale."""
-    return np.random.default_rng(seed).standard_normal((1, model.config.d_model)).astype(np.float32)
+    return few_rows(model, seed, 1)
+
+
+def few_rows(model: Model, seed: int, T: int) -> np.ndarray:
+    """T random rows (T, D) of the residual stream's scale."""
+    return np.random.default_rng(seed).standard_normal((T, model.config.d_model)).astype(np.float32)
 
 
 def counted(model: Model, fn):
@@ -107,3 +115,79 @@ def test_a_weight_replaced_by_another_dtype_runs_the_plain_path_and_one_of_its_s
     model.weights["layers.0.wq"] = model.weights["layers.0.wq"].astype(np.float32)
     joined = model._joined_weights("layers.0.wq", "layers.0.wk", "layers.0.wv")
     assert joined is not None and model.weights["layers.0.wq"].base is joined
+
+
+FEW = pytest.mark.parametrize("T", range(2, FEW_TOKENS + 1))
+
+
+@EACH_MODEL
+@FEW
+def test_few_token_qkv_equals_the_plain_qkv_and_counts_the_same_work(model, T):
+    c, layer = model.config, T % model.config.n_layers
+    p, h = f"layers.{layer}.", few_rows(model, T, T)
+    positions = np.random.default_rng(T).choice(c.max_seq_len, size=T, replace=False)
+    wqkv = model._joined_weights(p + "wq", p + "wk", p + "wv")
+    fast, fast_work = counted(model, lambda: model._qkv_few_tokens(h, wqkv, positions))
+    plain, plain_work = counted(model, lambda: model._qkv_rows(layer, h, positions))
+    for got, expected in zip(fast, plain):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=FAST_RTOL, atol=FAST_ATOL)
+    assert fast_work == plain_work
+
+
+@EACH_MOE_MODEL
+@FEW
+def test_few_token_mlp_equals_the_plain_mlp_and_counts_the_same_work(model, T):
+    layer, h = T % model.config.n_layers, few_rows(model, T, T)
+    gate_up = model._joined_weights(f"layers.{layer}.w_gate", f"layers.{layer}.w_up")
+    fast, fast_work = counted(model, lambda: model._mlp_few_tokens(layer, h, gate_up))
+    plain, plain_work = counted(model, lambda: model._mlp_rows(layer, h))
+    assert fast.shape == plain.shape
+    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
+    assert fast_work == plain_work
+
+
+def test_few_moe_tokens_tied_between_experts_go_to_the_lower_indices_on_both_paths():
+    model = Model.random(MOE, seed=7)
+    model.weights["layers.0.router"][:] = 0  # every logit equal: every token to experts 0 and 1
+    h = few_rows(model, 8, 5)
+    gate_up = model._joined_weights("layers.0.w_gate", "layers.0.w_up")
+    fast, fast_work = counted(model, lambda: model._mlp_few_tokens(0, h, gate_up))
+    plain, plain_work = counted(model, lambda: model._mlp_rows(0, h))
+    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
+    assert fast_work == plain_work
+
+
+@EACH_MODEL
+def test_a_forward_pass_of_a_few_tokens_takes_the_fast_paths_and_equals_the_plain_one(model, monkeypatch):
+    tokens = np.random.default_rng(3).integers(0, model.config.vocab_size, FEW_TOKENS)
+    calls, few = [], Model._mlp_few_tokens
+    monkeypatch.setattr(Model, "_mlp_few_tokens", lambda self, *args: calls.append(args[0]) or few(self, *args))
+    fast, fast_work = counted(model, lambda: model.forward(tokens))
+    assert len(calls) == (model.config.n_layers if model.config.is_moe else 0)
+    monkeypatch.setattr(reference.model, "FEW_TOKENS", 1)  # the plain paths, from 2 tokens on
+    plain, plain_work = counted(model, lambda: model.forward(tokens))
+    assert len(calls) == (model.config.n_layers if model.config.is_moe else 0)
+    np.testing.assert_allclose(fast, plain, rtol=1e-4, atol=1e-4)
+    assert fast_work == plain_work
+
+
+@pytest.mark.skipif(shipped_model("teacher") is None, reason="the shipped teacher's weights are missing")
+def test_the_teachers_verify_steps_pick_the_same_greedy_tokens_with_and_without_the_few_token_paths(monkeypatch):
+    teacher = shipped_model("teacher")
+    tokens = generate_greedy(teacher, list(range(10, 30)), 40)
+    monkeypatch.setattr(reference.model, "FEW_TOKENS", 1)
+    assert generate_greedy(teacher, list(range(10, 30)), 40) == tokens
+
+
+def generate_greedy(model: Model, prompt: list[int], n_new: int) -> list[int]:
+    """prompt continued greedily by n_new tokens, scored as a speculative decoder's verify
+    steps do: the continuation so far plus 2 .. FEW_TOKENS guessed tokens at a call."""
+    lm, tokens, size = CachedLM(model), list(prompt), 2
+    while len(tokens) < len(prompt) + n_new:
+        guesses = [(tokens[-1] + i) % model.config.vocab_size for i in range(size)]  # a draft's guesses
+        argmax = lm.logits(tokens + guesses)[len(tokens) - 1 :].argmax(axis=-1).tolist()  # (size + 1,)
+        accepted = next((i for i, g in enumerate(guesses) if argmax[i] != g), size)
+        tokens += guesses[:accepted] + [argmax[accepted]]
+        size = 2 + (size - 1) % (FEW_TOKENS - 1)  # 2, 3, .., FEW_TOKENS, 2, ..
+    return tokens
