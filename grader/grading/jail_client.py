@@ -6,7 +6,7 @@ module and objects through proxies.
     k, v = cache.update(0, keys, values)  # arrays come back as data
 
 A suite never imports learner code: every attribute, call, `len` and
-exception comes over the channel (grader.jail.protocol). A reference `Model`
+exception comes over the channel (grader.wire.protocol). A reference `Model`
 goes as a copy the jail keeps (sent once), except while the suite counts
 its work (inside `with model.count_work()`) and always for a `SecretModel`:
 then it goes as a handle, its pieces run here when the learner's code calls
@@ -59,9 +59,9 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
 )
 from grader.grading.stopped import stopped
 from grader.jail import confine
-from grader.jail import protocol as p
 from grader.jail import zygote as forks
 from grader.kata import target as _target
+from grader.wire import protocol as p
 from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
@@ -383,7 +383,7 @@ class Jail:
         args is a list of argument lists, one call each, in order, in one
         round trip; returns the list of results. timed: a call on the clock,
         which timed() recorded before its clock started; its result's arrays
-        that share memory cross as that memory once (grader.jail.views) and
+        that share memory cross as that memory once (grader.wire.views) and
         come back as read-only arrays over it."""
         self.ensure()
         if obj._gen != self.generation:
@@ -541,7 +541,7 @@ def timed(fn, args, batch: bool = False) -> tuple[float, object]:
     one round trip (the result is then their list), for calls too quick to
     time one by one. Arrays of the result that are views of one buffer (a
     KV cache's keys and values) cross as that buffer once and come back
-    read-only (grader.jail.views), so a result made of views costs what its
+    read-only (grader.wire.views), so a result made of views costs what its
     buffer does, and one made of copies what the copies do."""
     return _clock(
         fn, args, batch, lambda jail, owner, method, sent: jail.call(owner, method, sent, {}, batch=batch, timed=True)

@@ -11,7 +11,7 @@ the environment when they load). A forked judge sets the environment, folder
 and descriptors it is given, and then runs `grader.grading.judge.main`,
 exactly what `python -m grader.grading.judge` runs.
 
-It is a grader.jail.prefork server on one socketpair with the runner; a
+It is a grader.wire.prefork server on one socketpair with the runner; a
 request is {"argv": [...], "env": {...}, "cwd": "..."}, with two descriptors
 attached: the judge's output log and the write end of its results pipe
 ("{results_fd}" in argv stands for the latter's number in the judge).
@@ -31,7 +31,7 @@ import sys
 import traceback
 
 from grader.grading.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
-from grader.jail.prefork import Server
+from grader.wire.prefork import Server
 
 PRELOAD = (
     "numpy",

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from grader.grading import judge_server
 from grader.grading.events import Event
 from grader.grading.results import Limits
-from grader.jail.prefork import Child, Client
 from grader.kata import target as _target
 from grader.kata.registry import Kata
+from grader.wire.prefork import Child, Client
 
 if TYPE_CHECKING:
     from grader.grading.runner import Grader

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.jail import protocol as p
-from grader.jail import views
+from grader.wire import protocol as p
+from grader.wire import views
 from reference.lm import BigramLM, CachedLM, PlainLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM

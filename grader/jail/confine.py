@@ -138,7 +138,7 @@ def die_with_parent(parent: int | None = None) -> None:
 def adopt_orphans() -> None:
     """Make this process the parent of every orphan among its descendants (a child subreaper): what a
     jail's child leaves running when it exits, daemonised or not, stays in the zygote's tree, where the
-    zygote knows it for one of its own (grader.jail.prefork.descends_from) and reaps it."""
+    zygote knows it for one of its own (grader.wire.prefork.descends_from) and reaps it."""
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
 
 

@@ -40,8 +40,8 @@ import sys
 
 import numpy as np
 
-from grader.jail import protocol as p
-from grader.jail import views
+from grader.wire import protocol as p
+from grader.wire import views
 from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
@@ -419,10 +419,10 @@ def serve_forks(listen_fd: str, life_fd: str, mode: str) -> None:
     runner's socket, closes: then kill every jail and exit. Both are
     descriptor numbers, as the command line gives them; mode is the
     confinement every jail gets (grader.jail.confine), fixed here. A
-    grader.jail.prefork server: it answers only a peer of its own uid outside
+    grader.wire.prefork server: it answers only a peer of its own uid outside
     its own tree, which it makes hold every jail and all a jail starts."""
     from grader.jail import confine
-    from grader.jail.prefork import Server
+    from grader.wire.prefork import Server
 
     if mode not in confine.FORKED_MODES:
         raise ValueError(f"the zygote serves the {', '.join(confine.FORKED_MODES)} modes, not {mode!r}")

@@ -35,7 +35,7 @@ Protocol, over SOCK_SEQPACKET (one JSON message a packet):
     judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "paths": [...], "confine": {...}},
                       the jail's channel and log descriptors attached
 
-and the answers of every grader.jail.prefork server (a pid or an error, then the exit notice).
+and the answers of every grader.wire.prefork server (a pid or an error, then the exit notice).
 
 A jail dies with its zygote (its parent-death signal); the zygote kills
 every jail and exits when the runner is gone (its end of a socketpair reads
@@ -59,18 +59,20 @@ from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
 from grader.jail import confine
-from grader.jail.prefork import Child, Client
 from grader.kata import target as _target
+from grader.wire.prefork import Child, Client
 
-# What a jail runs, copied out of the checkout. confine.py and prefork.py are there for the zygote.
+# What a jail runs, copied out of the checkout: the jail and the wire it speaks. confine.py and prefork.py are there
+# for the zygote.
 RUNTIME_FILES = (
     "grader/jail/__init__.py",
-    "grader/jail/frames.py",
-    "grader/jail/protocol.py",
-    "grader/jail/views.py",
     "grader/jail/server.py",
     "grader/jail/confine.py",
-    "grader/jail/prefork.py",
+    "grader/wire/__init__.py",
+    "grader/wire/frames.py",
+    "grader/wire/protocol.py",
+    "grader/wire/views.py",
+    "grader/wire/prefork.py",
     "reference/__init__.py",
     "reference/model.py",
     "reference/sampling.py",

@@ -70,7 +70,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     slows both alike. Each turn times UPDATE_STEPS one-token updates in one round trip
     (jail_client.timed with batch), so the channel's fixed cost is shared,
     and every key and value they return comes back whole inside it: views
-    of one buffer cross as that buffer once (grader.jail.views), so the
+    of one buffer cross as that buffer once (grader.wire.views), so the
     reference pays for its cache's used part once a turn, while copies cross
     one by one. After the clock, the judge compares each with what the suite
     wrote; nothing is asked of the jail once the clock stops, so skipping,
