@@ -1,6 +1,6 @@
 """The judge: runs one kata's suite under pytest and streams one event per
 line to a pipe the runner created. It never imports learner code: the suite
-reaches the learner's module through grader.grading.jail_client, which holds it in a jail
+reaches the learner's module through grader.jailer.jail_client, which holds it in a jail
 process, and every timing, count and comparison happens here.
 
     python -m grader.grading.judge --kata NAME --suite PATH --target T --fd N [--seed S]
@@ -46,9 +46,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader.grading import bytecode, failing_calls, jail_client, jail_log
+from grader.grading import bytecode
 from grader.grading.events import Event, EventKind, Status
 from grader.jail import confine
+from grader.jailer import failing_calls, jail_client, jail_log
 from grader.suites import common
 
 _hookimpl = pluggy.HookimplMarker("pytest")

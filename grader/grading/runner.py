@@ -1,6 +1,6 @@
 """Grade katas: each kata's suite runs in its own judge process
 (grader.grading.judge), which holds the learner's module in a jail process of its
-own (grader.grading.jail_client). Results come back over a pipe this process created, as
+own (grader.jailer.jail_client). Results come back over a pipe this process created, as
 grader.grading.events events. Returns plain data; only the CLI prints.
 
 A Grader owns what the gradings of a process share: the judge server that
@@ -37,7 +37,7 @@ from grader.grading.results import (
     task_result,
     with_roots,
 )
-from grader.jail import zygote as forks
+from grader.jailer import zygote as forks
 from grader.kata import target as _target
 from grader.kata.registry import Kata
 
@@ -108,7 +108,7 @@ class Grader:
     def judge_env(self) -> dict[str, str]:
         """The environment a judge runs in: the caller's, one BLAS thread, no plugins,
         the checkout on sys.path, bytecode kept in pycache(), and where the
-        jail zygote listens (grader.jail.zygote)."""
+        jail zygote listens (grader.jailer.zygote)."""
         env = dict(
             os.environ,
             PYTHONHASHSEED="0",

@@ -102,7 +102,7 @@ def _printed(text: str, width: int) -> list[str]:
 
 
 def _example_text(example: str) -> str:
-    """A failure's example (grader.grading.failing_calls already left out the kata module
+    """A failure's example (grader.jailer.failing_calls already left out the kata module
     argument) on as few lines as the screen allows: without the "Falsifying
     example" heading, the call's arguments on one line."""
     lines = example.strip().splitlines()

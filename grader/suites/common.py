@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.grading import jail_client, timing
+from grader.grading import timing
+from grader.jailer import jail_client
 from reference.model import Config
 
 # Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).

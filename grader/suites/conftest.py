@@ -10,8 +10,8 @@ import os
 import pytest
 from hypothesis import settings
 
-from grader.grading import jail_client
-from grader.jail import zygote as forks
+from grader.jailer import jail_client
+from grader.jailer import zygote as forks
 from grader.kata import target as _target
 from grader.kata.text import printable
 from grader.suites import common

@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from grader.grading import jail_client, jail_space
-from grader.grading.remote import JailCachedLM
 from grader.jail import confine
-from grader.jail import zygote as forks
+from grader.jailer import jail_client, jail_space
+from grader.jailer import zygote as forks
+from grader.jailer.remote import JailCachedLM
 from grader.suites import common
 from grader.wire import protocol as p
 from grader.wire import views
@@ -28,7 +28,7 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 @pytest.fixture(scope="module")
 def zygotes():
-    """zygotes() -> a jail zygote (grader.jail.zygote) of the confinement mode in force, as a runner starts
+    """zygotes() -> a jail zygote (grader.jailer.zygote) of the confinement mode in force, as a runner starts
     one: started on first use, one per mode (a zygote forks jails of the mode it started in only)."""
     started: dict[str, forks.Zygote] = {}
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.grading import jail_client, timing
+from grader.grading import timing
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.common import load_baseline, time_ratio
 from grader.suites.kv_cache.strategies import V, _kv_pair

@@ -17,7 +17,7 @@ as classes of the same name with the same built-in bases, carrying the
 learner's own frames as file:line.
 
 A jail that dies, hangs past the check's deadline, breaks the protocol or
-writes more than its cap (grader.grading.jail_space) is
+writes more than its cap (grader.jailer.jail_space) is
 killed, and the check fails with JailCrash or JailTimeout (BaseException
 subclasses, so no `except Exception` in a suite swallows them); the next use
 starts a fresh jail. A module that fails to import fails the same way on
@@ -39,9 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.grading import failing_calls, jail_space
-from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
-from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
+from grader.jail import confine
+from grader.jailer import failing_calls, jail_space
+from grader.jailer import zygote as forks
+from grader.jailer.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
+from grader.jailer.remote import (  # noqa: F401 (the suites use them as jail_client's)
     EXPORTS,
     LOCAL_MISSES,
     BadResult,
@@ -57,9 +59,7 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     mirror_class,
     raise_remote,
 )
-from grader.grading.stopped import stopped
-from grader.jail import confine
-from grader.jail import zygote as forks
+from grader.jailer.stopped import stopped
 from grader.kata import target as _target
 from grader.wire import protocol as p
 from reference.model import Model
@@ -86,7 +86,7 @@ class Settings:
 
 SETTINGS = Settings()
 
-# The latest calls of learner code (grader.grading.failing_calls.Call, arguments frozen), for the example a failing
+# The latest calls of learner code (grader.jailer.failing_calls.Call, arguments frozen), for the example a failing
 # check shows. Only a few are kept; grader.grading.judge forgets them when a check or a Hypothesis example starts.
 CALLS: collections.deque = collections.deque(maxlen=8)
 _CALLS_MADE = [0]  # calls since they were last forgotten, the ones no longer kept included
@@ -455,7 +455,7 @@ _PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped 
 
 def printed(last: bool = False) -> str:
     """What the learner's jails printed since the last call, stdout and stderr
-    as they were written, capped (grader.grading.jail_log.shown; `last`: its
+    as they were written, capped (grader.jailer.jail_log.shown; `last`: its
     end, not its start). Baseline jails' output is never shown."""
     mine = [jail.log.take(last=last) for jail in _JAILS.values() if jail.learner and jail.log]
     taken = _PRINTED_BY_STOPPED + mine

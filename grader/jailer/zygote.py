@@ -1,4 +1,6 @@
-"""The jail zygote: one process per `kata` command that forks the jails.
+"""The jail zygote's trusted end: one zygote process per `kata` command forks the jails; this module starts it
+(`Zygote`, in the runner) and connects to it (`connection`, in each judge). The zygote process itself runs
+`grader.jail.server.serve_forks`, from the jail's runtime copy (RUNTIME_FILES).
 
 A jail is a new Python that imports NumPy and the model before it serves
 anything: about 0.16 s of the 0.2 s a grading of one quick check takes, paid
@@ -252,7 +254,7 @@ def serves_this_mode() -> bool:
 # ------------------------------------------------------------- judge side
 
 
-ForkedJail = Child  # a jail the zygote forked: what grader.grading.jail_client uses of a Popen
+ForkedJail = Child  # a jail the zygote forked: what grader.jailer.jail_client uses of a Popen
 
 
 class Connection(Client):
