@@ -73,7 +73,7 @@ CHANNEL_BUFFER = 4 * 1024 * 1024
 
 @dataclasses.dataclass
 class Settings:
-    """Set by the judge process (grader.grading.judge) or left at the defaults (kata test)."""
+    """Set by the judge process (grader.judge.judge) or left at the defaults (kata test)."""
 
     target: str = "katas"
     memory_mb: int = 4096  # address space of a jail
@@ -87,7 +87,7 @@ class Settings:
 SETTINGS = Settings()
 
 # The latest calls of learner code (grader.jailer.failing_calls.Call, arguments frozen), for the example a failing
-# check shows. Only a few are kept; grader.grading.judge forgets them when a check or a Hypothesis example starts.
+# check shows. Only a few are kept; grader.judge.judge forgets them when a check or a Hypothesis example starts.
 CALLS: collections.deque = collections.deque(maxlen=8)
 _CALLS_MADE = [0]  # calls since they were last forgotten, the ones no longer kept included
 

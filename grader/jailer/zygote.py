@@ -16,7 +16,7 @@ Only the modes whose confinement runs in the child before exec use it:
 root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/jail/confine.py).
 
-The runner's Grader (grader.grading.runner; under `kata test`, the pytest
+The runner's Grader (grader.run.judges; under `kata test`, the pytest
 process: grader/suites/conftest.py) starts the zygote (`Zygote`) with a
 runtime folder, the read-only copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
 jail it forks; a jail sees that folder besides its own. The judges find the

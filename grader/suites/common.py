@@ -1,6 +1,7 @@
 """What every grading suite shares: the module under test (a proxy to its
-jail), the Hypothesis profiles, shared strategies and the one timing helper
-for speed checks.
+jail), the Hypothesis profiles, shared strategies, the one timing helper
+for speed checks and the digests it compares timed results by, and the
+figures a check reports (through its user_properties, to the judge).
 
 Suites never call learner code to judge learner code: expected values come
 from the suite, independent formulas or the reference model, all here in
@@ -9,6 +10,8 @@ the judge, where the learner's code never runs.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import secrets
 import time
 from pathlib import Path
@@ -123,7 +126,20 @@ def baseline_path(kata: str) -> Path:
     return Path(__file__).with_name(f"baseline_{kata}.py")
 
 
-FIGURES: list[dict] = []  # what the running check measured (grader.grading.judge reports and clears it)
+FIGURE = "figure"  # the name a figure goes by among the running check's user properties, where the judge reads it
+_PROPERTIES: contextvars.ContextVar[list | None] = contextvars.ContextVar("check_properties", default=None)
+
+
+@contextlib.contextmanager
+def recording(properties: list):
+    """Within the with, figure() appends to `properties`: the running check's user_properties, which
+    the suites' conftest hands here around every check (as pytest's record_property appends to them),
+    and which the judge reports with the check's result."""
+    token = _PROPERTIES.set(properties)
+    try:
+        yield
+    finally:
+        _PROPERTIES.reset(token)
 
 
 def figure(
@@ -133,18 +149,24 @@ def figure(
     one (say "speed-up over generate_naive", 9.6, bar 5): the grade shows it
     next to the task, Gradescope's leaderboard ranks by it, and the kata's
     recap (the registry's `recap`) quotes it by `key`. Measured here, in the
-    judge, so learner code cannot set it. Returns value."""
+    judge, so learner code cannot set it; outside a check it goes nowhere. Returns value."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
-    FIGURES.append(
-        {
-            "name": name,
-            "value": float(value),
-            "bar": None if bar is None else float(bar),
-            "unit": unit,
-            "better": better,
-            "key": key,
-        }
+    properties = _PROPERTIES.get()
+    if properties is None:
+        return value
+    properties.append(
+        (
+            FIGURE,
+            {
+                "name": name,
+                "value": float(value),
+                "bar": None if bar is None else float(bar),
+                "unit": unit,
+                "better": better,
+                "key": key,
+            },
+        )
     )
     return value
 

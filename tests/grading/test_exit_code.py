@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, kata_result
+from grader.judge.events import Status
 from grader.kata.registry import Kata, Task
 from grader.output import report
+from grader.run.results import Check, GradeResult, kata_result
 
 OPEN = Task("open", "a task with a public check", 2, ("a?", "b?"), hidden=("test_secret",))
 SPEED = Task("speed", "a speed task, every check hidden", 1, ("c?", "d?"), hidden=("test_fast",))

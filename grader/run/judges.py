@@ -1,39 +1,39 @@
-"""The runner's side of the judge processes: the judge server it starts, and
-one judge grading part of a kata (its command line, its results pipe, its log).
-What they share in a process (the server, the jail zygote, the bytecode
-cache) a grader.grading.runner.Grader owns."""
+"""The runner's side of the judge processes: the judge server it starts, one
+judge grading part of a kata (its command line, its results pipe, its log),
+and the Grader that owns what they share in a process (the server, the jail
+zygote, the bytecode cache, the judges running now)."""
 
 from __future__ import annotations
 
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from typing import TYPE_CHECKING
+import threading
 
-from grader.grading import judge_server
-from grader.grading.events import Event
-from grader.grading.results import Limits
+from grader import ONE_BLAS_THREAD
+from grader.jailer import zygote as forks
+from grader.judge import judge_server
+from grader.judge.events import Event
 from grader.kata import target as _target
 from grader.kata.registry import Kata
+from grader.run.results import Limits
 from grader.wire.prefork import Child, Client
-
-if TYPE_CHECKING:
-    from grader.grading.runner import Grader
 
 
 class JudgeServer:
-    """A judge server (grader.grading.judge_server) this process started: it forks every judge."""
+    """A judge server (grader.judge.judge_server) this process started: it forks every judge."""
 
     def __init__(self, env: dict[str, str]):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "grader.grading.judge_server", str(theirs.fileno())],
+                [sys.executable, "-s", "-m", "grader.judge.judge_server", str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -69,8 +69,117 @@ class JudgeServer:
             self.proc.wait()
 
 
+class Grader:
+    """What the gradings of this process share, each started on first use
+    and stopped by close(): the judge server, the jail zygote, the private
+    folder of the judges' bytecode, and the judges running now."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._server: JudgeServer | None = None
+        self._zygote: forks.Zygote | None = None
+        self._zygote_failed = False
+        self._pycache: str | None = None
+        self._runs: set[JudgeRun] = set()
+        self._cancels: set[threading.Event] = set()
+
+    def pycache(self) -> str:
+        """A private folder (mode 0700) where the judges keep the bytecode of
+        the suites (as pytest rewrites their asserts) and of the grader: each
+        judge would otherwise compile them anew (see
+        grader.judge.bytecode.use_pycache). Nothing is written beside the
+        sources, whatever PYTHONDONTWRITEBYTECODE says. No jail can write to
+        it (another uid, or not mounted), except in the plain mode, which
+        guarantees nothing."""
+        with self._lock:
+            if self._pycache is None:
+                self._pycache = tempfile.mkdtemp(prefix="kata-pycache-")
+            return self._pycache
+
+    def zygote_address(self) -> str | None:
+        """KATA_JAIL_FORKS for the judges: the zygote's address, started on first
+        use (and again if it died); None where jails are not forked
+        (forks.serves_this_mode) or it cannot start."""
+        if not forks.serves_this_mode():
+            return None
+        with self._lock:
+            if self._zygote is not None and self._zygote.proc.poll() is not None:
+                self._zygote.stop()
+                self._zygote = None
+            if self._zygote is None and not self._zygote_failed:
+                try:
+                    self._zygote = forks.Zygote()
+                except OSError:
+                    self._zygote_failed = True
+            return self._zygote.address() if self._zygote is not None else None
+
+    def judge_env(self) -> dict[str, str]:
+        """The environment a judge runs in: the caller's, one BLAS thread, no plugins,
+        the checkout on sys.path, bytecode kept in pycache(), and where the
+        jail zygote listens (grader.jailer.zygote)."""
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED="0",
+            **ONE_BLAS_THREAD,
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+            PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        )
+        env[judge_server.PYCACHE_VAR] = self.pycache()
+        env[forks.VAR] = self.zygote_address() or "off"  # where no zygote forks jails, no judge tries to start one
+        return env
+
+    def judge_server(self) -> JudgeServer | None:
+        """The judge server, started on first use (and again if it died); None if it cannot start."""
+        env = self.judge_env()
+        with self._lock:
+            if self._server is not None and not self._server.alive:
+                self._server.stop()
+                self._server = None
+            if self._server is None:
+                try:
+                    self._server = JudgeServer(env)
+                except OSError:
+                    return None
+            return self._server
+
+    def started(self, run: JudgeRun) -> None:
+        with self._lock:
+            self._runs.add(run)
+
+    def ended(self, run: JudgeRun) -> None:
+        with self._lock:
+            self._runs.discard(run)
+
+    def running(self) -> int:
+        """How many judges are running now."""
+        with self._lock:
+            return len(self._runs)
+
+    def cancel(self) -> None:
+        """Stop every grading in progress, as Ctrl-C stops one: each judge is killed (its jails die with it)."""
+        with self._lock:
+            cancels, runs = list(self._cancels), list(self._runs)
+        for event in cancels:
+            event.set()
+        for run in runs:
+            run.kill()
+
+    def close(self) -> None:
+        """Stop the judges, the judge server and the zygote, and remove the bytecode folder."""
+        self.cancel()
+        with self._lock:
+            server, zygote, pycache = self._server, self._zygote, self._pycache
+            self._server = self._zygote = self._pycache = None
+        if server is not None:
+            server.stop()
+        if zygote is not None:
+            zygote.stop()
+        if pycache is not None:
+            shutil.rmtree(pycache, ignore_errors=True)
+
+
 def judge_argv(kata: Kata, target: str, seed: int, only, limits: Limits, fail_fast: bool, checks, batch) -> list[str]:
-    """The judge's command line (grader.grading.judge), its results descriptor named judge_server.RESULTS_FD."""
+    """The judge's command line (grader.judge.judge), its results descriptor named judge_server.RESULTS_FD."""
     argv = ["--kata", kata.name, "--suite", str(kata.suite), "--target", judge_target(target)]
     argv += ["--fd", judge_server.RESULTS_FD, "--seed", str(seed), "--test-seconds", str(limits.test_seconds)]
     argv += ["--memory-mb", str(limits.memory_mb), "--output-mb", str(limits.output_mb)]
@@ -96,7 +205,7 @@ def judge_target(target: str) -> str:
 class JudgeRun:
     """One judge process grading part of a kata."""
 
-    def __init__(self, grader: "Grader", argv: list[str]):
+    def __init__(self, grader: Grader, argv: list[str]):
         """argv: the judge's command line (judge_argv)."""
         self.grader = grader
         self.read_fd, write_fd = os.pipe()
@@ -108,7 +217,7 @@ class JudgeRun:
         if self.proc is None:  # no server could start: a judge of its own, started from scratch
             argv = [str(write_fd) if a == judge_server.RESULTS_FD else a for a in argv]
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "grader.grading.judge", *argv],
+                [sys.executable, "-s", "-m", "grader.judge.judge", *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=subprocess.STDOUT,
