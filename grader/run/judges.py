@@ -150,6 +150,15 @@ class Grader:
         with self._lock:
             self._runs.discard(run)
 
+    def grading_started(self, cancel: threading.Event) -> None:
+        """A grading in progress, known by its cancel event: cancel() sets it."""
+        with self._lock:
+            self._cancels.add(cancel)
+
+    def grading_ended(self, cancel: threading.Event) -> None:
+        with self._lock:
+            self._cancels.discard(cancel)
+
     def running(self) -> int:
         """How many judges are running now."""
         with self._lock:

@@ -320,8 +320,7 @@ def grade_many(
     this grading at once, and the jobs not started never start; what was
     graded is kept."""
     call = _Call.make(grader, cancel)
-    with call.grader._lock:
-        call.grader._cancels.add(call.cancel)
+    call.grader.grading_started(call.cancel)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     futures = {pool.submit(_grade_job, call, job, limits, progress, fail_fast): i for i, job in enumerate(jobs)}
     out = Graded([None] * len(jobs))
@@ -340,8 +339,7 @@ def grade_many(
         for future in futures:
             future.cancel()
         pool.shutdown(wait=True)
-        with call.grader._lock:
-            call.grader._cancels.discard(call.cancel)
+        call.grader.grading_ended(call.cancel)
     for future, i in futures.items():
         if out.results[i] is None and future.done() and not future.cancelled():
             _take(out, i, future, jobs, on_done)
