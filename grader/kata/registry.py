@@ -1,13 +1,14 @@
-"""The kata registry: grader/kata/katas.toml loaded into validated dataclasses.
+"""The kata registry: grader/kata/katas.toml loaded into the registry's types.
 
 The TOML file is the one place that names each kata, its tasks, their
 points, the hints, which other tasks' functions each task calls (`depends`:
 a task that fails while one it needs fails too is reported as failing because
 of it), and for `kata interview`: the functions each task writes, its
 follow-up questions and the ready-made interviews (presets).
-Its shape (which keys each table takes, of which type) is
-grader.kata.registry_schema's: a typo or a wrong type is refused with the
-file, the table and the key; the rules between values are checked here.
+Each table becomes its type of grader.kata.registry_schema (Kata, Task,
+Preset, ...: frozen pydantic models that hold every rule the registry obeys)
+once: a typo, a wrong type or a broken rule is refused with the file, the
+kata (and task), the key and what is allowed.
 
 Which suite tests grade a task is said once, on the tests themselves:
 `@pytest.mark.task("cache")` on a test function, or, for one check that
@@ -25,15 +26,10 @@ the test modules either way, in the order pytest collects them.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import os
-import string
 import sys
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Collection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,197 +37,38 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from grader.kata.registry_schema import (
-    KataTable,
-    PresetTable,
-    QuestionTable,
+    MAX_MINUTES,
+    Difficulty,
+    Kata,
+    Preset,
+    Question,
+    RegistryError,
     RegistryFile,
-    ShapeError,
-    TaskTable,
-    check_shape,
+    Rubric,
+    Task,
 )
+
+__all__ = [  # the registry's types are imported from here, beside what loads them
+    "MAX_MINUTES",
+    "REGISTRY_PATH",
+    "SUITES_DIR",
+    "Difficulty",
+    "Kata",
+    "Preset",
+    "Question",
+    "RegistryError",
+    "Rubric",
+    "Task",
+    "find_kata",
+    "load_presets",
+    "load_registry",
+    "suite_modules",
+    "suite_tasks",
+    "tomllib",
+]
 
 REGISTRY_PATH = Path(__file__).with_name("katas.toml")
 SUITES_DIR = Path(__file__).parent.parent / "suites"
-MAX_MINUTES = 600  # the longest interview a preset or `kata interview --minutes` may set
-
-
-class RegistryError(ValueError):
-    """katas.toml is malformed; the message names the file, the entry and the problem."""
-
-
-@dataclass(frozen=True)
-class Question:
-    """A follow-up question for after an interview: it probes understanding beyond passing."""
-
-    ask: str  # the question, as the interviewer asks it
-    answer: str  # the answer sketch, for the interviewer's eyes only
-
-
-@dataclass(frozen=True)
-class Rubric:
-    """What a task probes in an interview, and what a strong answer shows: for the interviewer's report."""
-
-    probes: str
-    strong: str
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str  # short id used on the command line, e.g. "cache"
-    title: str  # one line for the table and the checklist
-    points: int  # what passing the task is worth
-    hints: tuple[str, ...]  # two or three questions, each a bigger nudge than the last
-    functions: tuple[
-        str, ...
-    ] = ()  # the kata module's public functions and classes the task writes (none for a speed task)
-    questions: tuple[Question, ...] = ()  # two or three follow-up questions for `kata interview`, or none
-    rubric: Rubric | None = None  # what the task probes and what a strong answer shows, for `kata interview`
-    visibility: str = "visible"  # "hidden": graded, but Gradescope shows it only after the due date
-    release: bool = True  # False: held back from the student edition (`kata release`), graded by the instructor
-    check_hints: tuple[tuple[str, str], ...] = ()  # (test name, hint): the hint shown when that check fails
-    tests: tuple[str, ...] = ()  # the suite's test functions marked with this task (read from the suite)
-    hidden: tuple[str, ...] = ()  # a student edition's: the checks it leaves out, graded on submission
-    depends: tuple[str, ...] = ()  # the kata's other tasks whose functions this task's code or checks call
-
-    @property
-    def graded_here(self) -> bool:
-        """Whether this copy of the suite holds every check of the task (False in a student
-        edition for a task with hidden checks: `kata grade` there says which are graded on submission)."""
-        return not self.hidden
-
-    def hint_for(self, test_name: str) -> str | None:
-        """The hint attached to this check ([[kata.task.check]]), if any."""
-        return next((h for t, h in self.check_hints if t == test_name), None)
-
-
-VISIBILITIES = ("visible", "hidden")
-
-
-class Difficulty(str, Enum):
-    EASY = "easy"
-    MEDIUM = "medium"
-    HARD = "hard"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A ready-made interview: `kata interview --preset NAME`."""
-
-    name: str  # id on the command line, e.g. "kv-cache-30"
-    title: str  # e.g. "KV cache in 30 minutes"
-    kata: str
-    tasks: tuple[str, ...]  # the tasks under interview; empty for the whole kata
-    minutes: int
-    difficulty: Difficulty
-
-
-@dataclass(frozen=True)
-class Kata:
-    name: str  # module name in katas/, e.g. "kv_cache"
-    title: str
-    trade: str  # the trade the technique makes, e.g. "memory for time"
-    order: int  # position in the recommended order, from 1
-    tasks: tuple[Task, ...]
-    suite: Path  # the grading suite: grader/suites/<name>/ unless the registry names another folder or a file
-    recap: str = ""  # said when the kata turns fully green: a format string over its checks' figure keys
-
-    @property
-    def max_score(self) -> int:
-        return sum(t.points for t in self.tasks)
-
-    def needs(self, name: str) -> tuple[str, ...]:
-        """The tasks task `name` depends on, directly or through others (registry's `depends`), in registry order."""
-        found, todo = set(), list(self.task(name).depends)
-        while todo:
-            other = todo.pop()
-            if other not in found:
-                found.add(other)
-                todo += self.task(other).depends
-        return tuple(t.name for t in self.tasks if t.name in found)
-
-    def root(self, name: str, failing: Collection[str]) -> str | None:
-        """Among the tasks task `name` needs, the first in registry order that is in `failing` while none
-        of the tasks it needs is: the one to fix first. None when `name` needs no task in `failing`."""
-        return next(
-            (t for t in self.needs(name) if t in failing and not any(u in failing for u in self.needs(t))), None
-        )
-
-    def task(self, name: str) -> Task:
-        for t in self.tasks:
-            if t.name == name:
-                return t
-        raise ValueError(
-            f"kata {self.name!r} has no task {name!r}; its tasks are: {', '.join(t.name for t in self.tasks)}"
-        )
-
-
-def _task(entry: TaskTable, where: str) -> Task:
-    name = entry.name
-    where = f"{where} task {name!r}"
-    points = entry.points
-    if points < 1:
-        raise RegistryError(f"{where}: points must be >= 1, got {points}")
-    hints = tuple(entry.hints)
-    if not 2 <= len(hints) <= 3 or not all(h.strip() for h in hints):
-        raise RegistryError(f"{where}: give two or three non-empty hints, got {len(hints)}")
-    functions = tuple(entry.functions)
-    bad = [f for f in functions if not (f.isidentifier() and not f.startswith("_"))]
-    if bad:
-        raise RegistryError(
-            f"{where}: 'functions' must list public function or class names of the kata module, got {bad!r}"
-        )
-    questions = tuple(_question(q, f"{where} question {i}") for i, q in enumerate(entry.question, 1))
-    if questions and not 2 <= len(questions) <= 3:
-        raise RegistryError(
-            f"{where}: give two or three follow-up questions ([[kata.task.question]]), got {len(questions)}"
-        )
-    visibility = entry.visibility
-    if visibility not in VISIBILITIES:
-        raise RegistryError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}")
-    check_hints = []
-    for i, check in enumerate(entry.check, 1):
-        at = f"{where} check {i}"
-        named, hint = check.tests, check.hint
-        if not named or not all(t.startswith("test_") for t in named):
-            raise RegistryError(f"{at}: 'tests' must name one or more of the task's tests (test_...), not {named!r}")
-        if not hint.strip():
-            raise RegistryError(f"{at}: the hint is empty")
-        check_hints += [(t, hint.strip()) for t in named]
-    if len({t for t, _ in check_hints}) != len(check_hints):
-        raise RegistryError(f"{where}: a test has two check hints")
-    hidden = tuple(entry.hidden_checks)
-    if not all(t.startswith("test_") and t.isidentifier() for t in hidden) or len(set(hidden)) != len(hidden):
-        raise RegistryError(f"{where}: 'hidden_checks' must name distinct tests (test_...), not {list(hidden)!r}")
-    rubric = None
-    if entry.rubric is not None:
-        probes, strong = entry.rubric.probes.strip(), entry.rubric.strong.strip()
-        if not probes or not strong:
-            raise RegistryError(f"{where} rubric: 'probes' and 'strong' must not be empty")
-        rubric = Rubric(probes, strong)
-    return Task(
-        name,
-        entry.title,
-        points,
-        hints,
-        functions,
-        questions,
-        rubric,
-        visibility,
-        entry.release,
-        tuple(check_hints),
-        hidden=hidden,
-        depends=tuple(entry.depends),
-    )
-
-
-def _question(entry: QuestionTable, where: str) -> Question:
-    ask, answer = entry.ask, entry.answer
-    if not ask.strip() or not answer.strip():
-        raise RegistryError(f"{where}: 'ask' and 'answer' must not be empty")
-    return Question(ask.strip(), answer.strip())
 
 
 def _task_mark(node: ast.AST) -> str | None:
@@ -276,19 +113,21 @@ def _suite_marks(path: Path, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]]
         raise RegistryError(f"cannot read the suite {path}: {exc.strerror or exc}") from None
     except SyntaxError as exc:
         raise RegistryError(f"the suite {path} does not parse: {exc}") from None
-    marks = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            own = [t for t in map(_task_mark, node.decorator_list) if t is not None]
-            cases = [t for d in node.decorator_list for t in _task_cases(d, f"{path}: {node.name}")]
-            if own and cases:
-                raise RegistryError(
-                    f"{path}: {node.name} has both a task mark and a task parameter; give it one or the other"
-                )
-            if len(own) > 1:
-                raise RegistryError(f"{path}: {node.name} is marked with {len(own)} tasks; a test grades one task")
-            marks.append((node.name, tuple(dict.fromkeys(own or cases))))
-    return tuple(marks)
+    tests = [
+        n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+    ]
+    return tuple((test.name, _tasks_of(test, path)) for test in tests)
+
+
+def _tasks_of(test: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> tuple[str, ...]:
+    """The tasks a test function of the suite module `path` grades: its task mark's, or its task parameter's."""
+    own = [t for t in map(_task_mark, test.decorator_list) if t is not None]
+    cases = [t for d in test.decorator_list for t in _task_cases(d, f"{path}: {test.name}")]
+    if own and cases:
+        raise RegistryError(f"{path}: {test.name} has both a task mark and a task parameter; give it one or the other")
+    if len(own) > 1:
+        raise RegistryError(f"{path}: {test.name} is marked with {len(own)} tasks; a test grades one task")
+    return tuple(dict.fromkeys(own or cases))
 
 
 def suite_modules(suite: Path) -> tuple[Path, ...]:
@@ -320,68 +159,21 @@ def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
     return tasks
 
 
-def _suite_name(suite: Path) -> str:
-    """How messages name a suite: test_toy.py, or kv_cache/ for a folder."""
-    return f"{suite.name}/" if suite.is_dir() else suite.name
-
-
-def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task, ...]:
-    """tasks, each with the suite tests marked with it; a RegistryError for a
-    test with no task, a mark naming no task, or a task with no test."""
-    marks = suite_tasks(suite)
-    named = _suite_name(suite)
-    names = {t.name for t in tasks}
-    unmarked = [test for test, owners in marks.items() if not owners]
-    if unmarked:
-        raise RegistryError(
-            f'{where}: {named} has tests with no @pytest.mark.task("...") mark or task parameter: {", ".join(unmarked)}'
-        )
-    strays = sorted({o for owners in marks.values() for o in owners} - names)
-    if strays:
-        raise RegistryError(
-            f"{where}: {named} marks tests with tasks the registry does not list: {', '.join(strays)} "
-            f"(its tasks: {', '.join(sorted(names))})"
-        )
-    out = []
-    for task in tasks:
-        tests = tuple(test for test, owners in marks.items() if task.name in owners)
-        held = [t for t in task.hidden if t in marks]
-        if held:
-            raise RegistryError(
-                f"{where} task {task.name!r}: 'hidden_checks' names checks {named} holds: {', '.join(held)} "
-                "(only a student edition lists them, for the checks `kata release` left out)"
-            )
-        if not tests and not task.hidden:
-            raise RegistryError(
-                f'{where} task {task.name!r}: no test in {named} is marked @pytest.mark.task("{task.name}")'
-            )
-        strays = [t for t, _ in task.check_hints if t not in tests]
-        if strays:
-            raise RegistryError(
-                f"{where} task {task.name!r}: a check hint's 'tests' must name one or more of the task's own tests, "
-                f"not {strays!r}"
-            )
-        out.append(dataclasses.replace(task, tests=tests))
-    return tuple(out)
-
-
 def _registry_file(path: Path | None) -> tuple[Path, RegistryFile]:
-    """The registry's path and its tables, shape-checked; a RegistryError naming the file otherwise."""
+    """The registry's path and its tables; a RegistryError naming the file otherwise."""
     path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
     try:
-        return path, _tables(path.read_bytes())
+        return path, RegistryFile.from_table(_parsed(path.read_bytes()), path)
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
-    except ShapeError as exc:
-        raise RegistryError(f"{path}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=16)
-def _tables(data: bytes) -> RegistryFile:
-    """A registry file's tables (frozen), parsed and shape-checked once per content."""
-    return check_shape(tomllib.loads(data.decode("utf-8")))
+def _parsed(data: bytes) -> dict:
+    """A registry file's tables, parsed once per content (read, never changed: the models copy what they keep)."""
+    return tomllib.loads(data.decode("utf-8"))
 
 
 def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:
@@ -394,49 +186,34 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
     folder suites_dir/<name>/ (grader/suites/ unless told). Each task's tests are read from the suite's task marks
     when the suite exists (a missing suite fails when the kata is graded)."""
     path, data = _registry_file(path)
-    try:
-        katas = [_kata(entry, path, suites_dir) for entry in data.kata]
-        names = [k.name for k in katas]
-        if len(set(names)) != len(names):
-            raise RegistryError(f"kata names repeat: {names}")
-        orders = [k.order for k in katas]
-        if len(set(orders)) != len(orders) or min(orders, default=1) < 1:
-            raise RegistryError(f"kata orders must be distinct positive integers, got {orders}")
-    except RegistryError as exc:
-        raise RegistryError(f"{path}: {exc}") from None
+    katas = [_kata(table, path, _suite(table, path, suites_dir or SUITES_DIR)) for table in data.kata]
+    _once(path, "kata names", [k.name for k in katas])
+    _once(path, "kata orders", [k.order for k in katas])
     return tuple(sorted(katas, key=lambda k: k.order))
 
 
-def _kata(entry: KataTable, path: Path, suites_dir: Path | None) -> Kata:
-    """One [[kata]] table as a Kata, its tasks' tests read from its suite; a RegistryError naming the problem."""
-    name = entry.name
-    where = f"kata {name!r}"
-    tasks = tuple(_task(t, where) for t in entry.task)
-    if not tasks:
-        raise RegistryError(f"{where}: has no tasks")
-    task_names = [t.name for t in tasks]
-    if len(set(task_names)) != len(task_names):
-        raise RegistryError(f"{where}: task names repeat: {task_names}")
-    owners: dict[str, str] = {}
-    for t in tasks:
-        for f in t.functions:
-            if f in owners:
-                raise RegistryError(
-                    f"{where}: function {f!r} is listed under tasks {owners[f]!r} and {t.name!r}; "
-                    "each function belongs to exactly one task"
-                )
-            owners[f] = t.name
-    suite = path.parent / entry.suite if entry.suite is not None else (suites_dir or SUITES_DIR) / name
-    if suite.is_file() or suite.is_dir():
-        tasks = _with_tests(tasks, suite, where)
-    recap = entry.recap
+def _suite(table: dict, path: Path, suites_dir: Path) -> Path:
+    """A kata's suite: its table's `suite` (a path relative to the registry file), else suites_dir/NAME/."""
+    named = table.get("suite")
+    if named is not None and not isinstance(named, str):
+        raise RegistryError(f"{path}: kata {table.get('name')!r}: 'suite' must be a path relative to {path.name}")
+    return path.parent / named if named is not None else suites_dir / str(table.get("name"))
+
+
+def _kata(table: dict, path: Path, suite: Path) -> Kata:
+    """A kata's table, read from `path`, as the Kata `suite` grades, its tasks' tests read from the suite's
+    marks when the suite exists; a RegistryError naming the file and the problem otherwise."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(recap) if f is not None]
-    except ValueError:
-        fields = None
-    if fields is None or not all(f.isidentifier() for f in fields):
-        raise RegistryError(f"{where}: recap must be a string whose {{placeholders}} name figure keys, got {recap!r}")
-    return Kata(name, entry.title, entry.trade, entry.order, tasks, suite, recap.strip())
+        marks = suite_tasks(suite) if suite.is_file() or suite.is_dir() else None
+    except RegistryError as exc:
+        raise RegistryError(f"{path}: kata {table.get('name')!r}: {exc}") from None
+    return Kata.from_table(table, path, suite, marks)
+
+
+def _once(path: Path, what: str, values: list) -> None:
+    """A RegistryError naming the file unless no two of values are equal."""
+    if len(set(values)) != len(values):
+        raise RegistryError(f"{path}: {what} repeat: {values}")
 
 
 def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
@@ -445,44 +222,9 @@ def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
     names the first problem."""
     katas = {k.name: k for k in load_registry(path)}
     path, data = _registry_file(path)
-    try:
-        presets = [_preset(entry, katas) for entry in data.preset]
-        names = [p.name for p in presets]
-        if len(set(names)) != len(names):
-            raise RegistryError(f"preset names repeat: {names}")
-    except RegistryError as exc:
-        raise RegistryError(f"{path}: {exc}") from None
-    return tuple(presets)
-
-
-def _preset(entry: PresetTable, katas: dict[str, Kata]) -> Preset:
-    """One [[preset]] table as a Preset, checked against its kata; a RegistryError naming the problem."""
-    name = entry.name
-    where = f"preset {name!r}"
-    if not name or not all(c.isalnum() or c == "-" for c in name):
-        raise RegistryError(f"{where}: a preset name uses only letters, digits and '-'")
-    kata_name = entry.kata
-    if kata_name not in katas:
-        raise RegistryError(f"{where}: no kata named {kata_name!r}; the katas are: {', '.join(katas)}")
-    kata = katas[kata_name]
-    tasks = tuple(entry.tasks)
-    known = [t.name for t in kata.tasks]
-    unknown = [t for t in tasks if t not in known]
-    if unknown:
-        raise RegistryError(
-            f"{where}: kata {kata_name!r} has no task {unknown[0]!r}; its tasks are: {', '.join(known)}"
-        )
-    chosen = [kata.task(t) for t in tasks] or list(kata.tasks)
-    if not any(t.functions for t in chosen):
-        raise RegistryError(f"{where}: none of its tasks lists 'functions', so it leaves nothing to write")
-    minutes = entry.minutes
-    if not 1 <= minutes <= MAX_MINUTES:
-        raise RegistryError(f"{where}: minutes must be in [1, {MAX_MINUTES}], got {minutes}")
-    difficulty = entry.difficulty
-    if difficulty not in {d.value for d in Difficulty}:
-        allowed = ", ".join(d.value for d in Difficulty)
-        raise RegistryError(f"{where}: difficulty must be one of {allowed}, got {difficulty!r}")
-    return Preset(name, entry.title, kata_name, tasks, minutes, Difficulty(difficulty))
+    presets = tuple(Preset.from_table(table, path, katas) for table in data.preset)
+    _once(path, "preset names", [p.name for p in presets])
+    return presets
 
 
 def find_kata(name: str, katas: tuple[Kata, ...] | None = None) -> Kata:

@@ -78,13 +78,14 @@ def _helpers_in_use(tree: ast.Module) -> set[str]:
     return used
 
 
+Edit = tuple[int, int, list[str]]  # lines [start, end) (0-based) and what replaces them
+
+
 def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], bool]) -> str:
     """source with the bodies of the opened top-level functions and classes
     replaced and the dropped private helpers (and the opened classes' private methods) removed."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    edits: list[tuple[int, int, list[str]]] = []  # (start, end) 0-based half-open, replacement
-
     classes = [
         c
         for top in tree.body
@@ -92,43 +93,46 @@ def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], b
         for c in ast.walk(top)
         if isinstance(c, ast.ClassDef)
     ]  # with the classes they hold
-    for node in tree.body + [m for c in classes for m in c.body]:
-        if _is_private_helper(node) and (node not in tree.body or dropped(node.name)):
-            start, end = _first_line(node) - 1, node.end_lineno
-            while end < len(lines) and not lines[end].strip():
-                end += 1  # swallow the blank lines that followed it
-            edits.append((start, end, []))
-
+    members = [m for c in classes for m in c.body]
+    gone = [n for n in tree.body if _is_private_helper(n) and dropped(n.name)]
+    gone += [m for m in members if _is_private_helper(m)]
     functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and opened(n.name)]
-    for node in functions + [m for c in classes for m in c.body]:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_private_helper(node):
-            continue
-        body = node.body
-        keep = (
-            1
-            if (
-                isinstance(body[0], ast.Expr)
-                and isinstance(getattr(body[0], "value", None), ast.Constant)
-                and isinstance(body[0].value.value, str)
-            )
-            else 0
-        )
-        if keep == len(body):
-            continue
-        first_stmt = body[keep]
-        if first_stmt.lineno == node.lineno:
-            raise ValueError(f"line {node.lineno}: put the body of {node.name} on its own lines")
-        indent = " " * first_stmt.col_offset
-        edits.append((first_stmt.lineno - 1, body[-1].end_lineno, [f"{indent}raise NotImplementedError\n"]))
+    emptied = [_emptied(node) for node in functions + members]
+    return _applied(lines, [_removed(node, lines) for node in gone] + [e for e in emptied if e])
 
-    # Apply from the bottom up so earlier line numbers stay valid.
-    edits.sort(key=lambda e: e[0], reverse=True)
+
+def _removed(node: ast.stmt, lines: list[str]) -> Edit:
+    """The edit that removes a definition, decorators and the blank lines after it included."""
+    start, end = _first_line(node) - 1, node.end_lineno
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    return start, end, []
+
+
+def _emptied(node: ast.stmt) -> Edit | None:
+    """The edit that replaces a public function's body (after its docstring) by `raise NotImplementedError`;
+    None for anything else, or a function that is a docstring alone."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_private_helper(node):
+        return None
+    body = node.body
+    documented = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    keep = 1 if documented and isinstance(body[0].value.value, str) else 0
+    if keep == len(body):
+        return None
+    first = body[keep]
+    if first.lineno == node.lineno:
+        raise ValueError(f"line {node.lineno}: put the body of {node.name} on its own lines")
+    return first.lineno - 1, body[-1].end_lineno, [f"{' ' * first.col_offset}raise NotImplementedError\n"]
+
+
+def _applied(lines: list[str], edits: list[Edit]) -> str:
+    """The text of lines with the edits made, from the bottom up (so earlier line numbers stay valid); an edit
+    inside one made already (a method of a removed helper class) is left out."""
     applied_from = len(lines) + 1
-    for start, end, repl in edits:
-        if end > applied_from:
-            continue
-        lines[start:end] = repl
-        applied_from = start
+    for start, end, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
+        if end <= applied_from:
+            lines[start:end] = replacement
+            applied_from = start
     return "".join(lines)
 
 

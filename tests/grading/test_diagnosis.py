@@ -211,7 +211,7 @@ def test_an_edition_without_some_checks_keeps_the_mistakes_it_can_still_tell_apa
 
 def test_a_kata_whose_suite_holds_a_catalogue_names_the_mistake_in_the_task_result(tmp_path: Path):
     (tmp_path / diagnosis.CATALOGUE).write_text(diagnosis.catalogue_text(CATALOGUE, "test"), encoding="utf-8")
-    task = Task(name="loss", title="the loss", points=2, hints=("which factor?",))
+    task = Task(name="loss", title="the loss", points=2, hints=("which factor?", "which sign?"))
     kata = Kata(name="toy", title="Toy", trade="t", order=1, tasks=(task,), suite=tmp_path)
     checks = {s.check: Check(f"x.py::{s.check}", s.check, "loss", Status.FAIL, s.message) for s in T2.signature}
     checks["x.py::test_other"] = Check("x.py::test_other", "test_other", "loss", Status.PASS)
@@ -225,8 +225,7 @@ def test_a_kata_whose_suite_holds_a_catalogue_names_the_mistake_in_the_task_resu
 
 def test_a_kata_whose_catalogue_does_not_read_is_graded_without_diagnoses(tmp_path: Path):
     (tmp_path / diagnosis.CATALOGUE).write_text("[[mistake]\nnot toml", encoding="utf-8")
-    kata = Kata(name="toy", title="Toy", trade="t", order=1, tasks=(), suite=tmp_path)
+    task = Task(name="loss", title="the loss", points=2, hints=("which factor?", "which sign?"))
+    kata = Kata(name="toy", title="Toy", trade="t", order=1, tasks=(task,), suite=tmp_path)
     assert diagnosis.catalogue(kata) == ()
-    assert (
-        diagnosis.catalogue(Kata(name="toy", title="Toy", trade="t", order=1, tasks=(), suite=tmp_path / "x.py")) == ()
-    )
+    assert diagnosis.catalogue(kata.model_copy(update={"suite": tmp_path / "x.py"})) == ()

@@ -12,9 +12,11 @@ from grader.kata.registry import Kata, Task
 from grader.output import report
 from grader.run.results import Check, GradeResult, kata_result
 
-OPEN = Task("open", "a task with a public check", 2, ("a?", "b?"), hidden=("test_secret",))
-SPEED = Task("speed", "a speed task, every check hidden", 1, ("c?", "d?"), hidden=("test_fast",))
-KATA = Kata("toy", "Toy", "nothing", 1, (OPEN, SPEED), Path("toy"))
+OPEN = Task(name="open", title="a task with a public check", points=2, hints=("a?", "b?"), hidden=("test_secret",))
+SPEED = Task(
+    name="speed", title="a speed task, every check hidden", points=1, hints=("c?", "d?"), hidden=("test_fast",)
+)
+KATA = Kata(name="toy", title="Toy", trade="nothing", order=1, tasks=(OPEN, SPEED), suite=Path("toy"))
 
 
 def graded(tasks: list[Task], outcome: Status | None) -> GradeResult:

@@ -134,11 +134,14 @@ def test_a_registry_that_names_a_check_its_suite_holds_as_hidden_is_refused(tmp_
     with pytest.raises(RegistryError, match="'hidden_checks' names checks kv_cache/ holds"):
         load_registry(registry)
     registry.write_text(text.replace(named, f'{named}\n  hidden_checks = ["update"]'))
-    with pytest.raises(RegistryError, match="'hidden_checks' must name distinct tests"):
+    with pytest.raises(RegistryError, match=r"'hidden_checks' item 1 must name a test \(test_...\), got 'update'"):
+        load_registry(registry)
+    registry.write_text(text.replace(named, f'{named}\n  hidden_checks = ["test_gone", "test_gone"]'))
+    with pytest.raises(RegistryError, match="'hidden_checks' must name each one once, got"):
         load_registry(registry)
 
 
-TASK = Task("t", "a task", 2, ("a?", "b?"), hidden=("test_secret", "test_other"))
+TASK = Task(name="t", title="a task", points=2, hints=("a?", "b?"), hidden=("test_secret", "test_other"))
 
 
 def _check(outcome: Status, name: str = "test_open") -> Check:
@@ -153,7 +156,10 @@ def test_a_task_with_hidden_checks_is_on_submission_when_every_check_here_passes
     assert task_result(TASK, [], "the kata's process died").status is Status.CRASH
     failed = task_result(TASK, [_check(Status.PASS), _check(Status.FAIL, "test_b")], "")
     assert (failed.status, failed.message, failed.hint) == (Status.FAIL, "no", "a?")
-    assert task_result(Task("u", "open", 1, ("a?", "b?")), [_check(Status.PASS)], "").status is Status.PASS
+    assert (
+        task_result(Task(name="u", title="open", points=1, hints=("a?", "b?")), [_check(Status.PASS)], "").status
+        is Status.PASS
+    )
     result = GradeResult("katas", 0, 0, 2, 1.0, [KataResult("toy", "Toy", 0, 2, 1.0, [done])])
     assert result.passed and result.on_submission == 2
     table = report.table(result)
@@ -165,8 +171,8 @@ def test_a_task_with_hidden_checks_is_on_submission_when_every_check_here_passes
 
 
 def test_a_task_whose_every_check_is_hidden_is_todo_while_a_task_graded_with_it_is_not_done():
-    speed = Task("speed", "speed", 1, ("a?", "b?"), hidden=("test_fast",))
-    kata = Kata("toy", "Toy", "nothing", 1, (TASK, speed), Path("toy"))
+    speed = Task(name="speed", title="speed", points=1, hints=("a?", "b?"), hidden=("test_fast",))
+    kata = Kata(name="toy", title="Toy", trade="nothing", order=1, tasks=(TASK, speed), suite=Path("toy"))
     waiting = kata_result(kata, [TASK, speed], {"a": _check(Status.TODO)}, "", [], 1.0).tasks
     assert [t.status for t in waiting] == [Status.TODO, Status.TODO]
     assert "it grades the functions of t, which do not pass here yet" in waiting[1].message and waiting[1].hint == "a?"

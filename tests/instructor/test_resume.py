@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import shutil
 
@@ -99,7 +98,7 @@ def test_the_digest_changes_with_the_module_and_with_what_grades_it(tmp_path):
     shutil.copytree(SUBS / "stub", tmp_path / "sub")
     before = resume.digest(tmp_path / "sub", toy)
     assert resume.digest(tmp_path / "sub", toy) == before
-    points = dataclasses.replace(toy, tasks=(dataclasses.replace(toy.tasks[0], points=9), *toy.tasks[1:]))
+    points = toy.model_copy(update={"tasks": (toy.tasks[0].model_copy(update={"points": 9}), *toy.tasks[1:])})
     assert resume.digest(tmp_path / "sub", points) != before
     (tmp_path / "sub" / "toy.py").write_text((tmp_path / "sub" / "toy.py").read_text() + "\n# edited\n")
     assert resume.digest(tmp_path / "sub", toy) != before

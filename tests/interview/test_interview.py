@@ -745,11 +745,11 @@ def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(pre
         ),
         (
             lambda t: t.replace('hints = ["What shape', 'functions = ["_private"]\n  hints = ["What shape'),
-            "'functions' must list public function or class names",
+            "task 'scale': 'functions' item 1 must name a public function or class of the kata module, got '_private'",
         ),
         (
             lambda t: t + '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n',
-            "give two or three follow-up questions",
+            "task 'fast': 'question' must be two or three follow-up questions, or none, got",
         ),
         (
             lambda t: (
@@ -760,18 +760,18 @@ def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(pre
         ),
         (
             lambda t: t + '\n  [kata.task.rubric]\n  probes = "Sums."\n  strong = "Exact sums."\n  answer = "np.sum"\n',
-            r"task 'fast' rubric: unknown key 'answer'; \[kata.task.rubric\] takes only: probes, strong",
+            r"task 'fast', rubric: unknown key 'answer' \(allowed: probes, strong\)",
         ),
-        (lambda t: t + '\n  [kata.task.rubric]\n  probes = "Sums."\n', "task 'fast' rubric: missing 'strong'"),
+        (lambda t: t + '\n  [kata.task.rubric]\n  probes = "Sums."\n', "task 'fast', rubric: missing 'strong'"),
         (
             lambda t: t + '\n  [kata.task.rubric]\n  probes = " "\n  strong = "Exact sums."\n',
-            "task 'fast' rubric: 'probes' and 'strong' must not be empty",
+            "task 'fast', rubric: 'probes' must not be empty, got ' '",
         ),
         (
             lambda t: t.replace(
                 'hints = ["Is there a Python loop?"', 'rubric = "sums"\n  hints = ["Is there a Python loop?"'
             ),
-            r"task 'fast': 'rubric' must be a table \(\[kata.task.rubric\]\)",
+            r"task 'fast': 'rubric' must be a table, got 'sums'",
         ),
     ],
 )
@@ -791,10 +791,13 @@ PRESET = (
 @pytest.mark.parametrize(
     "edit,expected",
     [
-        (lambda p: p.replace('kata = "toy"', 'kata = "nope"'), "no kata named 'nope'"),
+        (
+            lambda p: p.replace('kata = "toy"', 'kata = "nope"'),
+            r"preset 'toy-10': 'kata' must name a kata of the registry \(toy\), got 'nope'",
+        ),
         (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["nope"]'), "has no task 'nope'"),
-        (lambda p: p.replace('"easy"', '"brutal"'), "difficulty must be one of easy, medium, hard"),
-        (lambda p: p.replace("minutes = 10", "minutes = 0"), "minutes must be in"),
+        (lambda p: p.replace('"easy"', '"brutal"'), "'difficulty' must be 'easy', 'medium' or 'hard', got 'brutal'"),
+        (lambda p: p.replace("minutes = 10", "minutes = 0"), "'minutes' must be greater than or equal to 1, got 0"),
         (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["fast"]'), "leaves nothing to write"),
         (lambda p: p + p, "preset names repeat"),
     ],

@@ -1,62 +1,80 @@
-"""The registry's shape: a key no table takes, or a value of the wrong type, is refused with the
-file, the table path and what is allowed, and `kata` exits 2 saying so."""
+"""The registry validated once, into its types: a key no table takes, a value of the wrong type or a broken
+rule is refused with the file, the kata (and task), the key and what is allowed, and `kata` exits 2 saying so."""
 
 from __future__ import annotations
 
+import pydantic
 import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.kata.registry import REGISTRY_PATH, RegistryError, load_presets, load_registry
-from grader.kata.registry_schema import KataTable, TaskTable
+from grader.kata.registry import REGISTRY_PATH, RegistryError, Task, load_presets, load_registry
 
 from helpers import TOY
 
 QUESTIONS = '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n' * 2
+RUBRIC = '\n  [kata.task.rubric]\n  probes = "Sums."\n  strong = "Exact sums."\n'
+CHECK = '\n  [[kata.task.check]]\n  tests = ["test_mean_is_as_fast_as_numpy"]\n  hint = "Is there a loop left?"\n'
 PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
 FUNCTIONS = 'functions = ["mean_of"]\n  hints = ["What does the mean'
+TASK_KEYS = (
+    "name, title, points, hints, functions, question, rubric, visibility, release, hidden_checks, depends, check"
+)
 
 
 def toy_text() -> str:
-    """The toy registry, with functions for a preset to write and two questions on its last task."""
-    return (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS
-
-
-def a_task_takes_only() -> str:
-    return "[[kata.task]] takes only: " + ", ".join(TaskTable.model_fields)
+    """The toy registry, with functions for a preset to write and, on its last task, two questions,
+    a rubric and a check hint."""
+    return (
+        (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS + RUBRIC + CHECK
+    )
 
 
 @pytest.mark.parametrize(
     "edit,says",
     [
         (
-            lambda t: t.replace("points = 2", "points = 2\n  recapp = 'x'"),
-            "kata 'toy' task 'mean': unknown key 'recapp'; " + a_task_takes_only(),
+            lambda t: t.replace("order = 1", "order = 1\nrecapp = 'x'"),
+            "kata 'toy': unknown key 'recapp' (allowed: name, title, trade, order, task, suite, recap)",
         ),
         (
-            lambda t: t.replace("order = 1", "order = 1\nrecapp = 'x'"),
-            "kata 'toy': unknown key 'recapp'; [[kata]] takes only: " + ", ".join(KataTable.model_fields),
+            lambda t: t.replace("points = 2", "points = 2\n  recapp = 'x'"),
+            f"kata 'toy', task 'mean': unknown key 'recapp' (allowed: {TASK_KEYS})",
         ),
         (
             lambda t: t.replace('answer = "Because."', 'answer = "Because."\n  hint = "no"', 1),
-            "kata 'toy' task 'fast' question 1: unknown key 'hint'; [[kata.task.question]] takes only: ask, answer",
+            "kata 'toy', task 'fast', question 1: unknown key 'hint' (allowed: ask, answer)",
+        ),
+        (
+            lambda t: t.replace('strong = "Exact sums."', 'strong = "Exact sums."\n  answer = "np.sum"'),
+            "kata 'toy', task 'fast', rubric: unknown key 'answer' (allowed: probes, strong)",
+        ),
+        (
+            lambda t: t.replace('hint = "Is there a loop left?"', 'hnt = "Is there a loop left?"'),
+            "kata 'toy', task 'fast', check 1: unknown key 'hnt' (allowed: tests, hint)",
         ),
         (
             lambda t: t + PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
-            "preset 'toy-10': unknown key 'minute'; [[preset]] takes only: name, title, kata, tasks, minutes",
+            "preset 'toy-10': unknown key 'minute' (allowed: name, title, kata, tasks, minutes, difficulty)",
         ),
-        (lambda t: "[[katas]]\nname = 'x'\n" + t, "the top level: unknown key 'katas'; the top level takes only: kata"),
-        (lambda t: t.replace("points = 2", 'points = "2"'), "task 'mean': 'points' must be an integer, got '2'"),
-        (lambda t: t.replace("points = 2", "points = true"), "'points' must be an integer, got True"),
-        (lambda t: t.replace("points = 1", "points = 1\n  release = 1", 1), "'release' must be true or false, got 1"),
-        (lambda t: t.replace('"Is broadcasting enough?"', "7"), "task 'scale': 'hints' item 2 must be a string, got 7"),
-        (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a string"),
+        (lambda t: "[[katas]]\nname = 'x'\n" + t, "the top level: unknown key 'katas' (allowed: kata, preset)"),
+        (lambda t: t.replace("points = 2", 'points = "2"'), "task 'mean': 'points' must be a valid integer, got '2'"),
+        (lambda t: t.replace("points = 2", "points = true"), "'points' must be a valid integer, got True"),
+        (lambda t: t.replace("points = 1", "points = 1\n  release = 1", 1), "'release' must be a valid boolean, got 1"),
+        (
+            lambda t: t.replace('"Is broadcasting enough?"', "7"),
+            "task 'scale': 'hints' item 2 must be a valid string, got 7",
+        ),
+        (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a valid string"),
         (lambda t: t + PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
+        (lambda t: t.replace('suite = "test_toy.py"', "suite = 3"), "kata 'toy': 'suite' must be a path relative to"),
     ],
     ids=[
-        "task key",
         "kata key",
+        "task key",
         "question key",
+        "rubric key",
+        "check key",
         "preset key",
         "top-level key",
         "string for an integer",
@@ -65,6 +83,7 @@ def a_task_takes_only() -> str:
         "integer among strings",
         "array for a string",
         "missing key",
+        "integer for a path",
     ],
 )
 def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_is_allowed(tmp_path, edit, says):
@@ -76,6 +95,63 @@ def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_
         load_presets(path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "edit,says",
+    [
+        (
+            lambda t: t.replace("points = 2", "points = 0"),
+            "task 'mean': 'points' must be greater than or equal to 1, got 0",
+        ),
+        (
+            lambda t: t.replace('name = "mean"', 'name = "the mean"'),
+            "'name' must be a Python identifier, got 'the mean'",
+        ),
+        (
+            lambda t: t.replace('name = "scale"', 'name = "mean"'),
+            "kata 'toy': task names repeat: ['mean', 'mean', 'fast']",
+        ),
+        (
+            lambda t: t.replace("order = 1", "order = 0"),
+            "kata 'toy': 'order' must be greater than or equal to 1, got 0",
+        ),
+        (
+            lambda t: t.replace('hints = ["What shape should come back?", ', "hints = ["),
+            "task 'scale': 'hints' must hold two or three hints, got ['Is broadcasting enough?']",
+        ),
+        (
+            lambda t: t + CHECK,
+            "task 'fast': test_mean_is_as_fast_as_numpy has two check hints; give each check one",
+        ),
+        (
+            lambda t: t.replace('visibility = "visible"', 'visibility = "secret"'),
+            "task 'fast': 'visibility' must be 'visible' or 'hidden', got 'secret'",
+        ),
+        (
+            lambda t: t.replace("order = 1", 'order = 1\nrecap = "{0 sums}"'),
+            "kata 'toy': 'recap' must be a string whose {placeholders} name figure keys, got '{0 sums}'",
+        ),
+    ],
+    ids=["points", "task name", "task twice", "order", "one hint", "two check hints", "visibility", "recap"],
+)
+def test_a_value_breaking_a_rule_of_its_model_is_refused_naming_the_kata_task_key_and_rule(tmp_path, edit, says):
+    path = tmp_path / "katas.toml"
+    path.write_text(toy_text().replace('depends = ["mean"]', 'depends = ["mean"]\n  visibility = "visible"'))
+    assert load_registry(path)[0].task("fast").visibility == "visible"  # the registry before the edit loads
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(RegistryError) as refused:
+        load_registry(path)
+    assert str(refused.value).startswith(f"{path.resolve()}: ")
+    assert says in str(refused.value)
+
+
+def test_the_rules_hold_for_a_task_made_in_python_too():
+    assert Task(name="mean", title="the mean", points=1, hints=["a?", "b?"]).hints == ("a?", "b?")
+    with pytest.raises(pydantic.ValidationError, match="greater than or equal to 1"):
+        Task(name="mean", title="the mean", points=0, hints=("a?", "b?"))
+    with pytest.raises(pydantic.ValidationError, match="two or three hints"):
+        Task(name="mean", title="the mean", points=1, hints=("a?",))
 
 
 def test_a_task_that_still_lists_its_tests_is_told_to_mark_them_in_the_suite(tmp_path):
@@ -93,8 +169,8 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
     monkeypatch.setenv("KATA_REGISTRY", str(path))
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 2, result.output
-    assert f"{path.resolve()}: kata 'moe' task 'router': unknown key 'recapp'" in result.output
-    assert a_task_takes_only() in result.output and "Traceback" not in result.output
+    assert f"{path.resolve()}: kata 'moe', task 'router': unknown key 'recapp' (allowed: {TASK_KEYS})" in result.output
+    assert "Traceback" not in result.output
     path.write_text(text)
     assert CliRunner().invoke(main, ["list"]).exit_code == 0
 
@@ -107,7 +183,10 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
             "kata 'toy': task 'fast': 'depends' names 'meen', which is not a task of kata 'toy'; "
             "its tasks are: mean, scale, fast",
         ),
-        (lambda t: t.replace('depends = ["mean"]', 'depends = "mean"'), "task 'fast': 'depends' must be an array"),
+        (
+            lambda t: t.replace('depends = ["mean"]', 'depends = "mean"'),
+            "task 'fast': 'depends' must be an array, got 'mean'",
+        ),
         (
             lambda t: t.replace('depends = ["mean"]', 'depends = ["mean", "fast"]'),
             "kata 'toy': task 'fast': 'depends' must name other tasks of the kata, each once",
