@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from grader.grading.runner import Limits
+from grader.run.results import Limits
 
 TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
 SUBS = TOY / "subs"  # its fixture submissions, one folder each

@@ -41,11 +41,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading import diagnosis
-from grader.grading.diagnosis import Mistake, Sign
-from grader.grading.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
 from grader.kata.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run import diagnosis
+from grader.run.diagnosis import Mistake, Sign
+from grader.run.results import Limits, TaskResult
+from grader.run.runner import Grading, grade_batch, grade_kata
 
 # `kata grade --seed N`: 0 is the standard draw, the others equally deterministic ones. Every mutant is
 # caught under each, so that no verdict depends on the examples one seed happens to draw.
@@ -231,7 +232,7 @@ def graded_every_check(kata: str) -> list[tuple[Mutant, list[list[dict]]]]:
 
 def load_knobs(kata: str) -> tuple[str, ...]:
     """The kata's knobs (`knobs = [...]` at the top of tests/mutants/<kata>.toml): the parameters whose 0 or 1
-    its catalogue's message shapes keep (grader.grading.diagnosis)."""
+    its catalogue's message shapes keep (grader.run.diagnosis)."""
     path = MUTANTS / f"{kata}.toml"
     if not path.is_file():
         return ()

@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading.runner import Grader, Grading, Limits, grade_batch
 from grader.kata.in_process import import_kata
 from grader.kata.registry import Kata, suite_modules
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.judges import Grader
+from grader.run.results import Limits
+from grader.run.runner import Grading, grade_batch
 
 LIMITS = Limits(test_seconds=60, kata_seconds=300)
 NOT_ANSWERS = ("fixture", "composite")  # decorators whose function is no answer: calling it gives no value

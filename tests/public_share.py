@@ -23,12 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.grading.events import Status
-from grader.grading.runner import Grading, grade_batch
 from grader.instructor import release
 from grader.instructor.public_share import Share, write_shares
+from grader.judge.events import Status
 from grader.kata.registry import find_kata, load_registry
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.runner import Grading, grade_batch
 
 from mutation import ALTERNATIVES, MUTANT_LIMITS, load_mutants
 

@@ -26,14 +26,15 @@ from grader.cli.options import (
     pick_tasks,
     seed_option,
 )
-from grader.grading.events import DONE_HERE
-from grader.grading.runner import Limits, grade
+from grader.judge.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.lookup import kata_named
 from grader.kata.registry import load_registry
 from grader.kata.stubs import stub_for
 from grader.learn import progress as state
 from grader.output import files, report
+from grader.run.results import Limits
+from grader.run.runner import grade
 
 
 @click.command("grade")

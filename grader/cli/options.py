@@ -8,11 +8,11 @@ import sys
 
 import click
 
-from grader.grading.runner import Limits
 from grader.kata import target as _target
 from grader.kata.lookup import did_you_mean, no_kata
 from grader.kata.registry import Kata, RegistryError, load_registry
 from grader.output import files
+from grader.run.results import Limits
 
 
 def pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
@@ -126,7 +126,7 @@ def complete_grade_word(ctx, param, incomplete: str) -> list[str]:
 
 
 def _limit(name: str, default: float, kind: click.ParamType, help: str):
-    """One option of a grading's limits, its default from grader.grading.runner.Limits."""
+    """One option of a grading's limits, its default from grader.run.results.Limits."""
     return click.option(name, default=default, show_default=True, type=kind, help=help)
 
 

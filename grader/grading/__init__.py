@@ -1,1 +1,1 @@
-"""The trusted side of a grading: runner, judge process (pytest + suite), its client of the jail, events, timing."""
+"""Measuring helpers that benchmarks, demos and speed checks use: interleaved timing, the BLAS kernel in use."""

@@ -38,7 +38,6 @@ from pathlib import Path
 
 import tomlkit
 
-from grader.grading import diagnosis
 from grader.instructor import held_back
 from grader.kata.registry import (
     REGISTRY_PATH,
@@ -51,6 +50,7 @@ from grader.kata.registry import (
 )
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
+from grader.run import diagnosis
 
 TOP_FILES = (
     "README.md",
@@ -209,7 +209,7 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
 
 
 def catalogue_text(path: Path, dropped: set[str]) -> str:
-    """A suite's catalogue of known mistakes (grader.grading.diagnosis) as an edition without the
+    """A suite's catalogue of known mistakes (grader.run.diagnosis) as an edition without the
     checks `dropped` ships it: no signature names one of them, and a mistake it can no longer
     tell apart is left out."""
     header = "".join(line[2:] for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line[:1] == "#")

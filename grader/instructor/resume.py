@@ -18,12 +18,11 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from grader.grading.events import Status
-from grader.grading.results import KataResult, TaskResult
-from grader.grading.runner import INTERRUPTED_MESSAGE
+from grader.judge.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata
 from grader.kata.target import ROOT
 from grader.output import report
+from grader.run.results import KataResult, TaskResult
 
 GRADER_FAILED = "the grader failed: "  # the start of a note of grader.instructor.gradebook: no grade to keep
 Earlier = Callable[[str, int, str, Kata, list[str]], "KataResult | None"]

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from grader.grading import timing
-from grader.grading.remote import JailCachedLM
+from grader.jailer.remote import JailCachedLM
 from grader.learn.play import Source, cached_tokens, naive_steps, quantized_model, speculative_rounds, weight_bytes
 from grader.learn.play_jails import LearnerError
 from grader.learn.table_draft import table_bytes

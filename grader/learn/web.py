@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.learn import web_runs
 
 HOST = "127.0.0.1"  # the only address the server binds: the learner's own machine

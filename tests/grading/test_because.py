@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, KataResult, kata_result
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
 from grader.learn.watch import screen
 from grader.output import gradescope_results, report
+from grader.run.results import Check, GradeResult, KataResult, kata_result
 
 from helpers import TOY
 

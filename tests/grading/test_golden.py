@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade
 from grader.kata.registry import load_registry
 from grader.output import report
+from grader.run.runner import grade
 
 from helpers import FAST, SUBS, TOY
 

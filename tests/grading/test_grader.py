@@ -18,11 +18,12 @@ from click.testing import CliRunner
 
 from grader.cli import learner
 from grader.cli.commands import main
-from grader.grading import runner
-from grader.grading.events import Event, EventKind
-from grader.grading.runner import grade, grade_kata
+from grader.judge.events import INTERRUPTED_MESSAGE, Event, EventKind
 from grader.kata.registry import load_registry
 from grader.output import report
+from grader.run import runner
+from grader.run.results import Limits
+from grader.run.runner import grade, grade_kata
 
 from helpers import FAST, HANG, SETTLE, SUBS, TOY, hanging_grade, wait_for_processes
 
@@ -311,7 +312,7 @@ def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, m
 
 @pytest.mark.parametrize("text", ["DID NOT RAISE <class 'ValueError'>", "DID NOT RAISE ValueError"])
 def test_a_missing_exception_reads_the_same_whatever_pytest_version_wrote_it(text):
-    from grader.grading.judge import _fail_message
+    from grader.judge.judge import _fail_message
 
     assert _fail_message(text) == "expected ValueError, but the call returned without raising it"
     assert _fail_message("something else") == "something else"
@@ -385,7 +386,7 @@ def _judge_servers_of(pid: int) -> list[int]:
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"grader.grading.judge_server" in cmd:
+        if parent == pid and b"grader.judge.judge_server" in cmd:
             found.append(int(child))
     return found
 
@@ -441,7 +442,7 @@ def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
 
     def looping():
         # Limits far past the waits below: only the cancel event can end this grading in time.
-        results["loop"] = runner.grade([toy], str(SUBS / "loop"), limits=runner.Limits(600, 900), cancel=stop_looping)
+        results["loop"] = runner.grade([toy], str(SUBS / "loop"), limits=Limits(600, 900), cancel=stop_looping)
 
     thread = threading.Thread(target=looping, daemon=True)
     thread.start()
@@ -455,7 +456,7 @@ def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
     assert not thread.is_alive(), "setting the cancel event did not stop the grading"
     stopped = results["loop"]
     assert stopped.interrupted
-    assert any(runner.INTERRUPTED_MESSAGE in t.message for k in stopped.katas for t in k.tasks)
+    assert any(INTERRUPTED_MESSAGE in t.message for k in stopped.katas for t in k.tasks)
 
 
 def test_grade_many_grades_each_job_with_its_own_seed_and_tells_each_as_it_ends(toy):

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from grader.grading.runner import grade_kata
 from grader.jail import confine
 from grader.kata.registry import load_registry
+from grader.run.runner import grade_kata
 
 from helpers import FAST, SUBS, TOY
 

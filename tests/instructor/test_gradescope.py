@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading import versions
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, KataResult, TaskResult, grade
 from grader.instructor import gradescope_kit as gradescope
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
-from grader.output import gradescope_results, report
+from grader.output import gradescope_results, report, versions
+from grader.run.results import GradeResult, KataResult, TaskResult
+from grader.run.runner import grade
 
 from helpers import FAST, SUBS, TOY
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pasting
 import pytest
 
-from grader.grading import diagnosis
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, KataResult, kata_result, task_result
-from grader.grading.runner import Grader
 from grader.instructor import release
 from grader.instructor.held_back import hidden_checks
+from grader.judge.events import Status
 from grader.kata.registry import REGISTRY_PATH, Kata, RegistryError, Task, find_kata, load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 from grader.output import report
+from grader.run import diagnosis
+from grader.run.judges import Grader
+from grader.run.results import Check, GradeResult, KataResult, kata_result, task_result
 
 from helpers import edition_cli
 

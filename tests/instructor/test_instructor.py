@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.events import Status
-from grader.grading.runner import KataResult, TaskResult
 from grader.instructor import gradebook, held_back, release, submissions
+from grader.judge.events import Status
 from grader.kata.registry import REGISTRY_PATH, find_kata, load_registry
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT, SOLUTIONS_DIR
+from grader.run.results import KataResult, TaskResult
 
 from helpers import SUBS, TOY, edition_cli
 

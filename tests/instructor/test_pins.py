@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading import versions
 from grader.instructor import pins
 from grader.kata.target import ROOT
+from grader.output import versions
 
 from helpers import SUBS, TOY
 

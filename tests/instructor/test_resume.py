@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.runner import INTERRUPTED_MESSAGE
 from grader.instructor import resume
+from grader.judge.events import INTERRUPTED_MESSAGE
 from grader.kata.registry import load_registry
 
 from helpers import SUBS, TOY

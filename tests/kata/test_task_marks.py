@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade_kata
 from grader.kata.registry import RegistryError, load_registry, suite_tasks
+from grader.run.runner import grade_kata
 
 from helpers import FAST, SUBS, TOY
 

@@ -17,11 +17,11 @@ from click.testing import CliRunner
 
 from grader import ONE_BLAS_THREAD
 from grader.cli.commands import main
-from grader.grading import runner
 from grader.kata.registry import load_registry
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
 from grader.output import report
+from grader.run import runner
 
 from helpers import SUBS, TOY, hanging_grade
 

@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.events import Status
-from grader.grading.runner import KataResult, TaskResult
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
 from grader.learn.watch import STEP_MS, first_unfinished, screen, watch
+from grader.run.results import KataResult, TaskResult
 
 from helpers import SETTLE, SUBS, TOY, spawn, wait_for_processes
 

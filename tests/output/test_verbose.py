@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.grading import failing_calls
-from grader.grading.events import Status
-from grader.grading.jail_client import ModuleProxy, Remote, RemoteMethod
-from grader.grading.runner import GradeResult, KataResult, TaskResult, grade_kata
+from grader.jailer import failing_calls
+from grader.jailer.jail_client import ModuleProxy, Remote, RemoteMethod
+from grader.judge.events import Status
 from grader.kata.registry import REGISTRY_PATH, load_registry
 from grader.kata.stubs import stub_for
 from grader.output import report
+from grader.run.results import GradeResult, KataResult, TaskResult
+from grader.run.runner import grade_kata
 from reference.model import Config, Model
 
 from helpers import FAST, SUBS, TOY

@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading import diagnosis
 from grader.kata.registry import find_kata, load_registry, suite_tasks
+from grader.run import diagnosis
 
 from mutation import grade_mutants, load_fresh, load_mutants
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import Limits, grade
 from grader.kata.registry import load_presets, load_registry, suite_modules
 from grader.kata.stubs import make_stub, stub_for, stub_from_solution
 from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
+from grader.run.results import Limits
+from grader.run.runner import grade
 
 KATAS = load_registry()
 NAMES = [k.name for k in KATAS]

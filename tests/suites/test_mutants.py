@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade
 from grader.kata.registry import find_kata, load_registry, suite_tasks, tomllib
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.runner import grade
 
 from mutation import (
     ALTERNATIVES,

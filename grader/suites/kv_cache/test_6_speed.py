@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.grading import jail_client, timing
+from grader.grading import timing
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.common import load_baseline, time_ratio
 from grader.suites.kv_cache.strategies import V, _kv_pair
@@ -70,7 +71,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     slows both alike. Each turn times UPDATE_STEPS one-token updates in one round trip
     (jail_client.timed with batch), so the channel's fixed cost is shared,
     and every key and value they return comes back whole inside it: views
-    of one buffer cross as that buffer once (grader.jail.views), so the
+    of one buffer cross as that buffer once (grader.wire.views), so the
     reference pays for its cache's used part once a turn, while copies cross
     one by one. After the clock, the judge compares each with what the suite
     wrote; nothing is asked of the jail once the clock stops, so skipping,

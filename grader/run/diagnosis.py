@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading.events import Status
+from grader.judge.events import Status
 from grader.kata.registry import Kata, tomllib
 
 CATALOGUE = "mistakes.toml"  # in a kata's suite folder (package data)

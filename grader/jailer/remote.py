@@ -1,25 +1,22 @@
 """The judge's side of objects that live in a jail: a proxy per learner object
 (its attributes, calls, len() and [] go over the channel), the codec that
 turns them and the model's types into the protocol's values and back, and the
-exceptions a jail's answer raises in the judge. grader.grading.jail_client
+exceptions a jail's answer raises in the judge. grader.jailer.jail_client
 drives the jails they talk to."""
 
 from __future__ import annotations
 
 import dataclasses
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from grader.jail import protocol as p
-from grader.jail import views
+from grader.wire import protocol as p
+from grader.wire import views
 from reference.lm import BigramLM, CachedLM, PlainLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
-
-if TYPE_CHECKING:
-    from grader.grading.jail_client import Jail
 
 # Judge objects the jail may call back, and the methods it may call on them.
 EXPORTS = {PlainLM: ("logits",), CachedLM: ("logits",)}
@@ -79,12 +76,23 @@ def raise_remote(err: p.RemoteError):
     raise exc
 
 
+class Jail(Protocol):
+    """What a proxy and the codec need of the jail they belong to (grader.jailer.jail_client.Jail is the one)."""
+
+    generation: int  # how many times the jail started: a proxy of an earlier start is dead
+    peer: p.Peer | None  # the channel, while the jail runs
+
+    def request(self, op: p.Op, **fields): ...
+
+    def call(self, obj: "Remote", method: str | None, args, kwargs): ...
+
+
 class Remote:
     """A learner object in the jail: attributes, calls, len() and [] go over the channel."""
 
     __slots__ = ("_jail", "_ref", "_gen", "__weakref__")
 
-    def __init__(self, jail: "Jail", ref: dict):
+    def __init__(self, jail: Jail, ref: dict):
         object.__setattr__(self, "_jail", jail)
         object.__setattr__(self, "_ref", ref)
         object.__setattr__(self, "_gen", jail.generation)
@@ -164,7 +172,7 @@ class JailCachedLM:
 class JudgeCodec(p.Codec):
     side = "judge"
 
-    def __init__(self, jail: "Jail"):
+    def __init__(self, jail: Jail):
         super().__init__()
         self.jail = jail
         self.sent_rngs: list[np.random.Generator] = []

@@ -1,7 +1,7 @@
 """One prefork server and its client: a process that forks a child for each
 request, so that every child starts with the server's imports already loaded.
-It serves both the judge server (grader.grading.judge_server, which forks the
-judges) and the jail zygote (grader.jail.zygote, which forks the jails); what a
+It serves both the judge server (grader.judge.judge_server, which forks the
+judges) and the jail zygote (grader.jailer.zygote, which forks the jails); what a
 child becomes is the handler's business, not the server's.
 
 Protocol, over SOCK_SEQPACKET (one JSON message a packet):

@@ -5,8 +5,8 @@ names of the kata's stub.
     moe.router_probs(x=array([[0.5, -1.0]], dtype=float32), w_router=array(shape=(16, 4), dtype=float32, ...))
     kv_cache.generate(model=<Model n_layers=1, d_model=16>, prompt=[3, 1, 4], n_new=5)
 
-Everything here runs in the judge (grader.grading.judge) on values the judge sent:
-the judge records each call of learner code it makes (grader.grading.jail_client.Jail.call)
+Everything here runs in the judge (grader.judge.judge) on values the judge sent:
+the judge records each call of learner code it makes (grader.jailer.jail_client.Jail.call)
 as a Call whose arguments are frozen by `freeze`, a snapshot cheap enough to
 take on every call (small arrays and lists are copied, large ones keep only
 their shape, dtype or length). Argument names come from the trusted stub
@@ -130,8 +130,8 @@ def describe(value) -> str:
     if isinstance(value, type):
         return f"np.{value.__name__}" if issubclass(value, np.generic) else value.__name__
     if type(value).__module__ in (
-        "grader.grading.jail_client",
-        "grader.grading.remote",
+        "grader.jailer.jail_client",
+        "grader.jailer.remote",
     ):  # a proxy of the learner's: named from its slots, no round trip
         proxy = type(value).__name__
         if proxy == "Remote":

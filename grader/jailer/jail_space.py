@@ -5,7 +5,7 @@ also a tmpfs of confine.WORK_MB (grader.jail.confine), so the kernel caps all it
 its root holds nothing else it can write. The other modes have no such folder (the uid and plain
 modes share the grader's file system; bubblewrap binds the working folder from it), so the judge
 adds up what the jail's places hold, at most every CHECK_SECONDS while it waits for the learner's
-jail and before each request to it (grader.grading.jail_client), and kills a jail that holds more
+jail and before each request to it (grader.jailer.jail_client), and kills a jail that holds more
 than WORK_MB or WORK_ENTRIES files and folders: the check fails as a crash that says so.
 
 Where a jail writes, by mode:

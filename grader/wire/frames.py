@@ -1,4 +1,4 @@
-"""The frames the judge and the jail exchange (grader.jail.protocol carries values in them):
+"""The frames the judge and the jail exchange (grader.wire.protocol carries values in them):
 
     !II   header length, number of buffers
     JSON  the header: {"v": VERSION, "op": ..., "id": ..., ...}

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from grader.jail.protocol import DTYPES, MAX_DECODED, ProtocolError
+from grader.wire.protocol import DTYPES, MAX_DECODED, ProtocolError
 
 
 def _arrays(value, out: list) -> list:

@@ -8,10 +8,10 @@ and their pages stay shared with the server), and forks a judge for each
 grading, so a judge starts with them already loaded. Nothing else is loaded
 in the server: no suite, no kata module, and no grader module (those read
 the environment when they load). A forked judge sets the environment, folder
-and descriptors it is given, and then runs `grader.grading.judge.main`,
-exactly what `python -m grader.grading.judge` runs.
+and descriptors it is given, and then runs `grader.judge.judge.main`,
+exactly what `python -m grader.judge.judge` runs.
 
-It is a grader.jail.prefork server on one socketpair with the runner; a
+It is a grader.wire.prefork server on one socketpair with the runner; a
 request is {"argv": [...], "env": {...}, "cwd": "..."}, with two descriptors
 attached: the judge's output log and the write end of its results pipe
 ("{results_fd}" in argv stands for the latter's number in the judge).
@@ -30,8 +30,8 @@ import socket
 import sys
 import traceback
 
-from grader.grading.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
-from grader.jail.prefork import Server
+from grader.judge.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
+from grader.wire.prefork import Server
 
 PRELOAD = (
     "numpy",
@@ -70,9 +70,9 @@ def _judge(request: dict, fds: list[int]):
             os.environ.clear()
             os.environ.update(env)
             args = [str(results) if a == RESULTS_FD else a for a in argv]
-            sys.argv = ["grader.grading.judge", *args]
+            sys.argv = ["grader.judge.judge", *args]
             use_pycache()
-            from grader.grading import judge
+            from grader.judge import judge
 
             code = judge.main(args) or 0
         except SystemExit as exc:

@@ -1,4 +1,6 @@
-"""The jail zygote: one process per `kata` command that forks the jails.
+"""The jail zygote's trusted end: one zygote process per `kata` command forks the jails; this module starts it
+(`Zygote`, in the runner) and connects to it (`connection`, in each judge). The zygote process itself runs
+`grader.jail.server.serve_forks`, from the jail's runtime copy (RUNTIME_FILES).
 
 A jail is a new Python that imports NumPy and the model before it serves
 anything: about 0.16 s of the 0.2 s a grading of one quick check takes, paid
@@ -14,7 +16,7 @@ Only the modes whose confinement runs in the child before exec use it:
 root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/jail/confine.py).
 
-The runner's Grader (grader.grading.runner; under `kata test`, the pytest
+The runner's Grader (grader.run.judges; under `kata test`, the pytest
 process: grader/suites/conftest.py) starts the zygote (`Zygote`) with a
 runtime folder, the read-only copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
 jail it forks; a jail sees that folder besides its own. The judges find the
@@ -35,7 +37,7 @@ Protocol, over SOCK_SEQPACKET (one JSON message a packet):
     judge -> zygote   {"config": {...}, "env": {...}, "cwd": "...", "paths": [...], "confine": {...}},
                       the jail's channel and log descriptors attached
 
-and the answers of every grader.jail.prefork server (a pid or an error, then the exit notice).
+and the answers of every grader.wire.prefork server (a pid or an error, then the exit notice).
 
 A jail dies with its zygote (its parent-death signal); the zygote kills
 every jail and exits when the runner is gone (its end of a socketpair reads
@@ -59,18 +61,20 @@ from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
 from grader.jail import confine
-from grader.jail.prefork import Child, Client
 from grader.kata import target as _target
+from grader.wire.prefork import Child, Client
 
-# What a jail runs, copied out of the checkout. confine.py and prefork.py are there for the zygote.
+# What a jail runs, copied out of the checkout: the jail and the wire it speaks. confine.py and prefork.py are there
+# for the zygote.
 RUNTIME_FILES = (
     "grader/jail/__init__.py",
-    "grader/jail/frames.py",
-    "grader/jail/protocol.py",
-    "grader/jail/views.py",
     "grader/jail/server.py",
     "grader/jail/confine.py",
-    "grader/jail/prefork.py",
+    "grader/wire/__init__.py",
+    "grader/wire/frames.py",
+    "grader/wire/protocol.py",
+    "grader/wire/views.py",
+    "grader/wire/prefork.py",
     "reference/__init__.py",
     "reference/checks.py",
     "reference/model.py",
@@ -251,7 +255,7 @@ def serves_this_mode() -> bool:
 # ------------------------------------------------------------- judge side
 
 
-ForkedJail = Child  # a jail the zygote forked: what grader.grading.jail_client uses of a Popen
+ForkedJail = Child  # a jail the zygote forked: what grader.jailer.jail_client uses of a Popen
 
 
 class Connection(Client):

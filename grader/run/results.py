@@ -7,9 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader.grading import diagnosis
-from grader.grading.events import INTERRUPTED_MESSAGE, Status
+from grader.judge.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata, Task
+from grader.run import diagnosis
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class TaskResult:
     visibility: str = "visible"  # the registry's: "hidden" tasks show on Gradescope after the due date
     figures: list[dict] = field(default_factory=list)  # {name, value, bar, unit, better} its checks measured
     checks_hidden: int = 0  # a student edition's: the task's checks it does not hold, graded on submission
-    diagnosis: str = ""  # the known mistake its failures look like (grader.grading.diagnosis), "" for none
+    diagnosis: str = ""  # the known mistake its failures look like (grader.run.diagnosis), "" for none
     diagnosis_why: str = ""  # that mistake's one-line why
     because_of: str = ""  # "kata:task": the task it needs that fails first, when it fails too; "" otherwise
     load_failed: bool = False  # its checks failed because the kata module did not load: no hint, no diagnosis

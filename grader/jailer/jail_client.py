@@ -6,7 +6,7 @@ module and objects through proxies.
     k, v = cache.update(0, keys, values)  # arrays come back as data
 
 A suite never imports learner code: every attribute, call, `len` and
-exception comes over the channel (grader.jail.protocol). A reference `Model`
+exception comes over the channel (grader.wire.protocol). A reference `Model`
 goes as a copy the jail keeps (sent once), except while the suite counts
 its work (inside `with model.count_work()`) and always for a `SecretModel`:
 then it goes as a handle, its pieces run here when the learner's code calls
@@ -17,7 +17,7 @@ as classes of the same name with the same built-in bases, carrying the
 learner's own frames as file:line.
 
 A jail that dies, hangs past the check's deadline, breaks the protocol or
-writes more than its cap (grader.grading.jail_space) is
+writes more than its cap (grader.jailer.jail_space) is
 killed, and the check fails with JailCrash or JailTimeout (BaseException
 subclasses, so no `except Exception` in a suite swallows them); the next use
 starts a fresh jail. A module that fails to import fails the same way on
@@ -39,9 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.grading import failing_calls, jail_space
-from grader.grading.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
-from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_client's)
+from grader.jail import confine
+from grader.jailer import failing_calls, jail_space
+from grader.jailer import zygote as forks
+from grader.jailer.jail_log import PRINTED_BYTES, PRINTED_LINES, JailLog, shown  # noqa: F401 (PRINTED_*: the judge's)
+from grader.jailer.remote import (  # noqa: F401 (the suites use them as jail_client's)
     EXPORTS,
     LOCAL_MISSES,
     BadResult,
@@ -57,11 +59,9 @@ from grader.grading.remote import (  # noqa: F401 (the suites use them as jail_c
     mirror_class,
     raise_remote,
 )
-from grader.grading.stopped import stopped
-from grader.jail import confine
-from grader.jail import protocol as p
-from grader.jail import zygote as forks
+from grader.jailer.stopped import stopped
 from grader.kata import target as _target
+from grader.wire import protocol as p
 from reference.model import Model
 
 MODEL_PIECES = ("embed", "qkv", "attend", "mlp", "logits", "forward")
@@ -73,7 +73,7 @@ CHANNEL_BUFFER = 4 * 1024 * 1024
 
 @dataclasses.dataclass
 class Settings:
-    """Set by the judge process (grader.grading.judge) or left at the defaults (kata test)."""
+    """Set by the judge process (grader.judge.judge) or left at the defaults (kata test)."""
 
     target: str = "katas"
     memory_mb: int = 4096  # address space of a jail
@@ -86,8 +86,8 @@ class Settings:
 
 SETTINGS = Settings()
 
-# The latest calls of learner code (grader.grading.failing_calls.Call, arguments frozen), for the example a failing
-# check shows. Only a few are kept; grader.grading.judge forgets them when a check or a Hypothesis example starts.
+# The latest calls of learner code (grader.jailer.failing_calls.Call, arguments frozen), for the example a failing
+# check shows. Only a few are kept; grader.judge.judge forgets them when a check or a Hypothesis example starts.
 CALLS: collections.deque = collections.deque(maxlen=8)
 _CALLS_MADE = [0]  # calls since they were last forgotten, the ones no longer kept included
 
@@ -383,7 +383,7 @@ class Jail:
         args is a list of argument lists, one call each, in order, in one
         round trip; returns the list of results. timed: a call on the clock,
         which timed() recorded before its clock started; its result's arrays
-        that share memory cross as that memory once (grader.jail.views) and
+        that share memory cross as that memory once (grader.wire.views) and
         come back as read-only arrays over it."""
         self.ensure()
         if obj._gen != self.generation:
@@ -455,7 +455,7 @@ _PRINTED_BY_STOPPED: list[tuple[bytes, int]] = []  # what learner jails stopped 
 
 def printed(last: bool = False) -> str:
     """What the learner's jails printed since the last call, stdout and stderr
-    as they were written, capped (grader.grading.jail_log.shown; `last`: its
+    as they were written, capped (grader.jailer.jail_log.shown; `last`: its
     end, not its start). Baseline jails' output is never shown."""
     mine = [jail.log.take(last=last) for jail in _JAILS.values() if jail.learner and jail.log]
     taken = _PRINTED_BY_STOPPED + mine
@@ -541,7 +541,7 @@ def timed(fn, args, batch: bool = False) -> tuple[float, object]:
     one round trip (the result is then their list), for calls too quick to
     time one by one. Arrays of the result that are views of one buffer (a
     KV cache's keys and values) cross as that buffer once and come back
-    read-only (grader.jail.views), so a result made of views costs what its
+    read-only (grader.wire.views), so a result made of views costs what its
     buffer does, and one made of copies what the copies do."""
     return _clock(
         fn, args, batch, lambda jail, owner, method, sent: jail.call(owner, method, sent, {}, batch=batch, timed=True)

@@ -1,5 +1,5 @@
 """The wire between the judge and the jail: length-prefixed frames
-(grader.jail.frames), a codec that carries only data, and the message types
+(grader.wire.frames), a codec that carries only data, and the message types
 both ends share.
 
 This module runs on both sides, so it imports only the standard library,
@@ -30,7 +30,7 @@ from enum import Enum
 
 import numpy as np
 
-from grader.jail.frames import (  # noqa: F401 (both ends use them as the protocol's)
+from grader.wire.frames import (  # noqa: F401 (both ends use them as the protocol's)
     MAX_FRAME,
     MAX_HEADER,
     VERSION,
@@ -414,50 +414,6 @@ def decode_array(data: dict, buffers: list, taken: set[int] | None = None):
             raise ProtocolError("a scalar with a shape")
         return arr[()]
     return arr
-
-
-def digest(value):
-    """A small summary of a result, made by the judge from the data a timed
-    call returned: for every number or array in it, its shape, kind and
-    float64 sums; None for other objects. Sums read every value, so a result
-    wrong anywhere is told apart (see digests_agree)."""
-    if type(value) in (bool, int, float) or isinstance(value, np.generic):
-        value = np.asarray(value)
-    if isinstance(value, (list, tuple)):
-        if value and all(type(v) in (int, bool, float) or isinstance(v, np.generic) for v in value):
-            return digest(np.asarray(value))
-        return [digest(v) for v in value]
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
-        out = {"shape": list(value.shape), "kind": value.dtype.kind}
-        total = float(value.real.sum(dtype=np.float64))
-        size = float(np.abs(value, dtype=np.float64).sum()) if value.dtype.kind != "c" else float(np.abs(value).sum())
-        nonfinite = 0
-        if not (np.isfinite(total) and np.isfinite(size)):  # only then pay for a pass that finds them
-            finite = np.isfinite(value)
-            nonfinite = int(value.size - np.count_nonzero(finite))
-            clean = np.where(finite, value, 0).real
-            total, size = float(clean.sum(dtype=np.float64)), float(np.abs(clean).sum(dtype=np.float64))
-        out.update({"sum": total, "abs": size, "nonfinite": nonfinite})
-        return out
-    return None
-
-
-def digests_agree(a, b, rtol: float = 1e-4) -> bool:
-    """Whether two digests describe the same result, up to float summation order."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.get("shape") != b.get("shape") or a.get("nonfinite") != b.get("nonfinite"):
-            return False
-        if (str(a.get("kind")) in "biu") != (str(b.get("kind")) in "biu"):
-            return False
-        scale = max(float(b.get("abs", 0)), 1.0)
-        return (
-            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs"))
-            and abs(a["sum"] - b["sum"]) <= rtol * scale
-            and abs(a["abs"] - b["abs"]) <= rtol * scale
-        )
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
-    return b is None or a == b
 
 
 def rng_state(gen: np.random.Generator) -> dict:

@@ -1,9 +1,9 @@
 """The judge: runs one kata's suite under pytest and streams one event per
 line to a pipe the runner created. It never imports learner code: the suite
-reaches the learner's module through grader.grading.jail_client, which holds it in a jail
+reaches the learner's module through grader.jailer.jail_client, which holds it in a jail
 process, and every timing, count and comparison happens here.
 
-    python -m grader.grading.judge --kata NAME --suite PATH --target T --fd N [--seed S]
+    python -m grader.judge.judge --kata NAME --suite PATH --target T --fd N [--seed S]
         [--tasks NAME ...] [--checks NAME ...] [--fail-fast] [--test-seconds S] [--memory-mb M]
         [--output-mb O] [--batch JSON]
 
@@ -22,8 +22,10 @@ jails and fixtures started afresh and stopped after it), with the suite
 collected once and one seed for all; each grading's events end with its own
 done event. The project's tests grade their hundreds of mutants this way.
 
-Events are grader.grading.events.Event lines. The runner reads them as they come,
-so if this process dies, only the running check is lost.
+Events are grader.judge.events.Event lines. The runner reads them as they come,
+so if this process dies, only the running check is lost. A check's result carries
+the figures it measured (grader.suites.common.figure), which reach the judge as
+the check's pytest user_properties.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Hypothesis brings the backport on Python 3.10
     from exceptiongroup import BaseExceptionGroup
 
-from grader.grading import bytecode, failing_calls, jail_client, jail_log
-from grader.grading.events import Event, EventKind, Status
 from grader.jail import confine
+from grader.jailer import failing_calls, jail_client, jail_log
+from grader.judge import bytecode
+from grader.judge.events import Event, EventKind, Status
 from grader.suites import common
 
 _hookimpl = pluggy.HookimplMarker("pytest")
@@ -221,6 +224,7 @@ class Reporter:
         self.failing_calls: tuple[list, int] | None = None  # the learner calls of the last example that failed
         self.failing_printed: str | None = None  # what the learner's code printed during that example
         self.words: dict[str, tuple[str, str]] = {}  # a failed check's (printed, pytest's words), by node id
+        self.figures: list[dict] = []  # what the running check measured (its user_properties named common.FIGURE)
 
     def pytest_collection_modifyitems(self, session, config, items):
         # A check without a task mark grades nothing (the registry refuses a suite that has one).
@@ -293,7 +297,9 @@ class Reporter:
             self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=outcome, message=message))
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
-        common.FIGURES.clear()
+        # A check's figures are its own: --batch runs it once per grading, each time with the same item.
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != common.FIGURE]
+        self.figures = []
         jail_client.forget_calls()
         jail_client.printed()  # what was printed before this check (at import, by the last one) is not its own
         self.failing_calls = self.failing_printed = None
@@ -388,6 +394,8 @@ class Reporter:
             self.words[item.nodeid] = (printed, _pytest_words(call.excinfo))
 
     def pytest_runtest_logreport(self, report):
+        # What the check measured (grader.suites.common.figure), as its item held it when this phase ended.
+        self.figures = [value for name, value in report.user_properties if name == common.FIGURE]
         if report.when == "call" and report.passed and report.nodeid not in self.verdicts:
             self.verdicts[report.nodeid] = (Status.PASS, "", "")
 
@@ -406,14 +414,14 @@ class Reporter:
                 example=example[:2000],
                 printed=printed[: 2 * jail_client.PRINTED_BYTES],
                 pytest=words[:WORDS_CHARS],
-                figures=list(common.FIGURES[:8]),
+                figures=self.figures[:8],
                 load=nodeid in self.unloaded,
             )
         )
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m grader.grading.judge")
+    parser = argparse.ArgumentParser(prog="python -m grader.judge.judge")
     parser.add_argument("--kata", required=True)
     parser.add_argument("--suite", required=True)
     parser.add_argument("--target", required=True)

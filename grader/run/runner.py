@@ -1,9 +1,9 @@
 """Grade katas: each kata's suite runs in its own judge process
-(grader.grading.judge), which holds the learner's module in a jail process of its
-own (grader.grading.jail_client). Results come back over a pipe this process created, as
-grader.grading.events events. Returns plain data; only the CLI prints.
+(grader.judge.judge), which holds the learner's module in a jail process of its
+own (grader.jailer.jail_client). Results come back over a pipe this process created, as
+grader.judge.events events. Returns plain data; only the CLI prints.
 
-A Grader owns what the gradings of a process share: the judge server that
+A Grader (grader.run.judges) owns what the gradings of a process share: the judge server that
 forks the judges, the jail zygote that forks the jails, the judges' bytecode
 cache and the judges running now. Each grading (grade_many, and grade,
 grade_kata and grade_batch on it) has a cancel event of its own: Ctrl-C, or
@@ -13,21 +13,18 @@ the caller setting it, stops that grading and no other.
 from __future__ import annotations
 
 import atexit
-import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import ONE_BLAS_THREAD
-from grader.grading import judge_server
-from grader.grading.events import INTERRUPTED_MESSAGE, EventKind, Status
-from grader.grading.judges import JudgeRun, JudgeServer, judge_argv, judge_target
-from grader.grading.results import (
+from grader.judge.events import INTERRUPTED_MESSAGE, EventKind, Status
+from grader.kata import target as _target
+from grader.kata.registry import Kata
+from grader.run.judges import Grader, JudgeRun, judge_argv, judge_target
+from grader.run.results import (
     Check,
     GradeResult,
     KataResult,
@@ -37,19 +34,10 @@ from grader.grading.results import (
     task_result,
     with_roots,
 )
-from grader.jail import zygote as forks
-from grader.kata import target as _target
-from grader.kata.registry import Kata
 
 __all__ = [
-    "Check",
-    "GradeResult",
-    "Grader",
     "Grading",
     "Job",
-    "KataResult",
-    "Limits",
-    "TaskResult",
     "default_grader",
     "grade",
     "grade_batch",
@@ -59,115 +47,6 @@ __all__ = [
 
 # A judge enforces each check's limit itself; the runner steps in only if the judge stops answering.
 JUDGE_GRACE = 20.0
-
-
-class Grader:
-    """What the gradings of this process share, each started on first use
-    and stopped by close(): the judge server, the jail zygote, the private
-    folder of the judges' bytecode, and the judges running now."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._server: JudgeServer | None = None
-        self._zygote: forks.Zygote | None = None
-        self._zygote_failed = False
-        self._pycache: str | None = None
-        self._runs: set[JudgeRun] = set()
-        self._cancels: set[threading.Event] = set()
-
-    def pycache(self) -> str:
-        """A private folder (mode 0700) where the judges keep the bytecode of
-        the suites (as pytest rewrites their asserts) and of the grader: each
-        judge would otherwise compile them anew (see
-        grader.grading.bytecode.use_pycache). Nothing is written beside the
-        sources, whatever PYTHONDONTWRITEBYTECODE says. No jail can write to
-        it (another uid, or not mounted), except in the plain mode, which
-        guarantees nothing."""
-        with self._lock:
-            if self._pycache is None:
-                self._pycache = tempfile.mkdtemp(prefix="kata-pycache-")
-            return self._pycache
-
-    def zygote_address(self) -> str | None:
-        """KATA_JAIL_FORKS for the judges: the zygote's address, started on first
-        use (and again if it died); None where jails are not forked
-        (forks.serves_this_mode) or it cannot start."""
-        if not forks.serves_this_mode():
-            return None
-        with self._lock:
-            if self._zygote is not None and self._zygote.proc.poll() is not None:
-                self._zygote.stop()
-                self._zygote = None
-            if self._zygote is None and not self._zygote_failed:
-                try:
-                    self._zygote = forks.Zygote()
-                except OSError:
-                    self._zygote_failed = True
-            return self._zygote.address() if self._zygote is not None else None
-
-    def judge_env(self) -> dict[str, str]:
-        """The environment a judge runs in: the caller's, one BLAS thread, no plugins,
-        the checkout on sys.path, bytecode kept in pycache(), and where the
-        jail zygote listens (grader.jail.zygote)."""
-        env = dict(
-            os.environ,
-            PYTHONHASHSEED="0",
-            **ONE_BLAS_THREAD,
-            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-            PYTHONPATH=os.pathsep.join([str(_target.ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
-        )
-        env[judge_server.PYCACHE_VAR] = self.pycache()
-        env[forks.VAR] = self.zygote_address() or "off"  # where no zygote forks jails, no judge tries to start one
-        return env
-
-    def judge_server(self) -> JudgeServer | None:
-        """The judge server, started on first use (and again if it died); None if it cannot start."""
-        env = self.judge_env()
-        with self._lock:
-            if self._server is not None and not self._server.alive:
-                self._server.stop()
-                self._server = None
-            if self._server is None:
-                try:
-                    self._server = JudgeServer(env)
-                except OSError:
-                    return None
-            return self._server
-
-    def started(self, run: JudgeRun) -> None:
-        with self._lock:
-            self._runs.add(run)
-
-    def ended(self, run: JudgeRun) -> None:
-        with self._lock:
-            self._runs.discard(run)
-
-    def running(self) -> int:
-        """How many judges are running now."""
-        with self._lock:
-            return len(self._runs)
-
-    def cancel(self) -> None:
-        """Stop every grading in progress, as Ctrl-C stops one: each judge is killed (its jails die with it)."""
-        with self._lock:
-            cancels, runs = list(self._cancels), list(self._runs)
-        for event in cancels:
-            event.set()
-        for run in runs:
-            run.kill()
-
-    def close(self) -> None:
-        """Stop the judges, the judge server and the zygote, and remove the bytecode folder."""
-        self.cancel()
-        with self._lock:
-            server, zygote, pycache = self._server, self._zygote, self._pycache
-            self._server = self._zygote = self._pycache = None
-        if server is not None:
-            server.stop()
-        if zygote is not None:
-            zygote.stop()
-        if pycache is not None:
-            shutil.rmtree(pycache, ignore_errors=True)
 
 
 _DEFAULT: list[Grader] = []
@@ -441,8 +320,7 @@ def grade_many(
     this grading at once, and the jobs not started never start; what was
     graded is kept."""
     call = _Call.make(grader, cancel)
-    with call.grader._lock:
-        call.grader._cancels.add(call.cancel)
+    call.grader.grading_started(call.cancel)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     futures = {pool.submit(_grade_job, call, job, limits, progress, fail_fast): i for i, job in enumerate(jobs)}
     out = Graded([None] * len(jobs))
@@ -461,8 +339,7 @@ def grade_many(
         for future in futures:
             future.cancel()
         pool.shutdown(wait=True)
-        with call.grader._lock:
-            call.grader._cancels.discard(call.cancel)
+        call.grader.grading_ended(call.cancel)
     for future, i in futures.items():
         if out.results[i] is None and future.done() and not future.cancelled():
             _take(out, i, future, jobs, on_done)
