@@ -2,7 +2,7 @@
 
     python benchmarks/bench_suites.py [--repeats 10] [--hogs 0]
 
-Counts the mutants each kata's suite must catch (tests/mutants/KATA.toml)
+Counts the mutants each kata's suite must catch (grader/suites/KATA/mutants.toml)
 and the checks of each suite, then grades the reference solutions' speed
 tasks `--repeats` times (two judges at a time, as `kata grade --jobs 2`
 runs two katas; each judge grades one kata up to BATCH times), optionally

@@ -93,7 +93,7 @@ def shipped_helpers(edition: Path, kata: str) -> list[Helper]:
     """The top-level functions and classes of the edition's suite of `kata`, its shared
     grader/suites/common.py and any baseline it ships, but its checks and its fixtures."""
     suites = edition / "grader" / "suites"
-    paths = sorted((suites / kata).glob("*.py")) + [suites / "common.py"] + sorted(suites.glob(f"baseline_{kata}.py"))
+    paths = sorted((suites / kata).glob("*.py")) + [suites / "common.py"]
     out = []
     for path in paths:
         text = path.read_text(encoding="utf-8")

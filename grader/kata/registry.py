@@ -1,6 +1,9 @@
-"""The kata registry: grader/kata/katas.toml loaded into validated dataclasses.
+"""The kata registry: every kata's kata.toml loaded into validated dataclasses.
 
-The TOML file is the one place that names each kata, its tasks, their
+The registry is a folder of kata folders, grader/suites/ unless told another:
+each folder holding a kata.toml is one kata (the folder named after it), and
+presets.toml beside them holds the ready-made interviews. grader/suites/README.md
+lists the keys each file takes. A kata.toml is the one place that names the kata, its tasks, their
 points, the hints, which other tasks' functions each task calls (`depends`:
 a task that fails while one it needs fails too is reported as failing because
 of it), and for `kata interview`: the functions each task writes, its
@@ -50,13 +53,16 @@ from grader.kata.registry_schema import (
     check_shape,
 )
 
-REGISTRY_PATH = Path(__file__).with_name("katas.toml")
 SUITES_DIR = Path(__file__).parent.parent / "suites"
+REGISTRY_PATH = SUITES_DIR  # the project's registry: its folder of kata folders
+KATA_FILE = "kata.toml"  # a kata's own part of the registry, in its folder
+PRESETS_FILE = "presets.toml"  # the registry's ready-made interviews, beside the kata folders
+FORMAT = 1  # the `format` these files are written in; another is refused
 MAX_MINUTES = 600  # the longest interview a preset or `kata interview --minutes` may set
 
 
 class RegistryError(ValueError):
-    """katas.toml is malformed; the message names the file, the entry and the problem."""
+    """The registry is malformed; the message names the file, the entry and the problem."""
 
 
 @dataclass(frozen=True)
@@ -365,45 +371,80 @@ def _with_tests(tasks: tuple[Task, ...], suite: Path, where: str) -> tuple[Task,
     return tuple(out)
 
 
-def _registry_file(path: Path | None) -> tuple[Path, RegistryFile]:
-    """The registry's path and its tables, shape-checked; a RegistryError naming the file otherwise."""
-    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+def registry_folder(path: Path | None = None) -> Path:
+    """The registry's folder: `path`, else $KATA_REGISTRY, else the project's (REGISTRY_PATH), resolved."""
+    return Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+
+
+def kata_file(name: str, path: Path | None = None) -> Path:
+    """Where the registry (registry_folder(path)) keeps kata `name`'s part: NAME/kata.toml."""
+    return registry_folder(path) / name / KATA_FILE
+
+
+def _read(path: Path) -> RegistryFile:
+    """One file of the registry, format and shape checked; a RegistryError naming the file otherwise."""
     try:
-        return path, _tables(path.read_bytes())
+        return _tables(path.read_bytes())
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
-    except ShapeError as exc:
+    except (ShapeError, RegistryError) as exc:
         raise RegistryError(f"{path}: {exc}") from None
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _tables(data: bytes) -> RegistryFile:
-    """A registry file's tables (frozen), parsed and shape-checked once per content."""
-    return check_shape(tomllib.loads(data.decode("utf-8")))
+    """A registry file's tables (frozen), its format checked and its shape checked once per content."""
+    tables = tomllib.loads(data.decode("utf-8"))
+    written = tables.pop("format", None)
+    if written != FORMAT:
+        raise RegistryError(f"format = {written!r} is not one this grader reads; write format = {FORMAT} at the top")
+    return check_shape(tables)
+
+
+def _kata_files(folder: Path) -> list[Path]:
+    """The kata.toml of each kata folder of the registry folder, by folder name; a RegistryError if there is none."""
+    if not folder.is_dir():
+        raise RegistryError(
+            f"cannot read the registry {folder}: give a folder of kata folders, each with a {KATA_FILE}"
+        )
+    files = sorted(folder.glob(f"*/{KATA_FILE}"))
+    if not files:
+        raise RegistryError(f"the registry {folder} holds no kata: no folder in it has a {KATA_FILE}")
+    return files
 
 
 def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:
     """Every kata in recommended order, or a RegistryError naming the problem.
 
-    The registry is grader/kata/katas.toml unless `path` or the KATA_REGISTRY
-    environment variable names another (an instructor's own set of katas).
-    A kata's optional `suite` key is a path relative to the registry file,
-    of a suite folder or a single test file; without one, its suite is the
-    folder suites_dir/<name>/ (grader/suites/ unless told). Each task's tests are read from the suite's task marks
-    when the suite exists (a missing suite fails when the kata is graded)."""
-    path, data = _registry_file(path)
-    try:
-        katas = [_kata(entry, path, suites_dir) for entry in data.kata]
-        names = [k.name for k in katas]
-        if len(set(names)) != len(names):
-            raise RegistryError(f"kata names repeat: {names}")
-        orders = [k.order for k in katas]
-        if len(set(orders)) != len(orders) or min(orders, default=1) < 1:
-            raise RegistryError(f"kata orders must be distinct positive integers, got {orders}")
-    except RegistryError as exc:
-        raise RegistryError(f"{path}: {exc}") from None
+    The registry is the folder grader/suites/ unless `path` or the
+    KATA_REGISTRY environment variable names another (an instructor's own set
+    of katas): each of its folders that holds a kata.toml is a kata, named as
+    the folder is, with exactly one [[kata]] table. A kata's optional `suite`
+    key is a path relative to its kata.toml, of a suite folder or a single
+    test file; without one, its suite is the folder suites_dir/<name>/
+    (its own folder unless told). Each task's tests are read from the suite's
+    task marks when the suite exists (a missing suite fails when the kata is graded)."""
+    folder = registry_folder(path)
+    katas = []
+    for file in _kata_files(folder):
+        tables = _read(file)
+        if tables.preset:
+            raise RegistryError(f"{file}: a [[preset]] table goes in the registry's {PRESETS_FILE}, not a kata's file")
+        entries = tables.kata
+        if len(entries) != 1 or entries[0].name != file.parent.name:
+            named = [e.name for e in entries]
+            raise RegistryError(
+                f"{file}: hold one [[kata]] table, named {file.parent.name!r} as its folder, not {named}"
+            )
+        try:
+            katas.append(_kata(entries[0], file, suites_dir or folder))
+        except RegistryError as exc:
+            raise RegistryError(f"{file}: {exc}") from None
+    orders = [k.order for k in katas]
+    if len(set(orders)) != len(orders) or min(orders) < 1:
+        raise RegistryError(f"{folder}: kata orders must be distinct positive integers, got {orders}")
     return tuple(sorted(katas, key=lambda k: k.order))
 
 
@@ -440,11 +481,16 @@ def _kata(entry: KataTable, path: Path, suites_dir: Path | None) -> Kata:
 
 
 def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
-    """The ready-made interviews ([[preset]] tables) of the registry, in the
-    order it lists them, each checked against its kata; a RegistryError
-    names the first problem."""
+    """The ready-made interviews ([[preset]] tables of the registry folder's
+    presets.toml; none without one), in the order it lists them, each checked
+    against its kata; a RegistryError names the first problem."""
     katas = {k.name: k for k in load_registry(path)}
-    path, data = _registry_file(path)
+    path = registry_folder(path) / PRESETS_FILE
+    if not path.is_file():
+        return ()
+    data = _read(path)
+    if data.kata:
+        raise RegistryError(f"{path}: holds only [[preset]] tables; a kata's table goes in its folder's {KATA_FILE}")
     try:
         presets = [_preset(entry, katas) for entry in data.preset]
         names = [p.name for p in presets]

@@ -112,7 +112,7 @@ def secret_model(config: Config) -> jail_client.SecretModel:
 
 def load_baseline(kata_or_path):
     """The trusted baselines a speed check times the learner against
-    (grader/suites/baseline_KATA.py, or a file), in a jail of their own, so
+    (grader/suites/KATA/baseline.py, or a file), in a jail of their own, so
     both sides cross the same channel."""
     path = Path(kata_or_path)
     return jail_client.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
@@ -120,7 +120,7 @@ def load_baseline(kata_or_path):
 
 def baseline_path(kata: str) -> Path:
     """Where kata's speed-check baselines live (the file may not exist)."""
-    return Path(__file__).with_name(f"baseline_{kata}.py")
+    return Path(__file__).parent / kata / "baseline.py"
 
 
 FIGURES: list[dict] = []  # what the running check measured (grader.grading.judge reports and clears it)

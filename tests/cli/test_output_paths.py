@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.output import files
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 SHA = "a" * 64
 
@@ -32,7 +32,7 @@ WRITERS = {
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("KATA_WORKDIR", raising=False)
     monkeypatch.chdir(tmp_path)

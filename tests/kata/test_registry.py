@@ -7,19 +7,26 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.kata.registry import REGISTRY_PATH, RegistryError, load_presets, load_registry
+from grader.kata.registry import RegistryError, kata_file, load_presets, load_registry
 from grader.kata.registry_schema import KataTable, TaskTable
 
-from helpers import TOY
+from helpers import TOY, write_registry
 
 QUESTIONS = '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n' * 2
-PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
+PRESET = (
+    'format = 1\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
+)
 FUNCTIONS = 'functions = ["mean_of"]\n  hints = ["What does the mean'
 
 
 def toy_text() -> str:
     """The toy registry, with functions for a preset to write and two questions on its last task."""
-    return (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS
+    return (TOY / "kata.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS
+
+
+def toy_registry(folder, text: str, presets: str = ""):
+    """A registry folder holding the toy kata as text, and presets; returns the toy's kata.toml."""
+    return write_registry(folder, {"toy": text}, presets) / "toy" / "kata.toml"
 
 
 def a_task_takes_only() -> str:
@@ -42,16 +49,19 @@ def a_task_takes_only() -> str:
             "kata 'toy' task 'fast' question 1: unknown key 'hint'; [[kata.task.question]] takes only: ask, answer",
         ),
         (
-            lambda t: t + PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
+            lambda t: PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
             "preset 'toy-10': unknown key 'minute'; [[preset]] takes only: name, title, kata, tasks, minutes",
         ),
-        (lambda t: "[[katas]]\nname = 'x'\n" + t, "the top level: unknown key 'katas'; the top level takes only: kata"),
+        (
+            lambda t: t.replace("format = 1", "format = 1\nkatas = 'x'"),
+            "the top level: unknown key 'katas'; the top level takes only: kata",
+        ),
         (lambda t: t.replace("points = 2", 'points = "2"'), "task 'mean': 'points' must be an integer, got '2'"),
         (lambda t: t.replace("points = 2", "points = true"), "'points' must be an integer, got True"),
         (lambda t: t.replace("points = 1", "points = 1\n  release = 1", 1), "'release' must be true or false, got 1"),
         (lambda t: t.replace('"Is broadcasting enough?"', "7"), "task 'scale': 'hints' item 2 must be a string, got 7"),
         (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a string"),
-        (lambda t: t + PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
+        (lambda t: PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
     ],
     ids=[
         "task key",
@@ -68,29 +78,30 @@ def a_task_takes_only() -> str:
     ],
 )
 def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_is_allowed(tmp_path, edit, says):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text() + PRESET)
-    assert [p.name for p in load_presets(path)] == ["toy-10"]  # the registry before the edit loads
-    path.write_text(edit(toy_text()))
+    path = toy_registry(tmp_path, toy_text(), PRESET)
+    assert [p.name for p in load_presets(tmp_path)] == ["toy-10"]  # the registry before the edit loads
+    if "preset" in says:
+        path = path.parent.parent / "presets.toml"
+        path.write_text(edit(PRESET))
+    else:
+        path.write_text(edit(toy_text()))
     with pytest.raises(RegistryError) as refused:
-        load_presets(path)
+        load_presets(tmp_path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
 
 
 def test_a_task_that_still_lists_its_tests_is_told_to_mark_them_in_the_suite(tmp_path):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text().replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1))
+    toy_registry(tmp_path, toy_text().replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1))
     with pytest.raises(RegistryError, match=r"task 'scale': 'tests' is not read any more.*mark\.task\(\"scale\"\)"):
-        load_registry(path)
+        load_registry(tmp_path)
 
 
 def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_path, monkeypatch):
-    text = REGISTRY_PATH.read_text()
+    text = kata_file("moe").read_text().replace("[[kata]]\n", f'[[kata]]\nsuite = "{kata_file("moe").parent}"\n')
     at = text.index('name = "router"')
-    path = tmp_path / "katas.toml"
-    path.write_text(text[:at] + 'recapp = "typo"\n  ' + text[at:])
-    monkeypatch.setenv("KATA_REGISTRY", str(path))
+    path = write_registry(tmp_path, {"moe": text[:at] + 'recapp = "typo"\n  ' + text[at:]}) / "moe" / "kata.toml"
+    monkeypatch.setenv("KATA_REGISTRY", str(tmp_path))
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 2, result.output
     assert f"{path.resolve()}: kata 'moe' task 'router': unknown key 'recapp'" in result.output
@@ -122,12 +133,11 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
 def test_a_depends_naming_no_other_task_of_its_kata_or_going_round_is_refused_with_the_file_kata_and_key(
     tmp_path, edit, says
 ):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text())
-    assert load_registry(path)[0].task("fast").depends == ("mean",)  # the registry before the edit loads
+    path = toy_registry(tmp_path, toy_text())
+    assert load_registry(tmp_path)[0].task("fast").depends == ("mean",)  # the registry before the edit loads
     path.write_text(edit(toy_text()))
     with pytest.raises(RegistryError) as refused:
-        load_registry(path)
+        load_registry(tmp_path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
 
