@@ -12,11 +12,11 @@ the kata shows up in `kata list` and `kata grade`:
                                   records the figure the recap quotes; kata.toml: the kata (order = next
                                   free, a recap), a task per function with hints, a rubric and follow-up
                                   questions; checklist.md: its section of CHECKLIST.md, in the
-                                  format tests/suites/test_katas.py reads
+                                  format tests/suites/test_katas.py reads; bench.py: a script that
+                                  times `double` on a --target (`kata bench NAME`)
     grader/suites/presets.toml    a ready-made interview of the kata
     CHECKLIST.md                  put together again with the kata's section (grader.kata.checklist)
     README.md                     a row in the table of katas
-    benchmarks/bench_NAME.py      a script that times `double` on a --target
 
 Mutants and an alternative implementation (grader/suites/NAME/mutants.toml,
 tests/fixtures/alt/NAME.py) are left to the author: they only make sense
@@ -114,7 +114,7 @@ def paths(name: str, root: Path = ROOT) -> dict[str, Path]:
         "suite": root / "grader" / "suites" / name / f"test_{name}.py",
         "registry": root / "grader" / "suites" / name / KATA_FILE,
         "checklist": root / "grader" / "suites" / name / CHECKLIST_FILE,
-        "benchmark": root / "benchmarks" / f"bench_{name}.py",
+        "benchmark": root / "grader" / "suites" / name / "bench.py",
     }
 
 
@@ -184,7 +184,7 @@ def readme_row(name: str, trade: str, order: int) -> str:
 
 
 def bench_text(name: str, title: str) -> str:
-    """benchmarks/bench_NAME.py: times the placeholder on arrays of growing size, on a --target."""
+    """grader/suites/NAME/bench.py: times the placeholder on arrays of growing size, on a --target."""
     return _fill("bench.py.tmpl", name=name, title=title)
 
 

@@ -6,7 +6,7 @@ solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging (pyproject.toml; setup.py and MANIFEST.in, which put CHECKLIST.md
 into its wheel). It leaves out reference/solutions/, tests/ (the alternative
-implementations and the mutant catalogue live there), tools/, and every task
+implementations live there), each kata's mutants.toml, tools/, and every task
 the registry marks `release = false`: its registry entry (hints, check hints
 and questions with it), its CHECKLIST line, its suite tests (a test module
 holding only those is left out whole) and the helpers, oracles, strategies

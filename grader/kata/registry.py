@@ -2,12 +2,12 @@
 
 The registry is a folder of kata folders, grader/suites/ unless told another:
 each folder holding a kata.toml is one kata (the folder named after it), and
-presets.toml beside them holds the ready-made interviews. grader/suites/README.md
-lists the keys each file takes. A kata.toml is the one place that names the kata, its tasks, their
-points, the hints, which other tasks' functions each task calls (`depends`:
-a task that fails while one it needs fails too is reported as failing because
-of it), and for `kata interview`: the functions each task writes, its
-follow-up questions and the ready-made interviews (presets).
+presets.toml beside them holds the ready-made interviews (presets).
+grader/suites/README.md lists the keys each file takes. A kata.toml is the one
+place that names the kata, its tasks, their points, the hints, which other
+tasks' functions each task calls (`depends`: a task that fails while one it
+needs fails too is reported as failing because of it), and for
+`kata interview`: the functions each task writes and its follow-up questions.
 Its shape (which keys each table takes, of which type) is
 grader.kata.registry_schema's: a typo or a wrong type is refused with the
 file, the table and the key; the rules between values are checked here.

@@ -1,4 +1,5 @@
-"""The shape of grader/kata/katas.toml: which tables and keys it holds, and the type of each (a pydantic schema).
+"""The shape of a registry file (a kata's kata.toml, presets.toml): which tables and keys it holds,
+and the type of each (a pydantic schema).
 
 `check_shape` refuses an unknown key (a typo such as `recapp`) or a value of the wrong type,
 naming the table it sits in (kata 'moe' task 'router') and what that table allows, and a task's

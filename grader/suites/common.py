@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.grading import jail_client, timing
+from grader.grading import jail_client
 from grader.jail import protocol
+from grader.measure import timing
 from reference.model import Config
 
 # Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).
@@ -169,7 +170,7 @@ def time_ratio(
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (jail_client.timed), in rounds that
-    grader.grading.timing.interleave runs: at least `repeats`, more (up to three
+    grader.measure.timing.interleave runs: at least `repeats`, more (up to three
     times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
     still spread by more than SPEED_SPREAD. mine and baseline are kata
     proxies (the learner's function and a trusted baseline's), or tuples of

@@ -30,7 +30,7 @@ NEW_FILES = [
     "grader/suites/toykata/test_toykata.py",
     "grader/suites/toykata/kata.toml",
     "grader/suites/toykata/checklist.md",
-    "benchmarks/bench_toykata.py",
+    "grader/suites/toykata/bench.py",
 ]
 EDITED_FILES = ["grader/suites/presets.toml", "CHECKLIST.md", "README.md"]
 
@@ -54,7 +54,7 @@ def small_root(tmp_path) -> Path:
     )
     for rel in ("CHECKLIST.md", "README.md"):
         shutil.copy(ROOT / rel, root / rel)
-    for folder in ("reference/solutions", "katas", "benchmarks"):
+    for folder in ("reference/solutions", "katas"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     return root
 
@@ -203,7 +203,7 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
     stubs = _run(copy, "-m", "grader.kata.stubs", "--check", "toykata")  # the others are whatever katas/ holds
     assert stubs.returncode == 0, stubs.stdout + stubs.stderr
 
-    bench = _run(copy, "benchmarks/bench_toykata.py", "--target", "reference", "--repeats", "1")
+    bench = _run(copy, "-m", "grader.suites.toykata.bench", "--target", "reference", "--repeats", "1")
     assert bench.returncode == 0 and "1,000,000" in bench.stdout, bench.stdout + bench.stderr
 
     # The module's tests of the new kata and those of no kata; the other katas' are this checkout's own.

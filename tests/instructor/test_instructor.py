@@ -273,7 +273,7 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
     rel = {p.relative_to(out).as_posix() for p in written}
     assert {"katas/kv_cache.py", "grader/suites/kv_cache/test_1_cache.py", "reference/model.py"} <= rel
     assert "grader/suites/kv_cache/test_4_paged.py" not in rel, "a module of held-back checks alone ships nothing"
-    assert "reference/weights/teacher.npz" in rel and "benchmarks/bench_moe.py" in rel
+    assert "reference/weights/teacher.npz" in rel and "grader/suites/moe/bench.py" in rel
     assert not any(r.startswith(("reference/solutions", "tests/", "tools/", ".git/")) for r in rel)
     answers = solution_windows()
     assert len(answers) > 100, "the solutions should differ from the stubs"

@@ -283,14 +283,14 @@ def test_every_kata_command_runs_numpy_on_one_blas_thread():
 
 
 def test_the_benchmark_scripts_run_numpy_on_one_blas_thread(tmp_path):
-    """NumPy reads the variables when it loads, before a script imports shared: so
-    shared starts the script again with them set (each start logs what NumPy saw)."""
+    """NumPy reads the variables when it loads, before a script imports grader.measure.bench: so
+    that module starts the script again with them set (each start logs what NumPy saw)."""
     script, log = tmp_path / "bench_probe.py", tmp_path / "starts.log"
     script.write_text(  # a benchmark as they all begin: numpy first, then the shared module
         "import os, sys\nimport numpy\n"
         f"open({str(log)!r}, 'a').write(repr([os.environ.get(k) for k in sorted({sorted(ONE_BLAS_THREAD)!r})]))\n"
-        f"sys.path[:0] = [{str(ROOT / 'benchmarks')!r}, {str(ROOT)!r}]\n"
-        "import shared\n"
+        f"sys.path[:0] = [{str(ROOT)!r}]\n"
+        "import grader.measure.bench\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ONE_BLAS_THREAD}
     env["MKL_NUM_THREADS"] = "2"  # a caller's own choice is kept
@@ -365,7 +365,7 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     work = tmp_path / "work"
     work.mkdir()
     (work / "moe.py").write_text(stub_for("moe"))
-    # It runs as `python -m benchmarks.bench_moe` in the folder kata ran in: nothing there is imported.
+    # It runs as `python -m grader.suites.moe.bench` in the folder kata ran in: nothing there is imported.
     (tmp_path / "numpy.py").write_text("raise SystemExit('the numpy.py of the start folder was imported')\n")
     env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
     env["KATA_WORKDIR"] = str(work)
@@ -405,9 +405,8 @@ def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
     hide = (
         "import importlib.util, runpy, sys; real = importlib.util.find_spec; "
         "importlib.util.find_spec = lambda name, *a: None if name == 'matplotlib' else real(name, *a); "
-        f"sys.argv = ['bench_distillation.py', '--target', 'reference', '--plot', 'x.png']; "
-        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
-        f"runpy.run_path({str(ROOT / 'benchmarks' / 'bench_distillation.py')!r}, run_name='__main__')"
+        f"sys.argv = ['bench.py', '--target', 'reference', '--plot', 'x.png']; "
+        f"runpy.run_path({str(ROOT / 'grader' / 'suites' / 'distillation' / 'bench.py')!r}, run_name='__main__')"
     )
     env = {**os.environ, **ONE_BLAS_THREAD}
     ran = subprocess.run(

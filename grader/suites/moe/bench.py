@@ -1,7 +1,7 @@
 """What a mixture of experts buys: time and multiply-accumulates of the MoE
 layer against two dense layers, and the tokens it drops at a capacity.
 
-    python benchmarks/bench_moe.py [--repeats 5] [--target katas]
+    python -m grader.suites.moe.bench [--repeats 5] [--target katas]
 
 Uses the shipped teacher (4 experts, top-2) if reference/weights/teacher.npz
 exists, else a random model of the same shape, and says which.
@@ -23,7 +23,7 @@ exists, else a random model of the same shape, and says which.
    multiply-accumulates per token (flat: K experts run whatever E is) and the
    time per token, so "2 of 64 experts" is a row.
 
-Times are medians of interleaved rounds (grader.grading.timing.interleave).
+Times are medians of interleaved rounds (grader.measure.timing.interleave).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
 
@@ -53,7 +53,7 @@ ONE_TOKEN_CALLS = 200  # Model.mlp calls per timed run of the one-token comparis
 
 def median_times(runs: list, repeats: int) -> list[float]:
     """Median seconds of each run over at least `repeats` interleaved rounds
-    (grader.grading.timing.interleave: more rounds while they disagree), so that a
+    (grader.measure.timing.interleave: more rounds while they disagree), so that a
     busy machine slows the runs of a round alike."""
     rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05)
     return [rounds.median(i) for i in range(len(runs))]
@@ -133,18 +133,7 @@ def main() -> None:
     text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
     n_seq = min(SEQUENCES, len(text) // c.max_seq_len)
     acts = mlp_inputs(model, text, n_seq)
-
-    w = model.weights
-    router, w_gate, w_up, w_down = (w[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
     rng = np.random.default_rng(args.seed)
-    total = (
-        w_gate.transpose(1, 0, 2).reshape(D, E * F),
-        w_up.transpose(1, 0, 2).reshape(D, E * F),
-        w_down.reshape(E * F, D),
-    )  # every expert side by side: one dense SwiGLU of width E*F
-    active = tuple(
-        (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in ((D, K * F), (D, K * F), (K * F, D))
-    )
     pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
 
     print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
@@ -153,6 +142,35 @@ def main() -> None:
         f"median of at least {args.repeats} interleaved rounds"
     )
     print()
+    layer_against_dense(moe_forward, model, pool, rng, args.repeats)
+    print()
+    dropped = dropped_table(moe_forward, model, acts, n_seq, args.plot is not None)
+    print()
+    print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
+    moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)
+    head = f"{'block (Model.mlp, layer 0)':<38}  {'us':>7}  {'vs dense':>8}"
+    print(head)
+    print("-" * len(head))
+    print(f"{f'MoE, {E} experts top-{K} (F={F} each)':<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
+    print(f"{f'dense, same active params (F={K * F})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
+    print()
+    grow = expert_table(moe_forward, model, args.repeats, args.seed)
+    plot(args.plot, f"Mixture of experts ({which})", [dropped, grow])
+
+
+def layer_against_dense(moe_forward, model: Model, pool: np.ndarray, rng, repeats: int) -> None:
+    """Print part 1: layer 0 as MoE against a dense layer of the same total and of the same active parameters."""
+    c, w = model.config, model.weights
+    D, F, E, K = c.d_model, c.d_ff, c.n_experts, c.top_k
+    router, w_gate, w_up, w_down = (w[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
+    total = (
+        w_gate.transpose(1, 0, 2).reshape(D, E * F),
+        w_up.transpose(1, 0, 2).reshape(D, E * F),
+        w_down.reshape(E * F, D),
+    )  # every expert side by side: one dense SwiGLU of width E*F
+    active = tuple(
+        (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in ((D, K * F), (D, K * F), (K * F, D))
+    )
     print("1. one layer: MoE against dense layers (multiply-accumulates counted, router included)")
     head = f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}"
     print(head)
@@ -167,7 +185,7 @@ def main() -> None:
                 lambda: dense_swiglu(h, *total),
                 lambda: dense_swiglu(h, *active),
             ],
-            args.repeats,
+            repeats,
         )
         rows = [
             (f"MoE, {E} experts top-{K}", moe_macs),
@@ -176,7 +194,12 @@ def main() -> None:
         ]
         for (name, macs), seconds in zip(rows, seconds):
             print(f"{T:>5}  {name:<38}  {seconds * 1e3:>7.2f}  {macs:>13,}  {macs / moe_macs:>10.2f}x")
-    print()
+
+
+def dropped_table(moe_forward, model: Model, acts: list, n_seq: int, finer: bool) -> Panel:
+    """Print part 2: each layer's load balance and share of assignments dropped at each capacity factor; the
+    panel of a finer sweep for the picture when `finer`."""
+    c, w, K = model.config, model.weights, model.config.top_k
     print(
         f"2. assignments dropped at a capacity, on the teacher's activations "
         f"({n_seq} validation sequences of {c.max_seq_len} tokens, one per batch)"
@@ -196,24 +219,22 @@ def main() -> None:
         lb = statistics.mean(moe_forward(h, *weights, K)[1].load_balancing_loss for h in acts[layer])
         shares = [dropped_share(layer, weights, f) for f in FACTORS]
         print(f"{layer:>5}  {lb:>12.3f}  " + "  ".join(f"{s:>8.1%}" for s in shares))
-        if args.plot:  # a finer sweep for the picture
+        if finer:  # a finer sweep for the picture
             dropped.lines.append(
                 (f"layer {layer}", PLOT_FACTORS, [dropped_share(layer, weights, f) for f in PLOT_FACTORS])
             )
-    print()
-    print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
-    moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)
-    head = f"{'block (Model.mlp, layer 0)':<38}  {'us':>7}  {'vs dense':>8}"
-    print(head)
-    print("-" * len(head))
-    print(f"{f'MoE, {E} experts top-{K} (F={F} each)':<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
-    print(f"{f'dense, same active params (F={K * F})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
-    print()
+    return dropped
+
+
+def expert_table(moe_forward, model: Model, repeats: int, seed: int) -> Panel:
+    """Print part 4: parameters, work and time per token as E grows at top-K; the panel of what grows."""
+    c = model.config
+    D, F, K = c.d_model, c.d_ff, c.top_k
     print(f"4. more experts, the same work: top-{K} of E experts of width F={F} (D={D}), on {SWEEP_TOKENS} tokens")
     head = f"{'E':>4}  {'parameters':>12}  {'MACs per token':>15}  {'us per token':>12}  {'params vs E=4':>13}"
     print(head)
     print("-" * len(head))
-    sweep = expert_sweep(moe_forward, D, F, K, args.repeats, args.seed)
+    sweep = expert_sweep(moe_forward, D, F, K, repeats, seed)
     for E_, params, macs, seconds in sweep:
         per_token = seconds / SWEEP_TOKENS * 1e6
         print(f"{E_:>4}  {params:>12,}  {macs:>15,}  {per_token:>12.2f}  {params / sweep[0][1]:>12.1f}x")
@@ -223,7 +244,7 @@ def main() -> None:
         ("MACs per token", [r[0] for r in sweep], [r[2] / sweep[0][2] for r in sweep]),
         ("time per token", [r[0] for r in sweep], [r[3] / sweep[0][3] for r in sweep]),
     ]
-    plot(args.plot, f"Mixture of experts ({which})", [dropped, grow])
+    return grow
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What a KV cache buys: naive vs cached generation, in time and in work.
 
-    python benchmarks/bench_kv_cache.py [--repeats 3] [--target reference]
+    python -m grader.suites.kv_cache.bench [--repeats 3] [--target reference]
 
 For sequences of 64, 128 and 256 tokens (an 8-token prompt plus the rest
 generated greedily) it reports tokens generated per second by
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -58,7 +58,7 @@ def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int,
 
 def taking_turns(runs: list, repeats: int) -> list[list[float]]:
     """Seconds of each function in runs over at least `repeats` interleaved
-    rounds (grader.grading.timing.interleave: which goes first alternates, and rounds
+    rounds (grader.measure.timing.interleave: which goes first alternates, and rounds
     are added while they disagree), so that a busy spell slows them alike."""
     rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05, warmup=False)
     return rounds.seconds
@@ -97,27 +97,7 @@ def main() -> None:
         f"greedy, {len(prompt)}-token prompt; naive and cached take turns, medians of at least {args.repeats} rounds"
     )
     print()
-    header = (
-        f"{'tokens':>6}  {'naive tok/s':>11}  {'cached tok/s':>12}  {'speed-up':>8}  "
-        f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}"
-    )
-    print(header)
-    measured = []  # (length, naive seconds, cached seconds, naive macs, cached macs)
-    for length in LENGTHS:
-        n_new = length - len(prompt)
-        pos_naive, macs_naive, out_naive = counted(model, generate_naive, prompt, n_new)
-        pos_cached, macs_cached, out_cached = counted(model, kv.generate, prompt, n_new)
-        naive, cached = taking_turns(
-            [lambda: generate_naive(model, prompt, n_new), lambda: kv.generate(model, prompt, n_new)], args.repeats
-        )
-        t_naive, t_cached = statistics.median(naive), statistics.median(cached)
-        measured.append((length, t_naive, t_cached, macs_naive, macs_cached))
-        speedup = statistics.median(a / b for a, b in zip(naive, cached))
-        print(
-            f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {speedup:>7.1f}x  "
-            f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
-            f"{'yes' if out_naive == out_cached else 'NO':>4}"
-        )
+    measured = length_sweep(kv, model, prompt, args.repeats)
     lengths, t_naive, t_cached, m_naive, m_cached = (list(col) for col in zip(*measured))
     work = Panel("work", "tokens generated to", "multiply-accumulates", log_y=True)
     work.lines = [("re-read everything", lengths, m_naive), ("KV cache", lengths, m_cached)]
@@ -131,6 +111,41 @@ def main() -> None:
         f"cached decode step (forward_cached on 1 token): {step * 1e6:.0f} us per token, the median of {n_timed:,} "
         f"steps ({args.repeats} greedy runs of {n_steps} tokens after the prompt)"
     )
+    cache_bytes(kv, model, prompt)
+    print()
+    capacity_table(kv, model)
+
+
+def length_sweep(kv, model: Model, prompt: list[int], repeats: int) -> list[tuple]:
+    """Naive and cached generation to each of LENGTHS, a row printed each: (length, naive seconds, cached
+    seconds, naive macs, cached macs) per length."""
+    header = (
+        f"{'tokens':>6}  {'naive tok/s':>11}  {'cached tok/s':>12}  {'speed-up':>8}  "
+        f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}"
+    )
+    print(header)
+    measured = []
+    for length in LENGTHS:
+        n_new = length - len(prompt)
+        pos_naive, macs_naive, out_naive = counted(model, generate_naive, prompt, n_new)
+        pos_cached, macs_cached, out_cached = counted(model, kv.generate, prompt, n_new)
+        naive, cached = taking_turns(
+            [lambda: generate_naive(model, prompt, n_new), lambda: kv.generate(model, prompt, n_new)], repeats
+        )
+        t_naive, t_cached = statistics.median(naive), statistics.median(cached)
+        measured.append((length, t_naive, t_cached, macs_naive, macs_cached))
+        speedup = statistics.median(a / b for a, b in zip(naive, cached))
+        print(
+            f"{length:>6}  {n_new / t_naive:>11.0f}  {n_new / t_cached:>12.0f}  {speedup:>7.1f}x  "
+            f"{pos_naive:>15,}  {pos_cached:>16,}  {macs_naive:>14,}  {macs_cached:>13,}  "
+            f"{'yes' if out_naive == out_cached else 'NO':>4}"
+        )
+    return measured
+
+
+def cache_bytes(kv, model: Model, prompt: list[int]) -> None:
+    """Print what a token costs in the float32 and the int8 cache, and how far the int8 cache's text goes."""
+    c = model.config
     per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * np.dtype(np.float32).itemsize
     print(
         f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "
@@ -147,8 +162,6 @@ def main() -> None:
         f"(teacher-forced along the float32 text); free-running, the texts "
         + ("never part" if parts is None else f"first part at new token {parts + 1} of {positions - len(prompt)}")
     )
-    print()
-    capacity_table(kv, model)
 
 
 def int8_agreement(kv, model: Model, prompt: list[int]) -> tuple[float, int, int | None]:
