@@ -436,7 +436,8 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
         if len(entries) != 1 or entries[0].name != file.parent.name:
             named = [e.name for e in entries]
             raise RegistryError(
-                f"{file}: hold one [[kata]] table, named {file.parent.name!r} as its folder, not {named}"
+                f"{file}: a kata's file holds one [[kata]] table, named {file.parent.name!r} as its folder; "
+                f"this one holds {named}"
             )
         try:
             katas.append(_kata(entries[0], file, suites_dir or folder))

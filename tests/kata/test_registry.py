@@ -150,3 +150,20 @@ def test_a_task_needs_what_it_depends_on_through_others_and_its_root_is_the_firs
     assert speculative.root("speed", {"loop", "speed"}) == "loop"
     assert speculative.root("speed", {"accept_reject", "greedy", "loop"}) == "accept_reject"  # registry order
     assert speculative.root("loop", {"speed", "loop"}) is None
+
+
+@pytest.mark.parametrize(
+    "edit,says",
+    [
+        (lambda t: t.replace("format = 1", "format = 2"), "format = 2 is not one this grader reads; write format = 1"),
+        (lambda t: t.replace("format = 1\n", ""), "format = None is not one this grader reads"),
+        (lambda t: t.replace('name = "toy"', 'name = "other"'), "holds one [[kata]] table, named 'toy' as its folder"),
+        (lambda t: t + PRESET.replace("format = 1", ""), "a [[preset]] table goes in the registry's presets.toml"),
+    ],
+    ids=["unknown format", "no format", "named unlike its folder", "a preset in a kata's file"],
+)
+def test_a_kata_file_of_another_format_or_not_its_folders_kata_is_refused_naming_the_file(tmp_path, edit, says):
+    path = toy_registry(tmp_path, edit(toy_text()))
+    with pytest.raises(RegistryError) as refused:
+        load_registry(tmp_path)
+    assert str(refused.value).startswith(f"{path.resolve()}: ") and says in str(refused.value)
