@@ -149,6 +149,14 @@ def main() -> None:
         " (standard-library source code, docstrings removed)\n"
     )
     code = score_all(models, train, code_windows)
+    print_code_table(val, code)
+    if HARD in models:
+        print_draft_difference(val, code)
+    print_samples(teacher, draft)
+
+
+def print_code_table(val: dict[str, Scores], code: dict[str, Scores]) -> None:
+    """Print each model's scores on code.txt, and how far they moved from its scores on val.txt."""
     print(f"{'model':<28} {'code bits/char':>14} {'gap':>7} {'agreement':>10} {'gap':>11}")
     for name, row in code.items():
         v = val[name]
@@ -158,17 +166,22 @@ def main() -> None:
         print(line)
     print("(gap: code minus validation)")
 
-    if HARD in models:
-        print("\ndistilled draft minus hard-label draft (bits/char +- standard error over windows):")
-        for text, rows in (("validation", val), ("code", code)):
-            d, h = rows[DISTILLED], rows[HARD]
-            diff = d.window_bits - h.window_bits  # (n,) paired: the same windows
-            se = diff.std(ddof=1) / np.sqrt(diff.size)
-            print(
-                f"{text:<11} {diff.mean():>+7.3f} +- {se:.3f} bits/char"
-                f" {(d.agreement - h.agreement) * 100:>+7.2f} pts agreement"
-            )
 
+def print_draft_difference(val: dict[str, Scores], code: dict[str, Scores]) -> None:
+    """Print the distilled draft minus the hard-label draft on each text, window by window."""
+    print("\ndistilled draft minus hard-label draft (bits/char +- standard error over windows):")
+    for text, rows in (("validation", val), ("code", code)):
+        d, h = rows[DISTILLED], rows[HARD]
+        diff = d.window_bits - h.window_bits  # (n,) paired: the same windows
+        se = diff.std(ddof=1) / np.sqrt(diff.size)
+        print(
+            f"{text:<11} {diff.mean():>+7.3f} +- {se:.3f} bits/char"
+            f" {(d.agreement - h.agreement) * 100:>+7.2f} pts agreement"
+        )
+
+
+def print_samples(teacher: Model, draft: Model) -> None:
+    """Print SAMPLE_CHARS greedy characters of the teacher and of the draft after the sample prompt."""
     prompt = prompt_text()
     for name, model in (("teacher", teacher), ("draft", draft)):
         sample = decode(generate_naive(model, encode(prompt), SAMPLE_CHARS, temperature=0.0))

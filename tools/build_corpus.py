@@ -218,6 +218,12 @@ def build(out_dir: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
 
 
 def provenance(root: Path, seed: int, s: dict[str, int]) -> str:
+    """PROVENANCE.md: where the corpus and code.txt come from, how they were made, and their licence."""
+    return corpus_provenance(root, seed, s) + code_provenance(s) + LICENCE_SECTION
+
+
+def corpus_provenance(root: Path, seed: int, s: dict[str, int]) -> str:
+    """PROVENANCE.md's sections on train.txt and val.txt: source, method and sizes."""
     return f"""# Corpus provenance
 
 `train.txt` and `val.txt` are the docstrings of the CPython {platform.python_version()}
@@ -253,7 +259,12 @@ excluding test packages (`test/`, `tests/`, `idle_test/`, `test_*.py`),
 | val.txt | {s["val_docs"]} | {s["val_chars"]:,} |
 | code.txt (below) | {len(CODE_FILES)} source files | {s["code_chars"]:,} |
 
-## Out-of-domain text: `code.txt`
+"""
+
+
+def code_provenance(s: dict[str, int]) -> str:
+    """PROVENANCE.md's section on code.txt, the out-of-domain text."""
+    return f"""## Out-of-domain text: `code.txt`
 
 Text of another kind than the corpus, for measuring the models outside the
 domain they were trained on (`benchmarks/bench_pretrained.py`): Python source
@@ -272,7 +283,11 @@ from the same installation:
 4. Join the files with one blank line and keep the first {CODE_CHARS:,}
    characters.
 
-## Licence
+"""
+
+
+# PROVENANCE.md's last section: the same for every build.
+LICENCE_SECTION = """## Licence
 
 The docstrings and the code are part of CPython, copyright Python Software
 Foundation, All Rights Reserved, and are redistributed here under the Python

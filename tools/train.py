@@ -66,9 +66,9 @@ distils the n-gram draft (reference/weights/ngram.npz) from the shipped
 teacher.npz with NumPy alone: tools/ngram_table.py, which runs without
 PyTorch too, says how.
 
-`TorchModel` is reference.model.Model in PyTorch: the same weight names and
-layouts (y = x @ W with W of shape (in, out)), the same arithmetic.
-tests/test_parity.py checks that both give the same logits.
+`TorchModel` (tools/torch_model.py) is reference.model.Model in PyTorch: the
+same weight names and layouts (y = x @ W with W of shape (in, out)), the same
+arithmetic. tests/reference/test_parity.py checks that both give the same logits.
 """
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ REPO = TOOLS.parent
 sys.path[:0] = [str(REPO), str(TOOLS)]
 
 import build_corpus  # noqa: E402
+from torch_model import TorchModel, init_model, rms_norm  # noqa: E402
 
 from reference.lm import SHIPPED_SHAPES  # noqa: E402
-from reference.model import WEIGHTS_DIR, Config, Model, rope_tables  # noqa: E402
+from reference.model import WEIGHTS_DIR, Config, Model  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, encode  # noqa: E402
 
 TEACHER, DRAFT, DENSE = SHIPPED_SHAPES["teacher"], SHIPPED_SHAPES["draft"], SHIPPED_SHAPES["dense"]
@@ -113,113 +114,6 @@ LOG_EVERY_S = 30.0  # seconds between progress lines
 CHECKPOINT_EVERY_S = 120.0  # seconds between checkpoints
 EVAL_WINDOWS = 32  # validation windows scored in progress lines
 BIGRAM_SMOOTHING = 0.1  # added to every bigram count
-
-
-def _key(name: str) -> str:
-    return name.replace(".", "__")  # ParameterDict keys may not contain dots
-
-
-class TorchModel(torch.nn.Module):
-    """reference.model.Model in PyTorch, batched: tokens (B, T) -> logits (B, T, V)."""
-
-    def __init__(self, config: Config, weights: dict[str, np.ndarray]):
-        super().__init__()
-        self.config = config
-        self.params = torch.nn.ParameterDict(
-            {_key(n): torch.nn.Parameter(torch.tensor(np.asarray(w, dtype=np.float32))) for n, w in weights.items()}
-        )
-        cos, sin = rope_tables(np.arange(config.max_seq_len), config.head_dim, config.rope_theta)
-        self.register_buffer("cos", torch.from_numpy(cos), persistent=False)  # (max_seq_len, Dh/2)
-        self.register_buffer("sin", torch.from_numpy(sin), persistent=False)
-
-    @classmethod
-    def from_reference(cls, model: Model) -> "TorchModel":
-        return cls(model.config, model.weights)
-
-    def to_reference(self) -> Model:
-        return Model(self.config, {n: self.w(n).detach().numpy().copy() for n in self.config.weight_shapes()})
-
-    def w(self, name: str) -> torch.Tensor:
-        return self.params[_key(name)]
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.run(tokens)[0]
-
-    def run(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, T, V) and the mean load-balancing loss of the MoE layers (0 if dense)."""
-        c = self.config
-        B, T = tokens.shape
-        x = self.w("tok_emb")[tokens]  # (B, T, D)
-        balance = x.new_zeros(())
-        for i in range(c.n_layers):
-            p = f"layers.{i}."
-            x = x + self.attention(p, rms_norm(x, self.w(p + "attn_norm"), c.norm_eps))
-            h = rms_norm(x, self.w(p + "mlp_norm"), c.norm_eps).reshape(B * T, c.d_model)
-            if c.is_moe:
-                out, layer_balance = self.moe(p, h)
-                balance = balance + layer_balance / c.n_layers
-            else:
-                out = swiglu(h, self.w(p + "w_gate"), self.w(p + "w_up"), self.w(p + "w_down"))
-            x = x + out.reshape(B, T, c.d_model)
-        return rms_norm(x, self.w("norm"), c.norm_eps) @ self.w("out"), balance
-
-    def attention(self, p: str, h: torch.Tensor) -> torch.Tensor:
-        """Causal grouped-query attention with rotary positions 0..T-1: (B, T, D) -> (B, T, D)."""
-        c = self.config
-        B, T, _ = h.shape
-        q = (h @ self.w(p + "wq")).reshape(B, T, c.n_heads, c.head_dim).transpose(1, 2)  # (B, H, T, Dh)
-        k = (h @ self.w(p + "wk")).reshape(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
-        v = (h @ self.w(p + "wv")).reshape(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
-        cos, sin = self.cos[:T], self.sin[:T]
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        group = c.n_heads // c.n_kv_heads  # query head j reads kv head j // group
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
-        return out.transpose(1, 2).reshape(B, T, c.n_heads * c.head_dim) @ self.w(p + "wo")
-
-    def moe(self, p: str, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Softmax router over all experts, top-k, renormalized gates, no capacity
-        limit: h (N, D) -> (N, D), and the Switch load-balancing loss."""
-        c = self.config
-        probs = torch.softmax(h @ self.w(p + "router"), dim=-1)  # (N, E)
-        top_p, top_i = probs.topk(c.top_k, dim=-1)  # (N, K)
-        gates = top_p / top_p.sum(dim=-1, keepdim=True)
-        out = torch.zeros_like(h)
-        w_gate, w_up, w_down = self.w(p + "w_gate"), self.w(p + "w_up"), self.w(p + "w_down")
-        for e in range(c.n_experts):
-            rows, slot = torch.nonzero(top_i == e, as_tuple=True)
-            if rows.numel() == 0:
-                continue
-            y = swiglu(h[rows], w_gate[e], w_up[e], w_down[e])
-            out = out.index_add(0, rows, gates[rows, slot, None] * y)
-        share = F.one_hot(top_i, c.n_experts).float().mean(dim=(0, 1))  # (E,) fraction of routed slots
-        balance = c.n_experts * torch.sum(share * probs.mean(dim=0))
-        return out, balance
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps) * weight
-
-
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x (..., T, Dh), pairing dimension i with i + Dh/2, as reference.model.apply_rope."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-
-
-def swiglu(h: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
-    return (F.silu(h @ w_gate) * (h @ w_up)) @ w_down
-
-
-def init_model(config: Config, seed: int) -> TorchModel:
-    """Model.random's weights, with the residual-branch outputs (wo, w_down)
-    scaled by 1/sqrt(2 n_layers) so the residual stream starts near the embedding."""
-    weights = dict(Model.random(config, seed).weights)
-    for name in weights:
-        if name.endswith((".wo", ".w_down")):
-            weights[name] = weights[name] / np.float32(math.sqrt(2 * config.n_layers))
-    return TorchModel(config, weights)
 
 
 def distillation_loss(
@@ -293,23 +187,7 @@ def train_phase(
     whichever ends first (resuming a checkpoint in work_dir if there is one);
     returns the model and a summary. With a teacher, distil from it."""
     ckpt_path = work_dir / f"{name}.pt"
-    model = init_model(config, seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR[name], betas=(0.9, 0.95), weight_decay=0.0)
-    gen = torch.Generator().manual_seed(seed)
-    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "done": False, "log": []}
-    if ckpt_path.is_file():
-        ckpt = torch.load(ckpt_path, weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
-        gen.set_state(ckpt["gen"])
-        state = ckpt["state"]
-        print(f"[{name}] resuming at step {state['step']} ({state['elapsed']:.0f}s spent)", flush=True)
-
-    def save() -> None:
-        tmp = ckpt_path.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "state": state}, tmp)
-        os.replace(tmp, ckpt_path)
-
+    model, opt, gen, state = started(name, config, seed, ckpt_path)
     data = torch.from_numpy(train)
     val_probe = val[:EVAL_WINDOWS]
     print(f"[{name}] {config.n_params():,} parameters, {steps} steps or {budget_s / 60:.1f} min", flush=True)
@@ -324,15 +202,7 @@ def train_phase(
         starts = torch.randint(0, data.numel() - SEQ_LEN - 1, (BATCH,), generator=gen)
         batch = data[starts[:, None] + torch.arange(SEQ_LEN + 1)]  # (B, SEQ_LEN + 1)
         inputs, labels = batch[:, :-1], batch[:, 1:].flatten()
-        logits, balance = model.run(inputs)
-        logits = logits.flatten(0, 1)
-        ce = F.cross_entropy(logits, labels)
-        if teacher is not None:
-            with torch.no_grad():
-                teacher_logits = teacher(inputs).flatten(0, 1)
-            loss = distillation_loss(logits, teacher_logits, labels, TEMPERATURE, ALPHA)
-        else:
-            loss = ce + BALANCE_COEF * balance if config.is_moe else ce
+        loss, ce = step_loss(model, inputs, labels, teacher)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
@@ -344,27 +214,78 @@ def train_phase(
         state["elapsed"] = now - start
         state["done"] = state["step"] >= steps or state["elapsed"] >= budget_s
         if now - last_log >= LOG_EVERY_S or state["done"]:
-            probe = evaluate(model, val_probe)
-            line = {
-                "step": state["step"],
-                "elapsed_s": round(state["elapsed"]),
-                "lr": lr,
-                "train_ce": log_loss / log_steps,
-                "val_ce": probe["loss"],
-                "tok_per_s": log_tokens / (now - last_log),
-            }
-            state["log"].append(line)
-            print(
-                f"[{name}] step {line['step']:5d}  {line['elapsed_s']:5d}s  lr {lr:.2e}  "
-                f"train ce {line['train_ce']:.3f}  val ce {line['val_ce']:.3f}  "
-                f"{line['tok_per_s']:,.0f} tok/s",
-                flush=True,
-            )
+            log_progress(name, model, val_probe, state, lr, log_loss / log_steps, log_tokens / (now - last_log))
             last_log, log_tokens, log_loss, log_steps = time.perf_counter(), 0, 0.0, 0
         if time.perf_counter() - last_ckpt >= CHECKPOINT_EVERY_S or state["done"]:
-            save()
+            save_checkpoint(ckpt_path, model, opt, gen, state)
             last_ckpt = time.perf_counter()
     return model, state
+
+
+def started(
+    name: str, config: Config, seed: int, ckpt_path: Path
+) -> tuple[TorchModel, torch.optim.Optimizer, torch.Generator, dict]:
+    """A phase's model, optimizer, batch generator and state: fresh from seed, or as the checkpoint at
+    ckpt_path left them when there is one."""
+    model = init_model(config, seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR[name], betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "done": False, "log": []}
+    if ckpt_path.is_file():
+        ckpt = torch.load(ckpt_path, weights_only=False)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        gen.set_state(ckpt["gen"])
+        state = ckpt["state"]
+        print(f"[{name}] resuming at step {state['step']} ({state['elapsed']:.0f}s spent)", flush=True)
+    return model, opt, gen, state
+
+
+def save_checkpoint(
+    ckpt_path: Path, model: TorchModel, opt: torch.optim.Optimizer, gen: torch.Generator, state: dict
+) -> None:
+    """Write what `started` resumes from to ckpt_path, whole or not at all."""
+    tmp = ckpt_path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "state": state}, tmp)
+    os.replace(tmp, ckpt_path)
+
+
+def step_loss(
+    model: TorchModel, inputs: torch.Tensor, labels: torch.Tensor, teacher: TorchModel | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss one step minimises on inputs (B, SEQ_LEN) and labels (B * SEQ_LEN,), and its next-token
+    cross-entropy: distillation from the teacher when there is one, else the cross-entropy (plus the
+    load-balancing loss for an MoE model)."""
+    logits, balance = model.run(inputs)
+    logits = logits.flatten(0, 1)
+    ce = F.cross_entropy(logits, labels)
+    if teacher is not None:
+        with torch.no_grad():
+            teacher_logits = teacher(inputs).flatten(0, 1)
+        return distillation_loss(logits, teacher_logits, labels, TEMPERATURE, ALPHA), ce
+    return (ce + BALANCE_COEF * balance if model.config.is_moe else ce), ce
+
+
+def log_progress(
+    name: str, model: TorchModel, val_probe: torch.Tensor, state: dict, lr: float, train_ce: float, tok_per_s: float
+) -> None:
+    """Score the model on val_probe, add the line to state["log"] and print it."""
+    probe = evaluate(model, val_probe)
+    line = {
+        "step": state["step"],
+        "elapsed_s": round(state["elapsed"]),
+        "lr": lr,
+        "train_ce": train_ce,
+        "val_ce": probe["loss"],
+        "tok_per_s": tok_per_s,
+    }
+    state["log"].append(line)
+    print(
+        f"[{name}] step {line['step']:5d}  {line['elapsed_s']:5d}s  lr {lr:.2e}  "
+        f"train ce {line['train_ce']:.3f}  val ce {line['val_ce']:.3f}  "
+        f"{line['tok_per_s']:,.0f} tok/s",
+        flush=True,
+    )
 
 
 def exported(model: TorchModel, path: Path) -> TorchModel:
@@ -390,12 +311,12 @@ def expert_usage(model: TorchModel, val: torch.Tensor) -> list[list[float]]:
 
 
 def report(args, results: dict, corpus: dict, times: dict, usage) -> str:
-    d, h = results["draft"], results["draft_hard"]
-    phases = "\n".join(
-        f"| {name} | {times[name]['elapsed'] / 60:.1f} | {times[name]['step']:,} | {times[name]['tokens']:,} | "
-        f"{times[name]['log'][-1]['train_ce']:.3f} | {results[name]['loss']:.3f} | {results[name]['bpc']:.3f} |"
-        for name in ("teacher", "draft", "draft_hard")
-    )
+    """TRAINING.md: how the run trained the models, then what it measured."""
+    return report_setup(args, results, corpus, times) + report_results(results, times, usage)
+
+
+def report_setup(args, results: dict, corpus: dict, times: dict) -> str:
+    """TRAINING.md up to its results: the command, the machine, the corpus, the models and how they trained."""
     return f"""# How the shipped weights were trained
 
 Written by `tools/train.py` at the end of its run; the numbers are that run's.
@@ -433,7 +354,19 @@ draft_hard.npz for comparison only.
 Planned steps: teacher {TEACHER_STEPS}, drafts {DRAFT_STEPS}; a phase whose share of
 `--minutes` ran out first stopped early (compare the steps column).
 
-## Results
+"""
+
+
+def report_results(results: dict, times: dict, usage) -> str:
+    """TRAINING.md's results: each model's scores on the exported weights, the drafts side by side, and
+    how the teacher's experts share the routed slots."""
+    d, h = results["draft"], results["draft_hard"]
+    phases = "\n".join(
+        f"| {name} | {times[name]['elapsed'] / 60:.1f} | {times[name]['step']:,} | {times[name]['tokens']:,} | "
+        f"{times[name]['log'][-1]['train_ce']:.3f} | {results[name]['loss']:.3f} | {results[name]['bpc']:.3f} |"
+        for name in ("teacher", "draft", "draft_hard")
+    )
+    return f"""## Results
 
 Measured on the exported float16 weights, loaded back as float32.
 

@@ -14,6 +14,13 @@ from grader.kata.registry import load_presets
 from grader.output import report
 
 
+def workspace_here() -> Path | None:
+    """The interview workspace a command run here acts on (the current directory, else $KATA_WORKDIR), or
+    None: the one place the CLI looks for one. `kata grade`, `list` and `hint` hand a workspace found here
+    to the functions below instead of their learner's work; `kata watch` hands it to the watch, which refuses it."""
+    return interview.find_workspace()
+
+
 def _clock() -> interview.Clock:
     """The clock the interview commands read: the system's, unless the caller passed one as the context object."""
     return click.get_current_context().find_object(interview.Clock) or interview.Clock()
@@ -117,7 +124,7 @@ def _echo_questions(session: interview.Session, answers: bool) -> None:
 def _interview_workspace(directory: str | None) -> Path:
     if directory:
         return Path(directory)
-    found = interview.find_workspace()
+    found = workspace_here()
     if found is None:
         raise click.UsageError(
             "no interview here: run this inside an interview workspace, set KATA_WORKDIR to one, or name it with --dir"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.interview import grade_in_workspace, hint_in_workspace, list_in_workspace
+from grader.cli.interview import grade_in_workspace, hint_in_workspace, list_in_workspace, workspace_here
 from grader.cli.options import (
     TEST_TIMEOUT,
     check_output,
@@ -28,7 +28,6 @@ from grader.cli.options import (
 )
 from grader.grading.events import DONE_HERE
 from grader.grading.runner import Limits, grade
-from grader.interview.session import find_workspace
 from grader.kata import target as _target
 from grader.kata.lookup import kata_named
 from grader.kata.registry import SUITES_DIR, load_registry
@@ -92,7 +91,7 @@ def grade_cmd(
     graded so far).
     """
     limits = Limits(test_seconds=test_timeout, kata_seconds=kata_timeout, memory_mb=memory_mb)
-    workspace = find_workspace() if target == "katas" else None
+    workspace = workspace_here() if target == "katas" else None
     if workspace is not None:
         sys.exit(grade_in_workspace(workspace, katas, verbose, limits))
     chosen, only = pick_tasks(katas)
@@ -178,7 +177,7 @@ def list_cmd():
 
     Inside an interview workspace: the interview, its tasks, the time left and the attempts so far.
     """
-    workspace = find_workspace()
+    workspace = workspace_here()
     if workspace is not None:
         return list_in_workspace(workspace)
     click.echo("\n".join(state.listing(load_registry())))
@@ -195,7 +194,7 @@ def hint_cmd(kata, task, show_all):
     Each call shows one more hint; hints are questions, not answers. Inside an
     interview workspace each hint shown is logged, with its time, for the report.
     """
-    workspace = find_workspace()
+    workspace = workspace_here()
     if workspace is not None:
         return hint_in_workspace(workspace, kata, task, show_all)
     k = kata_named(kata)
@@ -340,4 +339,4 @@ def watch_cmd(kata, seed, test_timeout):
     """
     from grader.learn import watch as _watch
 
-    _watch.watch(kata, seed=seed, limits=Limits(test_seconds=test_timeout))
+    _watch.watch(kata, seed=seed, limits=Limits(test_seconds=test_timeout), interview_workspace=workspace_here())

@@ -158,16 +158,16 @@ _PLAY_TARGET = click.option(
     show_default=True,
     help="Whose code: 'katas' (yours, once its task passes), 'reference' or a directory of kata modules.",
 )
-_PLAY_K = click.option(
-    "--k", "k", default=4, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round."
-)
 
 
-def _drafting(tokens: int):
+def _drafting(tokens: int, prompt: str = "Return the ", k: int = 4):
     """PROMPT, --tokens, --k and --target: what the demos with a draft take."""
+    k_option = click.option(
+        "--k", "k", default=k, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round."
+    )
 
     def options(fn):
-        return click.argument("prompt", default="Return the ")(_play_tokens(tokens)(_PLAY_K(_PLAY_TARGET(fn))))
+        return click.argument("prompt", default=prompt)(_play_tokens(tokens)(k_option(_PLAY_TARGET(fn))))
 
     return options
 
@@ -233,7 +233,7 @@ def play_distill(text, at, target):
 
 
 @play.command("stack")
-@_drafting(48)
+@_drafting(48, prompt="Return True if the ", k=5)  # grader.learn.play_stack's PROMPT and K (a test holds them equal)
 @click.option(
     "--rounds",
     default=5,

@@ -6,25 +6,26 @@ the first interview with mode 0600 in a folder of mode 0700:
 $KATA_INTERVIEW_KEY if set (tests point it at a temporary file), else
 $XDG_STATE_HOME/kata/interview.key, else ~/.local/state/kata/interview.key.
 Each sealed field's HMAC also covers the interview's random id, so a field
-and its HMAC copied from another interview do not match. docs/interviews.md
-says what this protects against and what it does not.
+and its HMAC copied from another interview do not match. The key file and
+the HMAC (over canonical JSON) are grader.output.hmac_key's, which learn's
+seals use too with a key of their own. docs/interviews.md says what this
+protects against and what it does not.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import os
 import secrets
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.interview.plan import InterviewError
+from grader.output import hmac_key
+from grader.output.hmac_key import KeyFileError, KeyStore
 
 KEY_ENV = "KATA_INTERVIEW_KEY"  # the key file's path, instead of the default under the state folder
-KEY_BYTES = 32
+KEYS = KeyStore(
+    KEY_ENV, "interview.key", "interview key", "the interview was started under another account, or it was deleted"
+)
 UNSEALED = ""  # the log's seal once a kata that could not read the key wrote a line
 # What is sealed, in the words a report uses for each.
 FIELDS = {
@@ -36,52 +37,23 @@ FIELDS = {
 }
 
 
-def key_path(env: str = KEY_ENV, name: str = "interview.key") -> Path:
-    """Where a key of this account lives: $env (the interview key's: $KATA_INTERVIEW_KEY), else kata/NAME
-    under $XDG_STATE_HOME or ~/.local/state."""
-    if os.environ.get(env):
-        return Path(os.environ[env]).expanduser().absolute()
-    state_home = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(state_home).expanduser().absolute() / "kata" / name
+def key_path() -> Path:
+    """Where the interview key of this account lives: $KATA_INTERVIEW_KEY, else kata/interview.key under
+    $XDG_STATE_HOME or ~/.local/state."""
+    return KEYS.path()
 
 
 def read_key(path: Path) -> tuple[bytes | None, str]:
     """(the key, "") from the file at path, or (None, why it cannot be used)."""
-    try:
-        info = path.stat()
-        text = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        return None, f"no interview key at {path} (the interview was started under another account, or it was deleted)"
-    except (OSError, UnicodeError) as exc:
-        return None, f"the interview key {path} cannot be read ({exc})"
-    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-        return None, (
-            f"the interview key {path} is not a file only its owner can read (mode {stat.filemode(info.st_mode)}); "
-            f"chmod 600 {path}"
-        )
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        key = b""
-    if len(key) != KEY_BYTES:
-        return None, f"{path} does not hold an interview key ({KEY_BYTES * 2} hex digits)"
-    return key, ""
+    return KEYS.read(path)
 
 
 def make_key(path: Path) -> bytes:
     """The key at path, made first (mode 0600, its folder 0700) if there is none; an InterviewError if unusable."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except FileExistsError:
-        pass  # made by an earlier interview, or by one starting at the same moment
-    else:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(secrets.token_hex(KEY_BYTES) + "\n")
-    key, problem = read_key(path)
-    if key is None:
-        raise InterviewError(f"cannot seal the interview: {problem}")
-    return key
+        return KEYS.make(path)
+    except KeyFileError as exc:
+        raise InterviewError(f"cannot seal the interview: {exc}") from None
 
 
 def new_id() -> str:
@@ -91,9 +63,12 @@ def new_id() -> str:
 
 def mac(key: bytes, interview_id: str, field: str, value) -> str:
     """The HMAC-SHA256 of one field's value (anything JSON can write), bound to the interview and the field's name."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    message = "\0".join(("kata-interview", interview_id, field, text)).encode("ascii")
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return hmac_key.mac(key, _labels(interview_id, field), value)
+
+
+def _labels(interview_id: str, field: str) -> tuple[str, ...]:
+    """What a field's HMAC covers before its value: whose seal, the interview and the field's name."""
+    return ("kata-interview", interview_id, field)
 
 
 def seal(key: bytes, interview_id: str, values: dict) -> dict[str, str]:
@@ -142,9 +117,6 @@ def check(key: bytes | None, problem: str, path: Path, interview_id: str, values
         field
         for field, value in values.items()
         if not (field == "attempts" and unsealed)
-        and (
-            not isinstance(seals.get(field), str)
-            or not hmac.compare_digest(seals[field], mac(key, interview_id, field, value))
-        )
+        and not hmac_key.checks(key, _labels(interview_id, field), value, seals.get(field))
     )
     return SealCheck(path, "", broken, unsealed)

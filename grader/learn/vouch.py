@@ -10,30 +10,30 @@ folder can write "pass" in it. So each time a grade is recorded, seals.json
 beside it gets, per kata, the digest of the kata file each passing task was
 graded on, and an HMAC over them keyed by a secret of this account
 ($KATA_GRADE_KEY, else kata/grades.key under $XDG_STATE_HOME or
-~/.local/state; made on first use, mode 0600). A task is vouched for when its
-recorded digest is the file's digest now and the HMAC checks: a state file
-written by hand, copied from another account or another file, or left from
-before an edit vouches for nothing, and the demo runs the model package's
-own code instead.
+~/.local/state; made on first use, mode 0600; grader.output.hmac_key keeps it
+and makes the HMAC). A task is vouched for when its recorded digest is the
+file's digest now and the HMAC checks: a state file written by hand, copied
+from another account or another file, or left from before an edit vouches for
+nothing, and the demo runs the model package's own code instead.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 from pathlib import Path
 
-from grader.interview import seal
-from grader.interview.plan import InterviewError
+from grader.output import hmac_key
+from grader.output.hmac_key import KeyFileError, KeyStore
 
 KEY_ENV = "KATA_GRADE_KEY"
+KEYS = KeyStore(KEY_ENV, "grades.key", "grades key")
 SEALS = "seals.json"
+LABELS = ("kata-grades",)  # what each kata's HMAC covers before [kata, tasks]: whose seal it is
 
 
 def key_path() -> Path:
-    """$KATA_GRADE_KEY, else kata/grades.key under $XDG_STATE_HOME or ~/.local/state (seal.key_path)."""
-    return seal.key_path(KEY_ENV, "grades.key")
+    """$KATA_GRADE_KEY, else kata/grades.key under $XDG_STATE_HOME or ~/.local/state."""
+    return KEYS.path()
 
 
 def file_digest(path: Path) -> str:
@@ -43,23 +43,18 @@ def file_digest(path: Path) -> str:
         return ""
 
 
-def _mac(key: bytes, kata: str, tasks: dict[str, str]) -> str:
-    text = json.dumps([kata, tasks], sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hmac.new(key, b"kata-grades\0" + text.encode("ascii"), hashlib.sha256).hexdigest()
-
-
 def sealed(seals: dict, kata: str, passed: set[str], failed: set[str], digest: str) -> dict:
     """seals with kata's entry updated for a grade of its file (digest): the tasks that passed now vouched
     for on that file, those that did not forgotten, the rest kept; {} for kata when there is no key."""
     try:
-        key = seal.make_key(key_path())
-    except (InterviewError, OSError):  # no key can be kept here (a read-only home): nothing is vouched for
+        key = KEYS.make(key_path())
+    except (KeyFileError, OSError):  # no key can be kept here (a read-only home): nothing is vouched for
         return {name: entry for name, entry in seals.items() if name != kata}
     tasks = dict(checked(seals, kata, key))
     tasks.update(dict.fromkeys(passed, digest))
     for name in failed:
         tasks.pop(name, None)
-    return {**seals, kata: {"tasks": tasks, "mac": _mac(key, kata, tasks)}}
+    return {**seals, kata: {"tasks": tasks, "mac": hmac_key.mac(key, LABELS, [kata, tasks])}}
 
 
 def checked(seals: dict, kata: str, key: bytes) -> dict[str, str]:
@@ -68,12 +63,12 @@ def checked(seals: dict, kata: str, key: bytes) -> dict[str, str]:
     if not isinstance(entry, dict) or not isinstance(entry.get("tasks"), dict):
         return {}
     tasks = {str(t): str(d) for t, d in entry["tasks"].items()}
-    return tasks if hmac.compare_digest(str(entry.get("mac", "")), _mac(key, kata, tasks)) else {}
+    return tasks if hmac_key.checks(key, LABELS, [kata, tasks], entry.get("mac")) else {}
 
 
 def vouched(seals: dict, kata: str, tasks: list[str], path: Path) -> bool:
     """Whether this account's grader recorded a pass of every one of tasks on the file at path as it is now."""
-    key, _ = seal.read_key(key_path())
+    key, _ = KEYS.read(key_path())
     if key is None:
         return False
     recorded, now = checked(seals, kata, key), file_digest(path)

@@ -302,20 +302,22 @@ def watch(
     stop: threading.Event | None = None,
     out: Callable[[str], None] = click.echo,
     clock: Callable[[], datetime] = datetime.now,
+    interview_workspace: Path | None = None,
 ) -> None:
     """Grade KATA (by default the first kata that does not pass yet), draw
     its screen, then re-grade and redraw each time a kata file is saved,
     until Ctrl-C or `stop` is set. With kata_name only that kata's file is
     watched. The screen is cleared between draws only when `out` is
-    click.echo and stdout is a terminal."""
-    _Watch(kata_name, seed, limits, stop or threading.Event(), out, clock).run()
+    click.echo and stdout is a terminal. interview_workspace: the interview
+    workspace the caller found here, if any (the CLI looks for one), which
+    watching refuses with a usage error: `kata grade` grades it."""
+    _Watch(kata_name, seed, limits, stop or threading.Event(), out, clock, interview_workspace).run()
 
 
 class _Watch:
     """One `kata watch`: what it watches, its threads, and what each screen's changes are measured from."""
 
-    def __init__(self, kata_name, seed: int, limits: Limits, stop: threading.Event, out, clock):
-        from grader.interview import session as interview
+    def __init__(self, kata_name, seed: int, limits: Limits, stop: threading.Event, out, clock, workspace):
         from grader.kata.lookup import kata_named
 
         self.katas = load_registry()
@@ -325,7 +327,6 @@ class _Watch:
         else:
             self.current = first_unfinished(self.katas, last_grades()) or self.katas[0]
             self.watched = self.katas
-        workspace = interview.find_workspace()
         if workspace is not None:
             raise click.UsageError(
                 f"{workspace} is an interview workspace: grade it with `kata grade`, which "

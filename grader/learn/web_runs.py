@@ -69,9 +69,9 @@ PARAMS: dict[str, dict[str, Param]] = {
         "k": Param(4, 1, 8, "draft guesses per round"),
     },
     "stack": {
-        "prompt": Param("Return the ", help="the text the teacher continues"),
+        "prompt": Param(play_stack.PROMPT, help="the text the teacher continues"),
         "n": Param(48, 1, 200, "characters to write"),
-        "k": Param(4, 1, 8, "draft guesses per round"),
+        "k": Param(play_stack.K, 1, 8, "draft guesses per round"),
         "rounds": Param(3, 1, 9, "timed rounds behind each row's speed"),
     },
 }

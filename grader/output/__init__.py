@@ -1,1 +1,1 @@
-"""What a grading is written as: terminal and JSON reports, Gradescope results, and the one atomic file writer."""
+"""What the grader writes: reports, Gradescope results, the one atomic file writer, the key and HMAC of its seals."""

@@ -673,6 +673,14 @@ def test_kata_hint_in_an_interview_gives_only_the_interviews_hints(tmp_path, arg
     assert len(interview.load(session.directory).entries) == 1, "a refused hint must not be logged"
 
 
+def test_kata_watch_in_an_interview_workspace_is_a_usage_error_that_points_to_kata_grade(tmp_path):
+    session = started(tmp_path, "moe", ("router",))
+    result = run(FakeClock(), "watch", workspace=session.directory)
+    assert result.exit_code == 2 and f"{session.directory} is an interview workspace" in result.output
+    assert "grade it with `kata grade`" in result.output
+    assert len(interview.load(session.directory).entries) == 1, "watching must not grade or log"
+
+
 def test_kata_list_says_when_time_is_up(tmp_path):
     session = started(tmp_path, "moe", ("router",))
     clock = FakeClock()

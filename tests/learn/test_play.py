@@ -21,12 +21,11 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.grading.events import Status
 from grader.grading.results import GradeResult, KataResult, TaskResult
-from grader.interview import seal
 from grader.jail import confine
 from grader.kata.registry import find_kata
 from grader.kata.target import SOLUTIONS_DIR
 from grader.learn import play as demos
-from grader.learn import play_jails, table_draft, vouch
+from grader.learn import play_jails, play_stack, table_draft, vouch
 from grader.learn import progress as state
 from reference.lm import generate, shipped_model
 from reference.model import rms_norm, softmax, top_k_route
@@ -111,7 +110,7 @@ def test_a_state_file_written_by_hand_or_a_file_changed_since_its_pass_runs_no_l
     (tmp_path / "state" / "seals.json").write_text(seals)
     assert "yours, " in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output  # the file as it was: vouched
     monkeypatch.setenv(vouch.KEY_ENV, str(tmp_path / "another account" / "grades.key"))
-    seal.make_key(vouch.key_path())  # another account's key: the same seals vouch for nothing there
+    vouch.KEYS.make(vouch.key_path())  # another account's key: the same seals vouch for nothing there
     assert "yours, " not in cli.invoke(main, ["play", "cache", "R", "-n", "5"]).output
 
 
@@ -387,7 +386,7 @@ def test_play_distill_trains_the_students_with_the_learners_distill_bigram(cli, 
     assert _shown_probs(result.output, "bigram, hard") == [[1, 1, 1]]
 
 
-STACK = ("re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)", "+ speculative (n-gram, k=4)")
+STACK = ("re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)", "+ speculative (n-gram, k=5)")
 
 
 def _stack_rows(output: str) -> dict[str, list[str]]:
@@ -398,7 +397,7 @@ def _stack_rows(output: str) -> dict[str, list[str]]:
 
 
 def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
-    n, prompt = 16, encode("Return the ")
+    n, prompt = 16, encode(play_stack.PROMPT)
     result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
     assert result.exit_code == 0, result.output
     rows = _stack_rows(result.output)
@@ -419,6 +418,16 @@ def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
     assert "buy size, not speed" in projection and "(a projection, not a measurement)" in projection
     table = NGramLM.pretrained()
     assert rows[STACK[3]][0] == f"{int8 + table.contexts.size + table.probs.size:,}"
+
+
+def test_the_stack_defaults_to_its_own_prompt_and_k_in_the_terminal_and_on_the_page():
+    """kata play stack and the web stack page start from the same text and k (play_stack's)."""
+    params = {p.name: p.default for p in main.commands["play"].commands["stack"].params}
+    assert (params["prompt"], params["k"]) == (play_stack.PROMPT, play_stack.K)
+    from grader.learn import web_runs
+
+    page = web_runs.PARAMS["stack"]
+    assert (page["prompt"].default, page["k"].default) == (play_stack.PROMPT, play_stack.K)
 
 
 def test_each_x_before_of_the_stack_is_its_chars_per_second_over_the_row_befores(cli):
@@ -465,10 +474,10 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
 def test_play_stack_runs_the_learners_speculative_generate_whole_in_its_jail(cli, tmp_path):
     (tmp_path / "katas" / "speculative.py").write_text(DRAFT_ONLY)
     _passes(tmp_path, "speculative", ["greedy", "loop"])
-    n, prompt = 24, encode("Return the ")  # the table's text and the int8 teacher's part at the 17th character
+    n, prompt = 24, encode(play_stack.PROMPT)  # the table's text, where the int8 teacher's differs
     result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
     assert result.exit_code == 0, result.output
-    assert f"Return the {decode(generate(NGramLM.pretrained(), prompt, n))}" in result.output
+    assert f"{play_stack.PROMPT}{decode(generate(NGramLM.pretrained(), prompt, n))}" in result.output
     assert "wrote exactly what the int8 teacher writes on its own: NO" in result.output
 
 

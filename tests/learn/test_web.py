@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.learn import web, web_runs
+from grader.learn import play_stack, web, web_runs
 from grader.notebook import widget_html
 from reference.lm import CachedLM, generate, shipped_model
 from reference.sampling import generate_naive
@@ -240,7 +240,7 @@ def test_the_stack_run_streams_each_row_as_it_is_measured_then_whether_the_text_
     assert [r["name"] for r in rows][:3] == ["re-read everything", "+ KV cache", "+ int8 weights (grouped, G=32)"]
     assert rows[-1]["name"].startswith("+ speculative")
     assert rows[0]["speedup"] is None and all(r["speedup"] > 0 for r in rows[1:])
-    own = generate_naive(TEACHER, encode("Return the "), 8)
+    own = generate_naive(TEACHER, encode(play_stack.PROMPT), 8)
     assert rows[0]["tokens"] == own and rows[1]["text"] == decode(own)
     assert "projection" in rows[2]["note"]
 

@@ -85,40 +85,33 @@ def main() -> None:
     kv = load_kata(args.target, "kv_cache")
     model, shipped = shipped_or_random("teacher")
     which = "the shipped teacher" if shipped else "a random model of the teacher's size (no shipped weights)"
-    c = model.config
     prompt = encode(PROMPT)
+    print_setup(model, which, args.target, len(prompt), args.repeats)
+    print()
+    measured = speed_table(kv, model, prompt, args.repeats)
+    plot_speed(args.plot, which, measured)
+    print()
+    print_cache_costs(kv, model, prompt, args.repeats)
+    print()
+    capacity_table(kv, model)
 
+
+def print_setup(model: Model, which: str, target: str, prompt_len: int, repeats: int) -> None:
+    """Print the model measured, the versions and how generation is run and timed."""
+    c = model.config
     print(
         f"model: {which}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, {c.n_kv_heads} kv heads, "
         f"{c.n_experts} experts top-{c.top_k}, d_ff {c.d_ff}, {c.n_params():,} params"
     )
     print(
-        f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(args.target)}; "
-        f"greedy, {len(prompt)}-token prompt; naive and cached take turns, medians of at least {args.repeats} rounds"
+        f"numpy {np.__version__}, Python {platform.python_version()}; generate from {_target.describe(target)}; "
+        f"greedy, {prompt_len}-token prompt; naive and cached take turns, medians of at least {repeats} rounds"
     )
-    print()
-    measured = length_sweep(kv, model, prompt, args.repeats)
-    lengths, t_naive, t_cached, m_naive, m_cached = (list(col) for col in zip(*measured))
-    work = Panel("work", "tokens generated to", "multiply-accumulates", log_y=True)
-    work.lines = [("re-read everything", lengths, m_naive), ("KV cache", lengths, m_cached)]
-    time = Panel("time", "tokens generated to", "seconds", log_y=True)
-    time.lines = [("re-read everything", lengths, t_naive), ("KV cache", lengths, t_cached)]
-    plot(args.plot, f"KV cache on {which}", [work, time])
-    n_steps = c.max_seq_len - len(prompt)
-    step, n_timed = decode_step_seconds(kv, model, prompt, n_steps, args.repeats)
-    print()
-    print(
-        f"cached decode step (forward_cached on 1 token): {step * 1e6:.0f} us per token, the median of {n_timed:,} "
-        f"steps ({args.repeats} greedy runs of {n_steps} tokens after the prompt)"
-    )
-    cache_bytes(kv, model, prompt)
-    print()
-    capacity_table(kv, model)
 
 
-def length_sweep(kv, model: Model, prompt: list[int], repeats: int) -> list[tuple]:
-    """Naive and cached generation to each of LENGTHS, a row printed each: (length, naive seconds, cached
-    seconds, naive macs, cached macs) per length."""
+def speed_table(kv, model: Model, prompt: list[int], repeats: int) -> list[tuple[int, float, float, int, int]]:
+    """Print naive against cached generation to each of LENGTHS, in time and in work, and return
+    (length, naive seconds, cached seconds, naive macs, cached macs) of each row."""
     header = (
         f"{'tokens':>6}  {'naive tok/s':>11}  {'cached tok/s':>12}  {'speed-up':>8}  "
         f"{'naive pos/layer':>15}  {'cached pos/layer':>16}  {'naive macs':>14}  {'cached macs':>13}  {'same':>4}"
@@ -143,9 +136,26 @@ def length_sweep(kv, model: Model, prompt: list[int], repeats: int) -> list[tupl
     return measured
 
 
-def cache_bytes(kv, model: Model, prompt: list[int]) -> None:
-    """Print what a token costs in the float32 and the int8 cache, and how far the int8 cache's text goes."""
+def plot_speed(path: str | None, which: str, measured: list[tuple[int, float, float, int, int]]) -> None:
+    """Draw the work and the time of naive and cached generation to path (nothing when path is None)."""
+    lengths, t_naive, t_cached, m_naive, m_cached = (list(col) for col in zip(*measured))
+    work = Panel("work", "tokens generated to", "multiply-accumulates", log_y=True)
+    work.lines = [("re-read everything", lengths, m_naive), ("KV cache", lengths, m_cached)]
+    time = Panel("time", "tokens generated to", "seconds", log_y=True)
+    time.lines = [("re-read everything", lengths, t_naive), ("KV cache", lengths, t_cached)]
+    plot(path, f"KV cache on {which}", [work, time])
+
+
+def print_cache_costs(kv, model: Model, prompt: list[int], repeats: int) -> None:
+    """Print one cached decode step's time, the bytes a float32 and an int8 cache pay per token, and how
+    closely the model on the int8 cache follows the float32 one."""
     c = model.config
+    n_steps = c.max_seq_len - len(prompt)
+    step, n_timed = decode_step_seconds(kv, model, prompt, n_steps, repeats)
+    print(
+        f"cached decode step (forward_cached on 1 token): {step * 1e6:.0f} us per token, the median of {n_timed:,} "
+        f"steps ({repeats} greedy runs of {n_steps} tokens after the prompt)"
+    )
     per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * np.dtype(np.float32).itemsize
     print(
         f"cache bytes per token: 2 x {c.n_layers} layers x {c.n_kv_heads} kv heads x {c.head_dim} wide x 4 bytes "

@@ -129,40 +129,39 @@ def main() -> None:
     model, shipped = shipped_or_random("teacher", seed=args.seed)
     which = "the shipped teacher" if shipped else "a random model of the teacher's shape (no teacher.npz)"
     c = model.config
-    D, F, E, K = c.d_model, c.d_ff, c.n_experts, c.top_k
     text = (ROOT / "reference" / "data" / "val.txt").read_text(encoding="utf-8")
     n_seq = min(SEQUENCES, len(text) // c.max_seq_len)
     acts = mlp_inputs(model, text, n_seq)
-    rng = np.random.default_rng(args.seed)
     pool = np.concatenate(acts[0])  # layer-0 inputs of the teacher, reused to reach 4096 tokens
 
-    print(f"model: {which}; layer 0: D={D}, F={F}, E={E} experts, top-{K}")
+    print(f"model: {which}; layer 0: D={c.d_model}, F={c.d_ff}, E={c.n_experts} experts, top-{c.top_k}")
     print(
         f"numpy {np.__version__}, Python {platform.python_version()}, "
         f"median of at least {args.repeats} interleaved rounds"
     )
     print()
-    layer_against_dense(moe_forward, model, pool, rng, args.repeats)
+    layer_table(moe_forward, model, pool, np.random.default_rng(args.seed), args.repeats)
     print()
-    dropped = dropped_table(moe_forward, model, acts, n_seq, args.plot is not None)
+    dropped = capacity_table(moe_forward, model, acts, bool(args.plot))
     print()
-    print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
-    moe_s, dense_s = one_token_blocks(model, pool[:1], args.repeats, args.seed)
-    head = f"{'block (Model.mlp, layer 0)':<38}  {'us':>7}  {'vs dense':>8}"
-    print(head)
-    print("-" * len(head))
-    print(f"{f'MoE, {E} experts top-{K} (F={F} each)':<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
-    print(f"{f'dense, same active params (F={K * F})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
+    one_token_table(model, pool[:1], args.repeats, args.seed)
     print()
-    grow = expert_table(moe_forward, model, args.repeats, args.seed)
+    grow = sweep_table(moe_forward, model, args.repeats, args.seed)
     plot(args.plot, f"Mixture of experts ({which})", [dropped, grow])
 
 
-def layer_against_dense(moe_forward, model: Model, pool: np.ndarray, rng, repeats: int) -> None:
-    """Print part 1: layer 0 as MoE against a dense layer of the same total and of the same active parameters."""
-    c, w = model.config, model.weights
+def print_head(head: str) -> None:
+    """Print a table's column heads and a rule as wide."""
+    print(head)
+    print("-" * len(head))
+
+
+def layer_table(moe_forward, model: Model, pool: np.ndarray, rng: np.random.Generator, repeats: int) -> None:
+    """Section 1: print layer 0 as an MoE against a dense SwiGLU of its total and one of its active
+    parameters, on T tokens drawn from pool for each T of TOKENS, in time and in multiply-accumulates."""
+    c = model.config
     D, F, E, K = c.d_model, c.d_ff, c.n_experts, c.top_k
-    router, w_gate, w_up, w_down = (w[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
+    router, w_gate, w_up, w_down = (model.weights[f"layers.0.{n}"] for n in ("router", "w_gate", "w_up", "w_down"))
     total = (
         w_gate.transpose(1, 0, 2).reshape(D, E * F),
         w_up.transpose(1, 0, 2).reshape(D, E * F),
@@ -172,9 +171,7 @@ def layer_against_dense(moe_forward, model: Model, pool: np.ndarray, rng, repeat
         (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in ((D, K * F), (D, K * F), (K * F, D))
     )
     print("1. one layer: MoE against dense layers (multiply-accumulates counted, router included)")
-    head = f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}"
-    print(head)
-    print("-" * len(head))
+    print_head(f"{'T':>5}  {'layer':<38}  {'ms':>7}  {'MACs':>13}  {'MACs vs MoE':>11}")
     for T in TOKENS:
         h = pool[rng.integers(0, pool.shape[0], size=T)]
         _, aux = moe_forward(h, router, w_gate, w_up, w_down, K)
@@ -196,27 +193,27 @@ def layer_against_dense(moe_forward, model: Model, pool: np.ndarray, rng, repeat
             print(f"{T:>5}  {name:<38}  {seconds * 1e3:>7.2f}  {macs:>13,}  {macs / moe_macs:>10.2f}x")
 
 
-def dropped_table(moe_forward, model: Model, acts: list, n_seq: int, finer: bool) -> Panel:
-    """Print part 2: each layer's load balance and share of assignments dropped at each capacity factor; the
-    panel of a finer sweep for the picture when `finer`."""
-    c, w, K = model.config, model.weights, model.config.top_k
+def capacity_table(moe_forward, model: Model, acts: list[list[np.ndarray]], finer: bool) -> Panel:
+    """Section 2: print each layer's load balance and the share of assignments dropped at each of FACTORS
+    on acts (per layer, its MoE inputs of one batch a sequence); the panel of the drops at PLOT_FACTORS
+    too when finer, else an empty one."""
+    c = model.config
+    n_seq = len(acts[0])
     print(
         f"2. assignments dropped at a capacity, on the teacher's activations "
         f"({n_seq} validation sequences of {c.max_seq_len} tokens, one per batch)"
     )
-    head = f"{'layer':>5}  {'load balance':>12}  " + "  ".join(f"{'cf ' + format(f, 'g'):>8}" for f in FACTORS)
-    print(head)
-    print("-" * len(head))
+    print_head(f"{'layer':>5}  {'load balance':>12}  " + "  ".join(f"{'cf ' + format(f, 'g'):>8}" for f in FACTORS))
     dropped = Panel("tokens dropped", "capacity factor", "share of assignments dropped")
 
     def dropped_share(layer: int, weights: tuple, factor: float) -> float:
-        n = sum(moe_forward(h, *weights, K, capacity_factor=factor)[1].dropped for h in acts[layer])
-        return n / (n_seq * c.max_seq_len * K)
+        n = sum(moe_forward(h, *weights, c.top_k, capacity_factor=factor)[1].dropped for h in acts[layer])
+        return n / (n_seq * c.max_seq_len * c.top_k)
 
     for layer in range(c.n_layers):
         p = f"layers.{layer}."
-        weights = tuple(w[p + n] for n in ("router", "w_gate", "w_up", "w_down"))
-        lb = statistics.mean(moe_forward(h, *weights, K)[1].load_balancing_loss for h in acts[layer])
+        weights = tuple(model.weights[p + n] for n in ("router", "w_gate", "w_up", "w_down"))
+        lb = statistics.mean(moe_forward(h, *weights, c.top_k)[1].load_balancing_loss for h in acts[layer])
         shares = [dropped_share(layer, weights, f) for f in FACTORS]
         print(f"{layer:>5}  {lb:>12.3f}  " + "  ".join(f"{s:>8.1%}" for s in shares))
         if finer:  # a finer sweep for the picture
@@ -226,18 +223,28 @@ def dropped_table(moe_forward, model: Model, acts: list, n_seq: int, finer: bool
     return dropped
 
 
-def expert_table(moe_forward, model: Model, repeats: int, seed: int) -> Panel:
-    """Print part 4: parameters, work and time per token as E grows at top-K; the panel of what grows."""
+def one_token_table(model: Model, x: np.ndarray, repeats: int, seed: int) -> None:
+    """Section 3: print the model's MoE block on one token x (1, D) against a dense block of its active parameters."""
+    c = model.config
+    print("3. one token (a decode step): the model's MoE block against a dense block of the same active parameters")
+    moe_s, dense_s = one_token_blocks(model, x, repeats, seed)
+    print_head(f"{'block (Model.mlp, layer 0)':<38}  {'us':>7}  {'vs dense':>8}")
+    name = f"MoE, {c.n_experts} experts top-{c.top_k} (F={c.d_ff} each)"
+    print(f"{name:<38}  {moe_s * 1e6:>7.1f}  {moe_s / dense_s:>7.2f}x")
+    print(f"{f'dense, same active params (F={c.top_k * c.d_ff})':<38}  {dense_s * 1e6:>7.1f}  {1:>7.2f}x")
+
+
+def sweep_table(moe_forward, model: Model, repeats: int, seed: int) -> Panel:
+    """Section 4: print a layer of each E of SWEEP_EXPERTS experts of the model's width, top-K: its parameters,
+    its multiply-accumulates and its time per token; return the panel of the three relative to the first row."""
     c = model.config
     D, F, K = c.d_model, c.d_ff, c.top_k
     print(f"4. more experts, the same work: top-{K} of E experts of width F={F} (D={D}), on {SWEEP_TOKENS} tokens")
-    head = f"{'E':>4}  {'parameters':>12}  {'MACs per token':>15}  {'us per token':>12}  {'params vs E=4':>13}"
-    print(head)
-    print("-" * len(head))
+    print_head(f"{'E':>4}  {'parameters':>12}  {'MACs per token':>15}  {'us per token':>12}  {'params vs E=4':>13}")
     sweep = expert_sweep(moe_forward, D, F, K, repeats, seed)
-    for E_, params, macs, seconds in sweep:
+    for E, params, macs, seconds in sweep:
         per_token = seconds / SWEEP_TOKENS * 1e6
-        print(f"{E_:>4}  {params:>12,}  {macs:>15,}  {per_token:>12.2f}  {params / sweep[0][1]:>12.1f}x")
+        print(f"{E:>4}  {params:>12,}  {macs:>15,}  {per_token:>12.2f}  {params / sweep[0][1]:>12.1f}x")
     grow = Panel("what grows, and what does not", "experts E (top-2)", "relative to E = 4", log_y=True)
     grow.lines = [
         ("parameters", [r[0] for r in sweep], [r[1] / sweep[0][1] for r in sweep]),
