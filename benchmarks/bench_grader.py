@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 from grader.jailer import zygote as forks  # noqa: E402
 from grader.kata.registry import find_kata, load_registry  # noqa: E402
+from grader.measure.bench import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 from grader.run.runner import grade_kata  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_suites.py [--repeats 10] [--hogs 0]
 
-Counts the mutants each kata's suite must catch (tests/mutants/KATA.toml)
+Counts the mutants each kata's suite must catch (grader/suites/KATA/mutants.toml)
 and the checks of each suite, then grades the reference solutions' speed
 tasks `--repeats` times (two judges at a time, as `kata grade --jobs 2`
 runs two katas; each judge grades one kata up to BATCH times), optionally
@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 from grader.kata.registry import load_registry  # noqa: E402
+from grader.measure.bench import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 from grader.run.runner import Grading, grade_batch  # noqa: E402
 
 from mutation import load_mutants  # noqa: E402

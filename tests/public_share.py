@@ -1,6 +1,6 @@
 """How many of the catalogued mistakes a student edition's public checks catch.
 
-Every mutant of tests/mutants/KATA.toml (of the reference and of the alternative) is a mistake
+Every mutant of grader/suites/KATA/mutants.toml (of the reference and of the alternative) is a mistake
 the instructor's full suite catches (tests/suites/test_mutants.py holds that). Here each is
 graded again with only the checks the student edition ships for its task, the checks its
 registry lists (a task's hidden checks left out), in one judge per kata (runner.grade_batch):
@@ -37,11 +37,7 @@ SEED = 0  # the seed `kata grade` draws with in the edition
 
 def edition_checks(edition: Path) -> dict[str, dict[str, tuple[str, ...]]]:
     """kata -> released task -> the checks the student edition at `edition` ships for it."""
-    registry = edition / "grader" / "kata" / "katas.toml"
-    return {
-        k.name: {t.name: tuple(t.tests) for t in k.tasks}
-        for k in load_registry(registry, suites_dir=edition / "grader" / "suites")
-    }
+    return {k.name: {t.name: tuple(t.tests) for t in k.tasks} for k in load_registry(edition / "grader" / "suites")}
 
 
 def measure(

@@ -9,9 +9,9 @@ import sys
 import click
 
 from grader.kata import target as _target
+from grader.kata import writable
 from grader.kata.lookup import did_you_mean, no_kata
 from grader.kata.registry import Kata, RegistryError, load_registry
-from grader.output import files
 from grader.run.results import Limits
 
 
@@ -71,7 +71,7 @@ class UnwritableOutput(click.ClickException):
 def check_output(path, option: str, *, folder: bool = False) -> None:
     """UnwritableOutput unless the file (or, with folder, the folder) path can be written, as the option
     or argument `option` names it; asked before any work, so nothing is graded for a path that fails."""
-    why = files.why_not_folder(path) if folder else files.why_not_writable(path)
+    why = writable.why_not_folder(path) if folder else writable.why_not_writable(path)
     if why:
         raise UnwritableOutput(f"{option} {path} cannot be written: {why}")
 

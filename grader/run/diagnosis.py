@@ -35,9 +35,9 @@ SHAPE_WEIGHT = 0.5  # what a failing check's message shape (numbers left out) ad
 SHAPE_CHARS = 160  # how much of a message's first line its shape keeps
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", re.IGNORECASE)
 _NUMBERS = re.compile(r"#(?:[\s,]+#)+")
-# A kata's knobs (its catalogue's `knobs`, from the top of tests/mutants/KATA.toml) are the parameters at whose 0
-# or 1 a term vanishes or a factor does nothing (distillation's T=1: no softening, so no T^2 either; alpha=0: no
-# soft term): which of them a failing case had tells mistakes apart (a missing T^2 cannot fail at T=1), so a
+# A kata's knobs (its catalogue's `knobs`, from the top of grader/suites/KATA/mutants.toml) are the parameters
+# at whose 0 or 1 a term vanishes or a factor does nothing (distillation's T=1: no softening, so no T^2 either;
+# alpha=0: no soft term): which of them a failing case had tells mistakes apart (a missing T^2 cannot fail at T=1), so a
 # message's `T=1` stays in its shape. Other parameters' values, and other katas' T (a count of tokens), are numbers.
 
 
@@ -72,7 +72,7 @@ class Mistake:
     task: str
     name: str  # in the learner's words: "the T^2 factor is missing"
     why: str  # one line: why it matters, without the fix's code
-    mutants: tuple[str, ...]  # the mutants (tests/mutants/<kata>.toml) it was measured on
+    mutants: tuple[str, ...]  # the mutants (grader/suites/<kata>/mutants.toml) it was measured on
     gradings: int  # how many gradings (mutants times seeds) the signature counts
     signature: tuple[Sign, ...]
     knobs: tuple[str, ...] = ()  # its kata's knobs: whose 0 or 1 its message shapes keep

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.grading import timing
 from grader.jailer import jail_client
+from grader.measure import timing
 from reference.model import Config
 
 # Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).
@@ -115,7 +115,7 @@ def secret_model(config: Config) -> jail_client.SecretModel:
 
 def load_baseline(kata_or_path):
     """The trusted baselines a speed check times the learner against
-    (grader/suites/baseline_KATA.py, or a file), in a jail of their own, so
+    (grader/suites/KATA/baseline.py, or a file), in a jail of their own, so
     both sides cross the same channel."""
     path = Path(kata_or_path)
     return jail_client.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
@@ -123,7 +123,7 @@ def load_baseline(kata_or_path):
 
 def baseline_path(kata: str) -> Path:
     """Where kata's speed-check baselines live (the file may not exist)."""
-    return Path(__file__).with_name(f"baseline_{kata}.py")
+    return Path(__file__).parent / kata / "baseline.py"
 
 
 FIGURE = "figure"  # the name a figure goes by among the running check's user properties, where the judge reads it
@@ -191,7 +191,7 @@ def time_ratio(
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (jail_client.timed), in rounds that
-    grader.grading.timing.interleave runs: at least `repeats`, more (up to three
+    grader.measure.timing.interleave runs: at least `repeats`, more (up to three
     times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
     still spread by more than SPEED_SPREAD. mine and baseline are kata
     proxies (the learner's function and a trusted baseline's), or tuples of

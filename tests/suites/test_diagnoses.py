@@ -67,7 +67,7 @@ def test_each_catalogue_holds_the_diagnoses_its_mutants_name_now(kata: str):
         for (task, name), group in wanted.items()
     }
     assert written == made, (
-        f"{kata}'s mistakes.toml is not the one tests/mutants/{kata}.toml makes: "
+        f"{kata}'s mistakes.toml is not the one grader/suites/{kata}/mutants.toml makes: "
         f"python tests/mutation.py {kata} --signatures --write"
     )
 

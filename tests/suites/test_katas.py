@@ -289,4 +289,4 @@ def test_each_task_depends_on_exactly_the_tasks_whose_functions_it_or_its_checks
         for t in kata.tasks
         if set(t.depends) != called[t.name]
     ]
-    assert not wrong, f"grader/kata/katas.toml, kata {kata.name!r}: " + "; ".join(wrong)
+    assert not wrong, f"grader/suites/{kata.name}/kata.toml: " + "; ".join(wrong)

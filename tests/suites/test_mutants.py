@@ -1,4 +1,4 @@
-"""Every kata's suite fails each of its mutants (tests/mutants/KATA.toml: one
+"""Every kata's suite fails each of its mutants (grader/suites/KATA/mutants.toml: one
 mistake a learner makes, as a one-bug edit of the reference solution or of
 the alternative implementation) and gives full marks to the alternative,
 tests/fixtures/alt/KATA.py: a correct implementation written differently.

@@ -1,6 +1,6 @@
 """What a KV cache buys: naive vs cached generation, in time and in work.
 
-    python benchmarks/bench_kv_cache.py [--repeats 3] [--target reference]
+    python -m grader.suites.kv_cache.bench [--repeats 3] [--target reference]
 
 For sequences of 64, 128 and 256 tokens (an 8-token prompt plus the rest
 generated greedily) it reports tokens generated per second by
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -58,7 +58,7 @@ def counted(model: Model, generate, prompt: list[int], n_new: int) -> tuple[int,
 
 def taking_turns(runs: list, repeats: int) -> list[list[float]]:
     """Seconds of each function in runs over at least `repeats` interleaved
-    rounds (grader.grading.timing.interleave: which goes first alternates, and rounds
+    rounds (grader.measure.timing.interleave: which goes first alternates, and rounds
     are added while they disagree), so that a busy spell slows them alike."""
     rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05, warmup=False)
     return rounds.seconds

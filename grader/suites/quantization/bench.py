@@ -1,6 +1,6 @@
 """Quantization throughput, and what bits cost the teacher in size and accuracy.
 
-    python benchmarks/bench_quantization.py [--target reference] [--repeats 5]
+    python -m grader.suites.quantization.bench [--target reference] [--repeats 5]
 
 Table 1: quantize and dequantize throughput in GB/s of float32 data (4M
 values, 16 MiB) for symmetric per-tensor int8, grouped int4 (G = 32), Q8_0
@@ -12,7 +12,7 @@ optional `gguf` package of the dev extra) on the same data: the 4M values of
 table 1, and the teacher's linear weights. The two are timed in turns, call
 by call, so that a busy machine slows both alike; the ratio (gguf's time over
 yours, > 1 when yours is faster) is the median, with its quartiles, over at
-least MIN_PAIRS pairs or --repeats, whichever is more (grader.grading.timing.interleave
+least MIN_PAIRS pairs or --repeats, whichever is more (grader.measure.timing.interleave
 adds pairs while they disagree). One line says so when gguf is not installed.
 
 Table 3: the teacher (the shipped weights if reference/weights/teacher.npz
@@ -33,7 +33,7 @@ of table 1's float32 copy, timed again (bytes read plus bytes written, over
 its median time), and the measured tokens per second of the float32
 teacher: the median of consecutive decode steps through
 reference.lm.CachedLM, which uses no kata code. A copy and STEPS_PER_ROUND
-steps take turns in interleaved rounds (grader.grading.timing.interleave), so that a
+steps take turns in interleaved rounds (grader.measure.timing.interleave), so that a
 busy machine slows both alike. NumPy runs quantized weights dequantized, in
 float32, so only the float32 row is measured.
 
@@ -65,11 +65,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, median_seconds, plot, run_main, shipped_or_random  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.lm import CachedLM  # noqa: E402
 from reference.model import Model, Work, rms_norm  # noqa: E402
@@ -186,7 +186,7 @@ def print_gguf_rows(qz, model: Model, repeats: int) -> None:
     print("Against gguf.quants.quantize (llama.cpp's own NumPy reference) on the same data, GB/s of float32 data;")
     print(
         f"ratio = gguf's time / yours (> 1: yours is faster), median and quartiles of at least "
-        f"{max(repeats, MIN_PAIRS)} interleaved pairs (grader.grading.timing.interleave)"
+        f"{max(repeats, MIN_PAIRS)} interleaved pairs (grader.measure.timing.interleave)"
     )
     print(f"{'data':<22} {'format':<30} {'yours':>7} {'gguf':>7} {'ratio':>6} {'quartiles':>11} {'bytes = gguf':>13}")
     for data, name, mine, theirs, ratio, (low, high), same in rows:

@@ -1,6 +1,6 @@
 """Distil a bigram student from the teacher, with soft targets and with hard labels.
 
-    python benchmarks/bench_distillation.py [--steps 300] [--lr 20] [--seed 0] [--target katas]
+    python -m grader.suites.distillation.bench [--steps 300] [--lr 20] [--seed 0] [--target katas]
 
 The teacher runs over text (the shipped corpus when reference/data holds it,
 else text the teacher writes itself); its logits at every position are the
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402

@@ -2,7 +2,7 @@
 the numbers settle.
 
 Every speed check (grader/suites/common.time_ratio) and every benchmark
-(benchmarks/shared.py) times through `interleave`:
+(grader/measure/bench.py) times through `interleave`:
 
     rounds = interleave([mine, baseline], rounds=5)
     rounds.ratio(0, 1)      # median over rounds of time(mine) / time(baseline)

@@ -1,7 +1,7 @@
 """What a mixture of experts buys: time and multiply-accumulates of the MoE
 layer against two dense layers, and the tokens it drops at a capacity.
 
-    python benchmarks/bench_moe.py [--repeats 5] [--target katas]
+    python -m grader.suites.moe.bench [--repeats 5] [--target katas]
 
 Uses the shipped teacher (4 experts, top-2) if reference/weights/teacher.npz
 exists, else a random model of the same shape, and says which.
@@ -23,7 +23,7 @@ exists, else a random model of the same shape, and says which.
    multiply-accumulates per token (flat: K experts run whatever E is) and the
    time per token, so "2 of 64 experts" is a row.
 
-Times are medians of interleaved rounds (grader.grading.timing.interleave).
+Times are medians of interleaved rounds (grader.measure.timing.interleave).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.shared import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
 
@@ -53,7 +53,7 @@ ONE_TOKEN_CALLS = 200  # Model.mlp calls per timed run of the one-token comparis
 
 def median_times(runs: list, repeats: int) -> list[float]:
     """Median seconds of each run over at least `repeats` interleaved rounds
-    (grader.grading.timing.interleave: more rounds while they disagree), so that a
+    (grader.measure.timing.interleave: more rounds while they disagree), so that a
     busy machine slows the runs of a round alike."""
     rounds = timing.interleave([timing.ignoring_round(run) for run in runs], rounds=repeats, spread=0.05)
     return [rounds.median(i) for i in range(len(runs))]

@@ -1,6 +1,6 @@
 """Speculative decoding of the shipped teacher: a table draft that costs almost nothing against a one-layer draft.
 
-    python benchmarks/bench_speculative.py [--n-new 128] [--repeats 3] [--target reference] [--native-blas]
+    python -m grader.suites.speculative.bench [--n-new 128] [--repeats 3] [--target reference] [--native-blas]
 
 Three pairs, each with the `--target` speculative_generate (reference,
 katas or a folder) and every model behind `logits(tokens)`:
@@ -42,7 +42,7 @@ c, v_k, Leviathan's predicted speedup (1 - alpha^(k+1)) / ((1 - alpha)
 (k c + v_k)) and the measured one: plain cached decoding of the target
 (`generate` through CachedLM, one call per token, the same n_new and rng
 seeds) over speculative decoding, each run decoding every prompt of the
-set, plain and every k taking turns (grader.grading.timing.interleave),
+set, plain and every k taking turns (grader.measure.timing.interleave),
 the median of the rounds' ratios; beside it the same ratio in CPU seconds of
 this process, which leaves out what other programs on a shared CPU do
 between its turns (on a quiet machine the two agree). Greedy, the
@@ -64,11 +64,14 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from benchmarks import projection  # noqa: E402
-from benchmarks.shared import (  # noqa: E402
+from benchmarks.spec_drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
+from grader.kata import target as _target  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import (  # noqa: E402
     DRAFT,
     TEACHER,
     Panel,
@@ -78,9 +81,6 @@ from benchmarks.shared import (  # noqa: E402
     run_main,
     shipped_or_random,
 )
-from benchmarks.spec_drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
-from grader.grading import timing  # noqa: E402
-from grader.kata import target as _target  # noqa: E402
 from reference.lm import SHIPPED_SHAPES, CachedLM, generate  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402

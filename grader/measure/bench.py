@@ -4,10 +4,11 @@ time, a median timer, the parser (--native-blas, and a header naming the BLAS
 kernel), the --target and --repeats options; and one BLAS thread for every
 script that imports it.
 
-Each benchmark runs as a module, `python -m benchmarks.bench_KATA` (what
-`kata bench KATA` runs, from a checkout or an installed wheel alike), or from
-a checkout as a script, `python benchmarks/bench_KATA.py`, which puts the
-checkout on sys.path before importing this module.
+A kata's benchmark runs as a module, `python -m grader.suites.KATA.bench`
+(what `kata bench KATA` runs, from a checkout or an installed wheel alike),
+or from a checkout as a script, `python grader/suites/KATA/bench.py`; the
+others as `python benchmarks/bench_X.py`. A script puts the checkout on
+sys.path before importing this module.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import sys
 from dataclasses import dataclass, field
 
 from grader import ONE_BLAS_THREAD
-from grader.grading import blas, timing
-from grader.output import files
+from grader.kata import writable
+from grader.measure import blas, timing
 
 NATIVE_FLAG = "--native-blas"
 
@@ -29,14 +30,14 @@ def _one_blas_thread() -> None:
     """Re-run this script with NumPy on one BLAS thread (grader.ONE_BLAS_THREAD),
     as `kata bench` runs it, unless every variable is set already (a value the
     caller set is kept); with --native-blas, also without the variables that
-    force an OpenBLAS kernel (grader.grading.blas). NumPy reads them once, when it
+    force an OpenBLAS kernel (grader.measure.blas). NumPy reads them once, when it
     loads, which every script has done by the time it imports this module:
     hence the re-run."""
     missing = {k: v for k, v in ONE_BLAS_THREAD.items() if k not in os.environ}
     environ = {**os.environ, **missing}
     if NATIVE_FLAG in sys.argv[1:]:
         environ = blas.without_forcing(environ)
-    if environ != dict(os.environ):  # the same command line again: `-m benchmarks.bench_KATA` or the script's path
+    if environ != dict(os.environ):  # the same command line again: `-m grader.suites.KATA.bench` or the script's path
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environ)
 
 
@@ -78,7 +79,7 @@ def load_kata(target: str, kata: str):
 def median_seconds(fn, repeats: int, warmup: bool = True):
     """(median wall seconds of fn's calls, the last call's result): at least
     `repeats` calls (more, up to 3 x repeats within 10 s, while their times
-    spread by more than 5%), through grader.grading.timing.interleave, the one timing
+    spread by more than 5%), through grader.measure.timing.interleave, the one timing
     primitive, after one untimed call when warmup is set."""
     result = [None]
 
@@ -99,7 +100,7 @@ def default_target() -> str:
 
 class Parser(argparse.ArgumentParser):
     """The parser of every benchmark script: it takes --native-blas, and once the
-    arguments parse, prints the BLAS kernel the figures come from (grader.grading.blas)."""
+    arguments parse, prints the BLAS kernel the figures come from (grader.measure.blas)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -131,7 +132,7 @@ def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = ""
             raise argparse.ArgumentTypeError(f"the picture must be a .png or .svg file, got {text!r}")
         if importlib.util.find_spec("matplotlib") is None:
             raise argparse.ArgumentTypeError("drawing needs matplotlib, which is not installed: pip install matplotlib")
-        why = files.why_not_writable(text)
+        why = writable.why_not_writable(text)
         if why:
             raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {why}")
         return text

@@ -1,1 +1,0 @@
-"""Measuring helpers that benchmarks, demos and speed checks use: interleaved timing, the BLAS kernel in use."""
