@@ -42,8 +42,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import reference.model  # noqa: E402
-from benchmarks.shared import Parser, add_repeats_option, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import Parser, add_repeats_option, shipped_or_random  # noqa: E402
 from reference.lm import CachedLM  # noqa: E402
 from reference.model import Model, _rms_norm_one_row, rms_norm  # noqa: E402
 
