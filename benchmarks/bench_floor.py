@@ -8,7 +8,7 @@ checks, no work counters, no calls of the model's pieces. Each RMSNorm gain
 is folded into the weights after it, the keys and values go into one
 preallocated array, q|k|v and each expert's gate|up are one matmul each, and
 the router runs in Python. It is checked against forward_cached (the same
-logits up to float32 rounding). The two take turns (grader.grading.timing.interleave),
+logits up to float32 rounding). The two take turns (grader.measure.timing.interleave),
 in rounds of STEPS decode steps at position PREFIX; the figure is the
 median round. Printed: microseconds per step of each for both models, and
 the draft's step as a fraction of the teacher's.
@@ -36,8 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from benchmarks.shared import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
 from reference.lm import verify_work  # noqa: E402
 from reference.model import Model, rope_cache  # noqa: E402
 

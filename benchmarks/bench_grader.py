@@ -8,7 +8,7 @@ the jail process, so the overhead ratio is the runner's (a judge process
 per kata, the event pipe), not the jail's. Last, one task graded again and
 again in one process, as `kata watch`, `kata grade-all` and the project's
 tests do: the first grading starts the judge server, every later judge is
-forked from it warm (and its jails from the jail zygote, grader/jail/zygote.py);
+forked from it warm (and its jails from the jail zygote, grader/jailer/zygote.py);
 then the same with every jail started as a new process.
 
     python benchmarks/bench_grader.py [--repeats 3] [--jobs 2]
@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
-from grader.grading.runner import grade_kata  # noqa: E402
-from grader.jail import zygote as forks  # noqa: E402
+from grader.jailer import zygote as forks  # noqa: E402
 from grader.kata.registry import find_kata, load_registry  # noqa: E402
+from grader.measure.bench import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
+from grader.run.runner import grade_kata  # noqa: E402
 
 
 def wall(cmd: list[str], repeats: int) -> float:

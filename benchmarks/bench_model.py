@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from benchmarks.shared import TEACHER, Parser, add_repeats_option, median_seconds  # noqa: E402
-from grader.grading import timing  # noqa: E402
+from grader.measure import timing  # noqa: E402
+from grader.measure.bench import TEACHER, Parser, add_repeats_option, median_seconds  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 

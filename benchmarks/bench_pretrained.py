@@ -35,7 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from benchmarks import shared  # noqa: E402, F401  (NumPy on one BLAS thread, as for every benchmark)
+from grader.measure import bench  # noqa: E402  (NumPy on one BLAS thread, as for every benchmark)
 from reference.model import WEIGHTS_DIR, Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import VOCAB_SIZE, decode, encode  # noqa: E402
@@ -112,7 +112,7 @@ def prompt_text() -> str:
 
 
 def main() -> None:
-    parser = shared.Parser(description=__doc__.split("\n\n")[0])
+    parser = bench.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--hard-draft",
         type=Path,

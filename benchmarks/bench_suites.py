@@ -2,7 +2,7 @@
 
     python benchmarks/bench_suites.py [--repeats 10] [--hogs 0]
 
-Counts the mutants each kata's suite must catch (tests/mutants/KATA.toml)
+Counts the mutants each kata's suite must catch (grader/suites/KATA/mutants.toml)
 and the checks of each suite, then grades the reference solutions' speed
 tasks `--repeats` times (two judges at a time, as `kata grade --jobs 2`
 runs two katas; each judge grades one kata up to BATCH times), optionally
@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
-from grader.grading.runner import Grading, grade_batch  # noqa: E402
 from grader.kata.registry import load_registry  # noqa: E402
+from grader.measure.bench import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
+from grader.run.runner import Grading, grade_batch  # noqa: E402
 
 from mutation import load_mutants  # noqa: E402
 
@@ -49,7 +49,7 @@ def hogs(count: int):
 def speed_figures(repeats: int) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], tuple], int]:
     """(kata, figure) -> margins over repeats; (kata, figure) -> (bar, better); how many grades failed a speed task.
     Grades every kata's speed task `repeats` times, two judges at a time (as --jobs 2). The gradings of a kata
-    run in batches of at most BATCH, one after another in one judge (grader.grading.runner.grade_batch), each with its
+    run in batches of at most BATCH, one after another in one judge (grader.run.runner.grade_batch), each with its
     own jails and fixtures: the judge's start-up is paid once a batch, and the two lanes stay about as busy."""
     katas = [k for k in load_registry() if any(t.name == "speed" for t in k.tasks)]
     batches = [(k, min(BATCH, repeats - done)) for k in katas for done in range(0, repeats, BATCH)]

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.shared import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
+from grader.measure.bench import Parser  # noqa: E402  (one BLAS thread; --native-blas; the BLAS kernel in the header)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.grading import timing
+from grader.measure import timing
 
 BANDWIDTH_MIB = 256  # the array summed to measure memory bandwidth: far past the last-level cache
 GEMM_N = 1024  # the GEMM rate's product: (GEMM_N, GEMM_N) @ (GEMM_N, GEMM_N) float32

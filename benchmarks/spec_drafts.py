@@ -1,7 +1,8 @@
-"""The drafts and prompts of bench_speculative: the table draft it runs (the
-learner's own distilled table when their distillation task passes, else the
-shipped one: grader.learn.table_draft, as `kata play stack` decides), the
-one-layer neural draft, and the prompt sets.
+"""The drafts and prompts of the speculative kata's benchmark
+(grader/suites/speculative/bench.py): the table draft it runs (the learner's
+own distilled table when their distillation task passes, else the shipped
+one: grader.learn.table_draft, as `kata play stack` decides), the one-layer
+neural draft, and the prompt sets.
 
 A draft is a `Draft`: a label and a model behind `logits(tokens)`, either a
 reference `Model` (wrapped in a fresh CachedLM per run) or an `NGramLM`

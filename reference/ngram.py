@@ -31,8 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from reference.checks import checked_token_ids
 from reference.lm import PrefixCachedLM
-from reference.model import REBUILD_HINT, WEIGHTS_DIR, checked_token_ids
+from reference.model import REBUILD_HINT, WEIGHTS_DIR
 
 NGRAM_PATH = WEIGHTS_DIR / "ngram.npz"
 MAX_SEQ_LEN = 256  # the longest sequence a call scores: the shipped teacher's max_seq_len

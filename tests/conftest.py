@@ -21,7 +21,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # Some hosts set PYTHONDONTWRITEBYTECODE=1 (these machines do). Under it every xdist worker rewrites the asserts of
 # every test module again and every process the tests start compiles the grader from source, each run; a
 # contributor's own machine caches both in __pycache__ (which .gitignore and `kata release` leave out). The tests
-# cache them as Python does by default; the judges' private bytecode cache (grader.grading.bytecode) is unaffected.
+# cache them as Python does by default; the judges' private bytecode cache (grader.judge.bytecode) is unaffected.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 

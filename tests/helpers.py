@@ -9,15 +9,38 @@ import sys
 import time
 from pathlib import Path
 
-from grader.grading.runner import Limits
+from grader.kata.registry import SUITES_DIR
+from grader.run.results import Limits
 
-TOY = Path(__file__).parent / "fixtures" / "toy"  # a tiny kata, its suite and registry, for the grader's own tests
+TOY_KATAS = Path(__file__).parent / "fixtures" / "toy"  # a registry of one tiny kata, for the grader's own tests
+TOY = TOY_KATAS / "toy"  # that kata's folder: its kata.toml, its suite (test_toy.py) and baseline
 SUBS = TOY / "subs"  # its fixture submissions, one folder each
 FAST = Limits(test_seconds=2, kata_seconds=60)  # short, so the hang and loop fixtures finish quickly
 HANG = Limits(test_seconds=0.75, kata_seconds=60)  # shorter still, for gradings that wait for a check to time out
 # How long a test waits for processes to start or end before it says they did not: a loaded machine (other
 # test workers, other users) can take seconds to schedule, kill and reap them; the waits return as soon as they may.
 SETTLE = 30.0
+
+
+def write_registry(folder: Path, katas: dict[str, str], presets: str = "") -> Path:
+    """A registry folder written at folder: each kata's kata.toml text (by name) in its own folder, and presets.toml
+    when presets are given. Returns folder, for load_registry or KATA_REGISTRY."""
+    for name, text in katas.items():
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "kata.toml").write_text(text)
+    if presets:
+        (folder / "presets.toml").write_text(presets)
+    return folder
+
+
+def copy_registry(folder: Path, edit=lambda text: text) -> Path:
+    """The project's registry copied into folder, each kata.toml through edit and naming its suite in the
+    project (a `suite` key), presets.toml as it is. Returns folder."""
+    katas = {}
+    for kata in sorted(SUITES_DIR.glob("*/kata.toml")):
+        text = edit(kata.read_text()).replace("[[kata]]\n", f'[[kata]]\nsuite = "{kata.parent}"\n', 1)
+        katas[kata.parent.name] = text
+    return write_registry(folder, katas, (SUITES_DIR / "presets.toml").read_text())
 
 
 def processes_under(folder) -> list[int]:
@@ -50,7 +73,7 @@ def hanging_grade(tmp_path: Path, args: tuple[str, ...] = (), env: dict | None =
     TMPDIR of its own and returned once its judge is inside the hanging check: (the process, that TMPDIR)."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {**os.environ, "KATA_REGISTRY": str(TOY / "katas.toml"), "KATA_STATE_DIR": str(tmp_path), **(env or {})}
+    env = {**os.environ, "KATA_REGISTRY": str(TOY_KATAS), "KATA_STATE_DIR": str(tmp_path), **(env or {})}
     env["TMPDIR"] = str(scratch)
     args = args or ("--target", str(SUBS / "loop"))
     cmd = [sys.executable, "-m", "grader.cli", "grade", *args, "--test-timeout", "120"]

@@ -1,6 +1,6 @@
 """Mutants: small, one-bug edits of a reference solution, and grading them.
 
-Each kata's mutants are data, in tests/mutants/<kata>.toml (its header says
+Each kata's mutants are data, in grader/suites/<kata>/mutants.toml (its header says
 how a mutant is written); tests/test_mutants.py grades every one of them, and
 the alternative implementation tests/fixtures/alt/<kata>.py, with the
 helpers here.
@@ -15,7 +15,7 @@ finds the first such check in the suite's order:
 
 prints the catching check of each of KATA's mutants that names none (with
 --all, of every one, and whether the check it names still catches it), and
-with --write puts the checks it found into tests/mutants/KATA.toml.
+with --write puts the checks it found into grader/suites/KATA/mutants.toml.
 
 A mutant may also name the diagnosis the grader gives it (`looks_like`, and
 `why`, once per diagnosis): the kata's catalogue of known mistakes,
@@ -41,11 +41,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading import diagnosis
-from grader.grading.diagnosis import Mistake, Sign
-from grader.grading.runner import Grading, Limits, TaskResult, grade_batch, grade_kata
-from grader.kata.registry import find_kata, tomllib  # tomllib, or tomli on Python 3.10
+from grader.kata.registry import SUITES_DIR, find_kata, tomllib  # tomllib, or tomli on Python 3.10
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run import diagnosis
+from grader.run.diagnosis import Mistake, Sign
+from grader.run.results import Limits, TaskResult
+from grader.run.runner import Grading, grade_batch, grade_kata
 
 # `kata grade --seed N`: 0 is the standard draw, the others equally deterministic ones. Every mutant is
 # caught under each, so that no verdict depends on the examples one seed happens to draw.
@@ -58,8 +59,14 @@ MUTANT_LIMITS = Limits(test_seconds=120, kata_seconds=300)
 
 # tests/fixtures/alt/<kata>.py: a correct implementation of each kata, written differently from the reference.
 ALTERNATIVES = Path(__file__).parent / "fixtures" / "alt"
-# tests/mutants/<kata>.toml: each kata's mutants, [[mutant]] of the reference, [[alternative]] of the alternative.
-MUTANTS = Path(__file__).parent / "mutants"
+# tests/mutants/fresh/<kata>.toml: each kata's mistakes written unlike its mutants (load_fresh).
+FRESH = Path(__file__).parent / "mutants" / "fresh"
+
+
+def mutants_file(kata: str) -> Path:
+    """grader/suites/<kata>/mutants.toml: the kata's mutants, [[mutant]] of the reference, [[alternative]] of the
+    alternative."""
+    return SUITES_DIR / kata / "mutants.toml"
 
 
 @dataclass(frozen=True)
@@ -133,17 +140,17 @@ def grade_mutants(
 
 
 def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
-    """kata's mutants from tests/mutants/<kata>.toml: (those of the reference
+    """kata's mutants from grader/suites/<kata>/mutants.toml: (those of the reference
     solution, those of the alternative implementation); none for a kata
     without the file (one `kata new` just made)."""
-    path = MUTANTS / f"{kata}.toml"
+    path = mutants_file(kata)
     if not path.is_file():
         return [], []
     with open(path, "rb") as f:
         data = tomllib.load(f)
     unknown = set(data) - {"mutant", "alternative", "knobs"}
     if unknown:
-        raise AssertionError(f"tests/mutants/{kata}.toml: unknown tables {sorted(unknown)}")
+        raise AssertionError(f"grader/suites/{kata}/mutants.toml: unknown tables {sorted(unknown)}")
 
     def mutant(entry: dict) -> Mutant:
         expect = tuple(entry.pop("expect", ("fail",)))
@@ -151,7 +158,7 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
         try:
             return Mutant(**entry, expect=expect)
         except TypeError as exc:
-            raise AssertionError(f"tests/mutants/{kata}.toml: a mutant {entry.get('name')!r}: {exc}") from None
+            raise AssertionError(f"grader/suites/{kata}/mutants.toml: a mutant {entry.get('name')!r}: {exc}") from None
 
     return [mutant(e) for e in data.get("mutant", [])], [mutant(e) for e in data.get("alternative", [])]
 
@@ -159,7 +166,7 @@ def load_mutants(kata: str) -> tuple[list[Mutant], list[Mutant]]:
 def load_fresh(kata: str) -> list[Mutant]:
     """kata's differently written mistakes, tests/mutants/fresh/<kata>.toml: edits of the
     reference solution unlike its mutants' own, each naming the diagnosis (looks_like) it should get."""
-    path = MUTANTS / "fresh" / f"{kata}.toml"
+    path = FRESH / f"{kata}.toml"
     if not path.is_file():
         return []
     with open(path, "rb") as f:
@@ -230,9 +237,9 @@ def graded_every_check(kata: str) -> list[tuple[Mutant, list[list[dict]]]]:
 
 
 def load_knobs(kata: str) -> tuple[str, ...]:
-    """The kata's knobs (`knobs = [...]` at the top of tests/mutants/<kata>.toml): the parameters whose 0 or 1
-    its catalogue's message shapes keep (grader.grading.diagnosis)."""
-    path = MUTANTS / f"{kata}.toml"
+    """The kata's knobs (`knobs = [...]` at the top of grader/suites/<kata>/mutants.toml): the parameters whose 0 or 1
+    its catalogue's message shapes keep (grader.run.diagnosis)."""
+    path = mutants_file(kata)
     if not path.is_file():
         return ()
     with open(path, "rb") as f:
@@ -281,7 +288,7 @@ def confusions(mistakes: tuple[Mistake, ...], graded: list[tuple[Mutant, list[li
 
 CATALOGUE_HEADER = """The known mistakes of the {kata} kata and the failure signature each leaves. Written by
 `python tests/mutation.py {kata} --signatures --write` from grading the mutants of
-tests/mutants/{kata}.toml that name a looks_like, with every check of their task, under
+grader/suites/{kata}/mutants.toml that name a looks_like, with every check of their task, under
 seeds {seeds}. Do not edit: change the mutants' looks_like and why, and write it again."""
 
 
@@ -366,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             if check != mutant.check:
                 found[table, mutant.name] = check
     if args.write and found:
-        write_checks(MUTANTS / f"{args.kata}.toml", found)
-        print(f"wrote {len(found)} checks into {MUTANTS / (args.kata + '.toml')}")
+        write_checks(mutants_file(args.kata), found)
+        print(f"wrote {len(found)} checks into {mutants_file(args.kata)}")
     return 1 if missed else 0
 
 

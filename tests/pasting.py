@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading.runner import Grader, Grading, Limits, grade_batch
 from grader.kata.in_process import import_kata
 from grader.kata.registry import Kata, suite_modules
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.judges import Grader
+from grader.run.results import Limits
+from grader.run.runner import Grading, grade_batch
 
 LIMITS = Limits(test_seconds=60, kata_seconds=300)
 NOT_ANSWERS = ("fixture", "composite")  # decorators whose function is no answer: calling it gives no value
@@ -91,9 +93,10 @@ def _positional(args: ast.arguments) -> tuple[int, int]:
 
 def shipped_helpers(edition: Path, kata: str) -> list[Helper]:
     """The top-level functions and classes of the edition's suite of `kata`, its shared
-    grader/suites/common.py and any baseline it ships, but its checks and its fixtures."""
+    grader/suites/common.py and any baseline it ships, but its checks, its fixtures and its
+    benchmark (bench.py, a script kata bench runs, which no check imports)."""
     suites = edition / "grader" / "suites"
-    paths = sorted((suites / kata).glob("*.py")) + [suites / "common.py"] + sorted(suites.glob(f"baseline_{kata}.py"))
+    paths = [p for p in sorted((suites / kata).glob("*.py")) if p.name != "bench.py"] + [suites / "common.py"]
     out = []
     for path in paths:
         text = path.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """How many of the catalogued mistakes a student edition's public checks catch.
 
-Every mutant of tests/mutants/KATA.toml (of the reference and of the alternative) is a mistake
+Every mutant of grader/suites/KATA/mutants.toml (of the reference and of the alternative) is a mistake
 the instructor's full suite catches (tests/suites/test_mutants.py holds that). Here each is
 graded again with only the checks the student edition ships for its task, the checks its
 registry lists (a task's hidden checks left out), in one judge per kata (runner.grade_batch):
@@ -23,12 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.grading.events import Status
-from grader.grading.runner import Grading, grade_batch
 from grader.instructor import release
 from grader.instructor.public_share import Share, write_shares
+from grader.judge.events import Status
 from grader.kata.registry import find_kata, load_registry
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.runner import Grading, grade_batch
 
 from mutation import ALTERNATIVES, MUTANT_LIMITS, load_mutants
 
@@ -37,11 +37,7 @@ SEED = 0  # the seed `kata grade` draws with in the edition
 
 def edition_checks(edition: Path) -> dict[str, dict[str, tuple[str, ...]]]:
     """kata -> released task -> the checks the student edition at `edition` ships for it."""
-    registry = edition / "grader" / "kata" / "katas.toml"
-    return {
-        k.name: {t.name: tuple(t.tests) for t in k.tasks}
-        for k in load_registry(registry, suites_dir=edition / "grader" / "suites")
-    }
+    return {k.name: {t.name: tuple(t.tests) for t in k.tasks} for k in load_registry(edition / "grader" / "suites")}
 
 
 def measure(

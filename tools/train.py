@@ -56,7 +56,7 @@ TEACHER_STEPS steps with no time cap and hard labels alone, as the teacher
 is trained. It exports reference/weights/dense.npz and prints its row of
 TRAINING.md's results table and the greedy agreement of the shipped draft
 and teacher with it. It touches no other weights, the corpus or
-TRAINING.md. benchmarks/bench_speculative.py sets it beside the teacher as
+TRAINING.md. grader/suites/speculative/bench.py sets it beside the teacher as
 a speculative target: the same draft, a target whose verify call reads no
 more weights than a one-token call.
 

@@ -17,7 +17,8 @@ from grader.kata.target import NoKataFolder
 
 
 class BrokenRegistry(click.ClickException):
-    """katas.toml does not load: exit 2, like a usage error (exit 1 is a grade that did not pass)."""
+    """The registry (a kata.toml or presets.toml) does not load: exit 2, like a usage error (exit 1 is a grade
+    that did not pass)."""
 
     exit_code = 2
 

@@ -18,9 +18,10 @@ from grader.kata.lookup import kata_named
 @click.option("--title", default=None, help="The kata's title (default: NAME in words).")
 @click.option("--trade", required=True, help='What the technique trades, e.g. "memory for time".')
 def new_cmd(name, title, trade):
-    """Scaffold a new kata NAME in every place it lives: reference solution,
-    its stub, grading suite, registry entry, CHECKLIST section, README row
-    and benchmark script, all around two placeholder functions to replace.
+    """Scaffold a new kata NAME: its reference solution, its stub, and its
+    folder grader/suites/NAME/ (grading suite, kata.toml, checklist section,
+    benchmark script), with a preset, its CHECKLIST.md section and a README
+    row, all around two placeholder functions to replace.
 
     Refuses a name that is not a lowercase Python identifier, is a keyword, a
     kata or a module already, and writes nothing if any of its files exists.

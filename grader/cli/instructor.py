@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from grader.cli.options import check_output, jobs_option, limit_options, pick_tasks, seed_option
-from grader.grading.runner import Limits
 from grader.kata.registry import load_registry
+from grader.run.results import Limits
 
 
 @click.command("release")
@@ -280,8 +280,8 @@ def gradescope_run_cmd(root):
 
 def _warn_unless_pinned() -> None:
     """One line on stderr when this grader runs on other versions than the kits pin."""
-    from grader.grading import versions
     from grader.instructor import pins
+    from grader.output import versions
 
     warning = pins.drift(versions.installed(), pins.pinned())
     if warning:

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from grader.cli.options import check_output, complete_kata, complete_task
-from grader.grading.runner import Limits
 from grader.interview import session as interview
 from grader.kata.registry import load_presets
 from grader.output import report
+from grader.run.results import Limits
 
 
 def workspace_here() -> Path | None:

@@ -26,14 +26,15 @@ from grader.cli.options import (
     pick_tasks,
     seed_option,
 )
-from grader.grading.events import DONE_HERE
-from grader.grading.runner import Limits, grade
+from grader.judge.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.lookup import kata_named
-from grader.kata.registry import load_registry
+from grader.kata.registry import SUITES_DIR, load_registry
 from grader.kata.stubs import stub_for
 from grader.learn import progress as state
 from grader.output import files, report
+from grader.run.results import Limits
+from grader.run.runner import grade
 
 
 @click.command("grade")
@@ -306,23 +307,23 @@ def reset_cmd(kata, yes):
 @click.argument("kata", shell_complete=complete_kata)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):
-    """Run KATA's benchmark (python -m benchmarks.bench_KATA) on your code and print its table.
+    """Run KATA's benchmark (python -m grader.suites.KATA.bench) on your code and print its table.
 
     ARGS go to the benchmark: --target reference (or a folder of kata modules)
     runs other code than yours; --help lists the rest. One BLAS thread.
     """
     k = kata_named(kata)
-    if not (_target.ROOT / "benchmarks" / f"bench_{k.name}.py").is_file():
-        raise click.ClickException(f"no benchmark for {k.name}: {_target.ROOT / 'benchmarks'} has no bench_{k.name}.py")
+    if not (SUITES_DIR / k.name / "bench.py").is_file():
+        raise click.ClickException(f"no benchmark for {k.name}: its folder {SUITES_DIR / k.name} has no bench.py")
     if not any(a == "--target" or a.startswith("--target=") for a in args):
         _target.workdir()  # no kata folder: a usage error here, before the benchmark starts
         args = ("--target", "katas", *args)  # your code, unless you say otherwise
-    # The package holding benchmarks/ first on the path: an install made before benchmarks/ was a package maps none.
+    # This checkout first on the path: the speculative benchmark imports benchmarks/, which an older install maps not.
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(_target.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     )
     # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found from there.
-    sys.exit(subprocess.call([sys.executable, "-m", f"benchmarks.bench_{k.name}", *args], env=env))
+    sys.exit(subprocess.call([sys.executable, "-m", f"grader.suites.{k.name}.bench", *args], env=env))
 
 
 @click.command("watch")

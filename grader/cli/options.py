@@ -8,11 +8,11 @@ import sys
 
 import click
 
-from grader.grading.runner import Limits
 from grader.kata import target as _target
+from grader.kata import writable
 from grader.kata.lookup import did_you_mean, no_kata
 from grader.kata.registry import Kata, RegistryError, load_registry
-from grader.output import files
+from grader.run.results import Limits
 
 
 def pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
@@ -71,7 +71,7 @@ class UnwritableOutput(click.ClickException):
 def check_output(path, option: str, *, folder: bool = False) -> None:
     """UnwritableOutput unless the file (or, with folder, the folder) path can be written, as the option
     or argument `option` names it; asked before any work, so nothing is graded for a path that fails."""
-    why = files.why_not_folder(path) if folder else files.why_not_writable(path)
+    why = writable.why_not_folder(path) if folder else writable.why_not_writable(path)
     if why:
         raise UnwritableOutput(f"{option} {path} cannot be written: {why}")
 
@@ -126,7 +126,7 @@ def complete_grade_word(ctx, param, incomplete: str) -> list[str]:
 
 
 def _limit(name: str, default: float, kind: click.ParamType, help: str):
-    """One option of a grading's limits, its default from grader.grading.runner.Limits."""
+    """One option of a grading's limits, its default from grader.run.results.Limits."""
     return click.option(name, default=default, show_default=True, type=kind, help=help)
 
 

@@ -1,21 +1,24 @@
 """`kata new NAME`: a new kata in every place the project expects one.
 
-A kata lives in seven places (CONTRIBUTING.md draws how they fit). This
-module writes a working placeholder into each, so that the project's tests
-pass straight after and the kata shows up in `kata list` and `kata grade`:
+A kata is its stub, its solution and its folder grader/suites/NAME/
+(CONTRIBUTING.md draws how they fit). This module writes a working
+placeholder into each, so that the project's tests pass straight after and
+the kata shows up in `kata list` and `kata grade`:
 
     reference/solutions/NAME.py   two placeholder functions, `as_finite` and `double`, really implemented
     katas/NAME.py                 its stub (grader.kata.stubs.make_stub; `kata reset` makes it again from the solution)
-    grader/suites/NAME/           the suite, a package: __init__.py, and test_NAME.py with per function
-                                  a Hypothesis property and an error check, and a check that records
-                                  the figure the recap quotes
-    grader/kata/katas.toml        the kata (order = next free, a recap), a task per function with
-                                  hints, a rubric and follow-up questions, and a ready-made interview
-    CHECKLIST.md                  the kata's section, in the format tests/suites/test_katas.py reads
+    grader/suites/NAME/           the kata's folder, a package: __init__.py, and test_NAME.py with per
+                                  function a Hypothesis property and an error check, and a check that
+                                  records the figure the recap quotes; kata.toml: the kata (order = next
+                                  free, a recap), a task per function with hints, a rubric and follow-up
+                                  questions; checklist.md: its section of CHECKLIST.md, in the
+                                  format tests/suites/test_katas.py reads; bench.py: a script that
+                                  times `double` on a --target (`kata bench NAME`)
+    grader/suites/presets.toml    a ready-made interview of the kata
+    CHECKLIST.md                  put together again with the kata's section (grader.kata.checklist)
     README.md                     a row in the table of katas
-    benchmarks/bench_NAME.py      a script that times `double` on a --target
 
-Mutants and an alternative implementation (tests/mutants/NAME.toml,
+Mutants and an alternative implementation (grader/suites/NAME/mutants.toml,
 tests/fixtures/alt/NAME.py) are left to the author: they only make sense
 once the kata's real functions exist.
 
@@ -35,7 +38,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.kata.registry import RegistryError, load_presets, load_registry
+from grader.kata.checklist import CHECKLIST_FILE
+from grader.kata.registry import KATA_FILE, PRESETS_FILE, RegistryError, load_presets, load_registry
 from grader.kata.stubs import make_stub
 from grader.kata.target import ROOT
 
@@ -61,14 +65,8 @@ def check_name(name: str, root: Path = ROOT) -> None:
     Python identifier, not a keyword, not a kata already in the registry,
     and not the name of a module Python would find or of a top-level part
     of the project (the kata module must not shadow anything)."""
-    if not NAME_PATTERN.fullmatch(name or ""):
-        raise ScaffoldError(
-            f"{name!r} is not a valid kata name: use a lowercase Python identifier "
-            "(a letter, then letters, digits and underscores), e.g. 'flash_attention'"
-        )
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        raise ScaffoldError(f"{name!r} is a Python keyword: a kata's module needs a name it can be imported by")
-    katas = [k.name for k in load_registry(root / "grader" / "kata" / "katas.toml")]
+    _check_identifier(name)
+    katas = [k.name for k in load_registry(root / "grader" / "suites")]
     if name in katas:
         raise ScaffoldError(f"there is already a kata named {name!r}; the katas are: {', '.join(katas)}")
     if (root / name).exists() or (root / f"{name}.py").exists():
@@ -78,6 +76,17 @@ def check_name(name: str, root: Path = ROOT) -> None:
             f"{name!r} is the name of an existing Python module, which the kata's module "
             "would shadow: pick another name"
         )
+
+
+def _check_identifier(name: str) -> None:
+    """ScaffoldError unless name is a lowercase Python identifier and not a keyword."""
+    if not NAME_PATTERN.fullmatch(name or ""):
+        raise ScaffoldError(
+            f"{name!r} is not a valid kata name: use a lowercase Python identifier "
+            "(a letter, then letters, digits and underscores), e.g. 'flash_attention'"
+        )
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        raise ScaffoldError(f"{name!r} is a Python keyword: a kata's module needs a name it can be imported by")
 
 
 def _findable(name: str) -> bool:
@@ -103,7 +112,9 @@ def paths(name: str, root: Path = ROOT) -> dict[str, Path]:
         "stub": root / "katas" / f"{name}.py",
         "suite package": root / "grader" / "suites" / name / "__init__.py",
         "suite": root / "grader" / "suites" / name / f"test_{name}.py",
-        "benchmark": root / "benchmarks" / f"bench_{name}.py",
+        "registry": root / "grader" / "suites" / name / KATA_FILE,
+        "checklist": root / "grader" / "suites" / name / CHECKLIST_FILE,
+        "benchmark": root / "grader" / "suites" / name / "bench.py",
     }
 
 
@@ -144,10 +155,10 @@ def suite_text(name: str, title: str) -> str:
 
 
 def registry_text(name: str, title: str, trade: str, order: int) -> str:
-    """The kata's entry of grader/kata/katas.toml, between its `# ---- NAME ----` markers."""
+    """grader/suites/NAME/kata.toml: the kata's part of the registry."""
     recap_trade = trade.replace("{", "{{").replace("}", "}}")  # the recap is a format string of figure keys
     return _fill(
-        "registry.toml.tmpl",
+        "kata.toml.tmpl",
         name=name,
         title=_in_toml(title),
         trade=_in_toml(trade),
@@ -157,12 +168,13 @@ def registry_text(name: str, title: str, trade: str, order: int) -> str:
 
 
 def preset_text(name: str, title: str, preset: str) -> str:
-    """The kata's ready-made interview, a [[preset]] of grader/kata/katas.toml."""
+    """The kata's ready-made interview, a [[preset]] of grader/suites/presets.toml."""
     return _fill("preset.toml.tmpl", name=name, title=_in_toml(title), preset=preset)
 
 
 def checklist_text(name: str, title: str, trade: str, order: int) -> str:
-    """The kata's section of CHECKLIST.md, in the format tests/suites/test_katas.py reads."""
+    """grader/suites/NAME/checklist.md: the kata's section of CHECKLIST.md, in the format tests/suites/test_katas.py
+    reads."""
     return _fill("checklist.md.tmpl", name=name, title=title, trade=trade, order=order)
 
 
@@ -172,30 +184,15 @@ def readme_row(name: str, trade: str, order: int) -> str:
 
 
 def bench_text(name: str, title: str) -> str:
-    """benchmarks/bench_NAME.py: times the placeholder on arrays of growing size, on a --target."""
+    """grader/suites/NAME/bench.py: times the placeholder on arrays of growing size, on a --target."""
     return _fill("bench.py.tmpl", name=name, title=title)
 
 
 # ------------------------------------------------------------------ editing the shared files
 
 
-def _insert_before(text: str, marker: str, block: str) -> str:
-    """text with block inserted before the line `marker` (appended when there is none)."""
-    at = re.search(rf"^{re.escape(marker)}$", text, re.MULTILINE)
-    if at is None:
-        return text.rstrip("\n") + "\n\n" + block
-    return text[: at.start()] + block + "\n" + text[at.start() :]
-
-
-def _with_registry(text: str, name: str, title: str, trade: str, order: int, preset: str) -> str:
-    kata = registry_text(name, title, trade, order)
-    if re.search(r"^# ---- presets ----$", text, re.MULTILINE):
-        text = _insert_before(text, "# ---- presets ----", kata)
-    elif re.search(r"^\[\[preset\]\]$", text, re.MULTILINE):
-        text = _insert_before(text, "[[preset]]", kata)
-    else:
-        text = text.rstrip("\n") + "\n\n" + kata
-    return _insert_before(text, "# ---- end presets ----", preset_text(name, title, preset))
+def _with_preset(text: str, name: str, title: str, preset: str) -> str:
+    return text.rstrip("\n") + "\n\n" + preset_text(name, title, preset)
 
 
 def _with_checklist(text: str, section: str) -> str:
@@ -218,14 +215,16 @@ def _with_readme(text: str, row: str) -> str:
     return "".join(lines[:end] + [row] + lines[end:])
 
 
-def _validated_registry(text: str) -> None:
-    """RegistryError (as ScaffoldError) if the new katas.toml does not load."""
+def _validated_registry(name: str, texts: dict[str, str]) -> None:
+    """RegistryError (as ScaffoldError) unless the new kata, with its suite (texts: file name -> text, in its
+    folder) and its preset (texts[PRESETS_FILE]), loads as a registry of its own."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "katas.toml"
-        path.write_text(text, encoding="utf-8")
+        (Path(tmp) / name).mkdir()
+        for file, text in texts.items():
+            (Path(tmp) / (file if file == PRESETS_FILE else f"{name}/{file}")).write_text(text, encoding="utf-8")
         try:
-            load_registry(path)
-            load_presets(path)
+            load_registry(Path(tmp))
+            load_presets(Path(tmp))
         except RegistryError as exc:
             raise ScaffoldError(f"the registry entry would not load ({exc}); nothing was written") from None
 
@@ -243,24 +242,40 @@ def _preset_name(name: str, taken: set[str]) -> str:
 
 def new_kata(name: str, *, title: str, trade: str, root: Path = ROOT) -> list[Path]:
     """Scaffold the kata `name` under root (a checkout): create its solution,
-    its stub, suite and benchmark, and add it to grader/kata/katas.toml,
-    CHECKLIST.md and README.md. Returns the paths written, created ones
+    its stub, and its folder (suite, kata.toml, benchmark), and add it to
+    grader/suites/presets.toml, CHECKLIST.md and README.md. Returns the paths written, created ones
     first. A ScaffoldError (a ValueError) says why it refused; then nothing
     was written."""
     root = Path(root)
-    check_name(name, root)
-    title, trade = _check_text("title", title), _check_text("trade", trade)
+    try:
+        check_name(name, root)
+    except RegistryError:  # say first that a file of the new kata is in the way (its kata.toml, half written)
+        _refuse_unless_free(name, root, paths(name, root))
+        raise
     created = paths(name, root)
     _refuse_unless_free(name, root, created)
+    title, trade = _check_text("title", title), _check_text("trade", trade)
     solution = solution_text(name, title, trade)
+    order = max((k.order for k in load_registry(root / "grader" / "suites")), default=0) + 1
     new_files = {
         created["solution"]: solution,
         created["stub"]: make_stub(solution),
         created["suite package"]: suite_package_text(name),
         created["suite"]: suite_text(name, title),
+        created["registry"]: registry_text(name, title, trade, order),
+        created["checklist"]: checklist_text(name, title, trade, order),
         created["benchmark"]: bench_text(name, title),
     }
-    return _write_all(created["suite"].parent, new_files, _edits(name, title, trade, root))
+    edits = _edits(name, title, trade, order, root)
+    _validated_registry(
+        name,
+        {
+            created["suite"].name: new_files[created["suite"]],
+            KATA_FILE: new_files[created["registry"]],
+            PRESETS_FILE: "format = 1\n\n" + preset_text(name, title, _preset_name(name, set())),
+        },
+    )
+    return _write_all(created["suite"].parent, new_files, edits)
 
 
 def _refuse_unless_free(name: str, root: Path, created: dict[str, Path]) -> None:
@@ -274,24 +289,20 @@ def _refuse_unless_free(name: str, root: Path, created: dict[str, Path]) -> None
             raise ScaffoldError(f"{root} is not a checkout of the katas: there is no {needed}")
 
 
-def _edits(name: str, title: str, trade: str, root: Path) -> dict[Path, tuple[str, str]]:
-    """The shared files the kata is added to: path -> (its text now, its text with the kata), the
-    registry's checked to load."""
-    registry_path, checklist_path, readme_path = (
-        root / "grader" / "kata" / "katas.toml",
+def _edits(name: str, title: str, trade: str, order: int, root: Path) -> dict[Path, tuple[str, str]]:
+    """The shared files the kata is added to: path -> (its text now, its text with the kata)."""
+    presets_path, checklist_path, readme_path = (
+        root / "grader" / "suites" / PRESETS_FILE,
         root / "CHECKLIST.md",
         root / "README.md",
     )
-    katas = load_registry(registry_path)
-    order = max((k.order for k in katas), default=0) + 1
-    preset = _preset_name(name, {p.name for p in load_presets(registry_path)})
-    originals = {path: path.read_text(encoding="utf-8") for path in (registry_path, checklist_path, readme_path)}
+    preset = _preset_name(name, {p.name for p in load_presets(root / "grader" / "suites")})
+    originals = {path: path.read_text(encoding="utf-8") for path in (presets_path, checklist_path, readme_path)}
     edits = {
-        registry_path: _with_registry(originals[registry_path], name, title, trade, order, preset),
+        presets_path: _with_preset(originals[presets_path], name, title, preset),
         checklist_path: _with_checklist(originals[checklist_path], checklist_text(name, title, trade, order)),
         readme_path: _with_readme(originals[readme_path], readme_row(name, trade, order)),
     }
-    _validated_registry(edits[registry_path])
     return {path: (originals[path], edits[path]) for path in edits}
 
 

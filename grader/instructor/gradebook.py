@@ -26,18 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.grading import runner, seeds
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult
 from grader.instructor import resume
 from grader.instructor.submissions import SubmissionError, find_katas_dir, list_students, unpack_zip
 from grader.jail import confine
+from grader.judge.events import Status
 from grader.kata.registry import Kata
 from grader.output import files, report
+from grader.run import runner, seeds
+from grader.run.results import GradeResult, KataResult, Limits, TaskResult
 
 
 def student_seed(secret: str, student: str) -> int:
-    """A seed of the student's own (grader.grading.seeds.derived): the same for the
+    """A seed of the student's own (grader.run.seeds.derived): the same for the
     same secret and name, not guessable without the secret, never the
     standard seed 0."""
     return seeds.derived(secret, student)

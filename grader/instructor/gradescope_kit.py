@@ -38,13 +38,13 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from grader.grading import seeds
-from grader.grading.runner import grade
 from grader.instructor import pins, release, scripts
 from grader.instructor.submissions import SubmissionError, find_katas_dir
 from grader.kata.registry import load_registry
 from grader.output import files
 from grader.output.gradescope_results import code_span, error_results, results
+from grader.run import seeds
+from grader.run.runner import grade
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -120,7 +120,7 @@ def _seed(config: dict, metadata: dict) -> tuple[int, str]:
     """(the grading seed, where it came from). With seed_from_metadata each
     student gets a seed of their own, the same on every resubmission: a hash
     of the submitters' emails (or ids), else of the submission id, salted by
-    the build's seed so that a new term can draw new examples (grader.grading.seeds:
+    the build's seed so that a new term can draw new examples (grader.run.seeds:
     never the standard seed 0)."""
     base = config.get("seed", 0)
     if type(base) is not int or base < 0:

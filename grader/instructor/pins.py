@@ -4,7 +4,7 @@ the running grader is from them.
 The Gradescope and Classroom kits install the grader's dependencies with
 `pip install -c constraints.txt`; `kata grade-all` and `kata gradescope run`
 warn, in one line, when the Python, numpy, pytest or Hypothesis they grade
-with (grader.grading.versions) differ from the pinned ones, since a grade can
+with (grader.output.versions) differ from the pinned ones, since a grade can
 change when one of them does.
 """
 
@@ -41,7 +41,7 @@ def pinned(path: Path | None = None) -> dict[str, str]:
 
 
 def drift(installed: dict[str, str], pins: dict[str, str]) -> str:
-    """One line saying which of the installed versions (grader.grading.versions.installed())
+    """One line saying which of the installed versions (grader.output.versions.installed())
     differ from the pinned ones (Python by its X.Y), or "" when none does."""
     differ = []
     for name, have in installed.items():

@@ -1,7 +1,7 @@
 """How many of the project's catalogued mistakes the student edition's public checks catch, per kata:
 the share `kata release` prints.
 
-Every catalogued mistake (a mutant of tests/mutants/KATA.toml) fails the instructor's full suite;
+Every catalogued mistake (a mutant of grader/suites/KATA/mutants.toml) fails the instructor's full suite;
 the share is the part of them that also fails the checks the edition ships, where the student
 works, rather than only the hidden checks graded on submission. Grading every mutant takes
 minutes, too long for each release, so the figures are a committed measurement,

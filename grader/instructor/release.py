@@ -6,7 +6,7 @@ solutions are absent), the grading suites, the reference model with
 its weights and corpus, the grader, the benchmarks, README, CHECKLIST and
 packaging (pyproject.toml; setup.py and MANIFEST.in, which put CHECKLIST.md
 into its wheel). It leaves out reference/solutions/, tests/ (the alternative
-implementations and the mutant catalogue live there), tools/, and every task
+implementations live there), each kata's mutants.toml, tools/, and every task
 the registry marks `release = false`: its registry entry (hints, check hints
 and questions with it), its CHECKLIST line, its suite tests (a test module
 holding only those is left out whole) and the helpers, oracles, strategies
@@ -30,7 +30,6 @@ without the solutions.
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
 import string
@@ -38,19 +37,24 @@ from pathlib import Path
 
 import tomlkit
 
-from grader.grading import diagnosis
 from grader.instructor import held_back
+from grader.kata.checklist import CHECKLIST_FILE
 from grader.kata.registry import (
-    REGISTRY_PATH,
+    KATA_FILE,
+    PRESETS_FILE,
     SUITES_DIR,
     Kata,
     RegistryError,
+    kata_file,
     load_presets,
     load_registry,
+    registry_folder,
     suite_tasks,
 )
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
+from grader.run import diagnosis
+from grader.suites.common import baseline_path
 
 TOP_FILES = (
     "README.md",
@@ -67,6 +71,7 @@ TOP_FILES = (
 TREES = ("grader", "reference", "benchmarks", "docs")  # copied whole, except what LEFT_OUT names
 LEFT_OUT = ("reference/solutions", "grader/kata/stub_files")  # the stubs are written afresh below
 JUNK = ("__pycache__", ".pytest_cache", ".hypothesis", ".kata")
+MUTANTS_FILE = "mutants.toml"  # in each kata's folder: the project's tests' mutants, which stay with tests/
 
 
 def held_back_tasks(katas: tuple[Kata, ...]) -> dict[str, set[str]]:
@@ -80,11 +85,12 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
     not exist or be an empty folder outside this checkout. Returns the files
     written. ValueError says what is wrong with `out` or the registry.
 
-    registry: the katas.toml to release (default: $KATA_REGISTRY or the
-    project's); it becomes the edition's grader/kata/katas.toml, and its katas'
-    suites must sit in grader/suites/ (a folder there, or a file)."""
+    registry: the registry folder to release (default: $KATA_REGISTRY or the
+    project's, grader/suites/); each kata's suite must be its folder
+    grader/suites/NAME/, and the registry's kata.toml of it and presets.toml
+    become the edition's there."""
     out = _edition_folder(out)
-    registry = Path(registry or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+    registry = registry_folder(registry)
     katas = load_registry(registry)
     drop = {} if held_back else held_back_tasks(katas)
     dropped_tests = _dropped_tests(katas, drop)
@@ -135,8 +141,10 @@ def _dropped_tests(katas: tuple[Kata, ...], drop: dict[str, set[str]]) -> dict[s
     suite can ship, that each kata releases a task, and that no dropped check also
     grades a released task (it would vanish from it)."""
     for k in katas:
-        if k.suite.resolve().parent != SUITES_DIR.resolve():
-            raise ValueError(f"kata {k.name!r}'s suite {k.suite} is not in {SUITES_DIR}, so no edition can ship it")
+        if k.suite.resolve() != (SUITES_DIR / k.name).resolve():
+            raise ValueError(
+                f"kata {k.name!r}'s suite {k.suite} is not its folder {SUITES_DIR / k.name}, so no edition can ship it"
+            )
         if len(drop.get(k.name, ())) == len(k.tasks):
             raise ValueError(
                 f"kata {k.name!r} holds back every task (release = false); "
@@ -176,17 +184,19 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
     """TREES into the edition, but for LEFT_OUT and JUNK: each suite's modules
     without their dropped checks (held back or hidden) and the code only those
     use, none whose checks are all dropped (and the suite's baseline only where
-    what is left still loads one), the registry without its held-back tasks and
-    naming the hidden checks, everything else as it is."""
+    what is left still loads one), each kata's checklist.md without the lines of
+    its held-back tasks, no mutants.toml, the registry's files (each kata's kata.toml,
+    presets.toml) without its held-back tasks and naming the hidden checks, no
+    kata.toml of a kata the registry does not hold, everything else as it is."""
     texts = {k.name: held_back.suite_texts(k.suite, dropped_tests[k.name]) for k in katas}
     suites = {path.resolve(): text for by_path in texts.values() for path, text in by_path.items()}
     shipped = {kata: [t for t in by_path.values() if t is not None] for kata, by_path in texts.items()}
-    baselines = {(SUITES_DIR / f"baseline_{k.name}.py").resolve(): k for k in katas}
+    baselines = {baseline_path(k.name).resolve(): k for k in katas}
     catalogues = {k.suite.resolve(): k.name for k in katas}  # a suite folder -> its kata, whose mistakes.toml it holds
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
             rel = path.relative_to(ROOT).as_posix()
-            if not path.is_file() or _left_out(path, rel) or path.resolve() in baselines:
+            if not path.is_file() or _left_out(path, rel) or path.resolve() in baselines or path.name == MUTANTS_FILE:
                 continue  # a baseline is written after the suite it serves
             if path.resolve() in suites:
                 if suites[path.resolve()] is not None:  # a test module of held-back checks alone ships nothing
@@ -194,13 +204,18 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
                     if path.stem == held_back.ORACLES and hidden:
                         text = held_back.without_unused_imports(text)
                     edition.put(rel, text)
+            elif path.name == CHECKLIST_FILE and path.parent.resolve() in catalogues:
+                edition.put(rel, checklist_text(path.read_text(encoding="utf-8"), drop))
             elif path.name == diagnosis.CATALOGUE and path.parent.resolve() in catalogues:
                 edition.put(rel, catalogue_text(path, dropped_tests[catalogues[path.parent.resolve()]]))
-            elif path == REGISTRY_PATH:
-                presets = whole_kata_presets(registry, drop)
-                no_recap = lost_recaps(katas, shipped)
-                text = registry_text(registry.read_text(encoding="utf-8"), drop, presets, no_recap, hidden)
-                edition.put(rel, text)
+            elif path.name == KATA_FILE and path.parent.parent.resolve() == SUITES_DIR.resolve():
+                if path.parent.resolve() in catalogues:  # the registry's own kata.toml of the kata, edited
+                    text = kata_file(path.parent.name, registry).read_text(encoding="utf-8")
+                    edition.put(rel, registry_text(text, drop, set(), lost_recaps(katas, shipped), hidden))
+            elif path.resolve() == (SUITES_DIR / PRESETS_FILE).resolve():
+                if (registry / PRESETS_FILE).is_file():
+                    text = (registry / PRESETS_FILE).read_text(encoding="utf-8")
+                    edition.put(rel, registry_text(text, drop, whole_kata_presets(registry, drop)))
             else:
                 edition.put(rel, source=path)
     for baseline, kata in baselines.items():
@@ -209,7 +224,7 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
 
 
 def catalogue_text(path: Path, dropped: set[str]) -> str:
-    """A suite's catalogue of known mistakes (grader.grading.diagnosis) as an edition without the
+    """A suite's catalogue of known mistakes (grader.run.diagnosis) as an edition without the
     checks `dropped` ships it: no signature names one of them, and a mistake it can no longer
     tell apart is left out."""
     header = "".join(line[2:] for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line[:1] == "#")
@@ -251,14 +266,16 @@ def registry_text(
     no_recap: set[str] = frozenset(),
     hidden: dict[str, dict[str, list[str]]] | None = None,
 ) -> str:
-    """katas.toml without the dropped tasks (their hints, check hints and questions with them, and
-    every other task's `depends` on them),
-    with only the named presets, and without the recap of the katas in no_recap; each task of
-    `hidden` (kata -> task -> its hidden checks) lists them as hidden_checks, and its check hints
-    name none of them. Edited as a TOML document (tomlkit), so every comment and the layout of
-    what stays are kept."""
+    """A registry file (a kata.toml, or presets.toml) without the dropped tasks (their hints, check
+    hints and questions with them, and every other task's `depends` on them), with only the named
+    presets, and without the recap of the katas in no_recap or a `suite` key (an edition's kata.toml
+    sits in its suite's folder); each task of `hidden` (kata -> task -> its hidden checks) lists
+    them as hidden_checks, and its check hints name none of them. Edited as a TOML document
+    (tomlkit), so every comment and the layout of what stays are kept."""
     doc = tomlkit.parse(text)
     for kata in doc.get("kata", []):
+        if "suite" in kata:
+            del kata["suite"]
         dropped = drop.get(kata.get("name"), ())
         _keep(kata.get("task", []), lambda task: task.get("name") not in dropped)
         for task in kata.get("task", []):
@@ -311,7 +328,7 @@ def _keep(tables, wanted) -> None:
 
 
 def checklist_text(text: str, drop: dict[str, set[str]]) -> str:
-    """CHECKLIST.md without the lines of the dropped tasks."""
+    """CHECKLIST.md, or a kata's checklist.md, without the lines of the dropped tasks."""
     for kata, tasks in drop.items():
         section = re.search(rf"<!-- {re.escape(kata)} -->\n.*?<!-- end {re.escape(kata)} -->", text, re.S)
         if not section or not tasks:
@@ -329,7 +346,7 @@ def _check(out: Path, katas: tuple[Kata, ...], drop: dict[str, set[str]], held: 
     """The edition's registry loads and holds exactly the tasks it should; a student
     edition's oracles define nothing."""
     try:
-        edition = load_registry(out / "grader" / "kata" / "katas.toml", suites_dir=out / "grader" / "suites")
+        edition = load_registry(out / "grader" / "suites")
         shipped = {k.name: {t.name for t in k.tasks} for k in edition}
     except RegistryError as exc:
         raise RuntimeError(f"the edition's registry does not load: {exc}") from None

@@ -18,12 +18,11 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from grader.grading.events import Status
-from grader.grading.results import KataResult, TaskResult
-from grader.grading.runner import INTERRUPTED_MESSAGE
+from grader.judge.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata
 from grader.kata.target import ROOT
 from grader.output import report
+from grader.run.results import KataResult, TaskResult
 
 GRADER_FAILED = "the grader failed: "  # the start of a note of grader.instructor.gradebook: no grade to keep
 Earlier = Callable[[str, int, str, Kata, list[str]], "KataResult | None"]
@@ -31,14 +30,13 @@ Earlier = Callable[[str, int, str, Kata, list[str]], "KataResult | None"]
 
 def digest(katas_dir: Path, kata: Kata) -> str:
     """sha256 over the student's module of kata in katas_dir (or its absence) and
-    what grades it: the kata's registry entry, its suite's files and its baseline."""
+    what grades it: the kata's registry entry and its suite's files (its baseline among them)."""
     h = hashlib.sha256()
     module = Path(katas_dir) / f"{kata.name}.py"
     h.update(module.read_bytes() if module.is_file() else b"\0absent\0")
     h.update(repr(kata).encode())
     suite = Path(kata.suite)
     graders = sorted(suite.rglob("*.py")) if suite.is_dir() else [suite]
-    graders += [p for p in [suite.parent / f"baseline_{kata.name}.py"] if p.is_file()]
     for path in graders:
         rel = path.resolve().relative_to(ROOT) if ROOT in path.resolve().parents else path.name
         h.update(f"\0{rel}\0".encode() + path.read_bytes())

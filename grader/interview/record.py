@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
-from grader.grading.events import Status
+from grader.judge.events import Status
 
 STATE_VERSION = 2
 MESSAGE_CHARS = 400  # a failing check's message is cut to this length in the log

@@ -24,10 +24,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grading import seeds
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, KataResult, Limits
-from grader.grading.runner import grade as run_grade
 from grader.interview import seal
 from grader.interview.clock import Clock, duration, local_time, minutes_text
 from grader.interview.plan import (
@@ -43,8 +39,12 @@ from grader.interview.plan import (
 from grader.interview.record import MESSAGE_CHARS, EndReason, Entry, EntryKind, HintShown, State, TaskScore, digest
 from grader.interview.report import build_report, listing
 from grader.interview.workspace import REPORT_JSON, STATE_DIR, Session, find_workspace, load, log_seal_value
+from grader.judge.events import Status
 from grader.kata.registry import Question, find_kata
 from grader.output import files
+from grader.run import seeds
+from grader.run.results import GradeResult, KataResult, Limits
+from grader.run.runner import grade as run_grade
 
 __all__ = [
     "DEFAULT_MINUTES",

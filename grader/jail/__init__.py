@@ -1,1 +1,1 @@
-"""The untrusted side: wire protocol, jail server, jail zygote, confinement; imports nothing from grader.grading."""
+"""The untrusted side: the jail process that imports a learner's module, and its confinement; imports only wire/."""

@@ -5,12 +5,12 @@ Every mode: the jail runs in a session of its own with hard resource limits
 the limit on processes binds its uid), a scrubbed environment (HOME and
 TMPDIR its working folder) and a private copy of the submission; it dies
 with its judge. All its files together are capped at WORK_MB (and
-grader.grading.jail_space.WORK_ENTRIES files and folders): by a tmpfs in the
+grader.jailer.jail_space.WORK_ENTRIES files and folders): by a tmpfs in the
 root mode, elsewhere by the judge, which adds up its places while it waits
-for it and stops a jail past the cap (grader/grading/jail_space.py says
+for it and stops a jail past the cap (grader/jailer/jail_space.py says
 which places). The jail zygote that forks jails answers none of its own
 jails, nor anything they started, and forks only the mode it started in
-(grader/jail/zygote.py).
+(grader/jailer/zygote.py).
 
 - "bwrap": bubblewrap is installed and the judge is not root. The jail runs
   under `bwrap` with every namespace of its own (user, PID with a private
@@ -138,7 +138,7 @@ def die_with_parent(parent: int | None = None) -> None:
 def adopt_orphans() -> None:
     """Make this process the parent of every orphan among its descendants (a child subreaper): what a
     jail's child leaves running when it exits, daemonised or not, stays in the zygote's tree, where the
-    zygote knows it for one of its own (grader.jail.prefork.descends_from) and reaps it."""
+    zygote knows it for one of its own (grader.wire.prefork.descends_from) and reaps it."""
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
 
 

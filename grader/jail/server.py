@@ -1,7 +1,7 @@
 """The jail: the only process that imports a learner's kata module. It runs
 what the judge asks (import, read an attribute, call) and answers with data.
 
-Started by grader.grading.jail_client as an isolated interpreter (no site, no user site,
+Started by grader.jailer.jail_client as an isolated interpreter (no site, no user site,
 sys.path set by the judge to a read-only runtime copy of the model package
 and the standard library and site-packages), in a temporary working
 directory, with the channel socket as its only inherited descriptor:
@@ -9,7 +9,7 @@ directory, with the channel socket as its only inherited descriptor:
     python -s -S -B -c BOOT CONFIG_JSON
 
 or, where the runner started one, forked by the jail zygote (`serve_forks`
-below, grader/jail/zygote.py): the same interpreter, flags, sys.path and
+below, grader/jailer/zygote.py): the same interpreter, flags, sys.path and
 environment, with NumPy and the model already imported.
 
 CONFIG_JSON: {"fd": channel fd, "sub": the submission copy's directory,
@@ -40,8 +40,8 @@ import sys
 
 import numpy as np
 
-from grader.jail import protocol as p
-from grader.jail import views
+from grader.wire import protocol as p
+from grader.wire import views
 from reference.lm import BigramLM, CachedLM
 from reference.model import Config, Model
 from reference.ngram import NGramLM
@@ -381,7 +381,7 @@ def main(config_json: str) -> None:
 
 
 # ------------------------------------------------------------------ zygote
-# grader.jail.zygote starts this process once per `kata` command, as a jail starts
+# grader.jailer.zygote starts this process once per `kata` command, as a jail starts
 # (the same flags, environment and sys.path), and it forks every jail with
 # NumPy and the model already imported. It runs nothing of a learner's: each
 # child confines itself (grader.jail.confine) before it runs main().
@@ -415,14 +415,14 @@ PRELOADED = (
 
 def serve_forks(listen_fd: str, life_fd: str, mode: str) -> None:
     """Fork a jail for each request of each judge that connects to the
-    listening socket listen_fd (see grader/jail/zygote.py), until life_fd, the
+    listening socket listen_fd (see grader/jailer/zygote.py), until life_fd, the
     runner's socket, closes: then kill every jail and exit. Both are
     descriptor numbers, as the command line gives them; mode is the
     confinement every jail gets (grader.jail.confine), fixed here. A
-    grader.jail.prefork server: it answers only a peer of its own uid outside
+    grader.wire.prefork server: it answers only a peer of its own uid outside
     its own tree, which it makes hold every jail and all a jail starts."""
     from grader.jail import confine
-    from grader.jail.prefork import Server
+    from grader.wire.prefork import Server
 
     if mode not in confine.FORKED_MODES:
         raise ValueError(f"the zygote serves the {', '.join(confine.FORKED_MODES)} modes, not {mode!r}")

@@ -1,1 +1,2 @@
-"""What a kata is on disk: the registry (katas.toml and its schema), targets, stubs, loading a kata in-process."""
+"""What a kata is on disk: the registry (a walk over the kata folders, its schema), CHECKLIST.md, targets,
+stubs, loading a kata in-process."""

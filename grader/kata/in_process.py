@@ -1,7 +1,7 @@
 """A kata module imported into this process, for `kata bench`.
 
 Unlike grading and `kata play`, which only ever run kata code in a jail
-(grader.grading.jail_client), a benchmark only reports: it runs the code it is
+(grader.jailer.jail_client), a benchmark only reports: it runs the code it is
 pointed at on the learner's own machine, in the process that times it.
 """
 

@@ -1,10 +1,13 @@
-"""The kata registry: grader/kata/katas.toml loaded into the registry's types.
+"""The kata registry: every kata's kata.toml loaded into the registry's types.
 
-The TOML file is the one place that names each kata, its tasks, their
-points, the hints, which other tasks' functions each task calls (`depends`:
-a task that fails while one it needs fails too is reported as failing because
-of it), and for `kata interview`: the functions each task writes, its
-follow-up questions and the ready-made interviews (presets).
+The registry is a folder of kata folders, grader/suites/ unless told another:
+each folder holding a kata.toml is one kata (the folder named after it), and
+presets.toml beside them holds the ready-made interviews (presets).
+grader/suites/README.md lists the keys each file takes. A kata.toml is the one
+place that names the kata, its tasks, their points, the hints, which other
+tasks' functions each task calls (`depends`: a task that fails while one it
+needs fails too is reported as failing because of it), and for
+`kata interview`: the functions each task writes and its follow-up questions.
 Each table becomes its type of grader.kata.registry_schema (Kata, Task,
 Preset, ...: frozen pydantic models that hold every rule the registry obeys)
 once: a typo, a wrong type or a broken rule is refused with the file, the
@@ -49,7 +52,10 @@ from grader.kata.registry_schema import (
 )
 
 __all__ = [  # the registry's types are imported from here, beside what loads them
+    "FORMAT",
+    "KATA_FILE",
     "MAX_MINUTES",
+    "PRESETS_FILE",
     "REGISTRY_PATH",
     "SUITES_DIR",
     "Difficulty",
@@ -60,15 +66,20 @@ __all__ = [  # the registry's types are imported from here, beside what loads th
     "Rubric",
     "Task",
     "find_kata",
+    "kata_file",
     "load_presets",
     "load_registry",
+    "registry_folder",
     "suite_modules",
     "suite_tasks",
     "tomllib",
 ]
 
-REGISTRY_PATH = Path(__file__).with_name("katas.toml")
 SUITES_DIR = Path(__file__).parent.parent / "suites"
+REGISTRY_PATH = SUITES_DIR  # the project's registry: its folder of kata folders
+KATA_FILE = "kata.toml"  # a kata's own part of the registry, in its folder
+PRESETS_FILE = "presets.toml"  # the registry's ready-made interviews, beside the kata folders
+FORMAT = 1  # the `format` these files are written in; another is refused
 
 
 def _task_mark(node: ast.AST) -> str | None:
@@ -159,41 +170,81 @@ def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
     return tasks
 
 
-def _registry_file(path: Path | None) -> tuple[Path, RegistryFile]:
-    """The registry's path and its tables; a RegistryError naming the file otherwise."""
-    path = Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+def registry_folder(path: Path | None = None) -> Path:
+    """The registry's folder: `path`, else $KATA_REGISTRY, else the project's (REGISTRY_PATH), resolved."""
+    return Path(path or os.environ.get("KATA_REGISTRY") or REGISTRY_PATH).resolve()
+
+
+def kata_file(name: str, path: Path | None = None) -> Path:
+    """Where the registry (registry_folder(path)) keeps kata `name`'s part: NAME/kata.toml."""
+    return registry_folder(path) / name / KATA_FILE
+
+
+def _read(path: Path) -> RegistryFile:
+    """One file of the registry, its format and its top level checked; a RegistryError naming the file otherwise."""
     try:
-        return path, RegistryFile.from_table(_parsed(path.read_bytes()), path)
+        tables = dict(_parsed(path.read_bytes()))
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
+    written = tables.pop("format", None)
+    if written != FORMAT:
+        raise RegistryError(
+            f"{path}: format = {written!r} is not one this grader reads; write format = {FORMAT} at the top"
+        )
+    return RegistryFile.from_table(tables, path)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _parsed(data: bytes) -> dict:
     """A registry file's tables, parsed once per content (read, never changed: the models copy what they keep)."""
     return tomllib.loads(data.decode("utf-8"))
 
 
+def _kata_files(folder: Path) -> list[Path]:
+    """The kata.toml of each kata folder of the registry folder, by folder name; a RegistryError if there is none."""
+    if not folder.is_dir():
+        raise RegistryError(
+            f"cannot read the registry {folder}: give a folder of kata folders, each with a {KATA_FILE}"
+        )
+    files = sorted(folder.glob(f"*/{KATA_FILE}"))
+    if not files:
+        raise RegistryError(f"the registry {folder} holds no kata: no folder in it has a {KATA_FILE}")
+    return files
+
+
 def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> tuple[Kata, ...]:
     """Every kata in recommended order, or a RegistryError naming the problem.
 
-    The registry is grader/kata/katas.toml unless `path` or the KATA_REGISTRY
-    environment variable names another (an instructor's own set of katas).
-    A kata's optional `suite` key is a path relative to the registry file,
-    of a suite folder or a single test file; without one, its suite is the
-    folder suites_dir/<name>/ (grader/suites/ unless told). Each task's tests are read from the suite's task marks
-    when the suite exists (a missing suite fails when the kata is graded)."""
-    path, data = _registry_file(path)
-    katas = [_kata(table, path, _suite(table, path, suites_dir or SUITES_DIR)) for table in data.kata]
-    _once(path, "kata names", [k.name for k in katas])
-    _once(path, "kata orders", [k.order for k in katas])
+    The registry is the folder grader/suites/ unless `path` or the
+    KATA_REGISTRY environment variable names another (an instructor's own set
+    of katas): each of its folders that holds a kata.toml is a kata, named as
+    the folder is, with exactly one [[kata]] table. A kata's optional `suite`
+    key is a path relative to its kata.toml, of a suite folder or a single
+    test file; without one, its suite is the folder suites_dir/<name>/
+    (its own folder unless told). Each task's tests are read from the suite's
+    task marks when the suite exists (a missing suite fails when the kata is graded)."""
+    folder = registry_folder(path)
+    katas = []
+    for file in _kata_files(folder):
+        tables = _read(file)
+        if tables.preset:
+            raise RegistryError(f"{file}: a [[preset]] table goes in the registry's {PRESETS_FILE}, not a kata's file")
+        named = [e.get("name") for e in tables.kata]
+        if named != [file.parent.name]:
+            raise RegistryError(
+                f"{file}: a kata's file holds one [[kata]] table, named {file.parent.name!r} as its folder; "
+                f"this one holds {named}"
+            )
+        table = tables.kata[0]
+        katas.append(_kata(table, file, _suite(table, file, suites_dir or folder)))
+    _once(folder, "kata orders", [k.order for k in katas])
     return tuple(sorted(katas, key=lambda k: k.order))
 
 
 def _suite(table: dict, path: Path, suites_dir: Path) -> Path:
-    """A kata's suite: its table's `suite` (a path relative to the registry file), else suites_dir/NAME/."""
+    """A kata's suite: its table's `suite` (a path relative to its file), else suites_dir/NAME/."""
     named = table.get("suite")
     if named is not None and not isinstance(named, str):
         raise RegistryError(f"{path}: kata {table.get('name')!r}: 'suite' must be a path relative to {path.name}")
@@ -217,11 +268,16 @@ def _once(path: Path, what: str, values: list) -> None:
 
 
 def load_presets(path: Path | None = None) -> tuple[Preset, ...]:
-    """The ready-made interviews ([[preset]] tables) of the registry, in the
-    order it lists them, each checked against its kata; a RegistryError
-    names the first problem."""
+    """The ready-made interviews ([[preset]] tables of the registry folder's
+    presets.toml; none without one), in the order it lists them, each checked
+    against its kata; a RegistryError names the first problem."""
     katas = {k.name: k for k in load_registry(path)}
-    path, data = _registry_file(path)
+    path = registry_folder(path) / PRESETS_FILE
+    if not path.is_file():
+        return ()
+    data = _read(path)
+    if data.kata:
+        raise RegistryError(f"{path}: holds only [[preset]] tables; a kata's table goes in its folder's {KATA_FILE}")
     presets = tuple(Preset.from_table(table, path, katas) for table in data.preset)
     _once(path, "preset names", [p.name for p in presets])
     return presets

@@ -1,13 +1,14 @@
 """The registry's types: a kata, its tasks (with their follow-up questions, rubric and check hints) and the
 ready-made interviews, each a frozen pydantic model that holds every rule its table of the registry obeys.
 
-A table of the registry file becomes its type once: `Kata.from_table` (the kata's tasks given their tests by
-the marks of its suite) and `Preset.from_table` (checked against the katas) return the value the rest of the
-grader uses, or a RegistryError naming the file, the kata (and task), the key and what it allows. The rules
-are declared on the fields and models they are about: only the keys below, each of exactly its type (strict:
-no 1 for true, no "3" for 3), points at least 1, names that are identifiers, two or three hints, each task
-once, each function under one task, a `depends` naming other tasks of the kata and going round in no circle,
-check hints naming tests of their own task, and what the suite's marks must agree with.
+A table of a registry file (a kata's kata.toml, presets.toml) becomes its type once: `Kata.from_table` (the
+kata's tasks given their tests by the marks of its suite) and `Preset.from_table` (checked against the katas)
+return the value the rest of the grader uses, or a RegistryError naming the file, the kata (and task), the key
+and what it allows. The rules are declared on the fields and models they are about: only the keys below, each
+of exactly its type (strict: no 1 for true, no "3" for 3), points at least 1, names that are identifiers, two
+or three hints, each task once, each function under one task, a `depends` naming other tasks of the kata and
+going round in no circle, check hints naming tests of their own task, and what the suite's marks must agree
+with.
 """
 
 from __future__ import annotations
@@ -347,7 +348,8 @@ class Preset(_Table):
 
 
 class RegistryFile(_Table):
-    """The registry file's top level: its [[kata]] tables, then its [[preset]] tables (each its model's to check)."""
+    """A registry file's top level (its `format` taken off): a kata.toml's [[kata]] table, or presets.toml's
+    [[preset]] tables (each its model's to check)."""
 
     kata: Array[dict] = ()
     preset: Array[dict] = ()

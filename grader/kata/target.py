@@ -12,7 +12,7 @@ editable install of one). An installed copy (a wheel) has no checkout: there,
 outside a folder `kata init` made, there is no work folder, and no command
 makes one behind the learner's back.
 
-Kata modules are never imported here: grader.grading.jail_client copies the file into a
+Kata modules are never imported here: grader.jailer.jail_client copies the file into a
 jail process and talks to it.
 """
 

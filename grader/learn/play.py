@@ -21,8 +21,8 @@ from typing import Iterator
 
 import numpy as np
 
-from grader.grading import jail_client
-from grader.grading.events import DONE_HERE
+from grader.jailer import jail_client
+from grader.judge.events import DONE_HERE
 from grader.kata import target as _target
 from grader.kata.registry import find_kata
 from grader.learn import progress as state

@@ -1,4 +1,4 @@
-"""Where `kata play`'s demos run kata code: in jails (grader.grading.jail_client, as grading
+"""Where `kata play`'s demos run kata code: in jails (grader.jailer.jail_client, as grading
 runs it), never in the `kata play` process. A demo calls a kata module through Jailed, which
 gives each call its time and turns whatever the code does instead of answering into a
 LearnerError of one line, safe to show; jails() stops every jail a demo started however it ends.
@@ -11,7 +11,7 @@ import functools
 import time
 from typing import Iterator
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.kata.text import printable
 
 CALL_SECONDS = 60.0  # how long one call of kata code may take in a demo before its jail is stopped

@@ -19,11 +19,11 @@ from typing import Callable, Iterator
 import click
 import numpy as np
 
-from grader.grading import blas
 from grader.kata.text import printable
 from grader.learn import play as demos
 from grader.learn import play_jails, play_stack
 from grader.learn.table_draft import table_draft
+from grader.measure import blas
 from reference.lm import CachedLM, generate
 from reference.model import Model
 from reference.sampling import generate_naive

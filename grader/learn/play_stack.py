@@ -12,11 +12,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from grader.grading import timing
-from grader.grading.remote import JailCachedLM
+from grader.jailer.remote import JailCachedLM
 from grader.learn.play import Source, cached_tokens, naive_steps, quantized_model, speculative_rounds, weight_bytes
 from grader.learn.play_jails import LearnerError
 from grader.learn.table_draft import table_bytes
+from grader.measure import timing
 from reference.model import Model
 from reference.ngram import NGramLM
 
@@ -108,7 +108,7 @@ def stack(
     k guesses a round (sources['speculative']'s speculative_generate, the whole run in its jail).
     Every row decodes greedily.
     Each row is timed like a benchmark: at least `rounds` rounds taking turns with the row
-    before (grader.grading.timing), so a busy spell slows both alike, and its seconds are the
+    before (grader.measure.timing), so a busy spell slows both alike, and its seconds are the
     median of its rounds; its speed-up is the row before's seconds over its own, the two
     figures the rows show, so the columns always agree."""
     before, before_seconds = None, 0.0

@@ -21,7 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from grader.grading.events import DONE_HERE, Status
+from grader.judge.events import DONE_HERE, Status
 from grader.kata import target as _target
 from grader.kata.registry import Kata, Task
 from grader.learn import vouch

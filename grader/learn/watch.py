@@ -3,7 +3,7 @@ redraw one compact screen, like rustlings' watch mode.
 
 The loop: a thread runs watchfiles on the learner's work directory
 (grader.kata.target.workdir()) and queues the names of the kata files that
-changed; the calling thread grades (grader.grading.runner.grade, so Ctrl-C there
+changed; the calling thread grades (grader.run.runner.grade, so Ctrl-C there
 stops every judge and jail) and draws. Only `<kata>.py` files of registered
 katas, directly in the work directory, count: editor temp files,
 __pycache__ and .kata/ never trigger a grade. A burst of saves is one
@@ -28,13 +28,14 @@ from typing import Callable
 
 import click
 
-from grader.grading.runner import GradeResult, KataResult, Limits, TaskResult, grade
 from grader.kata import target as _target
 from grader.kata.registry import Kata, load_registry
 from grader.kata.text import printable
 from grader.learn import progress as state
 from grader.learn.progress import all_pass
 from grader.output.report import shown_path
+from grader.run.results import GradeResult, KataResult, Limits, TaskResult
+from grader.run.runner import grade
 
 STEP_MS = 150  # quiet time that ends a burst of file events (watchfiles' step)
 HEARTBEAT_MS = 250  # the watcher thread wakes this often with no events, to report it is ready
@@ -102,7 +103,7 @@ def _printed(text: str, width: int) -> list[str]:
 
 
 def _example_text(example: str) -> str:
-    """A failure's example (grader.grading.failing_calls already left out the kata module
+    """A failure's example (grader.jailer.failing_calls already left out the kata module
     argument) on as few lines as the screen allows: without the "Falsifying
     example" heading, the call's arguments on one line."""
     lines = example.strip().splitlines()

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.learn import web_runs
 
 HOST = "127.0.0.1"  # the only address the server binds: the learner's own machine
@@ -33,6 +33,9 @@ TITLES = {
     "speculate": "Guess, then check: speculative decoding",
     "stack": "The stack of small bargains",
 }
+# Each page's own script in web_files/, after kata.js: named for what the widget shows (the bits of a
+# weight, the draft's guesses), so that no file but a kata's own is named after a kata.
+SCRIPTS = {None: "index.js", "cache": "cache.js", "quantize": "bits.js", "speculate": "draft.js", "stack": "stack.js"}
 _SHARED_QUERY = ("token", "autoplay", "stream")  # what a URL may carry beside a widget's own options
 
 
@@ -71,7 +74,7 @@ def page(widget: str | None, run: dict | None = None, autoplay: bool = False) ->
             "WIDGET": widget or "index",
             "STYLE": _file("kata.css"),
             "CONFIG": _script_json(config),
-            "SCRIPT": _file("kata.js") + "\n" + _file(f"{widget or 'index'}.js"),
+            "SCRIPT": _file("kata.js") + "\n" + _file(SCRIPTS[widget]),
         },
     )
 

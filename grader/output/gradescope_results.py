@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 import re
 
-from grader.grading import versions
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, TaskResult
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
 from grader.kata.text import printable
+from grader.output import versions
+from grader.run.results import GradeResult, TaskResult
 
 RESULTS_VERSION = 1  # extra_data["version"]: bumped when a field of ours is renamed or removed
 MAX_FAILURES_SHOWN = 5  # failing checks a test's output details; the rest are counted

@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from grader.grading import versions
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, TaskResult
+from grader.judge.events import Status
 from grader.kata import target as _target
 from grader.kata.registry import Kata
 from grader.kata.text import printable
+from grader.output import versions
+from grader.run.results import GradeResult, TaskResult
 
 # The version of as_json's shape: bumped when a field is renamed or removed, not when one is added.
 JSON_VERSION = 2

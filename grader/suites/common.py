@@ -1,6 +1,7 @@
 """What every grading suite shares: the module under test (a proxy to its
-jail), the Hypothesis profiles, shared strategies and the one timing helper
-for speed checks.
+jail), the Hypothesis profiles, shared strategies, the one timing helper
+for speed checks and the digests it compares timed results by, and the
+figures a check reports (through its user_properties, to the judge).
 
 Suites never call learner code to judge learner code: expected values come
 from the suite, independent formulas or the reference model, all here in
@@ -9,6 +10,8 @@ the judge, where the learner's code never runs.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import secrets
 import time
 from pathlib import Path
@@ -18,8 +21,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.grading import jail_client, timing
-from grader.jail import protocol
+from grader.jailer import jail_client
+from grader.measure import timing
 from reference.model import Config
 
 # Set by conftest.pytest_configure from --seed (the target goes to jail_client.SETTINGS).
@@ -112,7 +115,7 @@ def secret_model(config: Config) -> jail_client.SecretModel:
 
 def load_baseline(kata_or_path):
     """The trusted baselines a speed check times the learner against
-    (grader/suites/baseline_KATA.py, or a file), in a jail of their own, so
+    (grader/suites/KATA/baseline.py, or a file), in a jail of their own, so
     both sides cross the same channel."""
     path = Path(kata_or_path)
     return jail_client.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
@@ -120,10 +123,23 @@ def load_baseline(kata_or_path):
 
 def baseline_path(kata: str) -> Path:
     """Where kata's speed-check baselines live (the file may not exist)."""
-    return Path(__file__).with_name(f"baseline_{kata}.py")
+    return Path(__file__).parent / kata / "baseline.py"
 
 
-FIGURES: list[dict] = []  # what the running check measured (grader.grading.judge reports and clears it)
+FIGURE = "figure"  # the name a figure goes by among the running check's user properties, where the judge reads it
+_PROPERTIES: contextvars.ContextVar[list | None] = contextvars.ContextVar("check_properties", default=None)
+
+
+@contextlib.contextmanager
+def recording(properties: list):
+    """Within the with, figure() appends to `properties`: the running check's user_properties, which
+    the suites' conftest hands here around every check (as pytest's record_property appends to them),
+    and which the judge reports with the check's result."""
+    token = _PROPERTIES.set(properties)
+    try:
+        yield
+    finally:
+        _PROPERTIES.reset(token)
 
 
 def figure(
@@ -133,18 +149,24 @@ def figure(
     one (say "speed-up over generate_naive", 9.6, bar 5): the grade shows it
     next to the task, Gradescope's leaderboard ranks by it, and the kata's
     recap (the registry's `recap`) quotes it by `key`. Measured here, in the
-    judge, so learner code cannot set it. Returns value."""
+    judge, so learner code cannot set it; outside a check it goes nowhere. Returns value."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
-    FIGURES.append(
-        {
-            "name": name,
-            "value": float(value),
-            "bar": None if bar is None else float(bar),
-            "unit": unit,
-            "better": better,
-            "key": key,
-        }
+    properties = _PROPERTIES.get()
+    if properties is None:
+        return value
+    properties.append(
+        (
+            FIGURE,
+            {
+                "name": name,
+                "value": float(value),
+                "bar": None if bar is None else float(bar),
+                "unit": unit,
+                "better": better,
+                "key": key,
+            },
+        )
     )
     return value
 
@@ -160,7 +182,7 @@ def _timed_all(fns, args) -> tuple[float, list]:
     for fn in fns:
         seconds, result = jail_client.timed(fn, args)
         total += seconds
-        digests.append(protocol.digest(result))
+        digests.append(digest(result))
     return total, digests
 
 
@@ -169,7 +191,7 @@ def time_ratio(
 ) -> float:
     """Median over rounds of time(mine) / time(baseline), each timed here
     in the judge around its round trip (jail_client.timed), in rounds that
-    grader.grading.timing.interleave runs: at least `repeats`, more (up to three
+    grader.measure.timing.interleave runs: at least `repeats`, more (up to three
     times as many, within SPEED_BUDGET_SECONDS) while the rounds' ratios
     still spread by more than SPEED_SPREAD. mine and baseline are kata
     proxies (the learner's function and a trusted baseline's), or tuples of
@@ -205,7 +227,7 @@ def time_ratio(
         def run(r: int) -> float:
             seconds, digests[(name, r)] = _timed_all(fns, transform(args_of(r)))
             if r >= 0 and ("mine", r) in digests and ("base", r) in digests:
-                want = [protocol.digest(v) for v in expect(*args_of(r))] if expect else digests[("base", r)]
+                want = [digest(v) for v in expect(*args_of(r))] if expect else digests[("base", r)]
                 _right_while_timed(what, digests[("mine", r)], want)
             return seconds
 
@@ -244,8 +266,52 @@ def settled(ratios: list[float], bar: float, repeats: int) -> bool:
     return len(ratios) >= repeats and (max(ratios) * CLEAR_OF_BAR < bar or min(ratios) > bar * CLEAR_OF_BAR)
 
 
+def digest(value):
+    """A small summary of a result, made by the judge from the data a timed
+    call returned: for every number or array in it, its shape, kind and
+    float64 sums; None for other objects. Sums read every value, so a result
+    wrong anywhere is told apart (see digests_agree)."""
+    if type(value) in (bool, int, float) or isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        if value and all(type(v) in (int, bool, float) or isinstance(v, np.generic) for v in value):
+            return digest(np.asarray(value))
+        return [digest(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+        out = {"shape": list(value.shape), "kind": value.dtype.kind}
+        total = float(value.real.sum(dtype=np.float64))
+        size = float(np.abs(value, dtype=np.float64).sum()) if value.dtype.kind != "c" else float(np.abs(value).sum())
+        nonfinite = 0
+        if not (np.isfinite(total) and np.isfinite(size)):  # only then pay for a pass that finds them
+            finite = np.isfinite(value)
+            nonfinite = int(value.size - np.count_nonzero(finite))
+            clean = np.where(finite, value, 0).real
+            total, size = float(clean.sum(dtype=np.float64)), float(np.abs(clean).sum(dtype=np.float64))
+        out.update({"sum": total, "abs": size, "nonfinite": nonfinite})
+        return out
+    return None
+
+
+def digests_agree(a, b, rtol: float = 1e-4) -> bool:
+    """Whether two digests describe the same result, up to float summation order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("shape") != b.get("shape") or a.get("nonfinite") != b.get("nonfinite"):
+            return False
+        if (str(a.get("kind")) in "biu") != (str(b.get("kind")) in "biu"):
+            return False
+        scale = max(float(b.get("abs", 0)), 1.0)
+        return (
+            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs"))
+            and abs(a["sum"] - b["sum"]) <= rtol * scale
+            and abs(a["abs"] - b["abs"]) <= rtol * scale
+        )
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
+    return b is None or a == b
+
+
 def _right_while_timed(what: str, got: list, want: list) -> None:
-    if not protocol.digests_agree(got, want, DIGEST_RTOL):
+    if not digests_agree(got, want, DIGEST_RTOL):
         raise WrongWhileTimed(
             f"{what} returned a wrong result while being timed (its sums differ from the "
             "expected ones on the same input): a fast wrong answer is not fast"

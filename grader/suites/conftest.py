@@ -1,5 +1,6 @@
 """pytest configuration of the grading suites: which implementation they test
-(--target), the Hypothesis profile, and the `task`, `speed`, `needs` and `public` markers."""
+(--target), the Hypothesis profile, the `task`, `speed`, `needs` and `public` markers, and where
+a check's figures go (its user_properties)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import os
 import pytest
 from hypothesis import settings
 
-from grader.grading import jail_client
-from grader.jail import zygote as forks
+from grader.jailer import jail_client
+from grader.jailer import zygote as forks
 from grader.kata import target as _target
 from grader.kata.text import printable
 from grader.suites import common
@@ -78,6 +79,15 @@ def pytest_collection_modifyitems(config, items):
     if missing:
         items[:] = [i for i in items if i not in missing]
         config.hook.pytest_deselected(items=missing)
+
+
+@pytest.fixture(autouse=True)
+def record_figures(request):
+    """What the check measures (common.figure) goes to its user_properties, as pytest's record_property
+    appends there (that fixture is the junitxml plugin's, which the judge leaves out): the judge reports
+    the figures with the check's result."""
+    with common.recording(request.node.user_properties):
+        yield
 
 
 # Under plain pytest (kata test) what the learner's code prints during a check shows as pytest shows any captured

@@ -1,4 +1,4 @@
-"""bench_speculative's parts that decide what it prints: the projection's work
+"""The speculative kata's benchmark's parts that decide what it prints: the projection's work
 counts and bound, and the check that greedy speculative decoding writes plain
 decoding's tokens (in a process of its own: importing a benchmark's shared
 module starts the process again on one BLAS thread)."""
@@ -55,7 +55,7 @@ K_ROWS = textwrap.dedent(
     """
     import sys
     from benchmarks import projection
-    from benchmarks.bench_speculative import KS, Target, Verify, k_rows
+    from grader.suites.speculative.bench import KS, Target, Verify, k_rows
     from benchmarks.spec_drafts import Draft, PromptSet
     from reference.model import Config, Model
     from reference.solutions.speculative import speculative_generate

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from grader.cli.commands import main
 
-from helpers import TOY
+from helpers import TOY_KATAS, write_registry
 
 # A module a submission folder might hold to be imported by the grader: it leaves a mark and stops the process.
 HOSTILE = "import pathlib, sys\npathlib.Path(__file__).with_suffix('.ran').write_text('imported')\nsys.exit(3)\n"
@@ -57,7 +57,7 @@ def test_kata_help_lists_every_command_once_under_the_role_that_runs_it():
     assert listed["Contributor commands"] == ["new", "test"]
 
 
-def complete(line: str, registry=TOY / "katas.toml") -> list[str]:
+def complete(line: str, registry=TOY_KATAS) -> list[str]:
     """What bash's completion of `line` offers, through click's own completion protocol, in process."""
     words = line.split(" ")
     env = {
@@ -96,6 +96,5 @@ def test_the_shell_completes_kata_and_task_names_from_the_registry(line, offers)
 
 
 def test_a_broken_registry_completes_nothing_and_raises_nothing(tmp_path):
-    broken = tmp_path / "katas.toml"
-    broken.write_text("[[kata]\nname = ")
+    broken = write_registry(tmp_path, {"toy": "[[kata]\nname = "})
     assert complete("kata hint ", broken) == [] and complete("kata grade toy:", broken) == []

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.output import files
+from grader.kata import writable
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 SHA = "a" * 64
 
@@ -32,7 +32,7 @@ WRITERS = {
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("KATA_WORKDIR", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -115,18 +115,18 @@ def test_grade_all_refuses_a_gradebook_folder_whose_students_folder_is_a_file(cl
 
 
 def test_a_device_is_never_replaced_by_a_written_file():
-    assert files.why_not_writable("/dev/null") == "/dev/null is not a regular file"
+    assert writable.why_not_writable("/dev/null") == "/dev/null is not a regular file"
 
 
 def test_a_writable_place_passes_and_the_check_leaves_nothing_behind(tmp_path):
-    assert files.why_not_writable(tmp_path / "r.json") == ""
-    assert files.why_not_folder(tmp_path / "new") == ""
-    assert files.why_not_folder(tmp_path) == ""
+    assert writable.why_not_writable(tmp_path / "r.json") == ""
+    assert writable.why_not_folder(tmp_path / "new") == ""
+    assert writable.why_not_folder(tmp_path) == ""
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_bench_plot_that_cannot_be_written_is_refused_before_the_benchmark_runs(capsys):
-    from benchmarks.shared import bench_parser
+    from grader.measure.bench import bench_parser
 
     pytest.importorskip("matplotlib")
     with pytest.raises(SystemExit) as ended:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SUBS, TOY, plant, planted_ran
+from helpers import SUBS, TOY_KATAS, plant, planted_ran
 
 KATA = Path(sys.executable).parent / "kata"  # the console script pip wrote beside this Python
 
@@ -29,7 +29,7 @@ def submission(tmp_path: Path) -> tuple[Path, Path]:
 
 def run(cmd: list[str], cwd: Path, state: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "KATA_"))}
-    env.update(KATA_REGISTRY=str(TOY / "katas.toml"), KATA_STATE_DIR=str(state))
+    env.update(KATA_REGISTRY=str(TOY_KATAS), KATA_STATE_DIR=str(state))
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -28,9 +28,11 @@ NEW_FILES = [
     "katas/toykata.py",
     "grader/suites/toykata/__init__.py",
     "grader/suites/toykata/test_toykata.py",
-    "benchmarks/bench_toykata.py",
+    "grader/suites/toykata/kata.toml",
+    "grader/suites/toykata/checklist.md",
+    "grader/suites/toykata/bench.py",
 ]
-EDITED_FILES = ["grader/kata/katas.toml", "CHECKLIST.md", "README.md"]
+EDITED_FILES = ["grader/suites/presets.toml", "CHECKLIST.md", "README.md"]
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -47,10 +49,12 @@ def snapshot(root: Path) -> dict[str, str]:
 def small_root(tmp_path) -> Path:
     """The parts of a checkout `kata new` reads and edits, and the folders it writes into."""
     root = tmp_path / "checkout"
-    for rel in ("grader/kata/katas.toml", "CHECKLIST.md", "README.md"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(
+        ROOT / "grader" / "suites", root / "grader" / "suites", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for rel in ("CHECKLIST.md", "README.md"):
         shutil.copy(ROOT / rel, root / rel)
-    for folder in ("reference/solutions", "katas", "grader/suites", "benchmarks"):
+    for folder in ("reference/solutions", "katas"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     return root
 
@@ -122,7 +126,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
     after = snapshot(small_root)
     assert sorted(set(after) - set(before)) == sorted(NEW_FILES)
     assert sorted(k for k in before if before[k] != after[k]) == sorted(EDITED_FILES)
-    katas = load_registry(small_root / "grader" / "kata" / "katas.toml")
+    katas = load_registry(small_root / "grader" / "suites")
     new = katas[-1]
     assert (new.name, new.title, new.trade, new.order) == (
         "toykata",
@@ -132,7 +136,7 @@ def test_new_writes_every_place_and_the_registry_loads(small_root):
     )
     assert [f for t in new.tasks for f in t.functions] == [scaffold.CHECK, scaffold.FUNCTION]
     assert all(t.rubric and len(t.questions) == 2 for t in new.tasks), "each task needs a rubric and its questions"
-    assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "kata" / "katas.toml")}
+    assert "toykata" in {p.kata for p in load_presets(small_root / "grader" / "suites")}
     stub = (small_root / "katas" / "toykata.py").read_text(encoding="utf-8")
     assert not (small_root / "grader" / "kata" / "stub_files").exists()  # the stub has one copy, made from the solution
     assert stub.count("raise NotImplementedError") == 2
@@ -199,7 +203,7 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
     stubs = _run(copy, "-m", "grader.kata.stubs", "--check", "toykata")  # the others are whatever katas/ holds
     assert stubs.returncode == 0, stubs.stdout + stubs.stderr
 
-    bench = _run(copy, "benchmarks/bench_toykata.py", "--target", "reference", "--repeats", "1")
+    bench = _run(copy, "-m", "grader.suites.toykata.bench", "--target", "reference", "--repeats", "1")
     assert bench.returncode == 0 and "1,000,000" in bench.stdout, bench.stdout + bench.stderr
 
     # The module's tests of the new kata and those of no kata; the other katas' are this checkout's own.

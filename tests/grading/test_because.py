@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, KataResult, kata_result
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
 from grader.learn.watch import screen
 from grader.output import gradescope_results, report
+from grader.run.results import Check, GradeResult, KataResult, kata_result
 
-from helpers import TOY
+from helpers import TOY_KATAS
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_gradescope_says_what_a_task_fails_because_of_and_gives_no_empty_hint(sp
 
 
 def test_the_toy_speed_task_fails_because_of_its_mean(tmp_path):
-    toy = load_registry(TOY / "katas.toml")[0]
+    toy = load_registry(TOY_KATAS)[0]
     tasks = by_name(graded(toy, {"mean": Status.FAIL, "fast": Status.SLOW}))
     assert tasks["fast"].because_of == "toy:mean" and tasks["scale"].because_of == ""
 

@@ -1,4 +1,4 @@
-"""grader.grading.blas: the BLAS kernel in a figure's header, and the word when a host forces an older one."""
+"""grader.measure.blas: the BLAS kernel in a figure's header, and the word when a host forces an older one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.grading import blas
+from grader.measure import blas
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,8 +29,9 @@ def test_without_forcing_drops_both_variables_and_nothing_else():
 def test_a_benchmark_run_with_native_blas_runs_without_the_forcing_variables(tmp_path):
     script = tmp_path / "bench_probe.py"
     script.write_text(
-        f"import os, sys\nsys.path[:0] = [{str(ROOT / 'benchmarks')!r}, {str(ROOT)!r}]\n"
-        "import shared\nprint(os.environ.get('OPENBLAS_CORETYPE'), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        f"import os, sys\nsys.path[:0] = [{str(ROOT)!r}]\n"
+        "import grader.measure.bench\n"
+        "print(os.environ.get('OPENBLAS_CORETYPE'), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
     )
     env = {"PATH": "/usr/bin:/bin", "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512"}
     for flags, want in (([], "Haswell 1"), (["--native-blas"], "None 1")):

@@ -1,5 +1,5 @@
 """The diagnosis of a failing task from the catalogue of known mistakes
-(grader.grading.diagnosis): matching hand-made failures, the catalogue's file,
+(grader.run.diagnosis): matching hand-made failures, the catalogue's file,
 what a student edition keeps of it, and the result that carries the name."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import diagnosis
-from grader.grading.diagnosis import Mistake, Sign
-from grader.grading.events import Status
-from grader.grading.results import Check, kata_result
+from grader.judge.events import Status
 from grader.kata.registry import Kata, Task
+from grader.run import diagnosis
+from grader.run.diagnosis import Mistake, Sign
+from grader.run.results import Check, kata_result
 
 
 def failed_always(*checks: tuple[str, str]) -> tuple[Sign, ...]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, kata_result
+from grader.judge.events import Status
 from grader.kata.registry import Kata, Task
 from grader.output import report
+from grader.run.results import Check, GradeResult, kata_result
 
 OPEN = Task(name="open", title="a task with a public check", points=2, hints=("a?", "b?"), hidden=("test_secret",))
 SPEED = Task(

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade
 from grader.kata.registry import load_registry
 from grader.output import report
+from grader.run.runner import grade
 
-from helpers import FAST, SUBS, TOY
+from helpers import FAST, SUBS, TOY_KATAS
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 # The fixtures whose grade does not hang on timing: every status but timeout and slow.
@@ -56,7 +56,7 @@ def stable(data: dict, target: Path) -> dict:
 
 @pytest.mark.parametrize("sub", SUBMISSIONS)
 def test_the_json_of_each_fixture_submission_is_the_committed_one(sub):
-    toy = load_registry(TOY / "katas.toml")
+    toy = load_registry(TOY_KATAS)
     got = stable(report.as_json(grade(list(toy), str(SUBS / sub), limits=FAST)), SUBS / sub)
     path = GOLDEN / f"{sub}.json"
     if os.environ.get("KATA_UPDATE_GOLDEN"):
@@ -76,7 +76,7 @@ def test_the_json_records_the_versions_it_graded_with():
     import hypothesis
     import numpy
 
-    toy = load_registry(TOY / "katas.toml")
+    toy = load_registry(TOY_KATAS)
     data = report.as_json(grade(list(toy), str(SUBS / "stub"), limits=FAST))
     assert data["versions"] == {
         "python": platform.python_version(),

@@ -18,20 +18,21 @@ from click.testing import CliRunner
 
 from grader.cli import learner
 from grader.cli.commands import main
-from grader.grading import runner
-from grader.grading.events import Event, EventKind
-from grader.grading.runner import grade, grade_kata
+from grader.judge.events import INTERRUPTED_MESSAGE, Event, EventKind
 from grader.kata.registry import load_registry
 from grader.output import report
+from grader.run import runner
+from grader.run.results import Limits
+from grader.run.runner import grade, grade_kata
 
-from helpers import FAST, HANG, SETTLE, SUBS, TOY, hanging_grade, wait_for_processes
+from helpers import FAST, HANG, SETTLE, SUBS, TOY, TOY_KATAS, hanging_grade, wait_for_processes, write_registry
 
 # Short limits so the hang and loop fixtures finish quickly.
 
 
 @pytest.fixture(scope="module")
 def toy():
-    return load_registry(TOY / "katas.toml")[0]
+    return load_registry(TOY_KATAS)[0]
 
 
 def statuses(toy, sub: str) -> dict[str, str]:
@@ -140,22 +141,19 @@ def test_importing_the_reference_solution_is_an_error(toy):
 
 def test_a_crashing_kata_never_loses_another_katas_results(toy, tmp_path):
     # Two katas graded in parallel: one segfaults, the other must still pass.
-    registry = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
+    registry = (TOY / "kata.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
     other = registry.replace('name = "toy"', 'name = "toy2"').replace("order = 1", "order = 2")
-    (tmp_path / "katas.toml").write_text(registry + "\n" + other)
+    other = other.replace(f'suite = "{TOY / "test_toy.py"}"', 'suite = "test_toy2.py"', 1)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "toy.py").write_text((SUBS / "segfault" / "toy.py").read_text())
     (tmp_path / "sub" / "toy2.py").write_text((SUBS / "correct" / "toy.py").read_text())
     # toy2's suite loads module "toy"; give it a suite file of its own that loads "toy2".
-    suite2 = tmp_path / "test_toy2.py"
+    folder = write_registry(tmp_path / "katas", {"toy": registry, "toy2": other})
+    suite2 = folder / "toy2" / "test_toy2.py"
     suite2.write_text((TOY / "test_toy.py").read_text().replace('load_kata("toy")', 'load_kata("toy2")'))
-    (tmp_path / "conftest.py").write_text((TOY / "conftest.py").read_text())
-    (tmp_path / "baseline_toy.py").write_text((TOY / "baseline_toy.py").read_text())
-    text = (tmp_path / "katas.toml").read_text()
-    head, tail = text.split('name = "toy2"', 1)
-    tail = tail.replace(f'suite = "{TOY / "test_toy.py"}"', 'suite = "test_toy2.py"', 1)
-    (tmp_path / "katas.toml").write_text(head + 'name = "toy2"' + tail)
-    katas = load_registry(tmp_path / "katas.toml")
+    (folder / "toy2" / "conftest.py").write_text((TOY / "conftest.py").read_text())
+    (folder / "toy2" / "baseline_toy.py").write_text((TOY / "baseline_toy.py").read_text())
+    katas = load_registry(folder)
     result = grade(list(katas), str(tmp_path / "sub"), jobs=2, limits=FAST)
     by_name = {k.name: k for k in result.katas}
     assert by_name["toy"].tasks[0].status == "crash"
@@ -180,7 +178,7 @@ def test_the_same_code_and_seed_give_the_same_json_apart_from_timings(toy):
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     return CliRunner()
 
@@ -311,7 +309,7 @@ def test_reset_restores_the_stub_and_backs_up_the_learners_file(cli, tmp_path, m
 
 @pytest.mark.parametrize("text", ["DID NOT RAISE <class 'ValueError'>", "DID NOT RAISE ValueError"])
 def test_a_missing_exception_reads_the_same_whatever_pytest_version_wrote_it(text):
-    from grader.grading.judge import _fail_message
+    from grader.judge.judge import _fail_message
 
     assert _fail_message(text) == "expected ValueError, but the call returned without raising it"
     assert _fail_message("something else") == "something else"
@@ -345,7 +343,7 @@ def test_kata_test_runs_the_suite_under_plain_pytest_and_passes_its_exit_code_on
     escaped, each line led by '| ', its end (where the replay of the failing example Hypothesis settled on
     prints: x = [1.0] * 7); a passing check's prints are not shown."""
     correct = cli.invoke(main, ["test", "toy", "--target", str(SUBS / "correct"), "--", "-q"])
-    env = {**os.environ, "KATA_REGISTRY": str(TOY / "katas.toml"), "KATA_STATE_DIR": str(tmp_path)}
+    env = {**os.environ, "KATA_REGISTRY": str(TOY_KATAS), "KATA_STATE_DIR": str(tmp_path)}
     cmd = [sys.executable, "-m", "grader", "test", "toy", "--target", str(SUBS / "prints"), "--", "-q", "-k", "mean"]
     prints = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert (correct.exit_code, prints.returncode) == (0, 1), prints.stdout + prints.stderr
@@ -385,7 +383,7 @@ def _judge_servers_of(pid: int) -> list[int]:
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"grader.grading.judge_server" in cmd:
+        if parent == pid and b"grader.judge.judge_server" in cmd:
             found.append(int(child))
     return found
 
@@ -441,7 +439,7 @@ def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
 
     def looping():
         # Limits far past the waits below: only the cancel event can end this grading in time.
-        results["loop"] = runner.grade([toy], str(SUBS / "loop"), limits=runner.Limits(600, 900), cancel=stop_looping)
+        results["loop"] = runner.grade([toy], str(SUBS / "loop"), limits=Limits(600, 900), cancel=stop_looping)
 
     thread = threading.Thread(target=looping, daemon=True)
     thread.start()
@@ -455,7 +453,7 @@ def test_stopping_one_grading_leaves_another_in_the_same_process_running(toy):
     assert not thread.is_alive(), "setting the cancel event did not stop the grading"
     stopped = results["loop"]
     assert stopped.interrupted
-    assert any(runner.INTERRUPTED_MESSAGE in t.message for k in stopped.katas for t in k.tasks)
+    assert any(INTERRUPTED_MESSAGE in t.message for k in stopped.katas for t in k.tasks)
 
 
 def test_grade_many_grades_each_job_with_its_own_seed_and_tells_each_as_it_ends(toy):

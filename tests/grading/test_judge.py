@@ -12,12 +12,13 @@ import time
 import numpy as np
 import pytest
 
-from grader.grading import jail_client, jail_space
-from grader.grading.remote import JailCachedLM
-from grader.jail import confine, views
-from grader.jail import protocol as p
-from grader.jail import zygote as forks
+from grader.jail import confine
+from grader.jailer import jail_client, jail_space
+from grader.jailer import zygote as forks
+from grader.jailer.remote import JailCachedLM
 from grader.suites import common
+from grader.wire import protocol as p
+from grader.wire import views
 from reference.model import Config, Model
 
 from helpers import SETTLE
@@ -27,7 +28,7 @@ TINY = Config(vocab_size=12, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_
 
 @pytest.fixture(scope="module")
 def zygotes():
-    """zygotes() -> a jail zygote (grader.jail.zygote) of the confinement mode in force, as a runner starts
+    """zygotes() -> a jail zygote (grader.jailer.zygote) of the confinement mode in force, as a runner starts
     one: started on first use, one per mode (a zygote forks jails of the mode it started in only)."""
     started: dict[str, forks.Zygote] = {}
 
@@ -146,11 +147,11 @@ def test_a_frame_of_another_version_or_too_large_is_refused():
 
 def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
     x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
-    assert p.digests_agree(p.digest((x, 3)), p.digest((x[::-1][::-1].copy(), 3)))
+    assert common.digests_agree(common.digest((x, 3)), common.digest((x[::-1][::-1].copy(), 3)))
     wrong = x.copy()
     wrong[5, 5] += 1
-    assert not p.digests_agree(p.digest(wrong), p.digest(x))
-    assert not p.digests_agree(p.digest(x[:, :31]), p.digest(x))
+    assert not common.digests_agree(common.digest(wrong), common.digest(x))
+    assert not common.digests_agree(common.digest(x[:, :31]), common.digest(x))
 
 
 def test_views_of_one_buffer_cross_as_it_once_and_come_back_read_only_where_they_lay():
@@ -262,7 +263,7 @@ def test_a_model_is_counted_by_the_judge_while_the_suite_counts_its_work(jail_of
 
 def test_a_counted_models_weights_can_be_neither_read_nor_fetched_in_the_jail(jail_of):
     k = jail_of("""
-        from grader.jail import protocol as p
+        from grader.wire import protocol as p
         from grader.jail import server as jail
 
         def read(model):
@@ -528,14 +529,19 @@ def test_a_value_put_in_the_jail_is_the_very_object_a_call_gets_and_a_kept_resul
 
 def test_a_timed_call_takes_its_inputs_and_brings_back_its_whole_result_on_the_clock(jail_of):
     """Nothing reaches the jail before the clock starts (a module that computes the answer while an
-    upload arrives gains nothing), and the judge reads the result itself: a jail whose summary
-    function is replaced cannot forge what the judge compares."""
+    upload arrives gains nothing), and the judge reads the result itself: the summary the judge
+    compares (grader.suites.common.digest) is not even in the jail's runtime, so no jail can forge it."""
     k = jail_of("""
-        import grader.jail.protocol as protocol
         import grader.jail.server as server
 
         SEEN = []
-        protocol.digest = lambda *args, **kwargs: {"forged": True}
+        try:
+            import grader.suites.common as common
+
+            common.digest = lambda *args, **kwargs: {"forged": True}
+            SEEN.append(("forged", 0))
+        except ImportError:
+            pass
         _serve = server.Server._serve
 
         def _spy(self, header, bufs):
@@ -555,6 +561,7 @@ def test_a_timed_call_takes_its_inputs_and_brings_back_its_whole_result_on_the_c
     assert seconds > 0 and isinstance(result, np.ndarray) and np.array_equal(result, x * 2)
     ops = k.seen()
     assert "put" not in [op for op, _ in ops] and ("call", x.nbytes) in ops, ops
+    assert ("forged", 0) not in ops  # the jail found no grader.suites to import
 
 
 def test_a_timed_result_of_views_comes_back_whole_as_its_buffer_once_and_copies_one_by_one(jail_of):

@@ -10,11 +10,11 @@ import types
 
 import pytest
 
-from grader.grading.runner import grade_kata
 from grader.jail import confine
 from grader.kata.registry import load_registry
+from grader.run.runner import grade_kata
 
-from helpers import FAST, SUBS, TOY
+from helpers import FAST, SUBS, TOY_KATAS
 
 CORRECT = (SUBS / "correct" / "toy.py").read_text()
 SMALL = dataclasses.replace(FAST, output_mb=4)  # a low cap on each file, so that passing it is quick
@@ -22,7 +22,7 @@ SMALL = dataclasses.replace(FAST, output_mb=4)  # a low cap on each file, so tha
 
 @pytest.fixture(scope="module")
 def toy():
-    return load_registry(TOY / "katas.toml")[0]
+    return load_registry(TOY_KATAS)[0]
 
 
 def messages(toy, folder, limits=FAST) -> dict[str, tuple[str, str]]:

@@ -1,11 +1,11 @@
-"""grader.grading.seeds, the one seed scheme: own seeds are stable, keyed, and never the standard seed."""
+"""grader.run.seeds, the one seed scheme: own seeds are stable, keyed, and never the standard seed."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.grading import seeds
+from grader.run import seeds
 
 
 @given(st.text(), st.text())

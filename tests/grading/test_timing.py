@@ -1,4 +1,4 @@
-"""grader.grading.timing.interleave, the one timing primitive: runs take turns,
+"""grader.measure.timing.interleave, the one timing primitive: runs take turns,
 alternating who goes first, and rounds continue only while they disagree."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from grader.grading import timing
+from grader.measure import timing
 from grader.suites import common
 
 

@@ -21,7 +21,7 @@ from grader.instructor import classroom, release
 from grader.kata.registry import load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 
-from helpers import TOY, plant, planted_ran
+from helpers import TOY, plant, planted_ran, write_registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,9 +36,10 @@ GRADER = ["--grader-url", URL, "--grader-sha256", SHA]
 @pytest.fixture
 def template(tmp_path, monkeypatch) -> Path:
     """A template repository, with the toy registry's `fast` task held back; the kit written into it."""
-    registry = tmp_path / "katas.toml"
-    text = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
-    registry.write_text(text.replace('name = "fast"', 'name = "fast"\n  release = false'))
+    text = (TOY / "kata.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
+    registry = write_registry(
+        tmp_path / "katas", {"toy": text.replace('name = "fast"', 'name = "fast"\n  release = false')}
+    )
     monkeypatch.setenv("KATA_REGISTRY", str(registry))
     repo = tmp_path / "repo"
     repo.mkdir()

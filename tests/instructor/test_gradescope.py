@@ -19,14 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading import versions
-from grader.grading.events import Status
-from grader.grading.runner import GradeResult, KataResult, TaskResult, grade
 from grader.instructor import gradescope_kit as gradescope
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
-from grader.output import gradescope_results, report
+from grader.output import gradescope_results, report, versions
+from grader.run.results import GradeResult, KataResult, TaskResult
+from grader.run.runner import grade
 
-from helpers import FAST, SUBS, TOY
+from helpers import FAST, SUBS, TOY, TOY_KATAS, write_registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +50,7 @@ def valid(data: dict) -> dict:
 
 @pytest.fixture(autouse=True)
 def toy_registry(monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
 
 
 # One xdist worker runs the whole module, so its module-scoped grades are made once.
@@ -60,7 +60,7 @@ pytestmark = pytest.mark.xdist_group("test_gradescope")
 @pytest.fixture(scope="module")
 def graded():
     """The toy kata graded once per fixture submission this file looks at."""
-    katas = list(load_registry(TOY / "katas.toml"))
+    katas = list(load_registry(TOY_KATAS))
     return {sub: grade(katas, str(SUBS / sub), seed=0, limits=FAST) for sub in ("correct", "stub", "nan")}
 
 
@@ -174,10 +174,9 @@ def test_kata_grade_gradescope_writes_the_same_richer_file(graded):
 
 
 def test_a_hidden_task_shows_after_the_due_date_and_stays_out_of_the_visible_total(tmp_path, monkeypatch):
-    text = (TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
+    text = (TOY / "kata.toml").read_text().replace('suite = "test_toy.py"', f'suite = "{TOY / "test_toy.py"}"')
     text = text.replace('name = "scale"\n', 'name = "scale"\n  visibility = "hidden"\n')
-    (tmp_path / "katas.toml").write_text(text)
-    monkeypatch.setenv("KATA_REGISTRY", str(tmp_path / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(write_registry(tmp_path, {"toy": text})))
     result = grade(list(load_registry()), str(SUBS / "nan"), limits=FAST)
     data = valid(gradescope_results.results(result, seed=0))
     assert {k: t["visibility"] for k, t in by_task(data).items()} == {
@@ -431,7 +430,8 @@ def test_build_writes_the_scripts_and_the_grading_edition_without_answers_at_the
             "grader/cli/commands.py",
             "grader/instructor/gradescope_kit.py",
             "grader/output/gradescope_results.py",
-            "grader/kata/katas.toml",
+            "grader/suites/kv_cache/kata.toml",
+            "grader/suites/presets.toml",
             gradescope.CONFIG_NAME,
         } <= names
         assert modes["run_autograder"] == modes["setup.sh"] == 0o755

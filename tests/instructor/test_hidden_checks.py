@@ -12,17 +12,17 @@ from pathlib import Path
 import pasting
 import pytest
 
-from grader.grading import diagnosis
-from grader.grading.events import Status
-from grader.grading.results import Check, GradeResult, KataResult, kata_result, task_result
-from grader.grading.runner import Grader
 from grader.instructor import release
 from grader.instructor.held_back import hidden_checks
-from grader.kata.registry import REGISTRY_PATH, Kata, RegistryError, Task, find_kata, load_registry
+from grader.judge.events import Status
+from grader.kata.registry import Kata, RegistryError, Task, find_kata, load_registry
 from grader.kata.target import ROOT, SOLUTIONS_DIR
 from grader.output import report
+from grader.run import diagnosis
+from grader.run.judges import Grader
+from grader.run.results import Check, GradeResult, KataResult, kata_result, task_result
 
-from helpers import edition_cli
+from helpers import copy_registry, edition_cli
 
 TOY = {
     "oracles.py": "def _answer(x):\n    return x + 1\n",
@@ -87,7 +87,7 @@ def edition(tmp_path_factory) -> Path:
 
 
 def _edition_registry(edition: Path):
-    return load_registry(edition / "grader" / "kata" / "katas.toml", suites_dir=edition / "grader" / "suites")
+    return load_registry(edition / "grader" / "suites")
 
 
 def test_the_student_edition_ships_the_public_checks_and_names_each_hidden_one(edition):
@@ -100,7 +100,7 @@ def test_the_student_edition_ships_the_public_checks_and_names_each_hidden_one(e
         assert "\ndef " not in oracles and "\nclass " not in oracles, f"{kata.name}'s oracles ship"
         imports = [n for n in ast.parse(oracles).body if isinstance(n, (ast.Import, ast.ImportFrom))]
         assert all(getattr(n, "module", "") == "__future__" for n in imports), f"{kata.name}'s oracles.py imports"
-        baseline = edition / "grader" / "suites" / f"baseline_{kata.name}.py"
+        baseline = edition / "grader" / "suites" / kata.name / "baseline.py"
         assert baseline.exists() == (kata.name == "kv_cache")  # its speed check is marked public
         for task in kata.tasks:
             mine = shipped[kata.name].task(task.name)
@@ -118,7 +118,7 @@ def test_the_grading_edition_keeps_every_check_and_names_none_hidden(tmp_path):
     out = tmp_path / "grading"
     release.write_edition(out, held_back=True)
     assert "def _suite_forward(" in (out / "grader" / "suites" / "kv_cache" / "oracles.py").read_text()
-    assert (out / "grader" / "suites" / "baseline_moe.py").is_file()
+    assert (out / "grader" / "suites" / "moe" / "baseline.py").is_file()
     assert all(not t.hidden for k in _edition_registry(out) for t in k.tasks)
     for kata in load_registry():
         shipped = diagnosis.read_catalogue(out / "grader" / "suites" / kata.name / diagnosis.CATALOGUE)
@@ -126,17 +126,21 @@ def test_the_grading_edition_keeps_every_check_and_names_none_hidden(tmp_path):
 
 
 def test_a_registry_that_names_a_check_its_suite_holds_as_hidden_is_refused(tmp_path):
-    registry = tmp_path / "katas.toml"
-    text = REGISTRY_PATH.read_text(encoding="utf-8")
     named = 'functions = ["CacheFullError", "KVCache"]'
     public = "test_update_returns_everything_written_so_far"
-    registry.write_text(text.replace(named, f'{named}\n  hidden_checks = ["{public}"]'))
+    registry = copy_registry(
+        tmp_path / "katas", lambda text: text.replace(named, f'{named}\n  hidden_checks = ["{public}"]')
+    )
     with pytest.raises(RegistryError, match="'hidden_checks' names checks kv_cache/ holds"):
         load_registry(registry)
-    registry.write_text(text.replace(named, f'{named}\n  hidden_checks = ["update"]'))
+    registry = copy_registry(
+        tmp_path / "other", lambda text: text.replace(named, f'{named}\n  hidden_checks = ["update"]')
+    )
     with pytest.raises(RegistryError, match=r"'hidden_checks' item 1 must name a test \(test_...\), got 'update'"):
         load_registry(registry)
-    registry.write_text(text.replace(named, f'{named}\n  hidden_checks = ["test_gone", "test_gone"]'))
+    registry = copy_registry(
+        tmp_path / "twice", lambda text: text.replace(named, f'{named}\n  hidden_checks = ["test_gone", "test_gone"]')
+    )
     with pytest.raises(RegistryError, match="'hidden_checks' must name each one once, got"):
         load_registry(registry)
 

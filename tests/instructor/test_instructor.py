@@ -16,19 +16,19 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.events import Status
-from grader.grading.runner import KataResult, TaskResult
 from grader.instructor import gradebook, held_back, release, submissions
-from grader.kata.registry import REGISTRY_PATH, find_kata, load_registry
+from grader.judge.events import Status
+from grader.kata.registry import find_kata, load_registry
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT, SOLUTIONS_DIR
+from grader.run.results import KataResult, TaskResult
 
-from helpers import SUBS, TOY, edition_cli
+from helpers import SUBS, TOY_KATAS, copy_registry, edition_cli
 
 
 @pytest.fixture
 def toy_cli(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     return CliRunner()
 
@@ -256,22 +256,24 @@ def solution_windows() -> set[str]:
 
 def test_the_edition_refuses_to_hold_back_a_task_whose_check_also_grades_a_released_one(tmp_path):
     # test_per_tensor_quantizers_reject_bits_out_of_range grades symmetric and affine case by case.
-    registry = tmp_path / "katas.toml"
-    registry.write_text(REGISTRY_PATH.read_text().replace('name = "affine"', 'name = "affine"\n  release = false'))
+    registry = copy_registry(
+        tmp_path / "katas", lambda t: t.replace('name = "affine"', 'name = "affine"\n  release = false')
+    )
     with pytest.raises(ValueError, match="test_per_tensor_quantizers_reject_bits_out_of_range grades the held-back"):
         release.write_edition(tmp_path / "edition", registry=registry)
     assert not (tmp_path / "edition").exists() or not any((tmp_path / "edition").iterdir())
 
 
 def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_path):
-    registry = tmp_path / "katas.toml"
-    registry.write_text(REGISTRY_PATH.read_text().replace('name = "paged"', 'name = "paged"\n  release = false'))
+    registry = copy_registry(
+        tmp_path / "katas", lambda t: t.replace('name = "paged"', 'name = "paged"\n  release = false')
+    )
     out = tmp_path / "edition"
     written = release.write_edition(out, registry=registry)
     rel = {p.relative_to(out).as_posix() for p in written}
     assert {"katas/kv_cache.py", "grader/suites/kv_cache/test_1_cache.py", "reference/model.py"} <= rel
     assert "grader/suites/kv_cache/test_4_paged.py" not in rel, "a module of held-back checks alone ships nothing"
-    assert "reference/weights/teacher.npz" in rel and "benchmarks/bench_moe.py" in rel
+    assert "reference/weights/teacher.npz" in rel and "grader/suites/moe/bench.py" in rel
     assert not any(r.startswith(("reference/solutions", "tests/", "tools/", ".git/")) for r in rel)
     answers = solution_windows()
     assert len(answers) > 100, "the solutions should differ from the stubs"
@@ -281,10 +283,10 @@ def test_the_student_edition_holds_no_solutions_and_drops_held_back_tasks(tmp_pa
             leaked = [w for w in answers if w in text]
             assert not leaked, f"{path} holds {len(leaked)} runs of solution lines, e.g. {leaked[0]!r}"
     assert any(w in "\n".join(stripped((SOLUTIONS_DIR / "moe.py").read_text())) for w in answers)  # the check can fire
-    edition = load_registry(out / "grader" / "kata" / "katas.toml", suites_dir=out / "grader" / "suites")
+    edition = load_registry(out / "grader" / "suites")
     shipped = {k.name: [t.name for t in k.tasks] for k in edition}
     assert "paged" not in shipped["kv_cache"] and "cache" in shipped["kv_cache"]
-    paged_tests = next(t for t in load_registry(registry)[0].tasks if t.name == "paged").tests
+    paged_tests = find_kata("kv_cache", load_registry(registry)).task("paged").tests
     suite = "".join(p.read_text() for p in (out / "grader" / "suites" / "kv_cache").glob("*.py"))
     assert not any(f"def {t}(" in suite for t in paged_tests)
     assert "test_update_returns_everything_written_so_far" in suite

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading import versions
 from grader.instructor import pins
 from grader.kata.target import ROOT
+from grader.output import versions
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,7 +51,7 @@ def test_drift_names_each_version_that_differs_and_python_by_its_minor_version()
 
 @pytest.fixture
 def one_student(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     shutil.copytree(SUBS / "correct", tmp_path / "class" / "alice")
     return tmp_path / "class"
 

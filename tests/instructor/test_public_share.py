@@ -1,5 +1,5 @@
 """The student edition's public checks catch the mistakes learners make, where the student works:
-each kata's catalogued mistakes (tests/mutants/KATA.toml, every one caught by the full suite:
+each kata's catalogued mistakes (grader/suites/KATA/mutants.toml, every one caught by the full suite:
 tests/suites/test_mutants.py) are graded with the checks the edition ships for their task
 (tests/public_share.py), and at least BAR of each kata's must fail there, not only on submission.
 
@@ -27,7 +27,7 @@ from mutation import load_mutants
 
 KATAS = [k.name for k in load_registry()]
 AGAIN = "measure again: python tests/public_share.py --write"
-# The mistakes a student edition passed while its hidden checks failed them (tests/mutants/moe.toml).
+# The mistakes a student edition passed while its hidden checks failed them (grader/suites/moe/mutants.toml).
 ONCE_PASSED = (
     "expert_capacity truncates the share with int() instead of rounding it up",
     "load_balancing_loss divided by T",

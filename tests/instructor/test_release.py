@@ -1,4 +1,4 @@
-"""The student edition's registry: katas.toml edited as TOML, whatever way a table or a name is written."""
+"""The student edition's registry: its files edited as TOML, whatever way a table or a name is written."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from grader.instructor import held_back, release
-from grader.kata.registry import REGISTRY_PATH, load_presets, load_registry
+from grader.kata.registry import PRESETS_FILE, SUITES_DIR, kata_file, load_presets, load_registry
+
+from helpers import copy_registry, write_registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -77,19 +79,20 @@ def test_the_edition_registry_drops_a_held_back_task_however_its_table_and_name_
 
 
 def test_the_edition_registry_drops_a_held_back_task_from_the_depends_of_the_tasks_it_keeps(tmp_path):
-    text = release.registry_text(REGISTRY_PATH.read_text(encoding="utf-8"), {"speculative": {"greedy", "speed"}}, set())
-    path = tmp_path / "katas.toml"
-    path.write_text(text, encoding="utf-8")
-    speculative = next(k for k in load_registry(path, suites_dir=tmp_path) if k.name == "speculative")  # no suites
+    shipped = kata_file("speculative").read_text(encoding="utf-8")
+    text = release.registry_text(shipped, {"speculative": {"greedy", "speed"}}, set())
+    write_registry(tmp_path, {"speculative": text})
+    (speculative,) = load_registry(tmp_path, suites_dir=tmp_path / "none")  # no suites
     assert [(t.name, t.depends) for t in speculative.tasks] == [("accept_reject", ()), ("loop", ("accept_reject",))]
-    text = release.registry_text(REGISTRY_PATH.read_text(encoding="utf-8"), {"speculative": {"loop"}}, set())
-    speed = next(k for k in tomllib.loads(text)["kata"] if k["name"] == "speculative")["task"][-1]
+    text = release.registry_text(shipped, {"speculative": {"loop"}}, set())
+    speed = tomllib.loads(text)["kata"][0]["task"][-1]
     assert speed["name"] == "speed" and "depends" not in speed  # no `depends = []` left behind
 
 
 def test_the_edition_registry_is_the_shipped_registry_itself_when_nothing_is_dropped():
-    text = REGISTRY_PATH.read_text(encoding="utf-8")
-    assert release.registry_text(text, {}, {p.name for p in load_presets()}) == text
+    for path in [*SUITES_DIR.glob("*/kata.toml"), SUITES_DIR / PRESETS_FILE]:
+        text = path.read_text(encoding="utf-8")
+        assert release.registry_text(text, {}, {p.name for p in load_presets()}) == text
 
 
 def test_the_edition_registry_without_presets_holds_no_preset_key():
@@ -238,15 +241,13 @@ def test_holding_back_llama_cpp_takes_its_bit_exact_encoders_out_of_the_suite():
 
 
 def held_back_registry(tmp_path, tasks: dict[str, str]) -> Path:
-    """The project's registry with each kata's named task marked release = false."""
-    text = REGISTRY_PATH.read_text(encoding="utf-8")
-    for kata, task in tasks.items():
-        start = text.index(f"# ---- {kata} ----")
-        at = text.index(f'name = "{task}"', start) + len(f'name = "{task}"')
-        text = text[:at] + "\n  release = false" + text[at:]
-    path = tmp_path / "katas.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    """The project's registry, copied, with each kata's named task marked release = false."""
+
+    def held(text: str) -> str:
+        task = next((task for kata, task in tasks.items() if f'[[kata]]\nname = "{kata}"' in text), None)
+        return text.replace(f'name = "{task}"', f'name = "{task}"\n  release = false', 1) if task else text
+
+    return copy_registry(tmp_path / "katas", held)
 
 
 def test_a_held_back_speed_task_leaves_no_baseline_hint_or_recap_in_the_student_edition(tmp_path):
@@ -254,16 +255,16 @@ def test_a_held_back_speed_task_leaves_no_baseline_hint_or_recap_in_the_student_
     out = tmp_path / "edition"
     release.write_edition(out, registry=registry)
     suites = out / "grader" / "suites"
-    assert not (suites / "baseline_kv_cache.py").exists() and not (suites / "baseline_moe.py").exists()
-    assert not (suites / "baseline_quantization.py").exists()  # released, but the checks that load it are hidden
+    assert not (suites / "kv_cache" / "baseline.py").exists() and not (suites / "moe" / "baseline.py").exists()
+    assert not (suites / "quantization" / "baseline.py").exists()  # released, but the checks that load it are hidden
     shipped = [p.read_text(encoding="utf-8") for p in (suites / "kv_cache").glob("*.py")]
     assert shipped and not any(held_back.loads_baseline(text) for text in shipped)
-    edition = (out / "grader" / "kata" / "katas.toml").read_text(encoding="utf-8")
+    edition = "".join(p.read_text(encoding="utf-8") for p in suites.glob("*/kata.toml"))
     for kata in ("kv_cache", "moe"):
         speed = next(k for k in load_registry(registry) if k.name == kata).task("speed")
         for text in [*speed.hints, *(hint for _, hint in speed.check_hints), *(q.answer for q in speed.questions)]:
             assert text not in edition, f"{kata}:speed's {text[:40]!r} is in the edition's registry"
-    recaps = {k.name: k.recap for k in load_registry(out / "grader" / "kata" / "katas.toml", suites_dir=suites)}
+    recaps = {k.name: k.recap for k in load_registry(suites)}
     assert recaps["kv_cache"] == "" and recaps["moe"] == ""  # both quote a figure only the speed task measures
     assert recaps["quantization"] == ""  # released, but the checks that measure its figures are hidden
 
@@ -272,6 +273,6 @@ def test_the_grading_edition_keeps_the_baselines_of_held_back_speed_tasks(tmp_pa
     registry = held_back_registry(tmp_path, {"kv_cache": "speed"})
     out = tmp_path / "grading"
     release.write_edition(out, held_back=True, registry=registry)
-    assert (out / "grader" / "suites" / "baseline_kv_cache.py").is_file()
+    assert (out / "grader" / "suites" / "kv_cache" / "baseline.py").is_file()
     speed = (out / "grader" / "suites" / "kv_cache" / "test_6_speed.py").read_text()
     assert "def test_cached_generation_is_at_least_3x_faster" in speed

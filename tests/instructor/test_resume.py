@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.runner import INTERRUPTED_MESSAGE
 from grader.instructor import resume
+from grader.judge.events import INTERRUPTED_MESSAGE
 from grader.kata.registry import load_registry
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 MARK = 123.25  # a duration no grading measures: a kata that still has it was kept, not graded again
 
@@ -22,7 +22,7 @@ MARK = 123.25  # a duration no grading measures: a kata that still has it was ke
 @pytest.fixture
 def graded_class(tmp_path, monkeypatch):
     """alice (correct) and bob (the stub), graded once into book/."""
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     root, book = tmp_path / "class", tmp_path / "book"
     shutil.copytree(SUBS / "correct", root / "alice")
@@ -52,7 +52,7 @@ def regrade(root, book, *extra):
 
 def test_each_student_json_records_the_digest_of_what_graded_each_kata(graded_class):
     root, book = graded_class
-    (toy,) = load_registry(TOY / "katas.toml")
+    (toy,) = load_registry(TOY_KATAS)
     for student in ("alice", "bob"):
         data = json.loads((book / "students" / f"{student}.json").read_text())
         assert data["digests"] == {"toy": resume.digest(root / student, toy)}
@@ -94,7 +94,7 @@ def test_resume_grades_again_what_was_interrupted_or_graded_otherwise(graded_cla
 
 
 def test_the_digest_changes_with_the_module_and_with_what_grades_it(tmp_path):
-    (toy,) = load_registry(TOY / "katas.toml")
+    (toy,) = load_registry(TOY_KATAS)
     shutil.copytree(SUBS / "stub", tmp_path / "sub")
     before = resume.digest(tmp_path / "sub", toy)
     assert resume.digest(tmp_path / "sub", toy) == before

@@ -24,10 +24,11 @@ from grader.interview import session as interview
 from grader.kata.registry import RegistryError, load_presets, load_registry
 from grader.kata.target import SOLUTIONS_DIR
 
+from helpers import TOY, write_registry
+
 KATAS = load_registry()
 SEED = 987654321  # distinctive enough that finding it in an output means it was printed
 CANDIDATE = "Ada Lovelace"
-TOY_REGISTRY = Path(__file__).parent.parent / "fixtures" / "toy" / "katas.toml"
 
 
 class FakeClock(interview.Clock):
@@ -790,14 +791,13 @@ def test_no_message_or_docstring_an_interview_shows_says_how_to_fix_the_code(pre
     ],
 )
 def test_the_registry_rejects_bad_interview_fields_naming_the_task(tmp_path, edit, expected):
-    path = tmp_path / "katas.toml"
-    path.write_text(edit(TOY_REGISTRY.read_text()))
+    write_registry(tmp_path, {"toy": edit((TOY / "kata.toml").read_text())})
     with pytest.raises(RegistryError, match=expected):
-        load_registry(path)
+        load_registry(tmp_path)
 
 
 PRESET = (
-    '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\ntasks = ["mean"]\n'
+    '\nformat = 1\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\ntasks = ["mean"]\n'
     'minutes = 10\ndifficulty = "easy"\n'
 )
 
@@ -813,19 +813,20 @@ PRESET = (
         (lambda p: p.replace('"easy"', '"brutal"'), "'difficulty' must be 'easy', 'medium' or 'hard', got 'brutal'"),
         (lambda p: p.replace("minutes = 10", "minutes = 0"), "'minutes' must be greater than or equal to 1, got 0"),
         (lambda p: p.replace('tasks = ["mean"]', 'tasks = ["fast"]'), "leaves nothing to write"),
-        (lambda p: p + p, "preset names repeat"),
+        (lambda p: p + p.replace("format = 1", ""), "preset names repeat"),
     ],
 )
 def test_the_registry_rejects_bad_presets_naming_the_preset(tmp_path, edit, expected):
-    registry = TOY_REGISTRY.read_text().replace(
-        'hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean'
+    registry = (
+        (TOY / "kata.toml")
+        .read_text()
+        .replace('hints = ["What does the mean', 'functions = ["mean_of"]\n  hints = ["What does the mean')
     )
-    path = tmp_path / "katas.toml"
-    path.write_text(registry + edit(PRESET))
+    write_registry(tmp_path, {"toy": registry}, edit(PRESET))
     with pytest.raises(RegistryError, match=expected):
-        load_presets(path)
-    path.write_text(registry + PRESET)
-    assert [p.name for p in load_presets(path)] == ["toy-10"]
+        load_presets(tmp_path)
+    write_registry(tmp_path, {"toy": registry}, PRESET)
+    assert [p.name for p in load_presets(tmp_path)] == ["toy-10"]
 
 
 def test_every_task_of_the_registry_has_a_rubric_for_the_interviewer():
@@ -834,9 +835,7 @@ def test_every_task_of_the_registry_has_a_rubric_for_the_interviewer():
 
 
 def test_a_well_formed_rubric_loads_with_its_task(tmp_path):
-    path = tmp_path / "katas.toml"
-    path.write_text(
-        TOY_REGISTRY.read_text() + '\n  [kata.task.rubric]\n  probes = " Sums. "\n  strong = "Exact sums."\n'
-    )
-    fast = load_registry(path)[0].task("fast")
+    rubric = '\n  [kata.task.rubric]\n  probes = " Sums. "\n  strong = "Exact sums."\n'
+    write_registry(tmp_path, {"toy": (TOY / "kata.toml").read_text() + rubric})
+    fast = load_registry(tmp_path)[0].task("fast")
     assert (fast.rubric.probes, fast.rubric.strong) == ("Sums.", "Exact sums.")

@@ -68,7 +68,8 @@ _SLOW_MOE = (
     "        h = x[t:t + 1]\n"
     "        y[t] += g * ((_silu(h @ w_gate[e]) * (h @ w_up[e])) @ w_down[e])[0]\n",
 )
-# upload_precompute: distillation_grad computed row by row (the speed task's mutant in tests/mutants/distillation.toml).
+# upload_precompute: distillation_grad computed row by row (the speed task's mutant in
+# grader/suites/distillation/mutants.toml).
 _SLOW_GRAD = (
     re.compile(r"^    rows = np\.flatnonzero\(y != ignore_index\)  # the kept rows\n", re.MULTILINE),
     "    rows = np.flatnonzero(y != ignore_index)  # the kept rows\n"
@@ -79,7 +80,7 @@ _SLOW_GRAD = (
     "        return grad\n",
 )
 # lazy_picks and lazy_timed: update returns a copy of all a layer holds (the speed task's mutant in
-# tests/mutants/kv_cache.toml), so each update costs the whole past again.
+# grader/suites/kv_cache/mutants.toml), so each update costs the whole past again.
 _COPYING_UPDATE = (
     re.compile(r"^        return self\._k\[layer, :, :end\], self\._v\[layer, :, :end\]\n", re.MULTILINE),
     "        return self._k[layer, :, :end].copy(), self._v[layer, :, :end].copy()  # the slow part: the past copied\n",

@@ -8,14 +8,16 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.kata.registry import REGISTRY_PATH, RegistryError, Task, load_presets, load_registry
+from grader.kata.registry import RegistryError, Task, kata_file, load_presets, load_registry
 
-from helpers import TOY
+from helpers import TOY, write_registry
 
 QUESTIONS = '\n  [[kata.task.question]]\n  ask = "Why?"\n  answer = "Because."\n' * 2
 RUBRIC = '\n  [kata.task.rubric]\n  probes = "Sums."\n  strong = "Exact sums."\n'
 CHECK = '\n  [[kata.task.check]]\n  tests = ["test_mean_is_as_fast_as_numpy"]\n  hint = "Is there a loop left?"\n'
-PRESET = '\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
+PRESET = (
+    'format = 1\n[[preset]]\nname = "toy-10"\ntitle = "Toy in 10"\nkata = "toy"\nminutes = 10\ndifficulty = "easy"\n'
+)
 FUNCTIONS = 'functions = ["mean_of"]\n  hints = ["What does the mean'
 TASK_KEYS = (
     "name, title, points, hints, functions, question, rubric, visibility, release, hidden_checks, depends, check"
@@ -26,8 +28,13 @@ def toy_text() -> str:
     """The toy registry, with functions for a preset to write and, on its last task, two questions,
     a rubric and a check hint."""
     return (
-        (TOY / "katas.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS + RUBRIC + CHECK
+        (TOY / "kata.toml").read_text().replace('hints = ["What does the mean', FUNCTIONS) + QUESTIONS + RUBRIC + CHECK
     )
+
+
+def toy_registry(folder, text: str, presets: str = ""):
+    """A registry folder holding the toy kata as text, and presets; returns the toy's kata.toml."""
+    return write_registry(folder, {"toy": text}, presets) / "toy" / "kata.toml"
 
 
 @pytest.mark.parametrize(
@@ -54,10 +61,13 @@ def toy_text() -> str:
             "kata 'toy', task 'fast', check 1: unknown key 'hnt' (allowed: tests, hint)",
         ),
         (
-            lambda t: t + PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
+            lambda t: PRESET.replace("minutes = 10", "minutes = 10\nminute = 10"),
             "preset 'toy-10': unknown key 'minute' (allowed: name, title, kata, tasks, minutes, difficulty)",
         ),
-        (lambda t: "[[katas]]\nname = 'x'\n" + t, "the top level: unknown key 'katas' (allowed: kata, preset)"),
+        (
+            lambda t: t.replace("format = 1", "format = 1\nkatas = 'x'"),
+            "the top level: unknown key 'katas' (allowed: kata, preset)",
+        ),
         (lambda t: t.replace("points = 2", 'points = "2"'), "task 'mean': 'points' must be a valid integer, got '2'"),
         (lambda t: t.replace("points = 2", "points = true"), "'points' must be a valid integer, got True"),
         (lambda t: t.replace("points = 1", "points = 1\n  release = 1", 1), "'release' must be a valid boolean, got 1"),
@@ -66,7 +76,7 @@ def toy_text() -> str:
             "task 'scale': 'hints' item 2 must be a valid string, got 7",
         ),
         (lambda t: t.replace('title = "Toy"', "title = ['Toy']"), "kata 'toy': 'title' must be a valid string"),
-        (lambda t: t + PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
+        (lambda t: PRESET.replace('kata = "toy"\n', ""), "preset 'toy-10': missing 'kata'"),
         (lambda t: t.replace('suite = "test_toy.py"', "suite = 3"), "kata 'toy': 'suite' must be a path relative to"),
     ],
     ids=[
@@ -87,12 +97,15 @@ def toy_text() -> str:
     ],
 )
 def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_is_allowed(tmp_path, edit, says):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text() + PRESET)
-    assert [p.name for p in load_presets(path)] == ["toy-10"]  # the registry before the edit loads
-    path.write_text(edit(toy_text()))
+    path = toy_registry(tmp_path, toy_text(), PRESET)
+    assert [p.name for p in load_presets(tmp_path)] == ["toy-10"]  # the registry before the edit loads
+    if "preset" in says:
+        path = path.parent.parent / "presets.toml"
+        path.write_text(edit(PRESET))
+    else:
+        path.write_text(edit(toy_text()))
     with pytest.raises(RegistryError) as refused:
-        load_presets(path)
+        load_presets(tmp_path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
 
@@ -136,12 +149,13 @@ def test_a_key_no_table_takes_or_a_wrong_type_is_refused_with_the_file_and_what_
     ids=["points", "task name", "task twice", "order", "one hint", "two check hints", "visibility", "recap"],
 )
 def test_a_value_breaking_a_rule_of_its_model_is_refused_naming_the_kata_task_key_and_rule(tmp_path, edit, says):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text().replace('depends = ["mean"]', 'depends = ["mean"]\n  visibility = "visible"'))
-    assert load_registry(path)[0].task("fast").visibility == "visible"  # the registry before the edit loads
+    path = toy_registry(
+        tmp_path, toy_text().replace('depends = ["mean"]', 'depends = ["mean"]\n  visibility = "visible"')
+    )
+    assert load_registry(tmp_path)[0].task("fast").visibility == "visible"  # the registry before the edit loads
     path.write_text(edit(path.read_text()))
     with pytest.raises(RegistryError) as refused:
-        load_registry(path)
+        load_registry(tmp_path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
 
@@ -155,18 +169,16 @@ def test_the_rules_hold_for_a_task_made_in_python_too():
 
 
 def test_a_task_that_still_lists_its_tests_is_told_to_mark_them_in_the_suite(tmp_path):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text().replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1))
+    toy_registry(tmp_path, toy_text().replace("points = 1\n", 'points = 1\n  tests = ["test_x"]\n', 1))
     with pytest.raises(RegistryError, match=r"task 'scale': 'tests' is not read any more.*mark\.task\(\"scale\"\)"):
-        load_registry(path)
+        load_registry(tmp_path)
 
 
 def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_path, monkeypatch):
-    text = REGISTRY_PATH.read_text()
+    text = kata_file("moe").read_text().replace("[[kata]]\n", f'[[kata]]\nsuite = "{kata_file("moe").parent}"\n')
     at = text.index('name = "router"')
-    path = tmp_path / "katas.toml"
-    path.write_text(text[:at] + 'recapp = "typo"\n  ' + text[at:])
-    monkeypatch.setenv("KATA_REGISTRY", str(path))
+    path = write_registry(tmp_path, {"moe": text[:at] + 'recapp = "typo"\n  ' + text[at:]}) / "moe" / "kata.toml"
+    monkeypatch.setenv("KATA_REGISTRY", str(tmp_path))
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 2, result.output
     assert f"{path.resolve()}: kata 'moe', task 'router': unknown key 'recapp' (allowed: {TASK_KEYS})" in result.output
@@ -201,12 +213,11 @@ def test_kata_list_exits_2_naming_a_mistyped_key_of_the_shipped_registry(tmp_pat
 def test_a_depends_naming_no_other_task_of_its_kata_or_going_round_is_refused_with_the_file_kata_and_key(
     tmp_path, edit, says
 ):
-    path = tmp_path / "katas.toml"
-    path.write_text(toy_text())
-    assert load_registry(path)[0].task("fast").depends == ("mean",)  # the registry before the edit loads
+    path = toy_registry(tmp_path, toy_text())
+    assert load_registry(tmp_path)[0].task("fast").depends == ("mean",)  # the registry before the edit loads
     path.write_text(edit(toy_text()))
     with pytest.raises(RegistryError) as refused:
-        load_registry(path)
+        load_registry(tmp_path)
     assert str(refused.value).startswith(f"{path.resolve()}: ")
     assert says in str(refused.value)
 
@@ -219,3 +230,20 @@ def test_a_task_needs_what_it_depends_on_through_others_and_its_root_is_the_firs
     assert speculative.root("speed", {"loop", "speed"}) == "loop"
     assert speculative.root("speed", {"accept_reject", "greedy", "loop"}) == "accept_reject"  # registry order
     assert speculative.root("loop", {"speed", "loop"}) is None
+
+
+@pytest.mark.parametrize(
+    "edit,says",
+    [
+        (lambda t: t.replace("format = 1", "format = 2"), "format = 2 is not one this grader reads; write format = 1"),
+        (lambda t: t.replace("format = 1\n", ""), "format = None is not one this grader reads"),
+        (lambda t: t.replace('name = "toy"', 'name = "other"'), "holds one [[kata]] table, named 'toy' as its folder"),
+        (lambda t: t + PRESET.replace("format = 1", ""), "a [[preset]] table goes in the registry's presets.toml"),
+    ],
+    ids=["unknown format", "no format", "named unlike its folder", "a preset in a kata's file"],
+)
+def test_a_kata_file_of_another_format_or_not_its_folders_kata_is_refused_naming_the_file(tmp_path, edit, says):
+    path = toy_registry(tmp_path, edit(toy_text()))
+    with pytest.raises(RegistryError) as refused:
+        load_registry(tmp_path)
+    assert str(refused.value).startswith(f"{path.resolve()}: ") and says in str(refused.value)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade_kata
 from grader.kata.registry import RegistryError, load_registry, suite_tasks
+from grader.run.runner import grade_kata
 
-from helpers import FAST, SUBS, TOY
+from helpers import FAST, SUBS, TOY, TOY_KATAS
 
 # One check for two tasks: its "mean" case passes on a correct toy, its "scale" case fails.
 CASE_BY_CASE = """
@@ -32,14 +32,14 @@ NO_TESTS_TASK = """
 
 
 def toy_copy(tmp_path: Path, suite_extra: str = "", registry_edit=lambda text: text) -> Path:
-    """A copy of the toy kata's registry and suite in tmp_path, the suite with
-    suite_extra appended and the registry text passed through registry_edit."""
+    """A copy of the toy kata's folder in tmp_path/toy/ (the registry folder returned), the suite with
+    suite_extra appended and its kata.toml text passed through registry_edit."""
+    (tmp_path / "toy").mkdir()
     for name in ("conftest.py", "baseline_toy.py"):
-        (tmp_path / name).write_text((TOY / name).read_text())
-    (tmp_path / "test_toy.py").write_text((TOY / "test_toy.py").read_text() + suite_extra)
-    registry = tmp_path / "katas.toml"
-    registry.write_text(registry_edit((TOY / "katas.toml").read_text()))
-    return registry
+        (tmp_path / "toy" / name).write_text((TOY / name).read_text())
+    (tmp_path / "toy" / "test_toy.py").write_text((TOY / "test_toy.py").read_text() + suite_extra)
+    (tmp_path / "toy" / "kata.toml").write_text(registry_edit((TOY / "kata.toml").read_text()))
+    return tmp_path
 
 
 def test_the_registry_reads_each_tasks_tests_from_the_suites_marks(tmp_path):
@@ -54,7 +54,7 @@ def test_the_registry_reads_each_tasks_tests_from_the_suites_marks(tmp_path):
         "scale": ("test_scale_multiplies_every_element", "test_one_check_for_two_tasks"),
         "fast": ("test_mean_is_as_fast_as_numpy",),
     }
-    assert suite_tasks(tmp_path / "test_toy.py")["test_one_check_for_two_tasks"] == ("mean", "scale")
+    assert suite_tasks(tmp_path / "toy" / "test_toy.py")["test_one_check_for_two_tasks"] == ("mean", "scale")
 
 
 def test_a_check_with_a_task_parameter_grades_each_task_with_its_own_case(tmp_path):
@@ -109,7 +109,7 @@ def test_the_registry_refuses_marks_that_do_not_match_its_tasks(tmp_path, extra,
 
 
 def test_fail_fast_stops_a_task_at_its_first_failing_check_and_keeps_its_status():
-    kata = load_registry(TOY / "katas.toml")[0]
+    kata = load_registry(TOY_KATAS)[0]
     full = grade_kata(kata, str(SUBS / "nan"), tasks=["mean"], limits=FAST).tasks[0]
     fast = grade_kata(kata, str(SUBS / "nan"), tasks=["mean"], limits=FAST, fail_fast=True).tasks[0]
     assert full.status == fast.status == "fail" and full.message == fast.message
@@ -121,8 +121,9 @@ def test_fail_fast_stops_a_task_at_its_first_failing_check_and_keeps_its_status(
 
 
 def toy_folder(tmp_path: Path, second_extra: str = "") -> Path:
-    """The toy kata with its suite as a folder, tmp_path/toy/: the fixture in its conftest.py, the mean
-    checks in test_1_mean.py and the others (with second_extra appended) in test_2_rest.py."""
+    """The toy kata with its suite as its folder, tmp_path/toy/ (tmp_path returned: the registry): the fixture
+    in its conftest.py, the mean checks in test_1_mean.py and the others (with second_extra appended) in
+    test_2_rest.py."""
     source = (TOY / "test_toy.py").read_text()
     fixture, mean, rest = (
         source.index(s) for s in ("@pytest.fixture", '@pytest.mark.task("mean")', '@pytest.mark.task("scale")')
@@ -133,14 +134,13 @@ def toy_folder(tmp_path: Path, second_extra: str = "") -> Path:
     (folder / "test_1_mean.py").write_text(source[:fixture] + source[mean:rest])
     (folder / "test_2_rest.py").write_text(source[:fixture] + source[rest:] + second_extra)
     (folder / "baseline_toy.py").write_text((TOY / "baseline_toy.py").read_text())
-    registry = tmp_path / "katas.toml"
-    registry.write_text((TOY / "katas.toml").read_text().replace('suite = "test_toy.py"', 'suite = "toy"'))
-    return registry
+    (folder / "kata.toml").write_text((TOY / "kata.toml").read_text().replace('suite = "test_toy.py"\n', ""))
+    return tmp_path
 
 
 def test_a_suite_folder_is_read_and_graded_as_the_one_file_holding_its_modules(tmp_path):
     folder = load_registry(toy_folder(tmp_path))[0]
-    one_file = load_registry(TOY / "katas.toml")[0]
+    one_file = load_registry(TOY_KATAS)[0]
     assert folder.suite == tmp_path / "toy" and [t.tests for t in folder.tasks] == [t.tests for t in one_file.tasks]
     tasks = ["mean", "scale"]  # the speed check adds seconds and nothing the folder changes
     for sub in ("correct", "nan"):

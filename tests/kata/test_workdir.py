@@ -13,7 +13,7 @@ from grader.cli.commands import main
 from grader.kata import target
 from grader.kata.target import MARKER, ROOT, NoKataFolder, workdir
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_every_learner_command_without_a_work_folder_is_a_usage_error_saying_to_
 
 def test_kata_grade_inside_a_marked_folder_grades_the_files_there_without_kata_workdir(nowhere, monkeypatch):
     """Its judges run in folders of their own: they are handed the work folder, not left to find it."""
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     work = marked(nowhere / "work")
     shutil.copy(SUBS / "correct" / "toy.py", work / "toy.py")
     (work / "notes").mkdir()

@@ -17,13 +17,13 @@ from click.testing import CliRunner
 
 from grader import ONE_BLAS_THREAD
 from grader.cli.commands import main
-from grader.grading import runner
 from grader.kata.registry import load_registry
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
 from grader.output import report
+from grader.run import runner
 
-from helpers import SUBS, TOY, hanging_grade
+from helpers import SUBS, TOY, hanging_grade, write_registry
 
 
 @pytest.fixture
@@ -32,9 +32,8 @@ def workdir(tmp_path, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(SUBS / "stub" / "toy.py", work / "toy.py")
-    registry = tmp_path / "katas.toml"  # the toy's, with the functions each task writes
-    registry.write_text(
-        (TOY / "katas.toml")
+    text = (  # the toy's, with the functions each task writes
+        (TOY / "kata.toml")
         .read_text()
         .replace(
             '"Which numpy function adds every element?"]\n',
@@ -46,7 +45,7 @@ def workdir(tmp_path, monkeypatch):
             'else."',
         )
     )
-    monkeypatch.setenv("KATA_REGISTRY", str(registry))
+    monkeypatch.setenv("KATA_REGISTRY", str(write_registry(tmp_path / "katas", {"toy": text})))
     monkeypatch.setenv("KATA_WORKDIR", str(work))
     monkeypatch.delenv("KATA_STATE_DIR", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -254,9 +253,7 @@ def test_the_last_hint_says_it_was_the_last(workdir):
 def test_version_and_a_broken_registry_is_one_line(tmp_path, monkeypatch):
     version = CliRunner().invoke(main, ["--version"])
     assert version.exit_code == 0 and version.output.startswith("kata ")
-    bad = tmp_path / "katas.toml"
-    bad.write_text("[[kata]\nname = ")
-    monkeypatch.setenv("KATA_REGISTRY", str(bad))
+    monkeypatch.setenv("KATA_REGISTRY", str(write_registry(tmp_path, {"toy": "[[kata]\nname = "})))
     for args in (["list"], ["grade"], ["hint", "toy"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and "not valid TOML" in result.output and "Traceback" not in result.output
@@ -286,14 +283,14 @@ def test_every_kata_command_runs_numpy_on_one_blas_thread():
 
 
 def test_the_benchmark_scripts_run_numpy_on_one_blas_thread(tmp_path):
-    """NumPy reads the variables when it loads, before a script imports shared: so
-    shared starts the script again with them set (each start logs what NumPy saw)."""
+    """NumPy reads the variables when it loads, before a script imports grader.measure.bench: so
+    that module starts the script again with them set (each start logs what NumPy saw)."""
     script, log = tmp_path / "bench_probe.py", tmp_path / "starts.log"
     script.write_text(  # a benchmark as they all begin: numpy first, then the shared module
         "import os, sys\nimport numpy\n"
         f"open({str(log)!r}, 'a').write(repr([os.environ.get(k) for k in sorted({sorted(ONE_BLAS_THREAD)!r})]))\n"
-        f"sys.path[:0] = [{str(ROOT / 'benchmarks')!r}, {str(ROOT)!r}]\n"
-        "import shared\n"
+        f"sys.path[:0] = [{str(ROOT)!r}]\n"
+        "import grader.measure.bench\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ONE_BLAS_THREAD}
     env["MKL_NUM_THREADS"] = "2"  # a caller's own choice is kept
@@ -321,14 +318,13 @@ CHECK_HINT = "What should the mean of no numbers at all be: a number, or an erro
 @pytest.fixture
 def hinted(workdir, tmp_path, monkeypatch):
     """The toy registry with a hint of its own on the empty-input check of task mean."""
-    registry = tmp_path / "hinted.toml"
-    text = Path(os.environ["KATA_REGISTRY"]).read_text()
+    text = (Path(os.environ["KATA_REGISTRY"]) / "toy" / "kata.toml").read_text()
     second_task = text.index("  [[kata.task]]", text.index("  [[kata.task]]") + 1)
-    registry.write_text(
+    text = (
         text[:second_task] + '  [[kata.task.check]]\n  tests = ["test_mean_of_empty_raises_value_error"]\n'
         f'  hint = "{CHECK_HINT}"\n\n' + text[second_task:]
     )
-    monkeypatch.setenv("KATA_REGISTRY", str(registry))
+    monkeypatch.setenv("KATA_REGISTRY", str(write_registry(tmp_path / "hinted", {"toy": text})))
     return workdir
 
 
@@ -354,7 +350,7 @@ def test_otherwise_the_task_hint_shown_is_the_next_one_kata_hint_would_give(hint
 def test_the_registry_refuses_a_check_hint_for_another_tasks_test(hinted):
     from grader.kata.registry import RegistryError
 
-    path = Path(os.environ["KATA_REGISTRY"])
+    path = Path(os.environ["KATA_REGISTRY"]) / "toy" / "kata.toml"
     path.write_text(
         path.read_text().replace(
             'tests = ["test_mean_of_empty_raises_value_error"]\n  hint',
@@ -369,7 +365,7 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     work = tmp_path / "work"
     work.mkdir()
     (work / "moe.py").write_text(stub_for("moe"))
-    # It runs as `python -m benchmarks.bench_moe` in the folder kata ran in: nothing there is imported.
+    # It runs as `python -m grader.suites.moe.bench` in the folder kata ran in: nothing there is imported.
     (tmp_path / "numpy.py").write_text("raise SystemExit('the numpy.py of the start folder was imported')\n")
     env = {k: v for k, v in os.environ.items() if k != "KATA_REGISTRY"}
     env["KATA_WORKDIR"] = str(work)
@@ -409,9 +405,8 @@ def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
     hide = (
         "import importlib.util, runpy, sys; real = importlib.util.find_spec; "
         "importlib.util.find_spec = lambda name, *a: None if name == 'matplotlib' else real(name, *a); "
-        f"sys.argv = ['bench_distillation.py', '--target', 'reference', '--plot', 'x.png']; "
-        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
-        f"runpy.run_path({str(ROOT / 'benchmarks' / 'bench_distillation.py')!r}, run_name='__main__')"
+        f"sys.argv = ['bench.py', '--target', 'reference', '--plot', 'x.png']; "
+        f"runpy.run_path({str(ROOT / 'grader' / 'suites' / 'distillation' / 'bench.py')!r}, run_name='__main__')"
     )
     env = {**os.environ, **ONE_BLAS_THREAD}
     ran = subprocess.run(

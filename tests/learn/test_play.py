@@ -19,14 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.events import Status
-from grader.grading.results import GradeResult, KataResult, TaskResult
 from grader.jail import confine
+from grader.judge.events import Status
 from grader.kata.registry import find_kata
 from grader.kata.target import SOLUTIONS_DIR
 from grader.learn import play as demos
 from grader.learn import play_jails, play_stack, table_draft, vouch
 from grader.learn import progress as state
+from grader.run.results import GradeResult, KataResult, TaskResult
 from reference.lm import generate, shipped_model
 from reference.model import rms_norm, softmax, top_k_route
 from reference.ngram import NGramLM

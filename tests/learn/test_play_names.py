@@ -10,7 +10,7 @@ from grader.cli.commands import main
 from grader.cli.play import KATA_DEMOS, play
 from grader.kata.registry import load_registry
 
-from helpers import TOY
+from helpers import TOY_KATAS
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_a_kata_whose_name_is_its_demos_runs_it_without_a_word(cli):
 
 
 def test_a_kata_without_a_demo_is_a_usage_error_that_lists_the_demos(cli, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     result = cli.invoke(main, ["play", "toy"])
     assert result.exit_code == 2
     assert "Error: the kata toy has no demo (to continue the text 'toy', say: kata play write toy); the demos are:" in (

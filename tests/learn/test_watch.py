@@ -21,12 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
-from grader.grading.events import Status
-from grader.grading.runner import KataResult, TaskResult
+from grader.judge.events import Status
 from grader.kata.registry import load_registry
 from grader.learn.watch import STEP_MS, first_unfinished, screen, watch
+from grader.run.results import KataResult, TaskResult
 
-from helpers import SETTLE, SUBS, TOY, spawn, wait_for_processes
+from helpers import SETTLE, SUBS, TOY_KATAS, spawn, wait_for_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = SETTLE  # seconds any one wait may take before the test fails (a toy grade takes about 1 s on a quiet machine)
@@ -38,7 +38,7 @@ def work(tmp_path, monkeypatch):
     workdir = tmp_path / "work"
     workdir.mkdir()
     shutil.copy(SUBS / "stub" / "toy.py", workdir / "toy.py")
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_WORKDIR", str(workdir))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
@@ -200,7 +200,7 @@ class Child:
         self.scratch.mkdir()
         env = dict(
             os.environ,
-            KATA_REGISTRY=str(TOY / "katas.toml"),
+            KATA_REGISTRY=str(TOY_KATAS),
             KATA_WORKDIR=str(work),
             KATA_STATE_DIR=str(tmp_path / "state"),
             TMPDIR=str(self.scratch),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.output import files
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 
 def planted_links(folder: Path, name: str, victim: Path) -> list[Path]:
@@ -71,7 +71,7 @@ def test_a_written_file_is_readable_by_its_group_as_a_plain_write_would_leave_it
 
 
 def test_kata_grade_gradescope_never_writes_through_a_planted_link(tmp_path, monkeypatch):
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from grader.cli.commands import main
 from grader.instructor import gradescope_kit as gradescope
 
-from helpers import SUBS, TOY
+from helpers import SUBS, TOY_KATAS
 
 # Clear the screen, write the clipboard (OSC 52), ring the bell, go back to the start of the line and
 # print a fake total, then turn the text around (RLO): everything a message could do to a terminal.
@@ -26,7 +26,7 @@ HOSTILE = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\rtotal: 4/4 points\u202egnissap\x9b"
 
 @pytest.fixture
 def toy_cli(tmp_path, monkeypatch) -> CliRunner:
-    monkeypatch.setenv("KATA_REGISTRY", str(TOY / "katas.toml"))
+    monkeypatch.setenv("KATA_REGISTRY", str(TOY_KATAS))
     monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
     return CliRunner()
 

@@ -11,28 +11,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.grading import failing_calls
-from grader.grading.events import Status
-from grader.grading.jail_client import ModuleProxy, Remote, RemoteMethod
-from grader.grading.runner import GradeResult, KataResult, TaskResult, grade_kata
-from grader.kata.registry import REGISTRY_PATH, load_registry
+from grader.jailer import failing_calls
+from grader.jailer.jail_client import ModuleProxy, Remote, RemoteMethod
+from grader.judge.events import Status
+from grader.kata.registry import load_registry
 from grader.kata.stubs import stub_for
 from grader.output import report
+from grader.run.results import GradeResult, KataResult, TaskResult
+from grader.run.runner import grade_kata
 from reference.model import Config, Model
 
-from helpers import FAST, SUBS, TOY
+from helpers import FAST, SUBS, TOY_KATAS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def toy():
-    return load_registry(TOY / "katas.toml")[0]
+    return load_registry(TOY_KATAS)[0]
 
 
 @pytest.fixture(scope="module")
 def moe():
-    return {k.name: k for k in load_registry(REGISTRY_PATH)}["moe"]
+    return {k.name: k for k in load_registry()}["moe"]
 
 
 def result_of(kata: KataResult, target: str = "") -> GradeResult:
@@ -49,7 +50,7 @@ def verbose(kata, target: str, **kwargs) -> tuple[KataResult, str]:
 @functools.lru_cache(maxsize=None)
 def toy_verbose(sub: str) -> tuple[KataResult, str]:
     """A toy fixture submission graded once for every test that reads it."""
-    return verbose(load_registry(TOY / "katas.toml")[0], str(SUBS / sub))
+    return verbose(load_registry(TOY_KATAS)[0], str(SUBS / sub))
 
 
 def normalised(text: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.model import FEW_TOKENS, Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
+from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
 
@@ -148,12 +148,8 @@ def test_one_token_forward_equals_its_pieces_applied_by_hand(config):
 
 
 @CONFIGS
-@pytest.mark.parametrize(
-    "T", [2, 5, FEW_TOKENS, FEW_TOKENS + 2], ids=["two-rows", "five-rows", "few-tokens", "more-tokens"]
-)
+@pytest.mark.parametrize("T", [2, 5, 8, 10], ids=["two-rows", "five-rows", "eight-rows", "ten-rows"])
 def test_forward_agrees_with_per_head_per_position_loops_in_float64(config, T):
-    # Up to FEW_TOKENS tokens, an MoE block runs its experts as grouped products; more, expert by expert.
-    # Past SCORE_ROWS query rows per kv head, attention scores are a product per query head.
     model = Model.random(config, seed=2)
     tokens = random_tokens(config, T, seed=3)
     np.testing.assert_allclose(model.forward(tokens), loop_forward(model, tokens), atol=INDEPENDENT_ATOL)
@@ -308,14 +304,6 @@ def test_moe_block_on_one_token_equals_its_row_of_a_batch(top_k):
     np.testing.assert_allclose(rows, batch, rtol=0, atol=ONE_ROW_ATOL)
 
 
-@pytest.mark.parametrize("T", [2, 5, FEW_TOKENS])
-def test_a_few_tokens_through_the_grouped_experts_equal_their_rows_of_a_long_batch(T):
-    # Up to FEW_TOKENS tokens the experts run as grouped products; a longer batch, expert by expert.
-    model = Model.random(MOE, seed=21)
-    x = random_stream(MOE, FEW_TOKENS + 4, seed=22)
-    np.testing.assert_allclose(model.mlp(0, x[:T]), model.mlp(0, x)[:T], rtol=0, atol=ONE_ROW_ATOL)
-
-
 def test_a_few_tokens_count_the_macs_of_their_routed_rows_only():
     model = Model.random(MOE, seed=21)
     with model.count_work() as work:
@@ -332,16 +320,6 @@ def test_a_few_tokens_read_only_the_experts_they_were_routed_to():
     D, F, K = MOE.d_model, MOE.d_ff, MOE.top_k
     assert work.bytes_by_piece["experts"] == K * 3 * D * F * 4
     np.testing.assert_allclose(out, np.repeat(model.mlp(0, x[:1]), 3, axis=0), rtol=0, atol=ONE_ROW_ATOL)
-
-
-def test_a_weight_replaced_by_a_float32_array_of_its_shape_joins_its_group_again():
-    model = Model.random(MOE, seed=25)
-    model.weights["layers.0.wq"] = model.weights["layers.0.wq"] * 2
-    model.weights["layers.1.w_up"] = model.weights["layers.1.w_up"] * 2
-    model.forward(random_tokens(MOE, 3, seed=26))
-    w = model.weights
-    assert w["layers.0.wq"].base is not None and w["layers.0.wq"].base is w["layers.0.wk"].base
-    assert w["layers.1.w_up"].base is not None and w["layers.1.w_up"].base is w["layers.1.w_gate"].base
 
 
 def test_moe_block_on_one_token_counts_the_work_of_its_k_experts():
@@ -373,8 +351,7 @@ def test_a_weight_replaced_or_edited_in_place_after_construction_is_the_weight_u
     _double(model, name, in_place)
     expected = Model(MOE, model.weights).forward(tokens)
     assert not np.allclose(before, expected, rtol=1e-3, atol=1e-3)
-    # A replaced weight joins a new group array, as a new model's does: the same sums, up to rounding.
-    np.testing.assert_allclose(model.forward(tokens), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(model.forward(tokens), expected, rtol=0, atol=0)
 
 
 # --------------------------------------------------------------- save / load

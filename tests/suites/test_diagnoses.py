@@ -21,9 +21,9 @@ from click.testing import CliRunner
 
 from grader.cli import learner
 from grader.cli.commands import main
-from grader.grading import diagnosis
 from grader.kata.registry import find_kata, load_registry, suite_tasks
 from grader.output import report
+from grader.run import diagnosis
 
 from mutation import grade_mutants, load_fresh, load_mutants
 
@@ -71,7 +71,7 @@ def test_each_catalogue_holds_the_diagnoses_its_mutants_name_now(kata: str):
         for (task, name), group in wanted.items()
     }
     assert written == made, (
-        f"{kata}'s mistakes.toml is not the one tests/mutants/{kata}.toml makes: "
+        f"{kata}'s mistakes.toml is not the one grader/suites/{kata}/mutants.toml makes: "
         f"python tests/mutation.py {kata} --signatures --write"
     )
 

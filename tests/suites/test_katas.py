@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import Limits, grade
 from grader.kata.registry import load_presets, load_registry, suite_modules
 from grader.kata.stubs import make_stub, stub_for, stub_from_solution
 from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
+from grader.run.results import Limits
+from grader.run.runner import grade
 
 KATAS = load_registry()
 NAMES = [k.name for k in KATAS]
@@ -288,4 +289,4 @@ def test_each_task_depends_on_exactly_the_tasks_whose_functions_it_or_its_checks
         for t in kata.tasks
         if set(t.depends) != called[t.name]
     ]
-    assert not wrong, f"grader/kata/katas.toml, kata {kata.name!r}: " + "; ".join(wrong)
+    assert not wrong, f"grader/suites/{kata.name}/kata.toml: " + "; ".join(wrong)

@@ -1,4 +1,4 @@
-"""Every kata's suite fails each of its mutants (tests/mutants/KATA.toml: one
+"""Every kata's suite fails each of its mutants (grader/suites/KATA/mutants.toml: one
 mistake a learner makes, as a one-bug edit of the reference solution or of
 the alternative implementation) and gives full marks to the alternative,
 tests/fixtures/alt/KATA.py: a correct implementation written differently.
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import grade
 from grader.kata.registry import find_kata, load_registry, suite_tasks, tomllib
 from grader.kata.target import SOLUTIONS_DIR
+from grader.run.runner import grade
 
 from mutation import (
     ALTERNATIVES,

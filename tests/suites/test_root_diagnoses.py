@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.runner import GradeResult, KataResult, TaskResult, grade_kata
 from grader.kata.registry import find_kata
 from grader.kata.target import SOLUTIONS_DIR
 from grader.output import report
+from grader.run.results import GradeResult, KataResult, TaskResult
+from grader.run.runner import grade_kata
 
 from mutation import MUTANT_LIMITS, load_mutants
 

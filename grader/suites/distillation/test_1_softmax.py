@@ -5,7 +5,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.common import float_arrays
 from grader.suites.distillation.checks import _close, _isfinite

@@ -14,7 +14,7 @@ SPEED_RATIO = 12.0
 @pytest.mark.speed
 def test_loss_and_gradient_are_vectorized(kata):
     """Loss plus gradient on (8192, 32) logits against two plain softmaxes of
-    the same size (baseline_distillation.py), both timed through the same
+    the same size (baseline.py), both timed through the same
     channel on fresh logits each repeat, the logits going and the results
     coming back inside each timed round trip. A vectorized version needs a
     few softmaxes' worth of passes over the array: it measures 2.5-3x on a

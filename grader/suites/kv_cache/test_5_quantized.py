@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.kv_cache.checks import _accepted, _in_layer_order, _refused, array_equal
 from grader.suites.kv_cache.oracles import _fits, _float_greedy_text, _suite_forward

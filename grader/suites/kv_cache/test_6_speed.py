@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.grading import jail_client, timing
+from grader.jailer import jail_client
+from grader.measure import timing
 from grader.suites import common
 from grader.suites.common import load_baseline, time_ratio
 from grader.suites.kv_cache.strategies import V, _kv_pair
@@ -65,12 +66,12 @@ def test_cached_generation_is_at_least_3x_faster_than_naive_at_384_tokens(kata):
 @pytest.mark.speed
 def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     """Two caches, one holding 16 tokens and one 4096, take turns
-    (grader.grading.timing.interleave: which goes first alternates too, and rounds
+    (grader.measure.timing.interleave: which goes first alternates too, and rounds
     are added while they disagree, unless every round lies far from the bar), so a machine busy with something else
     slows both alike. Each turn times UPDATE_STEPS one-token updates in one round trip
     (jail_client.timed with batch), so the channel's fixed cost is shared,
     and every key and value they return comes back whole inside it: views
-    of one buffer cross as that buffer once (grader.jail.views), so the
+    of one buffer cross as that buffer once (grader.wire.views), so the
     reference pays for its cache's used part once a turn, while copies cross
     one by one. After the clock, the judge compares each with what the suite
     wrote; nothing is asked of the jail once the clock stops, so skipping,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader.suites import baseline_moe, common
+from grader.suites import common
 from grader.suites.common import load_baseline, time_ratio, timed_salt
+from grader.suites.moe import baseline as baseline_moe
 from grader.suites.moe.strategies import _layer
 
 WITHIN_REFERENCE = 3.0  # moe_forward may take this many times the suite's vectorized layer

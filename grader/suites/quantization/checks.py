@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from reference.model import Model
 
 # Float rounding allowed on top of half a step, relative to the slice's max |x|.

@@ -22,7 +22,7 @@ def test_grouped_quantization_is_vectorized(kata):
     with NumPy 2 the max over each group of 32 alone costs 10-20 np.rounds
     (a reduction over a short last axis pays per row), so a correct
     vectorized implementation lands at 20-35x. The baseline is therefore a
-    minimal vectorized grouped quantization (baseline_quantization.py, the
+    minimal vectorized grouped quantization (baseline.py, the
     same handful of whole-array calls), timed through the same channel:
     correct vectorized code measures about 1x, a Python loop over the
     groups about 13x and one over single values far more, so the bar sits

@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.speculative.checks import _without_crashing
 from grader.suites.speculative.strategies import P_TWO, PROMPT, Q_TWO, TOKEN_DTYPES, tiny

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.speculative.checks import (
     _without_crashing,

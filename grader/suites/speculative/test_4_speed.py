@@ -9,7 +9,7 @@ import secrets
 import numpy as np
 import pytest
 
-from grader.grading import jail_client
+from grader.jailer import jail_client
 from grader.suites import common
 from grader.suites.speculative.checks import assert_is_greedy_generation
 from grader.suites.speculative.oracles import greedy_target_calls

@@ -1,1 +1,0 @@
-"""The trusted side of a grading: runner, judge process (pytest + suite), its client of the jail, events, timing."""

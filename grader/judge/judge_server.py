@@ -1,0 +1,105 @@
+"""The judge server: one process per `kata` command that forks the judges.
+
+Every judge is a Python process that imports pytest (with the plugins
+pytest.main loads as it reads its options), Hypothesis and NumPy before it
+grades anything. The server imports them once, freezes them out of the
+garbage collector's reach (gc.freeze: a judge's collections never walk them,
+and their pages stay shared with the server), and forks a judge for each
+grading, so a judge starts with them already loaded. Nothing else is loaded
+in the server: no suite, no kata module, and no grader module (those read
+the environment when they load). A forked judge sets the environment, folder
+and descriptors it is given, and then runs `grader.judge.judge.main`,
+exactly what `python -m grader.judge.judge` runs.
+
+It is a grader.wire.prefork server on one socketpair with the runner; a
+request is {"argv": [...], "env": {...}, "cwd": "..."}, with two descriptors
+attached: the judge's output log and the write end of its results pipe
+("{results_fd}" in argv stands for the latter's number in the judge).
+
+The server lives in a session of its own (Ctrl-C at the terminal is for
+`kata`, which stops the judges itself). When its socket closes, because
+`kata` ended or was killed, it kills every judge still running and exits;
+each judge also dies with the server, by its parent-death signal.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import sys
+import traceback
+
+from grader.judge.bytecode import PYCACHE_VAR, use_pycache  # noqa: F401 (PYCACHE_VAR: the runner sets it)
+from grader.wire.prefork import Server
+
+PRELOAD = (
+    "numpy",
+    "numpy.random",  # numpy loads these on first use; Hypothesis seeds numpy.random before every example
+    "numpy.testing",
+    "pytest",
+    "_pytest.assertion.rewrite",
+    "hypothesis",
+    "hypothesis.extra.numpy",
+    "_hypothesis_pytestplugin",
+    "pdb",  # pytest's debugging plugin imports it as it configures
+)
+RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pipe in the judge
+
+
+def _judge(request: dict, fds: list[int]):
+    """What a forked child runs to become the judge request describes (checked here, in the server)."""
+    argv, env, cwd = request["argv"], request["env"], request["cwd"]
+    if not (isinstance(argv, list) and isinstance(env, dict) and isinstance(cwd, str)):
+        raise ValueError("a judge request is {argv: list, env: dict, cwd: str}")
+    log, results = fds
+
+    def run() -> None:
+        code = 1
+        try:
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
+            args = [str(results) if a == RESULTS_FD else a for a in argv]
+            sys.argv = ["grader.judge.judge", *args]
+            use_pycache()
+            from grader.judge import judge
+
+            code = judge.main(args) or 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    return run
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    for name in PRELOAD:
+        __import__(name)
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:  # what pytest.main imports as it reads its options (junitxml brings ElementTree)
+        __import__(f"_pytest.{name}")
+    # What the server loaded stays: the judges' collections never scan it, and their pages stay shared.
+    gc.freeze()
+    Server(_judge, fds_per_request=2).serve(connections=[socket.socket(fileno=fd)])
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
