@@ -38,21 +38,32 @@ settings.register_profile("ci", derandomize=True, database=None, deadline=None, 
 settings.load_profile("ci")
 
 
-# The test files whose tests take longest (100 s and more together in the whole run; in the quick run, the
-# mutants' batches and the reference's grade): started first, so that neither worker is left alone with one of
-# them at the end.
+# The test files whose tests take longest, the file with the longest test first: started in this order, before
+# the rest, so that neither worker is left alone with a long test at the end (longest first: the fewer long tests
+# are left, the more short ones there are to even the workers out). The speed-flake, hidden-check and wheel tests
+# hold a worker longest in the whole run; the reference's grade, the mutants' batches, then the files with a test
+# of 2-4 s, in the quick run (its --durations, near idle, December 2026). xdist's loadgroup starts its groups
+# (test_katas, test_interview, ...) before every test of no group, the largest group first.
 LONGEST = (
     "test_speed_flake.py",
     "test_hidden_checks.py",
     "test_wheel.py",
-    "test_diagnoses.py",
-    "test_mutants.py",
     "test_katas.py",
+    "test_mutants.py",
+    "test_diagnoses.py",
+    "test_instructor.py",
+    "test_pretrained.py",
+    "test_watch.py",
+    "test_readme.py",
+    "test_public_share.py",
+    "test_grader.py",
+    "test_judge.py",
+    "test_house.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Start the longest tests first (LONGEST), and keep each
+    """Start the longest tests first (LONGEST, in its order), and keep each
     xdist_group on one worker under pytest 9.2 too.
 
     The speed-flake test holds its worker for 100 s or more. Collected near
@@ -67,7 +78,8 @@ def pytest_collection_modifyitems(config, items):
     grade once for all its tests (test_cheating, test_katas, ...) then grades
     once per worker. Where the suffix is missing, this writes it the way
     pytest 9.2 reads it; with versions that agree, it does nothing."""
-    items.sort(key=lambda item: item.path.name not in LONGEST)  # stable: the rest keep their order
+    rank = {name: n for n, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST)))  # stable: within a file, the order it has
     if not getattr(config.option, "loadgroup", False):
         return
     try:

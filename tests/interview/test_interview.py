@@ -371,9 +371,23 @@ def answer_lines(kata: str, names: tuple[str, ...]) -> set[str]:
     return {line for line in answer - elsewhere if len(line) > 3 and not line.startswith("#")}
 
 
+@pytest.fixture(scope="module")
+def started_once(tmp_path_factory):
+    """started_once(kata, tasks) -> started(...) of those tasks, made once for the module: the tests below only
+    read its workspace, three of them for each interview of interviews()."""
+    made: dict[tuple[str, tuple[str, ...]], interview.Session] = {}
+
+    def session(kata: str, tasks: tuple[str, ...]) -> interview.Session:
+        if (kata, tasks) not in made:
+            made[kata, tasks] = started(tmp_path_factory.mktemp("interview"), kata, tasks)
+        return made[kata, tasks]
+
+    return session
+
+
 @pytest.mark.parametrize("kata,tasks", list(interviews()))
-def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_path, kata, tasks):
-    session = started(tmp_path, kata, tasks)
+def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(started_once, kata, tasks):
+    session = started_once(kata, tasks)
     secret = answer_lines(kata, session.state.functions)
     assert secret, "the solution of the task has no lines of its own to look for"
     for path in session.directory.rglob("*"):
@@ -383,8 +397,8 @@ def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(tmp_pa
 
 
 @pytest.mark.parametrize("kata,tasks", list(interviews()))
-def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(tmp_path, kata, tasks):
-    tree = ast.parse(started(tmp_path, kata, tasks).module.read_text())
+def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(started_once, kata, tasks):
+    tree = ast.parse(started_once(kata, tasks).module.read_text())
     helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
     read = {id(n): {x.id for x in ast.walk(n) if isinstance(x, ast.Name)} for n in tree.body}  # each statement's names
     for helper in helpers:
@@ -398,8 +412,8 @@ def _through(lines: list[str], end_col: int) -> str:
 
 
 @pytest.mark.parametrize("kata,tasks", [p for p in interviews() if p.values[1]])
-def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(tmp_path, kata, tasks):
-    session = started(tmp_path, kata, tasks)
+def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(started_once, kata, tasks):
+    session = started_once(kata, tasks)
     mine, reference = session.module.read_text(), (SOLUTIONS_DIR / f"{kata}.py").read_text()
     lines = reference.splitlines(keepends=True)
     segments = {  # ast.get_source_segment of each top-level definition (column 0), without its splitting per call

@@ -396,9 +396,20 @@ def _stack_rows(output: str) -> dict[str, list[str]]:
     return {name: cells[2:] if name != STACK[0] else cells[1:] for name, cells in rows.items()}
 
 
-def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(cli):
-    n, prompt = 16, encode(play_stack.PROMPT)
-    result = cli.invoke(main, ["play", "stack", "-n", str(n), "--rounds", "1"])
+@pytest.fixture(scope="module")
+def stack_of_16(tmp_path_factory):
+    """`kata play stack -n 16 --rounds 1` in a fresh state and work directory (as the `cli` fixture makes them),
+    run once for the tests below that only read what it printed."""
+    tmp = tmp_path_factory.mktemp("stack")
+    (tmp / "katas").mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KATA_STATE_DIR", str(tmp / "state"))
+        patch.setenv("KATA_WORKDIR", str(tmp / "katas"))
+        return CliRunner().invoke(main, ["play", "stack", "-n", "16", "--rounds", "1"])
+
+
+def test_play_stack_adds_one_bargain_at_a_time_and_keeps_the_text(stack_of_16):
+    n, prompt, result = 16, encode(play_stack.PROMPT), stack_of_16
     assert result.exit_code == 0, result.output
     rows = _stack_rows(result.output)
     assert list(rows) == list(STACK)
@@ -430,10 +441,10 @@ def test_the_stack_defaults_to_its_own_prompt_and_k_in_the_terminal_and_on_the_p
     assert (page["prompt"].default, page["k"].default) == (play_stack.PROMPT, play_stack.K)
 
 
-def test_each_x_before_of_the_stack_is_its_chars_per_second_over_the_row_befores(cli):
+def test_each_x_before_of_the_stack_is_its_chars_per_second_over_the_row_befores(stack_of_16):
     """The two columns come from the same medians: chars/s is printed rounded to a whole number, so the ratio
     of the printed figures may differ from x before only by that rounding and x before's own."""
-    result = cli.invoke(main, ["play", "stack", "-n", "16", "--rounds", "1"])
+    result = stack_of_16
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line[:32].strip() in STACK]
     speeds = [float(line[32:].split()[0]) for line in lines]

@@ -9,8 +9,8 @@ or now names another diagnosis. The slow test grades every fresh mistake
 with every check of its task, and the thorough one (`-m thorough`, three
 minutes: out of CI's ten) every catalogued mutant, as the writer did under
 three seeds before it wrote the catalogue; the quick run
-grades one fresh mistake, the distillation loss without its T^2, by name and
-through `kata grade -v`."""
+grades one fresh mistake, the distillation loss without its T^2, once through
+`kata grade -v`, and checks its diagnosis by name and in the printed lines."""
 
 from __future__ import annotations
 
@@ -19,14 +19,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from grader.cli import learner
 from grader.cli.commands import main
 from grader.kata.registry import find_kata, load_registry, suite_tasks
+from grader.output import report
 from grader.run import diagnosis
 
 from mutation import grade_mutants, load_fresh, load_mutants
 
 KATAS = [k.name for k in load_registry()]
 WITH_CATALOGUE = [k for k in KATAS if diagnosis.catalogue(find_kata(k))]
+# One xdist worker runs the whole module, so the module-scoped grade below is made once.
+pytestmark = pytest.mark.xdist_group("test_diagnoses")
 FRESH_FLOOR = 0.7  # the least share of the fresh mistakes that must get their diagnosis
 T2_FRESH = "the loss written from scratch with means and no T^2"  # tests/mutants/fresh/distillation.toml
 T2_NAME = "the T^2 factor is missing"
@@ -114,20 +118,40 @@ def diagnosis_why_of(kata: str, name: str) -> str:
     return next(m.why for m in diagnosis.catalogue(find_kata(kata)) if m.name == name)
 
 
-def test_a_distillation_loss_without_t2_written_freshly_is_diagnosed_by_name(tmp_path: Path):
-    graded = grade_mutants("distillation", [t2_fresh()], tmp_path, every_check=True)[T2_FRESH]
-    assert graded.status.value == "fail"
-    assert (graded.diagnosis, graded.diagnosis_why) == (T2_NAME, diagnosis_why_of("distillation", T2_NAME))
-
-
-def test_kata_grade_verbose_says_what_the_failing_task_looks_like(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
-    folder = tmp_path / "work"
+@pytest.fixture(scope="module")
+def t2_graded(tmp_path_factory):
+    """The fresh T^2 mistake graded once by `kata grade -v distillation:loss`: (its CliRunner result, the grade the
+    command printed). The tests below read both, instead of grading the same file again (seconds each)."""
+    tmp = tmp_path_factory.mktemp("t2")
+    folder = tmp / "work"
     folder.mkdir()
     (folder / "distillation.py").write_text(t2_fresh().source("distillation"), encoding="utf-8")
-    result = CliRunner().invoke(main, ["grade", "-v", "distillation:loss", "--target", str(folder)])
+    graded, grade = [], learner.grade
+
+    def grade_and_keep(*args, **kwargs):
+        graded.append(grade(*args, **kwargs))
+        return graded[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KATA_STATE_DIR", str(tmp / "state"))
+        patch.setattr(learner, "grade", grade_and_keep)
+        result = CliRunner().invoke(main, ["grade", "-v", "distillation:loss", "--target", str(folder)])
+    assert len(graded) == 1, result.output
+    return result, graded[0]
+
+
+def test_a_distillation_loss_without_t2_written_freshly_is_diagnosed_by_name(t2_graded):
+    _, graded = t2_graded
+    [task] = [t for k in graded.katas for t in k.tasks]
+    assert (task.name, task.status.value) == ("loss", "fail")
+    assert (task.diagnosis, task.diagnosis_why) == (T2_NAME, diagnosis_why_of("distillation", T2_NAME))
+
+
+def test_kata_grade_verbose_says_what_the_failing_task_looks_like(t2_graded):
+    result, graded = t2_graded
     assert result.exit_code == 1, result.output
     line = f"  looks like: {T2_NAME} (why: {diagnosis_why_of('distillation', T2_NAME)})"
     assert line in result.output.splitlines()
-    quiet = CliRunner().invoke(main, ["grade", "distillation:loss", "--target", str(folder)])
-    assert "looks like: " not in quiet.output  # the table and summary alone without -v
+    # Without -v, the same grade shows the table and a line per failing task alone.
+    quiet = report.table(graded) + report.failing_summary(graded)
+    assert "distillation" in quiet and "looks like: " not in quiet
