@@ -50,7 +50,7 @@ from reference.model import Model, _rms_norm_one_row, rms_norm  # noqa: E402
 CALLS = 500  # calls of one path per round
 PREFIX = 128  # the position of the one token, and the tokens cached before the timed decode step
 LAYER = 0
-VERIFY_TOKENS = (2, 5, 8)  # the few-token rows: new tokens of a verify step
+VERIFY_TOKENS = (2, 5, 9)  # the few-token rows: new tokens of a verify step
 
 
 def pairs(model: Model) -> dict[str, tuple]:

@@ -92,7 +92,8 @@ import numpy as np
 from reference import checks
 from reference.work import Work
 
-FEW_TOKENS = 8  # up to this many tokens (a verify step's), qkv and an MoE mlp take their few-token fast paths
+# Up to this many tokens (a verify step of k <= 8 guesses: k + 1), qkv and an MoE mlp take their few-token fast paths.
+FEW_TOKENS = 9
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 REBUILD_HINT = "rebuild the shipped weights with: pip install -e '.[train]' && python tools/train.py"
 
@@ -444,8 +445,8 @@ class Model:
     def _qkv_few_tokens(self, h: np.ndarray, wqkv: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
         """_qkv_rows for a few rows h (T, D) at positions (T,), given wqkv as
         _qkv_one_token: one matmul for the three, q and k rotated together.
-        FAST PATH: 1.7-2.0x faster than _qkv_rows on 2-8 rows, in the shipped
-        models (python benchmarks/bench_fast_paths.py, load 3 on 2 cores)."""
+        FAST PATH: 1.6-2.0x faster than _qkv_rows on 2-9 rows, in the shipped
+        models (python benchmarks/bench_fast_paths.py, load 1-3 on 2 cores)."""
         c = self.config
         T, H, Hkv, Dh = h.shape[0], c.n_heads, c.n_kv_heads, c.head_dim
         k_end = (H + Hkv) * Dh  # where v's columns start
@@ -558,10 +559,10 @@ class Model:
         each block with its expert's w_gate | w_up and one with its w_down, one
         SwiGLU over all R rows, and the gated sum one (T, R) @ (R, D) product.
         No row is padded: the work done is the work counted, and an expert no
-        token chose is never read. FAST PATH: 1.5-1.9x faster than _mlp_rows
-        on 2-8 rows of the shipped teacher; with _qkv_few_tokens, its verify
-        step of 2, 5, 8 tokens takes 0.67, 0.73, 0.75x the time it would
-        without them (python benchmarks/bench_fast_paths.py, load 3 on 2 cores)."""
+        token chose is never read. FAST PATH: 1.4-1.9x faster than _mlp_rows
+        on 2-9 rows of the shipped teacher; with _qkv_few_tokens, its verify
+        step of 2, 5, 9 tokens takes 0.66, 0.76, 0.78x the time it would
+        without them (python benchmarks/bench_fast_paths.py, load 1 on 2 cores)."""
         w, p = self.weights, f"layers.{layer}."
         w_down = w[p + "w_down"]  # (E, F, D)
         logits = self._mm("router", h, w[p + "router"]).tolist()  # T lists of E floats
