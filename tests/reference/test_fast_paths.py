@@ -62,6 +62,17 @@ def counted(model: Model, fn):
     return out, work
 
 
+def assert_same(model: Model, fast, plain) -> None:
+    """The fast path fast() gives the plain path plain()'s arrays (one, or a tuple), shapes and values within
+    float32's error, and the model counts the same Work for both."""
+    (got, fast_work), (expected, plain_work) = counted(model, fast), counted(model, plain)
+    pairs = zip(got, expected) if isinstance(expected, tuple) else [(got, expected)]
+    for a, b in pairs:
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=FAST_RTOL, atol=FAST_ATOL)
+    assert fast_work == plain_work
+
+
 @EACH_MODEL
 @pytest.mark.parametrize("seed", range(3))
 def test_one_row_rms_norm_equals_rms_norm(model, seed):
@@ -77,12 +88,9 @@ def test_one_token_qkv_equals_the_plain_qkv_and_counts_the_same_work(model, seed
     p, h = f"layers.{layer}.", one_row(model, seed)
     position = int(np.random.default_rng(seed).integers(0, c.max_seq_len))
     wqkv = model._joined_weights(p + "wq", p + "wk", p + "wv")
-    fast, fast_work = counted(model, lambda: model._qkv_one_token(h, wqkv, position))
-    plain, plain_work = counted(model, lambda: model._qkv_rows(layer, h, np.array([position])))
-    for got, expected in zip(fast, plain):
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(
+        model, lambda: model._qkv_one_token(h, wqkv, position), lambda: model._qkv_rows(layer, h, np.array([position]))
+    )
 
 
 @EACH_MODEL
@@ -90,11 +98,7 @@ def test_one_token_qkv_equals_the_plain_qkv_and_counts_the_same_work(model, seed
 def test_one_token_mlp_equals_the_plain_mlp_and_counts_the_same_work(model, seed):
     layer, h = seed % model.config.n_layers, one_row(model, seed)
     gate_up = model._joined_weights(f"layers.{layer}.w_gate", f"layers.{layer}.w_up")
-    fast, fast_work = counted(model, lambda: model._mlp_one_token(layer, h, gate_up))
-    plain, plain_work = counted(model, lambda: model._mlp_rows(layer, h))
-    assert fast.shape == plain.shape
-    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(model, lambda: model._mlp_one_token(layer, h, gate_up), lambda: model._mlp_rows(layer, h))
 
 
 def test_an_moe_token_tied_between_experts_goes_to_the_lower_index_on_both_paths():
@@ -102,10 +106,7 @@ def test_an_moe_token_tied_between_experts_goes_to_the_lower_index_on_both_paths
     model.weights["layers.0.router"][:] = 0  # every logit equal: experts 0 and 1
     h = one_row(model, 8)
     gate_up = model._joined_weights("layers.0.w_gate", "layers.0.w_up")
-    fast, fast_work = counted(model, lambda: model._mlp_one_token(0, h, gate_up))
-    plain, plain_work = counted(model, lambda: model._mlp_rows(0, h))
-    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(model, lambda: model._mlp_one_token(0, h, gate_up), lambda: model._mlp_rows(0, h))
 
 
 def test_a_weight_replaced_by_another_dtype_runs_the_plain_path_and_one_of_its_shape_rejoins():
@@ -127,12 +128,7 @@ def test_few_token_qkv_equals_the_plain_qkv_and_counts_the_same_work(model, T):
     p, h = f"layers.{layer}.", few_rows(model, T, T)
     positions = np.random.default_rng(T).choice(c.max_seq_len, size=T, replace=False)
     wqkv = model._joined_weights(p + "wq", p + "wk", p + "wv")
-    fast, fast_work = counted(model, lambda: model._qkv_few_tokens(h, wqkv, positions))
-    plain, plain_work = counted(model, lambda: model._qkv_rows(layer, h, positions))
-    for got, expected in zip(fast, plain):
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(model, lambda: model._qkv_few_tokens(h, wqkv, positions), lambda: model._qkv_rows(layer, h, positions))
 
 
 @EACH_MOE_MODEL
@@ -140,11 +136,7 @@ def test_few_token_qkv_equals_the_plain_qkv_and_counts_the_same_work(model, T):
 def test_few_token_mlp_equals_the_plain_mlp_and_counts_the_same_work(model, T):
     layer, h = T % model.config.n_layers, few_rows(model, T, T)
     gate_up = model._joined_weights(f"layers.{layer}.w_gate", f"layers.{layer}.w_up")
-    fast, fast_work = counted(model, lambda: model._mlp_few_tokens(layer, h, gate_up))
-    plain, plain_work = counted(model, lambda: model._mlp_rows(layer, h))
-    assert fast.shape == plain.shape
-    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(model, lambda: model._mlp_few_tokens(layer, h, gate_up), lambda: model._mlp_rows(layer, h))
 
 
 def test_few_moe_tokens_tied_between_experts_go_to_the_lower_indices_on_both_paths():
@@ -152,10 +144,7 @@ def test_few_moe_tokens_tied_between_experts_go_to_the_lower_indices_on_both_pat
     model.weights["layers.0.router"][:] = 0  # every logit equal: every token to experts 0 and 1
     h = few_rows(model, 8, 5)
     gate_up = model._joined_weights("layers.0.w_gate", "layers.0.w_up")
-    fast, fast_work = counted(model, lambda: model._mlp_few_tokens(0, h, gate_up))
-    plain, plain_work = counted(model, lambda: model._mlp_rows(0, h))
-    np.testing.assert_allclose(fast, plain, rtol=FAST_RTOL, atol=FAST_ATOL)
-    assert fast_work == plain_work
+    assert_same(model, lambda: model._mlp_few_tokens(0, h, gate_up), lambda: model._mlp_rows(0, h))
 
 
 @EACH_MODEL
