@@ -1,7 +1,6 @@
 """The benchmarks of no one kata: the model, the floor, the pretrained models and the project's own costs
 (bench_grader, bench_suites, bench_tests), `python -m benchmarks.bench_X` or, from a checkout, `python
-benchmarks/bench_X.py`; and what the speculative kata's benchmark imports (spec_drafts, projection). A kata's
-own benchmark is grader/suites/KATA/bench.py, what `kata bench KATA` runs."""
+benchmarks/bench_X.py`. A kata's own benchmark is grader/suites/KATA/bench.py, what `kata bench KATA` runs."""
 
 # Imported first, while `python -m benchmarks.bench_X` is still locating its module: grader/__init__ then takes
 # the folder the benchmark was started in (the learner's, under `kata bench`) off sys.path, so that a numpy.py

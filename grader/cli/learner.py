@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -318,12 +319,30 @@ def bench_cmd(kata, args):
     if not any(a == "--target" or a.startswith("--target=") for a in args):
         _target.workdir()  # no kata folder: a usage error here, before the benchmark starts
         args = ("--target", "katas", *args)  # your code, unless you say otherwise
-    # This checkout first on the path: the speculative benchmark imports benchmarks/, which an older install maps not.
+    # This checkout first on the path: the benchmark runs this checkout's grader, which an older install maps not.
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(_target.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     )
-    # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found from there.
-    sys.exit(subprocess.call([sys.executable, "-m", f"grader.suites.{k.name}.bench", *args], env=env))
+    from grader.learn import table_draft  # numpy and the models: loaded only when a benchmark runs
+
+    with tempfile.TemporaryDirectory(prefix="kata-bench-") as folder:
+        # What the benchmark needs of the learner's other katas (the speculative one: their own table draft).
+        helps = any(a in ("-h", "--help") for a in args)
+        extra = [] if helps else table_draft.bench_args(k.name, _bench_target(args), Path(folder))
+        # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found there.
+        code = subprocess.call([sys.executable, "-m", f"grader.suites.{k.name}.bench", *args, *extra], env=env)
+    sys.exit(code)
+
+
+def _bench_target(args: tuple[str, ...]) -> str:
+    """The value of --target among a benchmark's arguments (the last one given, as argparse reads them)."""
+    found = "katas"
+    for i, a in enumerate(args):
+        if a == "--target" and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith("--target="):
+            found = a.split("=", 1)[1]
+    return found
 
 
 @click.command("watch")

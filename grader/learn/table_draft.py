@@ -10,13 +10,14 @@ again only when that file changes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from grader.kata import target as _target
+from grader.learn import play_jails, vouch
 from grader.learn import progress as state
-from grader.learn import vouch
 from grader.learn.play import kata_source
 from grader.learn.play_jails import LearnerError
 from reference.model import Model
@@ -62,3 +63,23 @@ def table_draft(teacher: Model, target: str, progress: Callable[[int, int], None
 def table_bytes(lm: NGramLM) -> int:
     """What the table holds as shipped: a byte per context id and a byte per stored -log p."""
     return lm.contexts.size + lm.probs.size
+
+
+def bench_args(kata: str, target: str, folder: Path) -> list[str]:
+    """What `kata bench KATA --target TARGET` adds to its benchmark's arguments: for the speculative kata, the
+    table draft `kata play stack` would draft with when it is the target's own (saved in folder, --table) and
+    what it is (--table-whose); the benchmark runs the shipped table in any case. Nothing for another kata,
+    nor without the teacher's weights to distil from."""
+    if kata != "speculative":
+        return []
+    try:
+        teacher = Model.pretrained("teacher")
+    except (ValueError, FileNotFoundError):
+        return []
+    with play_jails.jails():
+        table, whose = table_draft(teacher, target)
+    if whose.startswith(SHIPPED):
+        return ["--table-whose", whose]
+    path = folder / "table.npz"
+    table.save(path)
+    return ["--table", str(path), "--table-whose", whose]

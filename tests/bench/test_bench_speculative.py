@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import projection
 from grader import ONE_BLAS_THREAD
+from grader.suites.speculative import projection
 from reference.lm import CachedLM
 from reference.model import Config, Model
+from reference.ngram import NGramLM
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_MHA = Config(vocab_size=96, d_model=64, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=96, max_seq_len=64)
@@ -54,9 +55,9 @@ def test_a_call_bound_by_reading_weights_projects_the_bytes_ratio_and_a_busy_one
 K_ROWS = textwrap.dedent(
     """
     import sys
-    from benchmarks import projection
+    from grader.suites.speculative import projection
     from grader.suites.speculative.bench import KS, Target, Verify, k_rows
-    from benchmarks.spec_drafts import Draft, PromptSet
+    from grader.suites.speculative.drafts import Draft, PromptSet
     from reference.model import Config, Model
     from reference.solutions.speculative import speculative_generate
 
@@ -82,3 +83,16 @@ def test_the_k_table_stops_when_greedy_speculative_decoding_parts_from_plain_dec
     done = subprocess.run([sys.executable, "-c", K_ROWS], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "greedy speculative decoding (t, d, k = 1) parts from plain" in done.stderr
+
+
+def test_kata_bench_hands_the_speculative_benchmark_the_table_kata_play_stack_drafts_with(tmp_path, monkeypatch):
+    """The benchmark imports nothing of the learner's tools: `kata bench` distils the target's own table (as kata
+    play stack does, here on a short text), saves it for the benchmark and says whose it is; other katas get nothing."""
+    from grader.learn import table_draft
+
+    monkeypatch.setenv("KATA_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(table_draft, "LEARNER_CHARS", 1500)
+    assert table_draft.bench_args("kv_cache", "reference", tmp_path) == []
+    flag, path, says, whose = table_draft.bench_args("speculative", "reference", tmp_path)
+    assert (flag, says) == ("--table", "--table-whose") and "distill_ngram's table" in whose
+    assert len(NGramLM.pretrained(path).contexts) > 0

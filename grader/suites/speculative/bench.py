@@ -1,18 +1,19 @@
 """Speculative decoding of the shipped teacher: a table draft that costs almost nothing against a one-layer draft.
 
-    python -m grader.suites.speculative.bench [--n-new 128] [--repeats 3] [--target reference] [--native-blas]
+    kata bench speculative [--n-new 128] [--repeats 3] [--target reference] [--native-blas]
+    python -m grader.suites.speculative.bench [the same] [--table FILE --table-whose TEXT]
 
 Three pairs, each with the `--target` speculative_generate (reference,
 katas or a folder) and every model behind `logits(tokens)`:
 - the teacher with the table draft, a character n-gram table (NGramLM):
-  your own, distilled by your distill_ngram on the first LEARNER_CHARS
-  characters of train.txt (in a jail, kept per kata file), when the
-  distillation kata's ngram task passes (for --target katas, as `kata play
-  stack` decides, grader.learn.table_draft: your last grade, recorded by
-  this account's grader on the file as it is now; for 'reference' or a
-  folder, its distill_ngram), the shipped one (reference/weights/ngram.npz)
-  otherwise; the header says which and why. With your own table the
-  shipped one runs beside it;
+  the shipped one (reference/weights/ngram.npz), and beside it the table
+  of --table. `kata bench speculative` passes your own there, distilled by
+  your distill_ngram on the first LEARNER_CHARS characters of train.txt (in
+  a jail, kept per kata file) when the distillation kata's ngram task
+  passes (for --target katas, as `kata play stack` decides,
+  grader.learn.table_draft: your last grade, recorded by this account's
+  grader on the file as it is now; for 'reference' or a folder, its
+  distill_ngram); the header says which and why (--table-whose);
 - the teacher with the one-layer neural draft (draft.npz), the contrast;
 - the dense control target (dense.npz: the teacher's shape with one SwiGLU
   as wide as its active experts) with the table draft.
@@ -67,8 +68,6 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from benchmarks import projection  # noqa: E402
-from benchmarks.spec_drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
 from grader.kata import target as _target  # noqa: E402
 from grader.measure import timing  # noqa: E402
 from grader.measure.bench import (  # noqa: E402
@@ -81,6 +80,8 @@ from grader.measure.bench import (  # noqa: E402
     run_main,
     shipped_or_random,
 )
+from grader.suites.speculative import projection  # noqa: E402
+from grader.suites.speculative.drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
 from reference.lm import SHIPPED_SHAPES, CachedLM, generate  # noqa: E402
 from reference.model import Model  # noqa: E402
 from reference.sampling import probs_from_logits  # noqa: E402
@@ -522,6 +523,12 @@ def costs_and_projection(targets: list[Target], drafts: list[Draft], sets: list[
 def main(argv: list[str]) -> int:
     parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "interleaved rounds per table at least")
     parser.add_argument("--n-new", type=int, default=128, help="tokens generated per prompt and run")
+    parser.add_argument(
+        "--table", help="an n-gram table file (NGramLM.save) to draft with beside the shipped one: your own, from kata"
+    )
+    parser.add_argument(
+        "--table-whose", default="the shipped n-gram table", help="what the header says of the table drafts"
+    )
     args = parser.parse_args(argv)
     sets = prompt_sets()
     longest = max(len(p) for s in sets for p in s.prompts)
@@ -530,7 +537,7 @@ def main(argv: list[str]) -> int:
     spec = load_kata(args.target, "speculative").speculative_generate
     teacher, dense, neural, which = models()
     print(f"models: {which}; speculative_generate from {_target.describe(args.target)}")
-    tables = table_drafts(args.target, teacher.model)
+    tables = table_drafts(args.table, args.table_whose)
     drafts = [*tables, Draft("one-layer draft", neural)]
     print(
         f"teacher {teacher.model.config.n_params():,} parameters, dense control {dense.model.config.n_params():,}, "

@@ -1,8 +1,9 @@
 """The drafts and prompts of the speculative kata's benchmark
-(grader/suites/speculative/bench.py): the table draft it runs (the learner's
-own distilled table when their distillation task passes, else the shipped
-one: grader.learn.table_draft, as `kata play stack` decides), the one-layer
-neural draft, and the prompt sets.
+(grader/suites/speculative/bench.py): the table drafts it runs (the shipped
+one, and beside it a table file it is given: `kata bench speculative` gives
+the learner's own distilled table when their distillation task passes, as
+`kata play stack` decides, grader.learn.table_draft), the one-layer neural
+draft, and the prompt sets.
 
 A draft is a `Draft`: a label and a model behind `logits(tokens)`, either a
 reference `Model` (wrapped in a fresh CachedLM per run) or an `NGramLM`
@@ -11,13 +12,10 @@ reference `Model` (wrapped in a fresh CachedLM per run) or an `NGramLM`
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from grader.learn import play_jails
-from grader.learn.table_draft import SHIPPED, table_draft
 from reference.lm import CachedLM
 from reference.model import WEIGHTS_DIR, Model
 from reference.ngram import NGramLM
@@ -70,18 +68,16 @@ def prompt_sets() -> list[PromptSet]:
     return [PromptSet("val.txt", tuple(prompts)), PromptSet("list-like", (tuple(encode(LIST_PROMPT)),))]
 
 
-def table_drafts(target: str, teacher: Model) -> list[Draft]:
-    """The table drafts to run, each said: the learner's own table (or the
-    reference's, or a folder's: the --target's distill_ngram, distilled on
-    LEARNER_CHARS characters of train.txt in a jail, kept per kata file)
-    first, when the target's distillation task that writes it passes (for
-    'katas': its last grade, recorded by this account's grader on the file as
-    it is now), then the shipped table beside it; else the shipped one alone."""
-    t0 = time.perf_counter()
-    with play_jails.jails():
-        table, whose = table_draft(teacher, target)
-    if whose.startswith(SHIPPED):
+def table_drafts(table: str | None, whose: str) -> list[Draft]:
+    """The table drafts to run, each said: the table in the file `table` (whose: what it is, as `kata bench`
+    says), then the shipped table beside it; without a file, the shipped one alone (whose: why)."""
+    shipped = NGramLM.pretrained()
+    if table is None:
         print(f"table draft: {whose}")
-        return [Draft("shipped table", table)]
-    print(f"table draft: {whose} ({len(table.contexts):,} rows, {time.perf_counter() - t0:.0f} s); beside it {SHIPPED}")
-    return [Draft("own table", table), Draft("shipped table", NGramLM.pretrained())]
+        return [Draft("shipped table", shipped)]
+    try:
+        own = NGramLM.pretrained(table)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--table {table}: not an n-gram table this benchmark can read: {exc}") from None
+    print(f"table draft: {whose} ({len(own.contexts):,} rows); beside it the shipped n-gram table")
+    return [Draft("own table", own), Draft("shipped table", shipped)]
