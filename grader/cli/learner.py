@@ -327,8 +327,11 @@ def bench_cmd(kata, args):
 
     with tempfile.TemporaryDirectory(prefix="kata-bench-") as folder:
         # What the benchmark needs of the learner's other katas (the speculative one: their own table draft).
-        helps = any(a in ("-h", "--help") for a in args)
-        extra = [] if helps else table_draft.bench_args(k.name, _bench_target(args), Path(folder))
+        try:
+            helps = any(a in ("-h", "--help") for a in args)
+            extra = [] if helps else table_draft.bench_args(k.name, _bench_target(args), Path(folder))
+        except ValueError:  # a --target none of whose forms fits: the benchmark refuses it, saying what is allowed
+            extra = []
         # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found there.
         code = subprocess.call([sys.executable, "-m", f"grader.suites.{k.name}.bench", *args, *extra], env=env)
     sys.exit(code)

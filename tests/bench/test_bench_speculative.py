@@ -96,3 +96,12 @@ def test_kata_bench_hands_the_speculative_benchmark_the_table_kata_play_stack_dr
     flag, path, says, whose = table_draft.bench_args("speculative", "reference", tmp_path)
     assert (flag, says) == ("--table", "--table-whose") and "distill_ngram's table" in whose
     assert len(NGramLM.pretrained(path).contexts) > 0
+
+
+def test_a_target_of_no_kind_is_refused_by_the_benchmark_not_a_traceback_of_kata_bench(tmp_path):
+    from click.testing import CliRunner
+
+    from grader.cli.commands import main
+
+    result = CliRunner().invoke(main, ["bench", "speculative", "--target", str(tmp_path / "none")])
+    assert result.exit_code == 1 and not isinstance(result.exception, ValueError), result.output
