@@ -316,9 +316,10 @@ def bench_cmd(kata, args):
     k = kata_named(kata)
     if not (SUITES_DIR / k.name / "bench.py").is_file():
         raise click.ClickException(f"no benchmark for {k.name}: its folder {SUITES_DIR / k.name} has no bench.py")
-    if not any(a == "--target" or a.startswith("--target=") for a in args):
+    target = _bench_target(args)
+    if target is None:
         _target.workdir()  # no kata folder: a usage error here, before the benchmark starts
-        args = ("--target", "katas", *args)  # your code, unless you say otherwise
+        target, args = "katas", ("--target", "katas", *args)  # your code, unless you say otherwise
     # This checkout first on the path: the benchmark runs this checkout's grader, which an older install maps not.
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(_target.ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -329,7 +330,7 @@ def bench_cmd(kata, args):
         # What the benchmark needs of the learner's other katas (the speculative one: their own table draft).
         try:
             helps = any(a in ("-h", "--help") for a in args)
-            extra = [] if helps else table_draft.bench_args(k.name, _bench_target(args), Path(folder))
+            extra = [] if helps else table_draft.bench_args(k.name, target, Path(folder))
         except ValueError:  # a --target none of whose forms fits: the benchmark refuses it, saying what is allowed
             extra = []
         # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found there.
@@ -337,12 +338,13 @@ def bench_cmd(kata, args):
     sys.exit(code)
 
 
-def _bench_target(args: tuple[str, ...]) -> str:
-    """The value of --target among a benchmark's arguments (the last one given, as argparse reads them)."""
-    found = "katas"
+def _bench_target(args: tuple[str, ...]) -> str | None:
+    """The value of --target among a benchmark's arguments (the last one given, as argparse reads them; "" for
+    a --target with no value, which the benchmark refuses), or None when none is given."""
+    found = None
     for i, a in enumerate(args):
-        if a == "--target" and i + 1 < len(args):
-            found = args[i + 1]
+        if a == "--target":
+            found = args[i + 1] if i + 1 < len(args) else ""
         elif a.startswith("--target="):
             found = a.split("=", 1)[1]
     return found
