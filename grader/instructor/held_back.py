@@ -123,6 +123,7 @@ def _called_name(call: ast.Call) -> str:
     return call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
 
 
+@functools.lru_cache(maxsize=256)  # an edition asks of each shipped module, and a class's editions ship the same
 def loads_baseline(source: str) -> bool:
     """Whether a module's code calls load_baseline (an import of the name alone does not count)."""
     return _calls_baseline(ast.parse(source))

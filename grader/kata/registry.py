@@ -116,18 +116,30 @@ def _task_cases(decorator: ast.AST, where: str) -> list[str]:
     return [v.value for v in values.elts]
 
 
-@functools.lru_cache(maxsize=64)
-def _suite_marks(path: Path, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+# A suite module's source -> its tests and their tasks: the registry is read by every command, and by
+# tests and tools many times per process, from the same few dozen modules (or copies of them).
+_MARKS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+_MARKS_KEPT = 512
+
+
+def _suite_marks(path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(test name, its tasks) for each test function of the suite module `path`, parsed once per source."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except OSError as exc:
-        raise RegistryError(f"cannot read the suite {path}: {exc.strerror or exc}") from None
-    except SyntaxError as exc:
-        raise RegistryError(f"the suite {path} does not parse: {exc}") from None
-    tests = [
-        n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
-    ]
-    return tuple((test.name, _tasks_of(test, path)) for test in tests)
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"cannot read the suite {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if source not in _MARKS:
+        try:
+            tree = ast.parse(source, filename=str(path))
+        except SyntaxError as exc:
+            raise RegistryError(f"the suite {path} does not parse: {exc}") from None
+        tests = [
+            n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+        ]
+        if len(_MARKS) >= _MARKS_KEPT:
+            _MARKS.clear()
+        _MARKS[source] = tuple((test.name, _tasks_of(test, path)) for test in tests)
+    return _MARKS[source]
 
 
 def _tasks_of(test: ast.FunctionDef | ast.AsyncFunctionDef, path: Path) -> tuple[str, ...]:
@@ -157,11 +169,7 @@ def suite_tasks(suite: Path) -> dict[str, tuple[str, ...]]:
     tasks: dict[str, tuple[str, ...]] = {}
     where: dict[str, Path] = {}
     for module in suite_modules(suite):
-        try:
-            mtime = module.stat().st_mtime_ns
-        except OSError as exc:
-            raise RegistryError(f"cannot read the suite {module}: {exc.strerror or exc}") from None
-        for test, owners in _suite_marks(module, mtime):
+        for test, owners in _suite_marks(module):
             if test in tasks:
                 raise RegistryError(
                     f"{module}: {test} is defined in {where[test].name} too; give each check its own name"

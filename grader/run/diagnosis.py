@@ -253,6 +253,11 @@ def pruned(mistakes: tuple[Mistake, ...], dropped: set[str]) -> tuple[Mistake, .
     those checks taken out of every signature, then the mistakes left with none dropped, and,
     until none is left, those that their own signature's typical failures no longer diagnose
     (another mistake looks the same, or better)."""
+    return _pruned(tuple(mistakes), frozenset(dropped))
+
+
+@functools.lru_cache(maxsize=64)  # each edition of a class prunes the same catalogues the same way
+def _pruned(mistakes: tuple[Mistake, ...], dropped: frozenset[str]) -> tuple[Mistake, ...]:
     kept = []
     for m in mistakes:
         signature = tuple(sign for sign in m.signature if sign.check.split("[", 1)[0] not in dropped)
