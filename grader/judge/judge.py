@@ -467,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     confine.die_with_parent()
     bytecode.use_pycache()  # a judge the server forked uses it already; one started from scratch, from here
+    common.draw_timed_entropy()  # this judge's own, not the judge server's (which loaded this module)
 
     limits = {"memory_mb": args.memory_mb, "output_mb": args.output_mb, "test_seconds": args.test_seconds}
     jail_client.SETTINGS.memory_mb, jail_client.SETTINGS.output_mb = args.memory_mb, args.output_mb

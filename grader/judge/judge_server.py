@@ -5,9 +5,10 @@ pytest.main loads as it reads its options), Hypothesis and NumPy before it
 grades anything. The server imports them once, freezes them out of the
 garbage collector's reach (gc.freeze: a judge's collections never walk them,
 and their pages stay shared with the server), and forks a judge for each
-grading, so a judge starts with them already loaded. Nothing else is loaded
-in the server: no suite, no kata module, and no grader module (those read
-the environment when they load). A forked judge sets the environment, folder
+grading, so a judge starts with them already loaded. So is the judge's own
+module (grader.judge.judge, and the grader and model modules it imports),
+its bytecode kept in the judges' private folder. No suite and no kata module
+is ever loaded in the server. A forked judge sets the environment, folder
 and descriptors it is given, and then runs `grader.judge.judge.main`,
 exactly what `python -m grader.judge.judge` runs.
 
@@ -44,6 +45,10 @@ PRELOAD = (
     "_hypothesis_pytestplugin",
     "pdb",  # pytest's debugging plugin imports it as it configures
 )
+# The judge's module and what it imports (the jail's client, the suites' helpers, the model): none of them reads
+# the environment or the folder as it loads, and what is drawn at import (the entropy of timed inputs) each judge
+# draws again.
+JUDGE = "grader.judge.judge"
 RESULTS_FD = "{results_fd}"  # in a request's argv: the number of the results pipe in the judge
 
 
@@ -72,7 +77,7 @@ def _judge(request: dict, fds: list[int]):
             args = [str(results) if a == RESULTS_FD else a for a in argv]
             sys.argv = ["grader.judge.judge", *args]
             use_pycache()
-            from grader.judge import judge
+            from grader.judge import judge  # loaded already, by the server
 
             code = judge.main(args) or 0
         except SystemExit as exc:
@@ -95,6 +100,8 @@ def main() -> None:
 
     for name in default_plugins:  # what pytest.main imports as it reads its options (junitxml brings ElementTree)
         __import__(f"_pytest.{name}")
+    use_pycache()  # the grader's own bytecode goes where the judges keep theirs, never beside its sources
+    __import__(JUDGE)
     # What the server loaded stays: the judges' collections never scan it, and their pages stay shared.
     gc.freeze()
     Server(_judge, fds_per_request=2).serve(connections=[socket.socket(fileno=fd)])

@@ -90,7 +90,17 @@ def rng(salt: int) -> np.random.Generator:
 
 # Drawn once per judge process, that is per grading: the fresh inputs of timed calls come from it, never from the
 # grading seed (which Gradescope's output shows), so no module can replay them at import and have the answers ready.
-_TIMED_ENTROPY = secrets.randbits(64)
+_TIMED_ENTROPY = 0
+
+
+def draw_timed_entropy() -> None:
+    """Draw this judge's entropy for timed inputs: at import, and again by each judge the judge server
+    forks (grader.judge.judge.main), which would otherwise share the server's."""
+    global _TIMED_ENTROPY
+    _TIMED_ENTROPY = secrets.randbits(64)
+
+
+draw_timed_entropy()
 
 
 def timed_salt(salt: int) -> int:
