@@ -48,6 +48,7 @@ the zygote kills every jail it forked for that judge.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import py_compile
@@ -132,6 +133,11 @@ def make_runtime(runtime: Path) -> None:
 
 def runtime_paths() -> list[str]:
     """A jail's sys.path after its runtime copy: the standard library and site-packages, never the checkout."""
+    return list(_runtime_paths(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)  # every jail start asks; it changes only with sys.path
+def _runtime_paths(path: tuple[str, ...]) -> tuple[str, ...]:
     import sysconfig
 
     root = str(_target.ROOT)
@@ -139,7 +145,7 @@ def runtime_paths() -> list[str]:
         sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")
     ]
     out = []
-    for entry in sys.path:
+    for entry in path:
         real = os.path.realpath(entry) if entry else ""
         if not real or not any(real == k or real.startswith(k.rstrip("/") + "/") for k in keep if k):
             continue
@@ -147,7 +153,7 @@ def runtime_paths() -> list[str]:
             continue
         if real not in out:
             out.append(real)
-    return out
+    return tuple(out)
 
 
 def jail_env(home: str) -> dict[str, str]:
