@@ -10,6 +10,9 @@ import sys
 import tempfile
 
 from hypothesis import settings
+from threadpoolctl import threadpool_limits
+
+from grader import ONE_BLAS_THREAD
 
 # A shell without job control starts a command put in the background (`pytest &`) with SIGINT ignored,
 # and an ignored signal stays ignored across exec: every `kata` these tests start would then ignore
@@ -24,6 +27,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # cache them as Python does by default; the judges' private bytecode cache (grader.judge.bytecode) is unaffected.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# NumPy in the test processes on one BLAS thread, as every `kata` command and judge runs it: with two xdist
+# workers on two cores, a second BLAS thread per worker only waits for a core (a model's forward pass over 256
+# tokens took 1.7 s beside the other worker, 0.06 s alone). Set before any test module loads NumPy; the tests of
+# the variables themselves start their processes without them.
+for _name, _value in ONE_BLAS_THREAD.items():
+    os.environ.setdefault(_name, _value)
+if "numpy" in sys.modules:  # loaded already (by a plugin): limit the threads it started with
+    threadpool_limits(1)
 
 # The key the grader seals recorded grades with (grader.learn.vouch): one of this run's own, in a folder removed at
 # its end, never the account's real one; the processes the tests start inherit it.
