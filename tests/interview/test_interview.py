@@ -7,6 +7,7 @@ so the whole interview below is graded once and its outputs shared."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -712,7 +713,8 @@ ANSWER_PHRASES = re.compile(
 )
 
 
-def shown_strings(source: str) -> list[str]:
+@functools.lru_cache(maxsize=128)  # each preset of a kata reads the same suite modules
+def shown_strings(source: str) -> tuple[str, ...]:
     """The string literals of a suite a failure can show: every one but the docstrings."""
     tree = ast.parse(source)
     docs = {
@@ -729,7 +731,7 @@ def shown_strings(source: str) -> list[str]:
             out.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values))
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
             out.append(n.value)
-    return out
+    return tuple(out)
 
 
 @pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.name)
