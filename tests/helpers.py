@@ -1,5 +1,6 @@
 """What several of the project's test files share: the toy kata's paths,
-short grading limits, and finding a grading's leftover processes."""
+short grading limits, finding a grading's leftover processes, and small
+model configs of each kind."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from grader.kata.registry import SUITES_DIR
 from grader.run.results import Limits
+from reference.model import Config
 
 TOY_KATAS = Path(__file__).parent / "fixtures" / "toy"  # a registry of one tiny kata, for the grader's own tests
 TOY = TOY_KATAS / "toy"  # that kata's folder: its kata.toml, its suite (test_toy.py) and baseline
@@ -20,6 +22,14 @@ HANG = Limits(test_seconds=0.75, kata_seconds=60)  # shorter still, for gradings
 # How long a test waits for processes to start or end before it says they did not: a loaded machine (other
 # test workers, other users) can take seconds to schedule, kill and reap them; the waits return as soon as they may.
 SETTLE = 30.0
+
+# Small random models of each kind the reference model runs (tests/reference): dense, grouped-query attention,
+# and a mixture of experts.
+DENSE = Config(vocab_size=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24, max_seq_len=16)
+GQA = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=16)
+MOE = Config(
+    vocab_size=32, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=16, max_seq_len=16, n_experts=4, top_k=2
+)
 
 
 def write_registry(folder: Path, katas: dict[str, str], presets: str = "") -> Path:

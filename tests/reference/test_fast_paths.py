@@ -11,16 +11,13 @@ import reference.model
 from reference.lm import CachedLM, shipped_model
 from reference.model import FEW_TOKENS, Config, Model, _rms_norm_one_row, rms_norm
 
+from helpers import DENSE, GQA, MOE
+
 # One row through a fused product, a dot product or Python floats against the
 # plain operations: the same sums in another order, on activations of order 1.
 FAST_ATOL = 1e-5
 FAST_RTOL = 1e-5
 
-DENSE = Config(vocab_size=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24, max_seq_len=16)
-GQA = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=16)
-MOE = Config(
-    vocab_size=32, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=16, max_seq_len=16, n_experts=4, top_k=2
-)
 TOP_ALL = Config(
     vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8, max_seq_len=16, n_experts=3, top_k=3
 )

@@ -19,6 +19,8 @@ from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, 
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
 
+from helpers import DENSE, GQA, MOE
+
 # float32 model against float64 code, on logits and activations of order 1.
 INDEPENDENT_ATOL = 1e-4
 # A cached decode (one token at a time through the pieces) against forward.
@@ -32,11 +34,6 @@ ROPE_ATOL = 1e-4
 # experts and gates, but each expert's matmul has one row instead of several.
 ONE_ROW_ATOL = 1e-6
 
-DENSE = Config(vocab_size=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24, max_seq_len=16)
-GQA = Config(vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=16)
-MOE = Config(
-    vocab_size=32, d_model=16, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=16, max_seq_len=16, n_experts=4, top_k=2
-)
 CONFIGS = pytest.mark.parametrize("config", [DENSE, GQA, MOE], ids=["dense", "gqa", "moe"])
 
 
