@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -174,6 +175,7 @@ class Jail:
         self.log: JailLog | None = None  # where the jail's stdout and stderr go
         self.running = ""  # ' (it was running k.py:5 in f)': the learner's line a jail that timed out was in
         self.space: jail_space.Space | None = None  # the places it writes, which the judge adds up
+        self._stopping = threading.Lock()  # kata play --web: its close() and a request's thread may both stop it
 
     # -- life
     def _prepare(self, runtime: str | None) -> None:
@@ -279,7 +281,12 @@ class Jail:
         )
 
     def stop(self) -> None:
-        """Kill the jail and everything it started; remove its directory."""
+        """Kill the jail and everything it started; remove its directory. Safe from two threads at once: the
+        second waits for the first and finds nothing left to do."""
+        with self._stopping:
+            self._stop()
+
+    def _stop(self) -> None:
         if self.proc is not None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -586,6 +593,7 @@ def call_many(fn, arg_lists, **kwargs) -> list:
 
 
 def stop_all() -> None:
-    for jail in _JAILS.values():
+    """Stop every jail of this process (a walk over a copy: another thread may stop or start one meanwhile)."""
+    for jail in list(_JAILS.values()):
         jail.stop()
     _JAILS.clear()

@@ -48,6 +48,7 @@ the zygote kills every jail it forked for that judge.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -165,10 +166,12 @@ def jail_env(home: str) -> dict[str, str]:
 
 
 def remove_tree(folder: str) -> None:
-    """Remove a folder of read-only files (a runtime or a jail's folder)."""
+    """Remove a folder of read-only files (a runtime or a jail's folder); a file that goes meanwhile is
+    no error."""
     for path in Path(folder).rglob("*"):
         if not path.is_symlink():
-            os.chmod(path, 0o700)
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(path, 0o700)
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -113,16 +113,11 @@ class WebServer(ThreadingHTTPServer):
             print(f"kata play --web: a request failed: {kind.__name__}: {exc}", file=sys.stderr)
 
     def close(self) -> None:
-        """Stop listening and stop the jails of a run still going (whose thread, woken by its jail's end,
-        stops them too: jail_client.stop_all walks a dict that call empties, so a second walk finishes it)."""
+        """Stop listening and stop the jails of a run still going (whose thread, woken by its jail's end, may
+        stop them too: a jail's stop is safe from two threads)."""
         self.closing = True
         self.server_close()
-        for _ in range(3):
-            try:
-                jail_client.stop_all()
-                return
-            except RuntimeError:  # the dict changed size under the walk
-                continue
+        jail_client.stop_all()
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -663,6 +663,53 @@ def test_the_zygote_kills_its_jails_and_ends_when_its_runner_is_gone(monkeypatch
         started.stop()
 
 
+def test_two_threads_stopping_one_jail_at_once_both_return_and_leave_nothing_behind(jail_of):
+    """kata play --web: Ctrl-C stops every jail while the thread of a run cut short stops its own."""
+    import threading
+
+    for _ in range(3):
+        jail = jail_of("def f():\n    return 1\n")._jail
+        assert jail.module().f() == 1
+        folder, proc = jail.dir, jail.proc
+        start, failures = threading.Barrier(2), []
+
+        def stop():
+            start.wait()
+            try:
+                jail.stop()
+            except Exception as exc:  # noqa: BLE001 (the test reports it)
+                failures.append(exc)
+
+        threads = [threading.Thread(target=stop, daemon=True) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+        assert not any(thread.is_alive() for thread in threads), "a second stop of one jail hung"
+        assert not failures, failures
+        assert not os.path.exists(folder) and proc.poll() is not None and jail.proc is None
+        jail_client.stop_all()
+
+
+def test_removing_a_jail_folder_tolerates_a_file_that_goes_meanwhile(tmp_path, monkeypatch):
+    """Its server's bytecode, say, removed by another stop of the same jail between the walk and the chmod."""
+    folder = tmp_path / "jail"
+    (folder / "runtime").mkdir(parents=True)
+    for name in ("a.pyc", "b.pyc"):
+        (folder / "runtime" / name).write_bytes(b"x")
+        (folder / "runtime" / name).chmod(0o400)
+    chmod = os.chmod
+
+    def chmod_after_another_removal(path, mode):
+        if str(path).endswith("a.pyc"):
+            os.unlink(path)
+        chmod(path, mode)
+
+    monkeypatch.setattr(forks.os, "chmod", chmod_after_another_removal)
+    forks.remove_tree(str(folder))
+    assert not folder.exists()
+
+
 @pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="needs Linux")
 def test_the_zygote_answers_no_process_of_another_uid(zygote):
     """A jail runs as a uid of its own (root and uid modes): were it to reach the zygote's
