@@ -121,13 +121,13 @@ def test_a_roster_without_a_student_column_or_with_a_student_twice_is_a_usage_er
 
 def test_the_summary_is_a_line_per_student_and_kata_then_one_per_kata(toy_cli, tmp_path):
     root = tmp_path / "class"
-    for i in range(10):
+    for i in range(3):
         shutil.copytree(SUBS / "stub", root / f"s{i:02d}")
     result = toy_cli.invoke(main, ["grade-all", str(root), "--out", str(tmp_path / "book"), "--kata", "toy:mean"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[1:11] == [f"s{i:02d}  toy      0/2  todo: mean" for i in range(10)]
-    assert lines[11:13] == ["", "toy: 0/10 students pass every task; not passing: mean (10)"]
+    assert lines[1:4] == [f"s{i:02d}  toy      0/2  todo: mean" for i in range(3)]
+    assert lines[4:6] == ["", "toy: 0/3 students pass every task; not passing: mean (3)"]
 
 
 def test_a_class_is_never_graded_unconfined_unless_told_and_then_every_row_says_so(toy_cli, tmp_path, monkeypatch):
