@@ -49,7 +49,9 @@ def zygote(zygotes):
     return zygotes()
 
 
-@pytest.fixture(params=["forked", "new process"])
+# Every grading forks its jails from a zygote: the quick run tests that path; the slow tests add the fallback, a
+# jail started as a new process (KATA_JAIL_FORKS=off, or a zygote that will not fork), which costs 2.5x the time.
+@pytest.fixture(params=["forked", pytest.param("new process", marks=pytest.mark.slow)])
 def jail_of(request, tmp_path, monkeypatch):
     """jail_of(source) -> the proxy of a kata module `k` holding that source, in its own jail:
     forked by a zygote of the mode in force when it is first called, or (KATA_JAIL_FORKS=off) a new process."""
