@@ -295,6 +295,10 @@ class Reporter:
         if task_of(item) in self.stopped:
             outcome, message = self.stopped[task_of(item)]
             self.channel.send(Event(EventKind.RESULT, id=item.nodeid, outcome=outcome, message=message))
+            # Tear down what the next check does not share, as pytest's runtestprotocol would: the check before
+            # kept its module's fixtures for this one, and the next check's setup fails if they are still up
+            # ("previous item was not torn down properly") when it lies in another module.
+            item.session._setupstate.teardown_exact(nextitem)
             return True
         self.channel.send(Event(EventKind.START, id=item.nodeid))
         # A check's figures are its own: --batch runs it once per grading, each time with the same item.

@@ -20,6 +20,7 @@ from grader.cli import learner
 from grader.cli.commands import main
 from grader.judge.events import INTERRUPTED_MESSAGE, Event, EventKind
 from grader.kata.registry import load_registry
+from grader.kata.target import SOLUTIONS_DIR
 from grader.output import report
 from grader.run import runner
 from grader.run.results import Limits
@@ -76,6 +77,22 @@ def test_an_infinite_loop_times_out_names_the_line_it_was_in_and_the_other_tasks
     # The loop is lines 5-6 of the module (`while True: pass`); faulthandler's dump is not shown as printed.
     assert re.search(r"time limit \(it was running toy\.py:[56] in mean_of\)$", result.tasks[0].message)
     assert not any(f["printed"] for t in result.tasks for f in t.failures)
+
+
+def test_a_check_not_run_after_a_timeout_leaves_the_next_modules_checks_graded_on_their_merits(tmp_path):
+    """A task's checks after one that timed out are not run; the check before kept its module's fixtures for
+    the one not run, and they must go before a check of the next module starts, or pytest fails that check
+    ("previous item was not torn down properly"): here the learner's correct top_k."""
+    source = (SOLUTIONS_DIR / "moe.py").read_text(encoding="utf-8")
+    head = "def router_probs("
+    assert source.count(head) == 1
+    body = source.index('"""', source.index('"""', source.index(head)) + 3) + 3  # after its docstring
+    (tmp_path / "moe.py").write_text(source[:body] + "\n    while True:\n        pass\n" + source[body:])
+    moe = next(k for k in load_registry() if k.name == "moe")
+    result = grade_kata(moe, str(tmp_path), tasks=["router", "top_k"], limits=HANG)
+    assert {t.name: t.status for t in result.tasks} == {"router": "timeout", "top_k": "pass"}, [
+        t.message for t in result.tasks
+    ]
 
 
 def test_a_segfault_crashes_only_the_checks_it_happens_in(toy):

@@ -58,14 +58,26 @@ def reference_grade(request):
     return grade(_selected(request, "reference_grade"), "reference", jobs=2, limits=LIMITS)
 
 
-@pytest.fixture(scope="module")
-def stub_grade(request, tmp_path_factory):
-    """The untouched stubs, made from the solutions into a folder of their own: katas/ holds the learner's work."""
-    katas = _selected(request, "stub_grade")
+def _grade_stubs(request, tmp_path_factory, fixture: str, fail_fast: bool):
+    """The untouched stubs, made from the solutions into a folder of their own (katas/ holds the learner's
+    work), graded."""
+    katas = _selected(request, fixture)
     folder = tmp_path_factory.mktemp("stubs")
     for k in katas:
         (folder / f"{k.name}.py").write_text(stub_for(k.name), encoding="utf-8")
-    return grade(katas, str(folder), jobs=2, limits=LIMITS)
+    return grade(katas, str(folder), jobs=2, limits=LIMITS, fail_fast=fail_fast)
+
+
+@pytest.fixture(scope="module")
+def stub_grade(request, tmp_path_factory):
+    """The stubs graded as `kata grade --fail-fast` grades: each task stops at its first check (a fifth of the
+    time). The checks after it are not run, and a check of the next module starts with none of its fixtures."""
+    return _grade_stubs(request, tmp_path_factory, "stub_grade", fail_fast=True)
+
+
+@pytest.fixture(scope="module")
+def stub_grade_every_check(request, tmp_path_factory):
+    return _grade_stubs(request, tmp_path_factory, "stub_grade_every_check", fail_fast=False)
 
 
 def test_there_are_katas():
@@ -157,6 +169,15 @@ def test_the_reference_gets_full_marks(kata, reference_grade):
 def test_the_untouched_stub_is_todo_on_every_task(kata, stub_grade):
     result = next(k for k in stub_grade.katas if k.name == kata.name)
     assert {t.name: t.status for t in result.tasks} == {t.name: "todo" for t in kata.tasks}
+
+
+@pytest.mark.slow  # the whole suite against each stub: the quick run stops each task at its first check
+@pytest.mark.parametrize("kata", KATAS, ids=NAMES)
+def test_every_check_of_the_untouched_stub_is_todo(kata, stub_grade_every_check):
+    result = next(k for k in stub_grade_every_check.katas if k.name == kata.name)
+    outcomes = {(t.name, f["test"], f["outcome"]) for t in result.tasks for f in t.failures if f["outcome"] != "todo"}
+    assert not outcomes, f"checks of the untouched stub that are not todo: {sorted(outcomes)}"
+    assert {t.name: (t.status, t.checks_passed) for t in result.tasks} == {t.name: ("todo", 0) for t in kata.tasks}
 
 
 def test_the_checklist_lists_every_kata_and_task_in_registry_order():
