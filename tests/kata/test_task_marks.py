@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.kata import registry
 from grader.kata.registry import RegistryError, load_registry, suite_tasks
 from grader.run.runner import grade_kata
 
@@ -155,3 +156,47 @@ def test_a_check_name_defined_in_two_modules_of_a_suite_folder_is_refused(tmp_pa
     twice = '\n\n@pytest.mark.task("mean")\ndef test_mean_of_empty_raises_value_error(toy):\n    pass\n'
     with pytest.raises(RegistryError, match="test_mean_of_empty_raises_value_error is defined in test_1_mean.py too"):
         load_registry(toy_folder(tmp_path, twice))
+
+
+def test_the_marks_of_a_source_are_kept_across_processes_and_an_edit_is_read_anew(tmp_path, monkeypatch):
+    """What a new process finds: the in-process cache empty, the user's cache holding what an earlier one read."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    suite = tmp_path / "test_s.py"
+    suite.write_text('import pytest\n\n\n@pytest.mark.task("a")\ndef test_one():\n    pass\n')
+    monkeypatch.setattr(registry, "_MARKS", {})
+    assert suite_tasks(suite) == {"test_one": ("a",)}
+    assert len(list(registry.marks_cache().glob("*.json"))) == 1
+
+    def unparsed(path, source):
+        raise AssertionError(f"{path} was parsed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(registry, "_MARKS", {})
+        m.setattr(registry, "_parsed_marks", unparsed)
+        assert suite_tasks(suite) == {"test_one": ("a",)}  # read from the user's cache
+    suite.write_text(suite.read_text().replace('task("a")', 'task("b")'))
+    monkeypatch.setattr(registry, "_MARKS", {})
+    assert suite_tasks(suite) == {"test_one": ("b",)}
+    assert len(list(registry.marks_cache().glob("*.json"))) == 2
+
+
+@pytest.mark.parametrize("cache", ["a file, not a folder", "garbled", "no home"])
+def test_a_cache_that_cannot_be_used_costs_the_parse_and_nothing_else(tmp_path, monkeypatch, cache):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    suite = tmp_path / "test_s.py"
+    suite.write_text('import pytest\n\n\n@pytest.mark.task("a")\ndef test_one():\n    pass\n')
+    monkeypatch.setattr(registry, "_MARKS", {})
+    if cache == "no home":  # a uid the system does not know, without $HOME: Path.home() raises
+        monkeypatch.delenv("XDG_CACHE_HOME")
+        monkeypatch.setattr(Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    elif cache == "garbled":
+        suite_tasks(suite)
+        (stored,) = registry.marks_cache().glob("*.json")
+        stored.write_text('{"not": "marks"')
+        monkeypatch.setattr(registry, "_MARKS", {})
+    else:
+        (tmp_path / "cache").write_text("")
+    assert suite_tasks(suite) == {"test_one": ("a",)}
+    with pytest.raises(RegistryError, match="does not parse"):
+        suite.write_text("def test_broken(:\n")
+        suite_tasks(suite)
