@@ -7,8 +7,6 @@ grader.cli.interview, the contributor's in grader.cli.contributor.
 
 from __future__ import annotations
 
-from importlib import metadata
-
 import click
 
 from grader.cli import contributor, instructor, interview, learner, play
@@ -61,14 +59,29 @@ class _Kata(click.Group):
 
 
 def _version() -> str:
+    from importlib import metadata  # only for --version: importing it is 30 ms of every command's start
+
     try:
         return metadata.version("llm-speed-katas")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"kata {_version()}")
+        ctx.exit()
+
+
 @click.group(cls=_Kata, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", prog_name="kata", message="%(prog)s %(version)s")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main():
     """LLM speed katas: learn by doing why a language model types fast and runs cheap.
 
