@@ -13,7 +13,7 @@ RECORDED = ("numpy", "pytest", "hypothesis")
 
 @functools.cache
 def _installed() -> tuple[tuple[str, str], ...]:
-    import importlib.metadata  # here, not at the top: 30 ms of every `kata` command's start, for a grade's record
+    import importlib.metadata  # here, when a grade is recorded, not at every command's start
 
     found = [("python", platform.python_version())]
     for name in RECORDED:
