@@ -15,7 +15,7 @@ standard seed: the first mutant of each task (of the reference, and of the
 alternative), so that every task's suite is seen to catch a mistake; the
 slow tests grade the rest of them under it, and all of them under seeds 1
 and 2, so that CI grades each mutant under each seed once. (All of them at
-seed 0 would take the quick run about 26 s of its 60.) The
+seed 0 would cost the quick run about 26 s of test time.) The
 alternative is graded whole, with the standard seed and with seed 1, among
 the slow tests, as is the reference with seed 1 (its standard-seed grade is
 tests/suites/test_katas.py's; CI's 10 minutes hold the speed-flake test, not
