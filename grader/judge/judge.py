@@ -269,10 +269,10 @@ class Reporter:
         if self.batch is None:
             return None  # pytest's own loop
         for grading in self.batch:
-            self._grade(session, grading)
+            self._grade(grading)
         return True
 
-    def _grade(self, session, grading: dict) -> None:
+    def _grade(self, grading: dict) -> None:
         """One grading of --batch: its target, its checks, fresh jails and fixtures, then its done event."""
         jail_client.stop_all()
         jail_client.SETTINGS.target = str(grading["target"])
@@ -284,10 +284,8 @@ class Reporter:
         self._announce(items)
         self._load_kata()
         for n, item in enumerate(items):
+            # The last check, run or not run, tears every fixture down (nextitem None): the next grading's are fresh.
             item.ihook.pytest_runtest_protocol(item=item, nextitem=items[n + 1] if n + 1 < len(items) else None)
-        # Every fixture goes, as at the end of a session: the last check may not have run (fail-fast), and
-        # torn down only what the next one does not share. (pytest's own runner tears down this way.)
-        session._setupstate.teardown_exact(None)
         jail_client.stop_all()
         self.channel.send(Event(EventKind.DONE))
 
