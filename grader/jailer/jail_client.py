@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -132,19 +133,18 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
-_VIEWS: dict[tuple[str, ...], list] = {}
-
-
 def _view() -> list:
     """The file system a confined jail sees (confine.view(); none in the modes that share the grader's),
     worked out once for each sys.path of this judge (pytest adds to it as it collects the suite): it reads
     the installation and sys.path's folders, which no jail can change, and every jail start asks for it."""
     if confine.mode() not in ("root", "bwrap"):
         return []
-    key = tuple(sys.path)
-    if key not in _VIEWS:
-        _VIEWS[key] = confine.view()
-    return list(_VIEWS[key])
+    return list(_view_of(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)  # as zygote.runtime_paths: it changes only with sys.path, the key
+def _view_of(path: tuple[str, ...]) -> tuple:
+    return tuple(confine.view())
 
 
 def _free_uid() -> int:
