@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 FEW_VALUES = 8  # up to this many positions or ids, their lowest and highest are taken in Python (_span)
+# Each integer dtype's unsigned twin, to view an array as (a negative value wraps to a huge one).
+_UNSIGNED = {np.dtype(f"{kind}{size}"): np.dtype(f"u{size}") for kind in "iu" for size in (1, 2, 4, 8)}
 
 
 def check_config(config) -> None:
@@ -81,6 +83,8 @@ def checked_token_ids(tokens, vocab_size: int, max_seq_len: int) -> np.ndarray:
 
 
 def checked_layer(config, layer) -> int:
+    if type(layer) is int and 0 <= layer < config.n_layers:  # the usual case, without isinstance's tuple
+        return layer
     if not isinstance(layer, (int, np.integer)) or not 0 <= layer < config.n_layers:
         raise ValueError(f"layer must be an int in [0, {config.n_layers}), got {layer!r}")
     return int(layer)
@@ -100,8 +104,10 @@ def _all_in_range(arr: np.ndarray, bound: int) -> bool:
     one), cheaper than a min and a max; one element without an array operation."""
     if arr.size == 1:
         return 0 <= arr.item() < bound
-    unsigned = arr.view(f"u{arr.itemsize}") if arr.dtype.kind == "i" else arr
-    return not np.count_nonzero(unsigned >= bound)
+    unsigned = _UNSIGNED.get(arr.dtype)
+    if unsigned is None:  # a byte order not the machine's: a min and a max
+        return 0 <= arr.min() and arr.max() < bound
+    return not np.count_nonzero(arr.view(unsigned) >= bound)
 
 
 def _span(arr: np.ndarray) -> tuple[int, int]:
@@ -161,11 +167,10 @@ def checked_attend_inputs(config, layer, q, k, v, q_positions, k_positions) -> t
     Tq, Tk = q.shape[1], k.shape[1]
     qpos, q_lo, q_hi = _checked_positions(config, q_positions, Tq, "q_positions")
     kpos = np.asarray(k_positions)
-    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype.kind in "iu":
+    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype in _UNSIGNED:
         # Every key in [0, q_hi] (a decode or verify step's keys: the cache, then the new tokens) is valid.
         # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
-        unsigned = kpos.view(f"u{kpos.itemsize}") if kpos.dtype.kind == "i" else kpos
-        if not np.count_nonzero(unsigned > q_hi):
+        if not np.count_nonzero(kpos.view(_UNSIGNED[kpos.dtype]) > q_hi):
             if Tq == 1:  # none later than the one query
                 return layer, q, k, v, qpos, kpos, False
             if kpos[0].item() <= q_lo < kpos[-1].item():  # every query sees a key, and some key is later

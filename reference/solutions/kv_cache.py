@@ -174,18 +174,17 @@ def forward_cached(model: Model, tokens, cache: KVCache) -> np.ndarray:
     max_seq_len; CacheFullError when the tokens do not fit the cache.
     """
     c = model.config
-    tokens = model.check_tokens(tokens)
+    x = model.embed(tokens)  # (t, D); a ValueError for bad tokens
     if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
         raise ValueError(
             f"the cache holds {cache.n_layers} layers x {cache.n_kv_heads} kv heads x width {cache.head_dim}, "
             f"the model needs {c.n_layers} x {c.n_kv_heads} x {c.head_dim}; use KVCache.for_model(model)"
         )
-    start, t = len(cache), tokens.size
+    start, t = len(cache), x.shape[0]
     if start + t > c.max_seq_len:
         raise ValueError(f"the cache holds {start} tokens; {t} more exceed max_seq_len={c.max_seq_len}")
     positions = np.arange(start, start + t)
     key_positions = np.arange(start + t)
-    x = model.embed(tokens)  # (t, D)
     for layer in range(c.n_layers):
         q, k, v = model.qkv(layer, x, positions)  # (H, t, Dh), (Hkv, t, Dh), (Hkv, t, Dh)
         k_all, v_all = cache.update(layer, k, v)  # (Hkv, start + t, Dh)
