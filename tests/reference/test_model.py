@@ -637,6 +637,23 @@ def test_bad_tokens_raise_a_value_error_that_says_what_is_wrong(tokens, words):
         assert word in str(info.value)
 
 
+def test_ids_and_positions_in_the_other_byte_order_are_read_by_value():
+    """The range checks view an array as unsigned only in the machine's byte order; another is read by value."""
+    model = Model.random(GQA, seed=17)
+    other = ">i8" if np.dtype("i8").byteorder in "=<" else "<i8"
+    tokens, pos = np.array([3, 1, 4, 1, 5], dtype=other), np.arange(5).astype(other)
+    np.testing.assert_array_equal(model.forward(tokens), model.forward([3, 1, 4, 1, 5]))
+    x = random_stream(GQA, 5)
+    q, k, v = model.qkv(0, x, pos)
+    np.testing.assert_array_equal(
+        model.attend(0, q, k, v, pos, pos), model.attend(0, q, k, v, np.arange(5), np.arange(5))
+    )
+    with pytest.raises(ValueError, match="token id 32 at index 1"):
+        model.forward(np.array([0, 32, 1], dtype=other))
+    with pytest.raises(ValueError, match=r"k_positions .*-1\.\.3"):
+        model.attend(0, q, k, v, pos, (pos - 1).astype(other))
+
+
 def _bad_piece_calls():
     """(id, call(model, x, q, k, v, positions), words the error must contain), for GQA and T = 5."""
     pos = np.arange(5)
