@@ -44,6 +44,14 @@ if not os.environ.get("KATA_GRADE_KEY"):
     atexit.register(shutil.rmtree, _KEYS, True)
     os.environ["KATA_GRADE_KEY"] = os.path.join(_KEYS, "grades.key")
 
+# The user's cache (grader.kata.registry.user_cache: the suites' marks, the judges' bytecode) of this run's own,
+# shared by its workers and the processes they start and removed at its end: the tests grade suites copied to
+# folders that do not outlive them, whose bytecode would otherwise pile up in the account's real cache.
+if not os.environ.get("KATA_TEST_CACHE"):
+    _CACHE = tempfile.mkdtemp(prefix="kata-test-cache-")
+    atexit.register(shutil.rmtree, _CACHE, True)
+    os.environ["KATA_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = _CACHE
+
 # Same code, same examples: no randomness between runs, no example database,
 # no per-example deadline (a shared CI machine has noisy timing).
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=25)

@@ -77,6 +77,7 @@ __all__ = [  # the registry's types are imported from here, beside what loads th
     "suite_modules",
     "suite_tasks",
     "tomllib",
+    "user_cache",
 ]
 
 SUITES_DIR = Path(__file__).parent.parent / "suites"
@@ -164,13 +165,19 @@ def _parsed_marks(path: Path, source: str) -> Marks:
     return tuple((test.name, _tasks_of(test, path)) for test in tests)
 
 
-def marks_cache() -> Path | None:
-    """The folder of kept suite marks: $XDG_CACHE_HOME/llm-speed-katas/suite-marks, else under ~/.cache; None
-    for a process with no home (a uid the system does not know, and no $HOME)."""
+def user_cache(name: str) -> Path | None:
+    """The folder `name` of the user's cache: $XDG_CACHE_HOME/name, else ~/.cache/name; None for a process
+    with no home (a uid the system does not know, and no $HOME)."""
     try:
-        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / MARKS_CACHE
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / name
     except (RuntimeError, KeyError):
         return None
+
+
+def marks_cache() -> Path | None:
+    """The folder of kept suite marks: $XDG_CACHE_HOME/llm-speed-katas/suite-marks, else under ~/.cache (None
+    without a home)."""
+    return user_cache(MARKS_CACHE)
 
 
 def _stored_marks(stored: Path) -> Marks | None:
