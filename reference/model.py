@@ -62,17 +62,14 @@ checks can count work exactly.
 Each piece first checks its input (reference/checks.py): a bad one raises a
 ValueError that says what is wrong, before any work is counted.
 
-Each piece is written once, as the formulas read, with two exceptions: one
-token (a decode step) and 2 to FEW_TOKENS (a speculative decoder's verify
-step), whose time is set by the count of NumPy operations more than by the
-arithmetic. At one token RMSNorm is a dot product (`_rms_norm_one_row`), q|k|v
-and gate|up are one matmul each, of weights stored side by side
-(`Model._join`), and an MoE token is routed in Python (`Model._qkv_one_token`,
-`Model._mlp_one_token`). At a few, q|k|v is one matmul (`Model._qkv_few_tokens`)
-and an MoE block routes in Python and groups its experts' rows
-(`Model._mlp_few_tokens`). Each is next to the plain path it must equal
-(tests/reference/test_fast_paths.py), kept because benchmarks/bench_fast_paths.py
-shows what it saves.
+Each piece is written once, as the formulas read, with two exceptions: one token (a decode step) and 2 to
+FEW_TOKENS (a speculative decoder's verify step), whose time is set by the count of NumPy operations more than
+by the arithmetic. At one token RMSNorm is a dot product (`_rms_norm_one_row`), q|k|v and gate|up are one
+matmul each, of weights stored side by side (`Model._join`), and an MoE token is routed in Python
+(`Model._qkv_one_token`, `Model._mlp_one_token`). At a few, q|k|v is one matmul (`Model._qkv_few_tokens`) and
+an MoE block routes in Python and groups its experts' rows (`Model._mlp_few_tokens`). Each is next to the plain
+path it must equal (tests/reference/test_fast_paths.py), kept because benchmarks/bench_fast_paths.py shows
+what it saves.
 """
 
 from __future__ import annotations
@@ -538,18 +535,20 @@ class Model:
     def _mlp_one_token(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
         """_mlp_rows for one normed row h (1, D), given the layer's w_gate |
         w_up side by side, gate_up ((E,) D, 2F): one matmul for the two. An MoE
-        token is routed in Python (`_route_one_token`). FAST PATH: 2.9x faster
-        than _mlp_rows on one token of the shipped teacher (MoE), 1.9x of the
-        draft (dense); with the other two, a decode step takes 0.65-0.70x the
-        time it would without them (python benchmarks/bench_fast_paths.py, load 5 on 2 cores)."""
+        token is routed in Python (`_route_one_token`). FAST PATH: 3.2x faster than _mlp_rows on one token of
+        the shipped teacher (MoE), 1.8x of the draft (dense); with the other two, a decode step takes 0.49x
+        (teacher) and 0.71x (draft) the time it would without them (python benchmarks/bench_fast_paths.py)."""
         w, p = self.weights, f"layers.{layer}."
         w_down = w[p + "w_down"]  # ((E,) F, D)
         if not self.config.is_moe:
             return self._swiglu_joined("mlp", h, gate_up, w_down)  # (1, D)
         logits = self._mm("router", h, w[p + "router"])[0].tolist()  # E floats
-        route = _route_one_token(logits, self.config.top_k)  # (expert, gate) K times, in expert order
-        ys = [gate * self._swiglu_joined("experts", h, gate_up[e], w_down[e]) for e, gate in route]
-        return sum(ys[1:], ys[0])  # (1, D), summed in expert order, as _mlp_rows sums
+        out = None
+        for e, gate in _route_one_token(logits, self.config.top_k):  # K experts, in expert order
+            y = self._swiglu_joined("experts", h, gate_up[e], w_down[e])  # (1, D), a new array: gated in place
+            y *= gate
+            out = y if out is None else out + y  # summed in expert order, as _mlp_rows sums
+        return out  # (1, D)
 
     def _mlp_few_tokens(self, layer: int, h: np.ndarray, gate_up: np.ndarray) -> np.ndarray:
         """_mlp_rows of an MoE block for a few normed rows h (T, D), 2 <= T <=
