@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 FEW_VALUES = 8  # up to this many positions or ids, their lowest and highest are taken in Python (_span)
-# Each integer dtype's unsigned twin, to view an array as (a negative value wraps to a huge one).
+# Each integer dtype's unsigned twin, in the machine's byte order, to view an array as (a negative value wraps to a
+# huge one); an array of another byte order is not in it.
 _UNSIGNED = {np.dtype(f"{kind}{size}"): np.dtype(f"u{size}") for kind in "iu" for size in (1, 2, 4, 8)}
 
 
@@ -167,10 +168,11 @@ def checked_attend_inputs(config, layer, q, k, v, q_positions, k_positions) -> t
     Tq, Tk = q.shape[1], k.shape[1]
     qpos, q_lo, q_hi = _checked_positions(config, q_positions, Tq, "q_positions")
     kpos = np.asarray(k_positions)
-    if Tq and Tk and kpos.shape == (Tk,) and kpos.dtype in _UNSIGNED:
+    unsigned = _UNSIGNED.get(kpos.dtype)
+    if Tq and Tk and kpos.shape == (Tk,) and unsigned is not None:
         # Every key in [0, q_hi] (a decode or verify step's keys: the cache, then the new tokens) is valid.
         # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
-        if not np.count_nonzero(kpos.view(_UNSIGNED[kpos.dtype]) > q_hi):
+        if not np.count_nonzero(kpos.view(unsigned) > q_hi):
             if Tq == 1:  # none later than the one query
                 return layer, q, k, v, qpos, kpos, False
             if kpos[0].item() <= q_lo < kpos[-1].item():  # every query sees a key, and some key is later
