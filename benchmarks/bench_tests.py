@@ -4,7 +4,7 @@
 
 Runs `python -m pytest -n auto -m "not slow" -q` (with --all, `python -m pytest -n auto -q`)
 in this checkout, as a contributor would, on every core (pytest-xdist's `-n auto`, as
-.ci/run passes it), and prints its wall time, pytest's count, and
+pyproject.toml's addopts and .ci/run pass it), and prints its wall time, pytest's count, and
 where the time goes: the tests' own durations summed by file (on all the
 cores together, so they add up to more than the wall time).
 """

@@ -208,14 +208,13 @@ def test_kata_new_scaffolds_a_kata_that_is_graded_and_passes_the_project_tests(t
 
     # The module's tests of the new kata and those of no kata; the other katas' are this checkout's own.
     others = " or ".join(k.name for k in load_registry())
-    project = _run(copy, "-m", "pytest", "-q", "-n", "0", "tests/suites/test_katas.py", "-k", f"not ({others})")
+    in_one = ("-m", "pytest", "-q", "-n", "0")  # one process: the copy's few tests need no workers
+    select = ("tests/suites/test_katas.py", "-k", f"not ({others})")
+    project = _run(copy, *in_one, *select)
     assert project.returncode == 0, project.stdout[-3000:] + project.stderr[-2000:]
     assert (
         re.search(r"\b\d+ passed", project.stdout)
-        and "toykata"
-        in _run(
-            copy, "-m", "pytest", "-q", "--collect-only", "tests/suites/test_katas.py", "-k", f"not ({others})"
-        ).stdout
+        and "toykata" in _run(copy, *in_one, "--collect-only", *select).stdout
     )
 
     elapsed = time.monotonic() - start

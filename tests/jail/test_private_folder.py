@@ -40,7 +40,7 @@ def test_a_uid_mode_jail_draws_random_numbers_where_the_virtual_environment_is_p
     python = private_venv(tmp_path / "private")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
     done = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:randomly", UID_TEST],
+        [str(python), "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", UID_TEST],
         cwd=CHECKOUT,
         env=env,
         capture_output=True,
