@@ -12,6 +12,10 @@ once, when the Model is made. `config` is always a reference.model.Config.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
 import numpy as np
 
 FEW_VALUES = 8  # up to this many positions or ids, their lowest and highest are taken in Python (_span)
@@ -44,7 +48,10 @@ def check_config(config) -> None:
             raise ValueError(f"Config.{name} must be an integer, got {value!r}")
         object.__setattr__(config, name, int(value))
     for name in ("rope_theta", "norm_eps"):
-        object.__setattr__(config, name, float(getattr(config, name)))
+        value = getattr(config, name)
+        if not is_real(value) or not 0 < float(value) < np.inf:
+            raise ValueError(f"Config.{name} must be a finite positive number, got {value!r}")
+        object.__setattr__(config, name, float(value))
     if config.n_experts < 0:
         raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {config.n_experts}")
     if config.n_experts == 0 and config.top_k != 0:
@@ -53,10 +60,11 @@ def check_config(config) -> None:
         raise ValueError(
             f"Config.top_k must be in [1, n_experts={config.n_experts}] for an MoE model, got {config.top_k}"
         )
-    if not config.rope_theta > 0:
-        raise ValueError(f"Config.rope_theta must be positive, got {config.rope_theta}")
-    if not config.norm_eps > 0:
-        raise ValueError(f"Config.norm_eps must be positive, got {config.norm_eps}")
+
+
+def is_real(value) -> bool:
+    """Whether value is one real number: a Python or NumPy int or float, not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def checked_tokens(config, tokens) -> np.ndarray:
@@ -68,7 +76,10 @@ def checked_token_ids(tokens, vocab_size: int, max_seq_len: int) -> np.ndarray:
     """tokens as a (T,) int64 array of 1 <= T <= max_seq_len ids in [0,
     vocab_size), or a ValueError saying what is wrong: the check every
     language model here makes of its input."""
-    arr = np.asarray(tokens)
+    try:
+        arr = np.asarray(tokens)
+    except ValueError:  # ragged: NumPy's own words name no token
+        raise ValueError("tokens must be a 1-D sequence of ints, got a nested sequence of uneven lengths") from None
     if arr.ndim != 1:
         raise ValueError(f"tokens must be a 1-D sequence of ints, got shape {arr.shape}")
     if arr.size == 0:
@@ -92,10 +103,13 @@ def checked_layer(config, layer) -> int:
 
 
 def checked_stream(config, x) -> np.ndarray:
-    """x as a residual stream array (T, D)."""
+    """x as a residual stream array (T, D) of float32 (or wider) numbers: the
+    norm squares x, which overflows in integers and in float16."""
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[1] != config.d_model:
         raise ValueError(f"x must have shape (T, D={config.d_model}), got {x.shape}")
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        raise ValueError(f"x must hold float32 or float64 numbers, got dtype {x.dtype}")
     return x
 
 
@@ -165,6 +179,8 @@ def checked_attend_inputs(config, layer, q, k, v, q_positions, k_positions) -> t
         raise ValueError(f"k must have shape (Hkv={Hkv}, Tk, Dh={Dh}), got {k.shape}")
     if v.shape != k.shape:
         raise ValueError(f"v must have the shape of k {k.shape}, got {v.shape}")
+    if q.dtype.kind != "f" or k.dtype.kind != "f" or v.dtype.kind != "f":
+        raise ValueError(f"q, k and v must hold floating point numbers, got dtypes {q.dtype}, {k.dtype}, {v.dtype}")
     Tq, Tk = q.shape[1], k.shape[1]
     qpos, q_lo, q_hi = _checked_positions(config, q_positions, Tq, "q_positions")
     kpos = np.asarray(k_positions)
@@ -178,14 +194,19 @@ def checked_attend_inputs(config, layer, q, k, v, q_positions, k_positions) -> t
             if kpos[0].item() <= q_lo < kpos[-1].item():  # every query sees a key, and some key is later
                 return layer, q, k, v, qpos, kpos, True
     kpos, k_lo, k_hi = _checked_positions(config, k_positions, Tk, "k_positions")
-    # A query before every key would have all its scores masked: a softmax of NaNs.
-    if Tq and Tk and k_lo > q_lo:
-        raise ValueError(f"the query at position {q_lo} sees no key (the earliest key is at {k_lo})")
+    # A query before every key, or with no key at all, would have a softmax over nothing: NaNs.
+    if Tq and k_lo > q_lo:
+        earliest = f"the earliest key is at {k_lo}" if Tk else "k holds no keys"
+        raise ValueError(f"the query at position {q_lo} sees no key ({earliest})")
     return layer, q, k, v, qpos, kpos, k_hi > q_lo
 
 
 def checked_weights(config, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The weights as float32 arrays, or a ValueError naming what does not match the config."""
+    if not callable(getattr(config, "weight_shapes", None)):
+        raise ValueError(f"config must be a reference.model.Config, got {type(config).__name__}")
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"weights must be a dict of name -> array, got {type(weights).__name__}")
     expected = config.weight_shapes()
     missing = sorted(set(expected) - set(weights))
     extra = sorted(set(weights) - set(expected))
@@ -208,3 +229,35 @@ def checked_weights(config, weights: dict[str, np.ndarray]) -> dict[str, np.ndar
             raise ValueError(f"weight {name!r} holds NaN or inf")
         out[name] = w
     return out
+
+
+def checked_top_k(k, n: int) -> int:
+    """k as an int in [1, n] (experts to keep of n), or a ValueError."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"k must be an int in [1, {n}] (the experts to keep), got {k!r}")
+    return int(k)
+
+
+def checked_seed(seed) -> int:
+    """seed as an int >= 0, as np.random.default_rng takes it, or a ValueError."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return int(seed)
+
+
+def checked_path(path, what: str = "path") -> Path:
+    """path (a str or os.PathLike) as a Path, or a ValueError naming `what`."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{what} must be a str or a path, got {type(path).__name__}")
+    return Path(path)
+
+
+def checked_save_dtype(dtype) -> np.dtype:
+    """The dtype a model's weights are saved in, float32 or float16, or a ValueError."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.float32, np.float16):
+        raise ValueError(f"save dtype must be float32 or float16, got {dtype}")
+    return dtype

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.model import WEIGHTS_DIR, Config, Model
-from reference.sampling import check_n_new, check_temperature, decode
+from reference.sampling import check_n_new, check_sampling, decode
 from reference.tokenizer import VOCAB_SIZE
 
 
@@ -129,7 +129,10 @@ class PrefixCachedLM:
         n = len(cached)
         if type(tokens) is not list or not n or not n <= len(tokens) <= self._max_len:
             return None
-        if tokens[:n] != cached:
+        try:
+            if tokens[:n] != cached:
+                return None
+        except ValueError:  # an item is an array (its == is one per element): check_tokens says what is wrong
             return None
         if len(tokens) == n:
             return n, self._tokens, cached
@@ -220,10 +223,16 @@ class BigramLM:
 def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> list[int]:
     """Plain autoregressive decoding through an adapter: one `lm.logits` call
     per new token, each token drawn by `sample_token` from the last row.
-    Returns only the n_new new tokens (T = len(prompt) + n_new at the end)."""
+    Returns only the n_new new tokens (T = len(prompt) + n_new at the end).
+    A ValueError for a prompt that is not a non-empty 1-D sequence of int
+    ids (lm.logits checks their range), n_new not an int >= 0, or a bad
+    temperature or rng."""
+    tokens = np.asarray(prompt)
+    if tokens.ndim != 1 or tokens.size == 0 or tokens.dtype.kind not in "iu":
+        raise ValueError(f"prompt must be a non-empty 1-D sequence of int token ids, got {tokens!r:.80}")
     check_n_new(n_new)
-    t = check_temperature(temperature)
-    return decode(lambda seq: lm.logits(seq)[-1], np.asarray(prompt).reshape(-1), n_new, t, rng)
+    t = check_sampling(temperature, rng)
+    return decode(lambda seq: lm.logits(seq)[-1], tokens, n_new, t, rng)
 
 
 def verify_work(model: Model, prefix, new) -> tuple[float, float]:
@@ -231,7 +240,9 @@ def verify_work(model: Model, prefix, new) -> tuple[float, float]:
     speculative round's verifying call) reads, counted by the model's work
     counter: its weight bytes over those of a call that scores new[:1] alone,
     and the experts per layer it runs (0 for a dense model). Each call starts
-    from a CachedLM holding prefix."""
+    from a CachedLM holding prefix. A ValueError when new holds no token."""
+    if not len(new):
+        raise ValueError("new must hold at least one token to score")
     works = []
     for tokens in (list(new)[:1], list(new)):
         lm = CachedLM(model)
@@ -268,7 +279,9 @@ SHIPPED_SHAPES = {
 def shipped_model(name: str) -> Model | None:
     """The shipped model `name` ('teacher', 'draft' or 'dense'), or None when its
     weights file is missing (before the weights ship). Weights that are there
-    but do not load raise ValueError (Model.pretrained says why)."""
+    but do not load, and a name not of a shipped model, raise ValueError (Model.pretrained says why)."""
+    if name not in tuple(SHIPPED_SHAPES):
+        raise ValueError(f"shipped models are {tuple(SHIPPED_SHAPES)}, got {name!r}")
     if not (WEIGHTS_DIR / f"{name}.npz").is_file():
         return None
     return Model.pretrained(name)

@@ -219,7 +219,7 @@ def rotate_halves(x: np.ndarray, cos2: np.ndarray, sin2: np.ndarray) -> np.ndarr
 def top_k_route(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """indices (T, K) of the k most probable experts, best first (ties: lower index),
     and their probabilities renormalized to sum to 1 (T, K)."""
-    idx = np.argsort(-probs, axis=-1, kind="stable")[:, :k]  # (T, K)
+    idx = np.argsort(-probs, axis=-1, kind="stable")[:, : checks.checked_top_k(k, probs.shape[-1])]  # (T, K)
     w = np.take_along_axis(probs, idx, axis=-1)  # (T, K)
     return idx, w / w.sum(axis=-1, keepdims=True)
 
@@ -256,7 +256,7 @@ class Model:
     @classmethod
     def random(cls, config: Config, seed: int = 0) -> "Model":
         """A model with random weights: normal(0, 1/sqrt(fan_in)), norms at 1."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(checks.checked_seed(seed))
         weights = {}
         for name, shape in config.weight_shapes().items():
             if name.endswith("norm"):
@@ -270,9 +270,7 @@ class Model:
 
     def save(self, path: str | os.PathLike, dtype=np.float32) -> None:
         """Write the config and weights to an .npz file (dtype float32 or float16)."""
-        dtype = np.dtype(dtype)
-        if dtype not in (np.float32, np.float16):
-            raise ValueError(f"save dtype must be float32 or float16, got {dtype}")
+        dtype = checks.checked_save_dtype(dtype)
         arrays = {name: w.astype(dtype) for name, w in self.weights.items()}
         arrays["__config__"] = np.array(json.dumps(dataclasses.asdict(self.config)))
         with open(path, "wb") as f:
@@ -281,7 +279,7 @@ class Model:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Model":
         """Read a model written by `save`. Weights always load as float32."""
-        path = Path(path)
+        path = checks.checked_path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no weights file at {path}")
         try:
@@ -308,7 +306,7 @@ class Model:
         names = ("teacher", "draft", "dense")
         if name not in names:
             raise ValueError(f"pretrained model must be one of {names}, got {name!r}")
-        path = Path(weights_dir) / f"{name}.npz"
+        path = checks.checked_path(weights_dir, "weights_dir") / f"{name}.npz"
         if not path.is_file():
             raise FileNotFoundError(f"the {name} weights are missing ({path}); {REBUILD_HINT}")
         try:
@@ -411,7 +409,7 @@ class Model:
         wqkv = self._joined_weights(p + "wq", p + "wk", p + "wv")  # (D, (H + 2 Hkv) Dh)
         if h.shape[0] == 1 and wqkv is not None:  # a decode step: the fast path beside this one
             return self._qkv_one_token(h, wqkv, positions.item())
-        if h.shape[0] <= FEW_TOKENS and wqkv is not None:  # a verify step: the other fast path
+        if 1 < h.shape[0] <= FEW_TOKENS and wqkv is not None:  # a verify step: the other fast path
             return self._qkv_few_tokens(h, wqkv, positions)
         return self._qkv_rows(layer, h, positions)
 
@@ -497,7 +495,7 @@ class Model:
         gate_up = self._joined_weights(p + "w_gate", p + "w_up")  # ((E,) D, 2F)
         if h.shape[0] == 1 and gate_up is not None:  # a decode step: the fast path beside this one
             return self._mlp_one_token(layer, h, gate_up)
-        if h.shape[0] <= FEW_TOKENS and gate_up is not None and self.config.is_moe:  # an MoE verify step
+        if 1 < h.shape[0] <= FEW_TOKENS and gate_up is not None and self.config.is_moe:  # an MoE verify step
             return self._mlp_few_tokens(layer, h, gate_up)
         return self._mlp_rows(layer, h)
 

@@ -146,9 +146,32 @@ def checked_table(contexts, probs) -> tuple[np.ndarray, np.ndarray]:
     return ctx, p
 
 
+KEY_IDS = 7  # the most ids a context key holds: 257 ** 7 < 2 ** 63 < 257 ** 8
+
+
+def checked_counted(contexts, probs, counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A table and its counts, (R,) ints >= 1 (positions each row was seen at), or a ValueError."""
+    contexts, probs = checked_table(contexts, probs)
+    counts = np.asarray(counts)
+    if counts.shape != (len(contexts),) or counts.dtype.kind not in "iu" or (counts.size and counts.min() < 1):
+        raise ValueError(f"counts must be ({len(contexts)},) ints >= 1, one per context, got {counts!r:.80}")
+    return contexts, probs, counts.astype(np.int64)
+
+
 def context_keys(contexts: np.ndarray) -> np.ndarray:
     """One int64 per context row (R, C), equal exactly when the contexts are:
-    base V + 1 digits of the ids shifted by one (-1 becomes 0)."""
+    base 257 digits of the ids shifted by one (-1 becomes 0). A ValueError
+    for contexts of more than KEY_IDS ids (order > 8) or ids outside
+    [-1, 256), whose keys would collide."""
+    contexts = np.asarray(contexts)
+    if contexts.ndim != 2 or contexts.dtype.kind not in "iu":
+        raise ValueError(f"contexts must be a 2-D int array (R, order - 1), got {contexts.shape} {contexts.dtype}")
+    if contexts.shape[1] > KEY_IDS:
+        raise ValueError(
+            f"contexts of up to {KEY_IDS} ids (order <= {KEY_IDS + 1}) can be merged, got {contexts.shape[1]}"
+        )
+    if contexts.size and (contexts.min() < -1 or contexts.max() > 255):
+        raise ValueError("context ids must lie in [0, 256), with -1 before a shorter context's first id")
     base = np.int64(257)
     keys = np.zeros(contexts.shape[0], dtype=np.int64)
     for column in contexts.T.astype(np.int64):
@@ -159,7 +182,11 @@ def context_keys(contexts: np.ndarray) -> np.ndarray:
 def merge_tables(tables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One table from several (each (contexts, probs, counts), e.g. distilled
     from chunks of a corpus): a context's row is the count-weighted mean of
-    its rows, its count the sum. Rows come out sorted by context."""
+    its rows, its count the sum. Rows come out sorted by context. A
+    ValueError for no tables, or counts that are not one int >= 1 a row."""
+    tables = [checked_counted(*table) for table in tables]
+    if not tables:
+        raise ValueError("merge_tables needs at least one table")
     contexts = np.concatenate([np.asarray(t[0], dtype=np.int64) for t in tables])  # (sum R, C)
     counts = np.concatenate([np.asarray(t[2], dtype=np.int64) for t in tables])  # (sum R,)
     sums = np.concatenate([np.asarray(t[1], dtype=np.float64) * np.asarray(t[2])[:, None] for t in tables])
@@ -175,10 +202,17 @@ def prune_table(contexts, probs, counts, *, max_rows: int, min_count: int = 2):
     every one-id context always, then the longer contexts seen at least
     min_count times, ranked by count x KL(row || the row of its context one
     id shorter), the information the row adds over backing off, in nats,
-    summed over the positions it covers. Returns (contexts, probs, counts)."""
-    contexts, probs = checked_table(contexts, probs)
-    counts = np.asarray(counts, dtype=np.int64)
+    summed over the positions it covers. Returns (contexts, probs, counts).
+    A ValueError when max_rows cannot hold the rows always kept."""
+    contexts, probs, counts = checked_counted(contexts, probs, counts)
     lengths = (contexts >= 0).sum(axis=1)
+    always = int(np.count_nonzero(lengths <= 1))
+    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < always:
+        raise ValueError(
+            f"max_rows must be an int >= {always} (the empty and one-id contexts, always kept), got {max_rows!r}"
+        )
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)):
+        raise ValueError(f"min_count must be an int, got {min_count!r}")
     parents = contexts.copy()
     parents[np.arange(len(parents)), contexts.shape[1] - lengths.clip(1)] = -1  # drop the oldest id
     keys = context_keys(contexts)
@@ -208,6 +242,7 @@ def teacher_logits(teacher, ids: np.ndarray) -> np.ndarray:
     """A model's logits (N, V) at every position of ids (N,), read in windows
     of WINDOW ids that overlap by WINDOW - STRIDE, so that every position past
     the first window is scored with that much context at least."""
+    ids = np.asarray(ids)
     N = ids.size
     out = np.empty((N, teacher.config.vocab_size), dtype=np.float32)
     start = 0
@@ -229,18 +264,15 @@ def distil(
     tokens, order)` contract (the reference's, or a learner's), called on
     chunks of `chunk` positions whose tables are merged and pruned to max_rows.
     progress(done, total) is called after each chunk. What distill returns is
-    checked as a table (checked_table) before it is used."""
-    ids = np.asarray(ids, dtype=np.int64)
+    checked as a table (checked_counted) before it is used."""
+    ids = checked_token_ids(ids, teacher.config.vocab_size, np.iinfo(np.int64).max)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
     parts = []
     for s in range(0, ids.size, chunk):
         part = ids[s : s + chunk + WINDOW]  # a window past the chunk's end is read too, and its rows dropped
         logits = teacher_logits(teacher, part)[:chunk]
-        contexts, probs, counts = distill(logits, part[:chunk], order)
-        contexts, probs = checked_table(contexts, probs)
-        counts = np.asarray(counts)
-        if counts.shape != (len(contexts),) or counts.dtype.kind not in "iu" or counts.min() < 1:
-            raise ValueError(f"counts must be ({len(contexts)},) ints >= 1, one per context, got {counts!r:.80}")
-        parts.append((contexts, probs, counts))
+        parts.append(checked_counted(*distill(logits, part[:chunk], order)))
         if progress is not None:
             progress(min(s + chunk, ids.size), ids.size)
     contexts, probs, counts = prune_table(*merge_tables(parts), max_rows=max_rows)

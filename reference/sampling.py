@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference.checks import is_real
 from reference.model import Model
 
 
 def check_temperature(temperature) -> float:
-    t = float(temperature)
+    """temperature as a float, after checking that it is a finite number >= 0."""
+    t = float(temperature) if is_real(temperature) else np.nan
     if not np.isfinite(t) or t < 0:
         raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
     return t
@@ -44,6 +46,8 @@ def check_sampling(temperature, rng) -> float:
 
 def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
+    if not check_temperature(temperature):
+        raise ValueError("a distribution needs a temperature > 0 (temperature 0 is greedy: take the argmax)")
     z = np.asarray(logits, dtype=np.float64) / temperature
     z = z - np.max(z, axis=-1, keepdims=True)
     e = np.exp(z)
@@ -57,13 +61,15 @@ def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Ge
     logits = np.asarray(logits)
     if logits.ndim != 1 or logits.size == 0:
         raise ValueError(f"logits must be a non-empty 1-D array (V,), got shape {logits.shape}")
+    if logits.dtype.kind not in "iuf":
+        raise ValueError(f"logits must be numbers, got dtype {logits.dtype}")
     if not np.isfinite(logits).all():
         raise ValueError("logits hold NaN or inf")
     t = check_temperature(temperature)
     if t == 0:
         return int(np.argmax(logits))
-    if rng is None:
-        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"sampling at temperature > 0 needs rng=np.random.default_rng(seed), got {rng!r:.60}")
     return draw_index(probs_from_logits(logits, t), rng)
 
 
@@ -72,9 +78,15 @@ def draw_index(probs: np.ndarray, rng: np.random.Generator, *, rescale: bool = T
     inverse CDF with exactly one `rng.random()` call u: the first index whose
     cumulative weight exceeds u times the total weight, or u itself when
     rescale is False (for rows already summing to 1). An index of weight 0 is
-    never drawn."""
+    never drawn. A ValueError for weights that are not that, or an rng that is
+    not a numpy Generator."""
+    probs = np.asarray(probs)
+    if probs.ndim != 1 or probs.size == 0 or probs.dtype.kind not in "iuf":
+        raise ValueError(f"probs must be a non-empty 1-D array of numbers, got shape {probs.shape} {probs.dtype}")
     cdf = np.cumsum(probs)
-    u = rng.random()
+    if not 0 < cdf[-1] < np.inf or probs.min() < 0:
+        raise ValueError("probs must be finite weights >= 0, not all 0")
+    u = check_rng(rng).random()
     i = int(np.searchsorted(cdf, u * cdf[-1] if rescale else u, side="right"))
     return min(i, int(np.flatnonzero(probs > 0)[-1]))
 

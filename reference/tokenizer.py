@@ -7,7 +7,8 @@ vocabulary: encode rejects any other character and names it.
 
 from __future__ import annotations
 
-from typing import Iterable
+import operator
+from collections.abc import Iterable
 
 VOCAB: str = "\n" + "".join(chr(c) for c in range(32, 127))
 VOCAB_SIZE: int = len(VOCAB)  # 96
@@ -31,10 +32,18 @@ def encode(text: str) -> list[int]:
 
 
 def decode(ids: Iterable[int]) -> str:
-    """Token ids -> text; the exact inverse of encode."""
+    """Token ids -> text; the exact inverse of encode. A ValueError names the
+    first item that is not an int id in [0, 96) (a bool, a float, an array of
+    several ids), or says ids is not a sequence."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ValueError(f"decode takes a sequence of token ids, got {type(ids).__name__}")
     chars = []
     for pos, i in enumerate(ids):
-        if isinstance(i, bool) or not hasattr(i, "__index__") or not 0 <= int(i) < VOCAB_SIZE:
+        try:
+            index = None if isinstance(i, bool) else operator.index(i)  # ints and integer scalars; never 1.5 or True
+        except TypeError:
+            index = None
+        if index is None or not 0 <= index < VOCAB_SIZE:
             raise ValueError(f"token id {i!r} at position {pos} is not an int in [0, {VOCAB_SIZE})")
-        chars.append(VOCAB[int(i)])
+        chars.append(VOCAB[index])
     return "".join(chars)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from reference.checks import is_real
+
 
 @dataclass
 class Work:
@@ -63,6 +65,8 @@ class Work:
         32 is float32; 8.5 is llama.cpp's Q8_0 and 4.5 its Q4_0 (34 and 18
         bytes per block of 32 values along a matrix's input axis). The count
         is exact, whole bytes, when each matrix's input width is a multiple of
-        32, which those formats require.
+        32, which those formats require. A ValueError unless bits_per_weight is a finite number > 0.
         """
+        if not is_real(bits_per_weight) or not 0 < bits_per_weight < float("inf"):
+            raise ValueError(f"bits_per_weight must be a finite number > 0, got {bits_per_weight!r}")
         return self.bytes_by_piece["embed"] + self.bytes_by_piece["norm"] + self.matmul_weights * bits_per_weight / 8

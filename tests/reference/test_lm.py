@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.lm import CachedLM, PlainLM, generate
+from reference.lm import CachedLM, PlainLM, generate, shipped_model, verify_work
 from reference.model import Config, Model
 from reference.sampling import generate_naive
 
@@ -119,3 +119,43 @@ def test_generate_through_a_cached_lm_is_the_naive_generation():
 def test_adapters_reject_what_is_not_a_model(adapter):
     with pytest.raises(ValueError, match="wraps a reference.model.Model"):
         adapter(object())
+
+
+@pytest.mark.parametrize(
+    "prompt, kwargs, words",
+    [
+        ([1.7, 2.9], {}, ["prompt", "int token ids", "1.7"]),  # int(1.7) made it [1, 2] before
+        ([[1, 2]], {}, ["prompt", "1-D"]),
+        (["1", "2"], {}, ["prompt", "'1'"]),
+        ([True, False], {}, ["prompt", "True"]),
+        ([], {}, ["prompt", "non-empty"]),
+        ([1, 2], {"temperature": 1.0, "rng": 0}, ["rng", "default_rng"]),  # 0.random(): an AttributeError before
+        ([1, 2], {"temperature": None}, ["temperature", "None"]),
+    ],
+    ids=["floats", "2-d", "strings", "bools", "empty", "int-rng", "none-temperature"],
+)
+def test_generate_refuses_a_prompt_that_is_not_int_ids_and_bad_sampling_arguments(prompt, kwargs, words):
+    lm = PlainLM(Model.random(CONFIG, seed=6))
+    with pytest.raises(ValueError) as info:
+        generate(lm, prompt, 2, **kwargs)
+    for word in words:
+        assert word in str(info.value)
+    assert lm.calls == 0
+
+
+def test_a_continuation_holding_an_array_is_refused_by_the_token_check():
+    lm = CachedLM(Model.random(CONFIG, seed=4))
+    lm.logits([1, 2])
+    with pytest.raises(ValueError, match="tokens must be a 1-D sequence of ints"):  # not "truth value ... ambiguous"
+        lm.logits([np.array([1, 2]), 3])
+
+
+@pytest.mark.parametrize("name", ["techer", None, ["teacher"]], ids=["typo", "none", "list"])
+def test_a_shipped_model_is_named_as_shipped_or_refused(name):
+    with pytest.raises(ValueError, match="shipped models are .'teacher', 'draft', 'dense'."):  # None read as "not yet"
+        shipped_model(name)
+
+
+def test_verify_work_needs_a_token_to_score():
+    with pytest.raises(ValueError, match="at least one token"):  # a ZeroDivisionError before
+        verify_work(Model.random(CONFIG, seed=1), [1, 2], [])

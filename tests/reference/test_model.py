@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.model import Config, Model, apply_rope, rope_cache, rope_tables, rotate_halves
+from reference.model import Config, Model, Work, apply_rope, rope_cache, rope_tables, rotate_halves, top_k_route
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
 
@@ -592,6 +592,12 @@ def test_weight_bytes_at_32_bits_are_the_float32_weight_bytes():
     assert work.weight_bytes_at(32) == work.weight_bytes
 
 
+@pytest.mark.parametrize("bits", [0, -4, math.nan, math.inf, "8", None, True])
+def test_weight_bytes_at_refuses_a_width_that_is_not_a_finite_number_above_zero(bits):
+    with pytest.raises(ValueError, match="bits_per_weight must be a finite number > 0"):  # -4 gave -4.0 bytes
+        Work().weight_bytes_at(bits)
+
+
 @pytest.mark.parametrize(
     "bits_per_weight, quantize",
     [(8.5, quantization.quantize_q8_0), (4.5, quantization.quantize_q4_0)],
@@ -667,6 +673,11 @@ def _bad_piece_calls():
         ("mlp-layer", lambda m, x, q, k, v: m.mlp(-1, x), ["layer", "got -1"]),
         ("mlp-stream", lambda m, x, q, k, v: m.mlp(0, x[0]), ["x must have shape", "(32,)"]),
         ("logits-stream", lambda m, x, q, k, v: m.logits(x[None]), ["x must have shape", "(1, 5, 32)"]),
+        # int8 squares overflow in the norm (logits of 4e4), float16's past 256 (all zeros); objects are no numbers
+        ("logits-int8", lambda m, x, q, k, v: m.logits(x.astype(np.int8)), ["float32 or float64", "int8"]),
+        ("mlp-float16", lambda m, x, q, k, v: m.mlp(0, x.astype(np.float16)), ["float32 or float64", "float16"]),
+        ("qkv-objects", lambda m, x, q, k, v: m.qkv(0, x.astype(object), pos), ["float32 or float64", "object"]),
+        ("attend-strings", lambda m, x, q, k, v: m.attend(0, q.astype(str), k, v, pos, pos), ["floating", "<U"]),
         ("attend-layer", lambda m, x, q, k, v: m.attend(2, q, k, v, pos, pos), ["layer", "got 2"]),
         ("attend-q", lambda m, x, q, k, v: m.attend(0, k, k, v, pos, pos), ["q must have shape", "H=4"]),
         ("attend-k", lambda m, x, q, k, v: m.attend(0, q, q, q, pos, pos), ["k must have shape", "Hkv=2"]),
@@ -682,6 +693,11 @@ def _bad_piece_calls():
             "attend-no-key",
             lambda m, x, q, k, v: m.attend(0, q[:, :2], k[:, 3:], v[:, 3:], pos[:2], pos[3:]),
             ["position 0 sees no key", "earliest key is at 3"],
+        ),
+        (
+            "attend-zero-keys",
+            lambda m, x, q, k, v: m.attend(0, q, k[:, :0], v[:, :0], pos, pos[:0]),
+            ["position 0 sees no key", "k holds no keys"],
         ),
     ]
 
@@ -717,8 +733,12 @@ def test_bad_piece_inputs_raise_a_value_error_that_says_what_is_wrong_and_count_
         (dict(n_experts=2, top_k=3), ["top_k", "n_experts=2", "got 3"]),
         (dict(n_experts=0, top_k=1), ["top_k", "dense"]),
         (dict(vocab_size=0), ["vocab_size", "positive integer"]),
+        (dict(norm_eps=math.inf), ["norm_eps", "finite positive", "inf"]),  # it made every logit 0
+        (dict(rope_theta=None), ["rope_theta", "finite positive", "None"]),
+        (dict(rope_theta="x"), ["rope_theta", "'x'"]),
+        (dict(norm_eps=True), ["norm_eps", "True"]),
     ],
-    ids=["kv-heads", "d-model", "top-k-above-experts", "top-k-dense", "vocab"],
+    ids=["kv-heads", "d-model", "top-k-above-experts", "top-k-dense", "vocab", "inf-eps", "none-theta", "str", "bool"],
 )
 def test_an_inconsistent_config_raises_a_value_error_naming_the_field(fields, words):
     with pytest.raises(ValueError) as info:
@@ -770,3 +790,43 @@ def test_loading_a_garbage_file_says_it_is_not_a_readable_weights_file(tmp_path)
 def test_loading_a_missing_file_raises_file_not_found_naming_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere.npz"):
         Model.load(tmp_path / "nowhere.npz")
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: Model(None, {}), ["config must be a reference.model.Config", "NoneType"]),
+        (lambda: Model(GQA, None), ["weights must be a dict", "NoneType"]),
+        (lambda: Model.random(GQA, seed="a"), ["seed must be an int >= 0", "'a'"]),
+        (lambda: Model.random(GQA, seed=1.5), ["seed", "1.5"]),
+        (lambda: Model.random(GQA).save("/nowhere.npz", dtype="foo"), ["float32 or float16", "None"]),
+        (lambda: Model.load(None), ["path must be a str or a path", "NoneType"]),
+        (lambda: Model.pretrained("draft", None), ["weights_dir must be a str or a path"]),
+    ],
+    ids=["no-config", "no-weights", "str-seed", "float-seed", "save-dtype", "load-none", "pretrained-none"],
+)
+def test_bad_arguments_of_making_loading_and_saving_a_model_raise_a_value_error_naming_them(call, words):
+    with pytest.raises(ValueError) as info:
+        call()
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("k", [0, -1, 5, 2.0, True], ids=["zero", "negative", "above-E", "float", "bool"])
+def test_top_k_route_refuses_a_k_outside_one_to_the_expert_count(k):
+    probs = np.full((3, 4), 0.25)
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 4\]"):
+        top_k_route(probs, k)
+
+
+@pytest.mark.parametrize("config", [GQA, MOE], ids=["dense", "moe"])
+def test_no_rows_in_gives_no_rows_out_from_every_piece(config):
+    model = Model.random(config, seed=3)
+    x, none = np.zeros((0, config.d_model), np.float32), np.arange(0)
+    q, k, v = model.qkv(0, x, none)  # the few-token fast paths take 2..FEW_TOKENS rows, never 0
+    assert (q.shape, k.shape, v.shape) == (
+        (config.n_heads, 0, config.head_dim),
+        *[(config.n_kv_heads, 0, config.head_dim)] * 2,
+    )
+    assert model.mlp(0, x).shape == (0, config.d_model)
+    assert model.logits(x).shape == (0, config.vocab_size)

@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from reference.model import Config, Model
-from reference.ngram import LOGP_FLOOR, LOGP_STEP, NGRAM_PATH, NGramLM, checked_table, merge_tables, prune_table
+from reference.ngram import (
+    LOGP_FLOOR,
+    LOGP_STEP,
+    NGRAM_PATH,
+    NGramLM,
+    checked_table,
+    context_keys,
+    distil,
+    merge_tables,
+    prune_table,
+)
 from reference.tokenizer import VOCAB_SIZE, encode
 
 V = 4
@@ -157,3 +167,62 @@ def test_the_shipped_table_drafts_for_the_reference_loop_at_any_temperature(temp
     assert len(tokens) == 24 and stats.accepted > 0
     if temperature == 0:
         assert tokens == generate(CachedLM(teacher), prompt, 24)  # greedy: exactly the teacher's own text
+
+
+def test_contexts_too_long_for_an_exact_key_are_refused_not_merged():
+    # order 9 over 256 ids: base-257 keys of 8 ids overflow int64, and these two contexts got the same key
+    contexts = np.array([[-1, -1, -1, -1, -1, -1, -1, 0], [248, 26, 200, 68, 200, 26, 248, 1]])
+    probs = np.full((2, 256), 1 / 256)
+    with pytest.raises(ValueError, match=r"up to 7 ids \(order <= 8\)"):
+        merge_tables([(contexts, probs, np.array([1, 1]))])
+    keys = context_keys(contexts[:, 1:])  # seven ids: exact
+    assert keys[0] != keys[1]
+    with pytest.raises(ValueError, match=r"\[0, 256\)"):
+        context_keys(np.array([[300]]))
+
+
+@pytest.mark.parametrize(
+    "tables, words",
+    [
+        ([], ["at least one table"]),
+        ([(*table(HAND), np.array([1, 0, 1, 1]))], ["counts", "ints >= 1"]),  # a count of 0 made a NaN row
+        ([(*table(HAND), np.array([1, 1]))], ["counts must be (4,)"]),
+    ],
+    ids=["none", "zero-count", "short-counts"],
+)
+def test_merging_refuses_no_tables_and_counts_that_are_not_one_positive_int_a_row(tables, words):
+    with pytest.raises(ValueError) as info:
+        merge_tables(tables)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(max_rows=-1), ["max_rows must be an int >= 3", "-1"]),  # -1 dropped the last row
+        (dict(max_rows=0), ["max_rows", "empty and one-id contexts"]),  # 0 dropped the empty context too
+        (dict(max_rows=1.5), ["max_rows", "1.5"]),
+        (dict(max_rows=4, min_count=None), ["min_count", "None"]),
+    ],
+    ids=["negative", "zero", "float", "none-min-count"],
+)
+def test_pruning_refuses_a_max_rows_that_cannot_keep_the_short_contexts(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        prune_table(*table(HAND), np.array([9, 9, 9, 9]), **kwargs)
+    for word in words:
+        assert word in str(info.value)
+    assert len(prune_table(*table(HAND), np.array([9, 9, 9, 9]), max_rows=3)[0]) == 3
+
+
+@pytest.mark.parametrize(
+    "ids, chunk, words",
+    [([], 100, ["tokens must not be empty"]), ([1, 2, 3], 0, ["chunk must be an int >= 1", "0"])],
+    ids=["no-text", "zero-chunk"],
+)
+def test_distilling_refuses_no_text_and_a_chunk_below_one(ids, chunk, words):
+    teacher = Model.random(Config(vocab_size=V, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8, max_seq_len=8))
+    with pytest.raises(ValueError) as info:
+        distil(lambda *a: None, teacher, ids, order=2, chunk=chunk)
+    for word in words:
+        assert word in str(info.value)

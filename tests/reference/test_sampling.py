@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from reference.model import Config, Model
-from reference.sampling import check_n_new, check_rng, draw_index, generate_naive, sample_token
+from reference.sampling import check_n_new, check_rng, draw_index, generate_naive, probs_from_logits, sample_token
 
 # Draws per frequency check, and how many binomial standard deviations an
 # observed count may stray from N * p. At 5 sigma a correct sampler fails one
@@ -77,8 +77,13 @@ def test_each_sample_advances_the_generator_by_exactly_one_random_call(logits, t
         (-0.5, np.random.default_rng(0), ["temperature", ">= 0", "-0.5"]),
         (math.nan, np.random.default_rng(0), ["temperature", "nan"]),
         (1.0, None, ["rng", "default_rng"]),
+        (None, None, ["temperature", "None"]),  # float(None): a TypeError before
+        ("0.5", np.random.default_rng(0), ["temperature", "'0.5'"]),  # float("0.5") took it
+        (True, np.random.default_rng(0), ["temperature", "True"]),
+        (1.0, 0, ["rng", "default_rng", "0"]),  # 0.random(): an AttributeError before
+        (1.0, np.random.RandomState(0), ["rng", "default_rng"]),
     ],
-    ids=["negative", "nan", "no-rng"],
+    ids=["negative", "nan", "no-rng", "none", "str", "bool", "int-rng", "legacy-rng"],
 )
 def test_a_bad_temperature_or_missing_rng_raises_a_value_error_naming_it(temperature, rng, words):
     with pytest.raises(ValueError) as info:
@@ -89,8 +94,14 @@ def test_a_bad_temperature_or_missing_rng_raises_a_value_error_naming_it(tempera
 
 @pytest.mark.parametrize(
     "logits, words",
-    [(np.zeros((2, 3)), ["1-D", "(2, 3)"]), (np.zeros(0), ["non-empty"]), (np.array([0.0, np.nan]), ["NaN"])],
-    ids=["2-d", "empty", "nan"],
+    [
+        (np.zeros((2, 3)), ["1-D", "(2, 3)"]),
+        (np.zeros(0), ["non-empty"]),
+        (np.array([0.0, np.nan]), ["NaN"]),
+        (np.array(["a", "b"]), ["numbers", "<U1"]),
+        (np.array([1.0, None]), ["numbers", "object"]),
+    ],
+    ids=["2-d", "empty", "nan", "strings", "objects"],
 )
 def test_bad_logits_raise_a_value_error_that_says_what_is_wrong(logits, words):
     with pytest.raises(ValueError) as info:
@@ -171,3 +182,33 @@ def test_draw_index_follows_the_weights_and_never_draws_a_zero_weight():
     probs = weights / weights.sum()
     a, b = np.random.default_rng(9), np.random.default_rng(9)
     assert [draw_index(probs, a, rescale=False) for _ in range(50)] == [draw_index(weights, b) for _ in range(50)]
+
+
+@pytest.mark.parametrize(
+    "weights, rng, words",
+    [
+        (np.zeros(3), np.random.default_rng(0), ["finite weights >= 0", "not all 0"]),  # an IndexError before
+        (np.array([1.0, np.nan, 1.0]), np.random.default_rng(0), ["finite weights"]),  # drew index 1
+        (np.array([1.0, np.inf]), np.random.default_rng(0), ["finite weights"]),
+        (np.array([2.0, -1.0]), np.random.default_rng(0), ["weights >= 0"]),
+        (np.ones((2, 2)), np.random.default_rng(0), ["1-D", "(2, 2)"]),
+        (np.array([]), np.random.default_rng(0), ["non-empty"]),
+        (np.ones(3), 7, ["rng must be a numpy Generator"]),
+    ],
+    ids=["zeros", "nan", "inf", "negative", "2-d", "empty", "int-rng"],
+)
+def test_draw_index_refuses_what_are_not_weights_with_a_value_error(weights, rng, words):
+    with pytest.raises(ValueError) as info:
+        draw_index(weights, rng)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "temperature", [0, 0.0, -1.0, math.inf, None], ids=["int-0", "zero", "negative", "inf", "none"]
+)
+def test_a_distribution_needs_a_finite_temperature_above_zero(temperature):
+    # at 0 it was all NaN, at -1 the reversed distribution
+    with pytest.raises(ValueError, match="temperature"):
+        probs_from_logits(np.array([1.0, 2.0, 3.0]), temperature)
+    np.testing.assert_allclose(probs_from_logits(np.array([0.0, math.log(3.0)]), 1), [0.25, 0.75])

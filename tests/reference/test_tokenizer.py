@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -47,7 +48,21 @@ def test_an_out_of_vocabulary_character_is_named_with_its_position(prefix, ch, s
     assert f"position {len(prefix)}" in str(info.value)
 
 
-@pytest.mark.parametrize("ids", [[96], [-1], [1.0], [True]], ids=["too-big", "negative", "float", "bool"])
+@pytest.mark.parametrize(
+    "ids",
+    [[96], [-1], [1.0], [True], [np.array(1.5)], [np.array(True)], [np.True_], np.array([[1, 2]])],
+    ids=["too-big", "negative", "float", "bool", "0-d-float", "0-d-bool", "numpy-bool", "2-d"],
+)
 def test_decoding_an_id_outside_the_vocabulary_raises_a_value_error(ids):
     with pytest.raises(ValueError, match="position 0"):
         decode(ids)
+
+
+@pytest.mark.parametrize("ids", [None, 5, "ab", b"ab"], ids=["none", "int", "str", "bytes"])
+def test_decoding_what_is_not_a_sequence_of_ids_raises_a_value_error_naming_its_type(ids):
+    with pytest.raises(ValueError, match=f"decode takes a sequence of token ids, got {type(ids).__name__}"):
+        decode(ids)
+
+
+def test_decoding_takes_numpy_integers_and_arrays_of_ids():
+    assert decode(np.array([1, 2])) == decode([np.int64(1), np.array(2)]) == " !"
