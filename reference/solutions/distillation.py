@@ -183,6 +183,8 @@ def _shifted(logits, temperature, axis) -> np.ndarray:
     """logits / temperature minus its maximum along axis, as float64."""
     x = np.asarray(logits, dtype=np.float64)
     T = _checked_temperature(temperature)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis must be an int, got {axis!r}")
     if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis {axis!r} is out of range for logits of shape {x.shape}")
     if x.shape[axis] == 0:
@@ -194,7 +196,14 @@ def _shifted(logits, temperature, axis) -> np.ndarray:
     return z
 
 
+def _is_number(value) -> bool:
+    """Whether value is one real number (a Python or NumPy int or float), not a bool or a string."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
 def _checked_temperature(temperature) -> float:
+    if not _is_number(temperature):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     T = float(temperature)
     if not np.isfinite(T) or T <= 0:
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
@@ -234,6 +243,8 @@ def _checked_batch(student_logits, teacher_logits, labels, temperature, alpha, i
             f"label {int(y[i])} at row {i} is out of range: labels must be in [0, V={V}) or ignore_index={ignore_index}"
         )
     T = _checked_temperature(temperature)
+    if not _is_number(alpha):
+        raise ValueError(f"alpha must be a number in [0, 1] (the weight of the soft term), got {alpha!r}")
     a = float(alpha)
     if not 0.0 <= a <= 1.0:
         raise ValueError(f"alpha must be in [0, 1] (the weight of the soft term), got {alpha!r}")

@@ -175,6 +175,8 @@ def forward_cached(model: Model, tokens, cache: KVCache) -> np.ndarray:
     """
     c = model.config
     x = model.embed(tokens)  # (t, D); a ValueError for bad tokens
+    if not all(hasattr(cache, name) for name in ("n_layers", "n_kv_heads", "head_dim", "update", "__len__")):
+        raise ValueError(f"cache must be a one-sequence cache such as KVCache.for_model(model), got {cache!r:.60}")
     if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
         raise ValueError(
             f"the cache holds {cache.n_layers} layers x {cache.n_kv_heads} kv heads x width {cache.head_dim}, "

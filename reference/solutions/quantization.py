@@ -72,7 +72,7 @@ def _check_floats(x, what: str = "x") -> np.ndarray:
 def _check_axis(axis, ndim: int) -> int | None:
     if axis is None:
         return None
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -ndim <= axis < max(ndim, 1):
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
         raise ValueError(f"axis must be None or an int in [{-ndim}, {ndim}) for a {ndim}-D input, got {axis!r}")
     return int(axis) % ndim
 

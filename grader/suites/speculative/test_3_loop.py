@@ -226,10 +226,19 @@ def test_sampling_survives_logits_whose_exp_overflows(kata):
 
 @pytest.mark.task("loop")
 def test_speculative_generate_rejects_a_negative_temperature(kata):
-    with pytest.raises(ValueError):
-        kata.speculative_generate(
-            CachedLM(tiny(9)), CachedLM(tiny(10)), PROMPT, 5, k=2, temperature=-1.0, rng=np.random.default_rng(0)
-        )
+    # Asking for no token samples nothing, so only the loop's own check can refuse it there (with tokens to draw,
+    # the shared sampling helpers refuse a negative temperature at the first draw).
+    for n_new in (5, 0):
+        with pytest.raises(ValueError):
+            kata.speculative_generate(
+                CachedLM(tiny(9)),
+                CachedLM(tiny(10)),
+                PROMPT,
+                n_new,
+                k=2,
+                temperature=-1.0,
+                rng=np.random.default_rng(0),
+            )
 
 
 @pytest.mark.task("loop")
