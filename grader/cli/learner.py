@@ -304,7 +304,17 @@ def reset_cmd(kata, yes):
     click.echo(f"restored the stub of {k.name} at {path}; its grades and hints are forgotten")
 
 
-@click.command("bench", context_settings={"ignore_unknown_options": True})
+class _BenchCommand(click.Command):
+    """kata bench KATA --help is the benchmark's help: after a kata's name, -h and --help go to its benchmark
+    (click would take them for this command's own, which `kata bench --help` shows)."""
+
+    def parse_args(self, ctx, args):
+        if args and not args[0].startswith("-") and any(a in ("-h", "--help") for a in args[1:]):
+            args = [args[0], "--", *args[1:]]  # after --, click reads every argument as one of ARGS
+        return super().parse_args(ctx, args)
+
+
+@click.command("bench", cls=_BenchCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("kata", shell_complete=complete_kata)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench_cmd(kata, args):

@@ -19,6 +19,7 @@ stub: only some functions and classes opened, the rest left as written.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import sys
@@ -159,14 +160,24 @@ def stub_from_solution(kata: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    names = [a for a in argv if not a.startswith("-")]
+    solutions = sorted(SOLUTIONS_DIR.glob("[!_]*.py"))
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.kata.stubs",
+        description="Write each kata's stub, made from its reference solution, over katas/KATA.py (your work there "
+        "is replaced with no backup; `kata reset KATA` keeps one), or with --check only say which differ (exit 1).",
+    )
+    parser.add_argument("katas", nargs="*", metavar="KATA", help="these katas only (default: all)")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a stub differs")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.katas) - {s.stem for s in solutions})
+    if unknown:
+        parser.error(f"no reference solution of {', '.join(unknown)}; katas: {', '.join(s.stem for s in solutions)}")
     status = 0
-    for solution in sorted(SOLUTIONS_DIR.glob("[!_]*.py")):
-        if names and solution.stem not in names:
+    for solution in solutions:
+        if args.katas and solution.stem not in args.katas:
             continue
         stub, path = stub_from_solution(solution.stem), KATAS_DIR / solution.name
-        if check:
+        if args.check:
             if not path.is_file() or path.read_text(encoding="utf-8") != stub:
                 print(f"{path} differs from the stub made from {solution}")
                 status = 1

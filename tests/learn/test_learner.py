@@ -381,6 +381,18 @@ def test_kata_bench_runs_your_code_by_default_and_says_in_one_line_it_is_unfinis
     assert "not written yet" in done.stderr and "--target reference" in done.stderr
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_kata_bench_kata_help_is_the_benchmarks_own_and_kata_bench_help_is_the_commands(flag):
+    # as its help says ("--help lists the rest"): click took --help for its own, after the kata's name too
+    def bench(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "grader.cli", "bench", *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "--native-blas" in bench("moe", flag) and "bench [OPTIONS] KATA [ARGS]" not in bench("moe", flag)
+    assert "bench [OPTIONS] KATA [ARGS]" in bench(flag)
+
+
 @pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests
 def test_kata_bench_draws_its_figures_with_plot_and_refuses_other_kinds_of_file(tmp_path):
     def bench(*args: str) -> subprocess.CompletedProcess:

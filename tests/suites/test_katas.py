@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.kata.registry import load_presets, load_registry, suite_modules
+from grader.kata.stubs import main as stubs_main
 from grader.kata.stubs import make_stub, stub_for, stub_from_solution
 from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
 from grader.run.results import Limits
@@ -311,3 +312,14 @@ def test_each_task_depends_on_exactly_the_tasks_whose_functions_it_or_its_checks
         if set(t.depends) != called[t.name]
     ]
     assert not wrong, f"grader/suites/{kata.name}/kata.toml: " + "; ".join(wrong)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["nope"]], ids=["help", "h", "unknown-kata"])
+def test_the_stub_writer_writes_nothing_when_asked_for_help_or_a_kata_it_lacks(argv, monkeypatch, capsys):
+    written = []
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: written.append(self))  # it rewrote katas/ on --help
+    with pytest.raises(SystemExit) as info:
+        stubs_main(argv)
+    assert info.value.code == (2 if argv == ["nope"] else 0) and written == []
+    printed = capsys.readouterr()
+    assert "usage: python -m grader.kata.stubs" in printed.out + printed.err
