@@ -251,9 +251,20 @@ class PagedKVCache:
         self._tables: dict = {}  # seq_id -> list of block ids
         self._filled: dict = {}  # seq_id -> tokens held per layer
 
+    def _live(self, seq_id) -> bool:
+        """Whether seq_id names a live sequence (an unhashable one never does)."""
+        try:
+            return seq_id in self._tables
+        except TypeError:
+            return False
+
     def add_sequence(self, seq_id) -> None:
         """Start an empty sequence named seq_id (any hashable). Raises
         ValueError if a sequence of that name is live."""
+        try:
+            hash(seq_id)
+        except TypeError:
+            raise ValueError(f"a sequence id must be hashable (a str or an int, say), got {seq_id!r:.60}") from None
         if seq_id in self._tables:
             raise ValueError(f"sequence {seq_id!r} already exists; free it first or pick another id")
         self._tables[seq_id] = []
@@ -268,7 +279,7 @@ class PagedKVCache:
         few free blocks, and ValueError for an unknown sequence, a bad layer,
         or a bad shape or dtype; either way nothing changes.
         """
-        if seq_id not in self._tables:
+        if not self._live(seq_id):
             raise ValueError(f"no sequence {seq_id!r}; start it with add_sequence")
         layer = _check_layer(layer, self.n_layers)
         k, v = _check_kv(k, v, self.n_kv_heads, self.head_dim)
@@ -296,7 +307,7 @@ class PagedKVCache:
     def free(self, seq_id) -> None:
         """End sequence seq_id and return its blocks to the pool. Raises
         ValueError for an unknown sequence."""
-        if seq_id not in self._tables:
+        if not self._live(seq_id):
             raise ValueError(f"no sequence {seq_id!r} to free")
         self._free.extend(reversed(self._tables.pop(seq_id)))
         del self._filled[seq_id]
@@ -442,5 +453,7 @@ def tokens_that_fit(model: Model, budget_bytes: int, cache: str = "float32", wei
         raise ValueError(f"weight_bits must be a positive finite number such as 32 or 8.5, got {weight_bits!r}")
     c = model.config
     per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
+    if not math.isfinite(c.n_params() * weight_bits / 8):  # weights past any float: no budget holds them
+        return 0
     weight_bytes = math.ceil(c.n_params() * weight_bits / 8)
     return max(0, (int(budget_bytes) - weight_bytes) // per_token)

@@ -312,6 +312,8 @@ def _split_blocks(data, n, block_bytes: int) -> np.ndarray:
     """data as uint8 blocks (n // 32, block_bytes), or a ValueError."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or n % BLOCK:
         raise ValueError(f"n must be a non-negative multiple of {BLOCK}, got {n!r}")
+    if not isinstance(data, (bytes, bytearray, memoryview)) and getattr(data, "dtype", None) != np.uint8:
+        raise ValueError(f"data must be bytes, got {type(data).__name__}")  # bytes(34) would be 34 zero bytes
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
     if raw.size != n // BLOCK * block_bytes:
         raise ValueError(
@@ -604,6 +606,8 @@ def _check_plan_inputs(sensitivity, sizes, budget_bytes, choices, group_size) ->
     if not isinstance(sizes, dict) or not sizes:
         raise ValueError("sizes must be a non-empty dict {weight name: number of values}")
     for name, n in sizes.items():
+        if not isinstance(name, str):
+            raise ValueError(f"sizes must be named by str, got the name {name!r}")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or n % group_size:
             raise ValueError(f"sizes[{name!r}] must be a positive multiple of group_size {group_size}, got {n!r}")
     if not isinstance(sensitivity, dict):
@@ -744,7 +748,7 @@ def activation_scales(x, alpha) -> np.ndarray:
 
 
 def _check_alphas(alphas) -> tuple[float, ...]:
-    if not isinstance(alphas, (tuple, list, np.ndarray)) or len(alphas) == 0:
+    if not isinstance(alphas, (tuple, list, np.ndarray)) or np.ndim(alphas) != 1 or len(alphas) == 0:
         raise ValueError(f"alphas must be a non-empty sequence of numbers in [0, 1], got {alphas!r}")
     return tuple(_check_alpha(a) for a in np.asarray(alphas).tolist())
 
