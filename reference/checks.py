@@ -97,7 +97,7 @@ def checked_token_ids(tokens, vocab_size: int, max_seq_len: int) -> np.ndarray:
 def checked_layer(config, layer) -> int:
     if type(layer) is int and 0 <= layer < config.n_layers:  # the usual case, without isinstance's tuple
         return layer
-    if not isinstance(layer, (int, np.integer)) or not 0 <= layer < config.n_layers:
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < config.n_layers:
         raise ValueError(f"layer must be an int in [0, {config.n_layers}), got {layer!r}")
     return int(layer)
 

@@ -198,7 +198,10 @@ class BigramLM:
     copies it into the jail as its table (it keeps no counts)."""
 
     def __init__(self, table):
-        table = np.asarray(table, dtype=np.float64)
+        try:
+            table = np.asarray(table, dtype=np.float64)
+        except (TypeError, ValueError):  # a dict, strings, a ragged list: NumPy's words name no table
+            raise ValueError(f"table must be a square (V, V) array of logits, got {type(table).__name__}") from None
         if table.ndim != 2 or table.shape[0] != table.shape[1] or table.shape[0] < 1:
             raise ValueError(f"table must be a square (V, V) array, got shape {table.shape}")
         if not np.all(np.isfinite(table)):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.lm import CachedLM, PlainLM, generate, shipped_model, verify_work
+from reference.lm import BigramLM, CachedLM, PlainLM, generate, shipped_model, verify_work
 from reference.model import Config, Model
 from reference.sampling import generate_naive
 
@@ -159,3 +159,9 @@ def test_a_shipped_model_is_named_as_shipped_or_refused(name):
 def test_verify_work_needs_a_token_to_score():
     with pytest.raises(ValueError, match="at least one token"):  # a ZeroDivisionError before
         verify_work(Model.random(CONFIG, seed=1), [1, 2], [])
+
+
+@pytest.mark.parametrize("table", [{"a": 1}, [["x"]], [[1.0, 2.0], [3.0]]], ids=["dict", "strings", "ragged"])
+def test_a_bigram_table_that_is_no_array_of_logits_is_refused_by_name(table):
+    with pytest.raises(ValueError, match="table must be a square"):  # a TypeError from NumPy for the dict
+        BigramLM(table)

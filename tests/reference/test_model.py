@@ -666,6 +666,7 @@ def _bad_piece_calls():
     return [
         ("qkv-layer", lambda m, x, q, k, v: m.qkv(2, x, pos), ["layer", "[0, 2)", "got 2"]),
         ("qkv-float-layer", lambda m, x, q, k, v: m.qkv(1.0, x, pos), ["layer", "got 1.0"]),
+        ("qkv-bool-layer", lambda m, x, q, k, v: m.qkv(True, x, pos), ["layer", "got True"]),  # it was layer 1
         ("qkv-stream", lambda m, x, q, k, v: m.qkv(0, x[:, :4], pos), ["x must have shape", "D=32", "(5, 4)"]),
         ("qkv-positions", lambda m, x, q, k, v: m.qkv(0, x, pos[:3]), ["positions", "5 integers", "(3,)"]),
         ("qkv-float-positions", lambda m, x, q, k, v: m.qkv(0, x, pos * 1.0), ["positions", "float64"]),
