@@ -121,7 +121,8 @@ def bench_parser(doc: str, kata: str, repeats: int | None = None, what: str = ""
     """The parser a benchmark of `kata` starts from: doc's first paragraph as its
     description, --native-blas, --target, --plot, and --repeats (default
     `repeats`, `what` says what is done with them) unless repeats is None."""
-    parser = Parser(description=doc.split("\n\n")[0])
+    # Its usage line names the command that runs it (kata bench KATA runs this), not "bench.py".
+    parser = Parser(prog=f"python -m grader.suites.{kata}.bench", description=doc.split("\n\n")[0])
     add_target_option(parser, kata)
     if repeats is not None:
         add_repeats_option(parser, repeats, what)
