@@ -3,6 +3,7 @@ limits, --seed and --jobs of a grading, and whether to colour what they print.""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -12,7 +13,7 @@ from grader.kata import target as _target
 from grader.kata import writable
 from grader.kata.lookup import did_you_mean, no_kata
 from grader.kata.registry import Kata, RegistryError, load_registry
-from grader.run.results import Limits
+from grader.run.results import MAX_MEMORY_MB, MAX_SECONDS, Limits
 
 
 def pick_tasks(words: tuple[str, ...]) -> tuple[list[Kata], dict[str, list[str]]]:
@@ -130,19 +131,29 @@ def _limit(name: str, default: float, kind: click.ParamType, help: str):
     return click.option(name, default=default, show_default=True, type=kind, help=help)
 
 
+class Seconds(click.FloatRange):
+    """A FloatRange that refuses nan, which no comparison with its bounds does."""
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 TEST_TIMEOUT = _limit(
     "--test-timeout",
     Limits.test_seconds,
-    click.FloatRange(min=1),
+    Seconds(min=1, max=MAX_SECONDS),
     "Seconds one check may take before it is graded 'timeout'.",
 )
 _KATA_TIMEOUT = _limit(
-    "--kata-timeout", Limits.kata_seconds, click.FloatRange(min=1), "Seconds one kata's whole suite may take."
+    "--kata-timeout", Limits.kata_seconds, Seconds(min=1, max=MAX_SECONDS), "Seconds one kata's whole suite may take."
 )
 _MEMORY_MB = _limit(
     "--memory-mb",
     Limits.memory_mb,
-    click.IntRange(min=256),
+    click.IntRange(min=256, max=MAX_MEMORY_MB),
     "Memory (address space) a grading process may use, in MiB.",
 )
 

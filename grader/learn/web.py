@@ -133,6 +133,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._allowed(query.get("token", "")):
             return self._send(HTTPStatus.FORBIDDEN, "text/plain", "refused: open the URL kata play --web printed\n")
         path = parts.path.rstrip("/") or "/"
+        flags = [f"{name}={query[name]}" for name in ("autoplay", "stream") if query.get(name, "0") not in ("0", "1")]
+        if flags:
+            said = f"{', '.join(flags)}: autoplay and stream are 0 or 1\n"
+            return self._send(HTTPStatus.BAD_REQUEST, "text/plain", said)
         if path == "/":
             return self._send(HTTPStatus.OK, "text/html", page(None))
         if path.lstrip("/") in TITLES:
@@ -141,9 +145,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._api(path[len("/api/") :], query)
         return self._send(HTTPStatus.NOT_FOUND, "text/plain", f"nothing at {path}; try / for the widgets\n")
 
+    def _not_allowed(self) -> None:
+        """Any method but GET: 405, in a line (BaseHTTPRequestHandler answers 501 with an HTML page)."""
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        self.send_header("Allow", "GET")
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        body = b"only GET: open the URL kata play --web printed\n"
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _not_allowed  # noqa: N815
+
     def _allowed(self, token: str) -> bool:
         """Whether the request carries this server's token and names this host."""
-        host_ok = self.headers.get("Host", "") in self.server.hosts()
+        host_ok = self.headers.get("Host", "").lower() in self.server.hosts()  # host names ignore case
         return host_ok and hmac.compare_digest(token.encode(), self.server.token.encode())
 
     def _api(self, widget: str, query: dict[str, str]) -> None:

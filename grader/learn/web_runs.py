@@ -92,7 +92,8 @@ def options(widget: str, query: Mapping[str, str]) -> dict[str, Any]:
         if text is None:
             out[name] = param.default
         elif isinstance(param.default, int):
-            if not text.isdigit() or not param.low <= int(text) <= param.high:
+            # ASCII digits alone: isdigit() also takes "²" (which int() refuses) and "٣" (which it reads as 3)
+            if not (text.isascii() and text.isdigit()) or not param.low <= int(text) <= param.high:
                 raise ParamError(f"{name} ({param.help}) must be a whole number in [{param.low}, {param.high}]")
             out[name] = int(text)
         else:

@@ -11,13 +11,28 @@ from grader.judge.events import INTERRUPTED_MESSAGE, Status
 from grader.kata.registry import Kata, Task
 from grader.run import diagnosis
 
+MAX_SECONDS = 86_400  # a limit of time is at most a day
+MAX_MEMORY_MB = 1 << 20  # and one of memory or output at most 1 TiB: what a process's rlimit and a judge's argv hold
+
 
 @dataclass(frozen=True)
 class Limits:
+    """A grading's limits; a ValueError for one that is not a number in (0, its most]."""
+
     test_seconds: float = 60.0  # wall clock one check may take
     kata_seconds: float = 300.0  # wall clock a kata's whole suite may take
     memory_mb: int = 4096  # address space of a grading process
     output_mb: int = 64  # what a grading process may print
+
+    def __post_init__(self) -> None:
+        for name, most in (("test_seconds", MAX_SECONDS), ("kata_seconds", MAX_SECONDS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= most:
+                raise ValueError(f"Limits.{name} must be a number of seconds in (0, {most}], got {value!r}")
+        for name in ("memory_mb", "output_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_MEMORY_MB:
+                raise ValueError(f"Limits.{name} must be an int of MiB in [1, {MAX_MEMORY_MB}], got {value!r}")
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.commands import main
+from grader.run.results import Limits
 
 from helpers import TOY_KATAS, write_registry
 
@@ -98,3 +100,34 @@ def test_the_shell_completes_kata_and_task_names_from_the_registry(line, offers)
 def test_a_broken_registry_completes_nothing_and_raises_nothing(tmp_path):
     broken = write_registry(tmp_path, {"toy": "[[kata]\nname = "})
     assert complete("kata hint ", broken) == [] and complete("kata grade toy:", broken) == []
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--kata-timeout", "nan"),  # int(nan) in the judge's argv: a traceback
+        ("--kata-timeout", "inf"),
+        ("--kata-timeout", "1e300"),  # the judge crashed, and the task was graded 'crash'
+        ("--test-timeout", "nan"),  # every check 'did not run', graded as the learner's
+        ("--memory-mb", "99999999999999999"),  # the judge crashed: the learner was told to fix correct code
+    ],
+)
+def test_a_limit_no_grading_can_keep_is_a_usage_error_naming_the_option(option, value):
+    result = CliRunner().invoke(main, ["grade", "moe:router", "--target", "reference", option, value])
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(test_seconds=math.nan),
+        dict(kata_seconds=0),
+        dict(kata_seconds=10**6),
+        dict(memory_mb=1 << 40),
+        dict(output_mb=0),
+    ],
+)
+def test_limits_refuse_what_no_grading_can_keep(fields):
+    with pytest.raises(ValueError, match="Limits."):
+        Limits(**fields)
+    assert Limits(test_seconds=0.75).test_seconds == 0.75  # the tests' own short limits are fine

@@ -84,6 +84,16 @@ def test_a_request_naming_another_host_is_refused_even_with_the_token(server):
     """A page elsewhere whose name resolves to 127.0.0.1 (DNS rebinding) names its own host."""
     assert _get(server, f"/?token={server.token}", host=f"evil.example:{server.port}")[0] == 403
     assert _get(server, f"/?token={server.token}", host=f"localhost:{server.port}")[0] == 200
+    assert _get(server, f"/?token={server.token}", host=f"LocalHost:{server.port}")[0] == 200  # names ignore case
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS", "HEAD"])
+def test_any_method_but_get_is_refused_with_405_in_a_line(server, method):
+    request = urllib.request.Request(f"{server.url}", method=method, data=b"x" if method in ("POST", "PUT") else None)
+    with pytest.raises(urllib.error.HTTPError) as info:  # 501 and an HTML page before
+        urllib.request.urlopen(request, timeout=60)
+    assert info.value.code == 405 and info.value.headers["Allow"] == "GET"
+    assert info.value.read() == (b"" if method == "HEAD" else b"only GET: open the URL kata play --web printed\n")
 
 
 def test_the_server_listens_on_127_0_0_1_and_nothing_binds_it_elsewhere(server):
@@ -132,6 +142,20 @@ def test_the_api_refuses_an_option_its_widget_does_not_take_naming_what_it_takes
     assert status == 400 and json.loads(said)["error"] == "the cache widget takes prompt, n, not bits"
     status, said = _get(server, f"/api/moe?token={server.token}")
     assert status == 400 and "there is no widget 'moe'; there are cache, quantize, speculate, stack" in said
+
+
+@pytest.mark.parametrize(
+    "value", ["%C2%B2", "%D9%A3", "%EF%BC%95", "-3", "3.0"], ids=["superscript", "arabic", "wide", "neg", "float"]
+)
+def test_a_whole_number_option_takes_ascii_digits_alone(server, value):
+    # "²" passed isdigit() and int() refused it: the server dropped the connection; "٣" and "５" were read as 3 and 5
+    status, said = _get(server, f"/api/cache?token={server.token}&n={value}")
+    assert status == 400 and json.loads(said)["error"].startswith("n (")
+
+
+@pytest.mark.parametrize("flag", ["stream=2", "autoplay=x"])
+def test_autoplay_and_stream_are_0_or_1(server, flag):
+    assert _get(server, f"/api/cache?token={server.token}&{flag}") == (400, f"{flag}: autoplay and stream are 0 or 1\n")
 
 
 # ------------------------------------------------------------------ the runs
