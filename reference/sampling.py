@@ -48,8 +48,9 @@ def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
     if not check_temperature(temperature):
         raise ValueError("a distribution needs a temperature > 0 (temperature 0 is greedy: take the argmax)")
-    z = np.asarray(logits, dtype=np.float64) / temperature
-    z = z - np.max(z, axis=-1, keepdims=True)
+    z = np.asarray(logits, dtype=np.float64)
+    with np.errstate(over="ignore"):  # shifted first, then divided: a tiny temperature gives -inf (a 0), not NaN
+        z = (z - np.max(z, axis=-1, keepdims=True)) / temperature
     e = np.exp(z)
     return e / np.sum(e, axis=-1, keepdims=True)
 

@@ -340,7 +340,8 @@ def bench_cmd(kata, args):
         # What the benchmark needs of the learner's other katas (the speculative one: their own table draft).
         try:
             helps = any(a in ("-h", "--help") for a in args)
-            extra = [] if helps else table_draft.bench_args(k.name, target, Path(folder))
+            own = any(a == "--table" or a.startswith("--table=") for a in args)  # the learner's table, not ours
+            extra = [] if helps or own else table_draft.bench_args(k.name, target, Path(folder))
         except ValueError:  # a --target none of whose forms fits: the benchmark refuses it, saying what is allowed
             extra = []
         # From the current folder, as the learner ran kata: a relative --target, and the kata folder, are found there.

@@ -72,6 +72,8 @@ class UnwritableOutput(click.ClickException):
 def check_output(path, option: str, *, folder: bool = False) -> None:
     """UnwritableOutput unless the file (or, with folder, the folder) path can be written, as the option
     or argument `option` names it; asked before any work, so nothing is graded for a path that fails."""
+    if not str(path):  # "" would be the current folder (or no file at all), which nobody named
+        raise UnwritableOutput(f"{option} is empty: name a {'folder' if folder else 'file'}")
     why = writable.why_not_folder(path) if folder else writable.why_not_writable(path)
     if why:
         raise UnwritableOutput(f"{option} {path} cannot be written: {why}")
@@ -131,24 +133,24 @@ def _limit(name: str, default: float, kind: click.ParamType, help: str):
     return click.option(name, default=default, show_default=True, type=kind, help=help)
 
 
-class Seconds(click.FloatRange):
-    """A FloatRange that refuses nan, which no comparison with its bounds does."""
+class Finite(click.FloatRange):
+    """A FloatRange that refuses nan, which no comparison with its bounds does, and inf."""
 
     def convert(self, value, param, ctx):
-        seconds = super().convert(value, param, ctx)
-        if math.isnan(seconds):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        return seconds
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 TEST_TIMEOUT = _limit(
     "--test-timeout",
     Limits.test_seconds,
-    Seconds(min=1, max=MAX_SECONDS),
+    Finite(min=1, max=MAX_SECONDS),
     "Seconds one check may take before it is graded 'timeout'.",
 )
 _KATA_TIMEOUT = _limit(
-    "--kata-timeout", Limits.kata_seconds, Seconds(min=1, max=MAX_SECONDS), "Seconds one kata's whole suite may take."
+    "--kata-timeout", Limits.kata_seconds, Finite(min=1, max=MAX_SECONDS), "Seconds one kata's whole suite may take."
 )
 _MEMORY_MB = _limit(
     "--memory-mb",

@@ -8,7 +8,7 @@ import shutil
 
 import click
 
-from grader.cli.options import check_target, colour, live_terminal
+from grader.cli.options import Finite, check_target, colour, live_terminal
 
 _WEB_OPTIONS = ("--web", "--port", "--no-browser")  # the options of `kata play --web`, which are the group's own
 
@@ -126,6 +126,20 @@ def _serve(target: str, port: int, browser: bool) -> None:
         server.close()
 
 
+def _positions(text: str) -> list[int]:
+    """--at's comma-separated whole numbers, or a usage error naming --at."""
+    parts = text.split(",")
+    if not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of whole numbers, such as 7,11,14")
+    return [int(p) for p in parts]
+
+
+class _Refused(click.ClickException):
+    """A demo's refusal of what it was asked (a prompt, an option): a usage error, exit 2."""
+
+    exit_code = 2
+
+
 def _show(lines) -> None:
     """Print a demo's lines as they come (grader.learn.play_screens); a demo that cannot go on ends
     the command with its one line. The demo is closed however printing ends (Ctrl-C, a closed pipe),
@@ -137,7 +151,7 @@ def _show(lines) -> None:
             for line in lines:
                 click.echo(line.text, nl=line.nl, color=colour() if line.painted else None)
     except DemoError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise (_Refused if exc.usage else click.ClickException)(str(exc)) from None
 
 
 def _play_tokens(default: int):
@@ -163,7 +177,7 @@ _PLAY_TARGET = click.option(
 def _drafting(tokens: int, prompt: str = "Return the ", k: int = 4):
     """PROMPT, --tokens, --k and --target: what the demos with a draft take."""
     k_option = click.option(
-        "--k", "k", default=k, show_default=True, type=click.IntRange(min=1), help="Draft guesses per round."
+        "--k", "k", default=k, show_default=True, type=click.IntRange(min=1, max=32), help="Draft guesses per round."
     )
 
     def options(fn):
@@ -220,7 +234,12 @@ def play_quantize(name, index, prompt, target):
 @play.command("distill")
 @click.argument("text", default="Return the number of items in the queue.")
 @click.option(
-    "--at", "at", default="7,11,14", show_default=True, help="Positions of TEXT to show (the characters after them)."
+    "--at",
+    "at",
+    default="7,11,14",
+    show_default=True,
+    callback=lambda ctx, param, value: _positions(value),
+    help="Positions of TEXT to show (the characters after them), comma-separated.",
 )
 @_PLAY_TARGET
 def play_distill(text, at, target):
@@ -238,7 +257,7 @@ def play_distill(text, at, target):
     "--rounds",
     default=5,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=100),
     help="Rounds behind each row's speed, taking turns with the row before; the median is shown.",
 )
 def play_stack(prompt, tokens, k, target, rounds):
@@ -281,10 +300,12 @@ def play_moe(prompt, layer, target):
     "-t",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Finite(min=0),
     help="0 writes greedily; higher is more adventurous.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed for sampling at temperature > 0.")
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed for sampling at temperature > 0."
+)
 @click.option(
     "--no-cache",
     is_flag=True,
@@ -297,6 +318,6 @@ def play_write(prompt, model_name, tokens, temperature, seed, no_cache):
     try:
         text, speed = play_screens.write(prompt, model_name, tokens, temperature, seed, no_cache)
     except play_screens.DemoError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise (_Refused if exc.usage else click.ClickException)(str(exc)) from None
     click.echo(text)
     click.echo(speed, err=True)

@@ -84,7 +84,7 @@ def resolve(target: str) -> Path:
     if target == "reference":
         return SOLUTIONS_DIR
     path = Path(target).expanduser().resolve()
-    if not path.is_dir():
+    if not target or not path.is_dir():  # "" would be the current folder, which nobody named
         raise ValueError(
             f"target must be 'katas', 'reference' or a directory of kata modules; {target!r} is none of these"
         )

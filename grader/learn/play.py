@@ -452,8 +452,10 @@ def distill_positions(teacher: Model, draft: Model, train: list[int], text: list
     0.9), one on hard labels alone (alpha = 0), both trained on the teacher's
     logits over `train` with the same steps. Returns (positions, mean KL of
     each student over text)."""
+    if len(text) < 2:
+        raise ValueError(f"the text needs 2 characters at least, to show what comes after one; it has {len(text)}")
     if not at or any(not 1 <= i < len(text) for i in at):
-        raise ValueError(f"positions must lie in [1, {len(text)}), got {at}")
+        raise ValueError(f"--at positions must lie in [1, {len(text)}) for a text of {len(text)} characters, got {at}")
     logits = {"teacher": teacher.forward(text).astype(np.float64), "draft": draft.forward(text).astype(np.float64)}
     if source.module is not None:
         ids = np.asarray(train)

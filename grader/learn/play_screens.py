@@ -31,7 +31,28 @@ from reference.tokenizer import decode, encode
 
 
 class DemoError(Exception):
-    """A demo cannot go on: its message says why, in one line."""
+    """A demo cannot go on: its message says why, in one line. usage: it refuses what it was asked (a
+    prompt, an option), not what some code did."""
+
+    def __init__(self, message: str, usage: bool = False):
+        super().__init__(message)
+        self.usage = usage
+
+
+def room_problem(prompt_chars: int, new: int, max_len: int) -> str | None:
+    """Why a prompt of prompt_chars characters and `new` more do not fit a model of max_len positions,
+    naming what to change; None when they fit."""
+    if not prompt_chars:
+        return "the prompt is empty: give it at least one character"
+    if new >= max_len:
+        return f"{new} new characters do not fit: the model holds {max_len} in all, the prompt's included"
+    if prompt_chars + new > max_len:
+        return (
+            f"a prompt of {prompt_chars} characters and {new} new ones do not fit the model's {max_len}: "
+            f"give a prompt of at most {max_len - new} characters"
+            + (f", or ask for at most {max_len - prompt_chars} new ones" if prompt_chars < max_len else "")
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -76,10 +97,10 @@ def _prompt_ids(prompt: str, tokens: int, model: Model) -> list[int]:
     try:
         ids = encode(prompt)
     except ValueError as exc:
-        raise DemoError(str(exc)) from None
-    if not ids or len(ids) + tokens > model.config.max_seq_len:
-        room = model.config.max_seq_len - tokens
-        raise DemoError(f"the prompt needs 1 to {room} characters for {tokens} new ones")
+        raise DemoError(str(exc), usage=True) from None
+    problem = room_problem(len(ids), tokens, model.config.max_seq_len)
+    if problem:
+        raise DemoError(problem, usage=True)
     return ids
 
 
@@ -98,7 +119,7 @@ def _running(whose: str, *, value_errors_are_ours: bool = True):
     except ValueError as exc:
         if not value_errors_are_ours:
             raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
-        raise DemoError(play_jails.safe_line(str(exc))) from None
+        raise DemoError(play_jails.safe_line(str(exc)), usage=True) from None
     except Exception as exc:  # on what the kata code answered: say what, in one line
         raise DemoError(f"{whose} raised {type(exc).__name__}: {play_jails.safe_line(str(exc))}") from None
 
@@ -234,7 +255,7 @@ def quantize(name: str, index: int, prompt: str, target: str) -> Iterator[Line]:
     model = _teacher()
     source = _source("quantization", ("quantize_symmetric", "quantize_grouped", "quantize_model"), target)
     with _running(source.says):
-        rows = demos.snaps(model, name, index, (8, 6, 4, 3, 2), encode(prompt), 24, source)
+        rows = demos.snaps(model, name, index, (8, 6, 4, 3, 2), _prompt_ids(prompt, 24, model), 24, source)
     first = rows[0]
     span = float(first.levels[-1])
     yield Line(
@@ -299,17 +320,16 @@ def _spent(model: Model, prompt_ids: list[int], target: str) -> Iterator[Line]:
 
 
 @_jailed
-def distill(text: str, at: str, target: str) -> Iterator[Line]:
-    """`kata play distill`: what the teacher thinks comes next after each position of `at` (a comma-
-    separated list) in text, beside its distilled draft and two bigram students target's
-    distill_bigram trains, and how far each student is from the teacher (KL)."""
+def distill(text: str, at: list[int], target: str) -> Iterator[Line]:
+    """`kata play distill`: what the teacher thinks comes next after each position of `at` in text, beside
+    its distilled draft and two bigram students target's distill_bigram trains, and how far each student is
+    from the teacher (KL)."""
     teacher, draft = _teacher(), Model.pretrained("draft")
     source = _source("distillation", ("distill_bigram",), target)
     with _running(source.says):
-        where = [int(i) for i in at.split(",")]
         ids = encode(text)
         train = encode(demos.training_text(teacher.config.max_seq_len))
-        positions, mean_kl = demos.distill_positions(teacher, draft, train, ids, where, source)
+        positions, mean_kl = demos.distill_positions(teacher, draft, train, ids, at, source)
     yield Line(f"What comes next, by the teacher and its students; bigram students by: {source.says}.")
     for pos in positions:
         yield Line(f"\n...{pos.context[-24:]!r} -> next came {pos.next_char!r}")
@@ -442,12 +462,9 @@ def write(prompt: str, model_name: str, tokens: int, temperature: float, seed: i
     try:
         model = Model.pretrained(model_name)
         ids = encode(prompt)
-        room = model.config.max_seq_len - len(ids)
-        if tokens > room:
-            raise ValueError(
-                f"the prompt leaves room for {room} new characters (max_seq_len "
-                f"{model.config.max_seq_len}); ask for at most that many with -n"
-            )
+        problem = room_problem(len(ids), tokens, model.config.max_seq_len)
+        if problem:
+            raise ValueError(problem)
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         if no_cache:
@@ -455,8 +472,10 @@ def write(prompt: str, model_name: str, tokens: int, temperature: float, seed: i
         else:
             new = generate(CachedLM(model), ids, tokens, temperature=temperature, rng=rng)
         seconds = time.perf_counter() - t0
-    except (ValueError, FileNotFoundError) as exc:
+    except FileNotFoundError as exc:
         raise DemoError(str(exc)) from None
+    except ValueError as exc:  # the prompt, or the sampling options
+        raise DemoError(str(exc), usage=True) from None
     how = "without a KV cache" if no_cache else "with a KV cache"
     speed = f"\n[{len(new)} characters in {seconds:.2f} s {how}: {len(new) / max(seconds, 1e-9):.0f} chars/s]"
     return prompt + decode(new), speed

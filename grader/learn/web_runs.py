@@ -161,9 +161,9 @@ def _prompt_ids(prompt: str, n: int, model: Model) -> list[int]:
         ids = encode(prompt)
     except ValueError as exc:
         raise ParamError(f"prompt: {exc}") from None
-    room = model.config.max_seq_len - n
-    if not 1 <= len(ids) <= room:
-        raise ParamError(f"prompt needs 1 to {room} characters for {n} new ones")
+    problem = play_screens.room_problem(len(ids), n, model.config.max_seq_len)
+    if problem:
+        raise ParamError(problem)
     return ids
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -73,7 +74,9 @@ def load_kata(target: str, kata: str):
     try:
         return import_kata(target, kata)
     except (ValueError, NoKataFolder) as exc:
-        raise SystemExit(str(exc)) from None
+        raise SystemExit(f"error: {exc}") from None
+    except Exception as exc:  # the module's own error (a SyntaxError, say): one line, not a traceback
+        raise SystemExit(f"error: {kata}.py of {target} does not load: {type(exc).__name__}: {exc}") from None
 
 
 def median_seconds(fn, repeats: int, warmup: bool = True):
@@ -187,16 +190,35 @@ def plot(path: str | None, title: str, panels: list[Panel]) -> None:
     print(f"\n(the picture: {path})")
 
 
-def add_repeats_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
-    """The --repeats option: how many timed runs, at least 1; `what` says what is done with them."""
+def whole(low: int):
+    """An argparse type: a whole number >= low, or the option's own error (exit 2)."""
 
-    def at_least_one(text: str) -> int:
-        value = int(text)
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
         return value
 
-    parser.add_argument("--repeats", type=at_least_one, default=default, help=f"{what} (default {default})")
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number > 0, or the option's own error (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def add_repeats_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
+    """The --repeats option: how many timed runs, at least 1; `what` says what is done with them."""
+    parser.add_argument("--repeats", type=whole(1), default=default, help=f"{what} (default {default})")
 
 
 def add_target_option(parser, kata: str) -> None:

@@ -350,8 +350,8 @@ def test_play_continues_the_prompt_with_and_without_the_cache_identically():
 
 def test_play_refuses_more_characters_than_the_model_holds():
     result = CliRunner().invoke(main, ["play", "x", "-n", "100000"])
-    assert result.exit_code == 1
-    assert "ask for at most" in result.output
+    assert result.exit_code == 2  # a usage error: what was asked, not what some code did
+    assert "100000 new characters do not fit: the model holds 256 in all" in result.output
 
 
 @pytest.mark.slow  # a real `kata` process (or script) and its signals: the slow tests

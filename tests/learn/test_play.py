@@ -24,7 +24,7 @@ from grader.judge.events import Status
 from grader.kata.registry import find_kata
 from grader.kata.target import SOLUTIONS_DIR
 from grader.learn import play as demos
-from grader.learn import play_jails, play_stack, table_draft, vouch
+from grader.learn import play_jails, play_screens, play_stack, table_draft, vouch
 from grader.learn import progress as state
 from grader.run.results import GradeResult, KataResult, TaskResult
 from reference.lm import generate, shipped_model
@@ -189,12 +189,58 @@ def test_play_moe_runs_the_learners_router(cli, tmp_path):
 
 
 def test_play_names_what_was_wrong(cli, tmp_path):
-    assert "prompt needs" in cli.invoke(main, ["play", "cache", "x" * 300]).output
-    assert "layer must be in [0, 4)" in cli.invoke(main, ["play", "moe", "--layer", "7"]).output
+    assert "give a prompt of at most 247 characters" in cli.invoke(main, ["play", "cache", "x" * 300]).output
+    layer = cli.invoke(main, ["play", "moe", "--layer", "7"])
+    assert layer.exit_code == 2 and "layer must be in [0, 4)" in layer.output  # a usage error, not code's failure
     (tmp_path / "katas" / "kv_cache.py").write_text("def forward_cached(*a):\n    raise NotImplementedError\n")
     _passes(tmp_path, "kv_cache", ["cache", "forward"])
     broken = cli.invoke(main, ["play", "cache"])
     assert broken.exit_code == 1 and "raised AttributeError" in broken.output, broken.output
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        # the prompt's room: "needs 1 to -999999744 characters", "room for -544 new characters" before
+        (["cache", "x", "-n", "1000000000"], "1000000000 new characters do not fit: the model holds 256 in all"),
+        (["write", "y" * 300], "a prompt of 300 characters and 120 new ones do not fit the model's 256"),
+        (["write", ""], "the prompt is empty"),  # "got array([], dtype=float64)" before
+        (["quantize", "--prompt", "a" * 240], "give a prompt of at most 232 characters"),  # "257 tokens" before
+        (["cache", "\u00e9"], "is not in the vocabulary"),
+        (["distill", "ab", "--at", "7"], "--at positions must lie in [1, 2) for a text of 2 characters, got [7]"),
+        (["distill", ""], "the text needs 2 characters at least"),  # "positions must lie in [1, 0)" before
+        (["distill", "--at", "x"], "Invalid value for '--at': 'x' is not a comma-separated list of whole numbers"),
+        (["write", "x", "-t", "nan"], "Invalid value for '--temperature' / '-t': 'nan' is not a finite number"),
+        (["write", "x", "-t", "1", "--seed", "-1"], "Invalid value for '--seed'"),  # numpy's words before
+        (["speculate", "--k", "1000000000"], "Invalid value for '--k'"),  # a 5 GB table before
+        (["stack", "--rounds", "1000000"], "Invalid value for '--rounds'"),
+    ],
+    ids=[
+        "huge-n",
+        "long-prompt",
+        "empty-prompt",
+        "quantize-prompt",
+        "non-ascii",
+        "at-past",
+        "short-text",
+        "at-word",
+        "nan-t",
+        "seed",
+        "k",
+        "rounds",
+    ],
+)
+def test_play_refuses_what_it_was_asked_with_a_usage_error_naming_the_limit(cli, args, said):
+    result = cli.invoke(main, ["play", *args, "--target", "reference"] if args[0] != "write" else ["play", *args])
+    assert result.exit_code == 2 and said in result.output, result.output
+
+
+def test_a_tiny_temperature_samples_the_greedy_text():
+    # 1 / 1e-320 overflows: the logits' shift came after the division, which made NaN of every probability
+    assert (
+        play_screens.write("x", "teacher", 8, 1e-320, 0, False)[0]
+        == play_screens.write("x", "teacher", 8, 0.0, 0, False)[0]
+    )
 
 
 # A speculative kata whose greedy_accept never keeps a guess: the teacher writes every character itself.

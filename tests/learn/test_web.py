@@ -304,7 +304,9 @@ def test_what_kata_code_raises_ends_the_run_with_one_line_naming_whose_code(tmp_
 
 
 def test_a_prompt_the_model_cannot_continue_ends_the_run_with_what_is_allowed(isolated):
-    assert _run("cache", prompt="x" * 300)["error"] == "prompt needs 1 to 247 characters for 9 new ones"
+    assert _run("cache", prompt="x" * 300)["error"] == (
+        "a prompt of 300 characters and 9 new ones do not fit the model's 256: give a prompt of at most 247 characters"
+    )
     assert "no quantized weight 'layers.0.attn_norm'" in _run("quantize", weight="layers.0.attn_norm")["error"]
 
 

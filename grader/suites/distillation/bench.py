@@ -27,7 +27,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from grader.measure.bench import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
+from grader.measure.bench import (  # noqa: E402
+    Panel,
+    bench_parser,
+    load_kata,
+    plot,
+    positive,
+    run_main,
+    shipped_or_random,
+    whole,
+)
 from reference.model import Model  # noqa: E402
 from reference.sampling import generate_naive  # noqa: E402
 from reference.tokenizer import encode  # noqa: E402
@@ -79,9 +88,9 @@ def scores(table: np.ndarray, held_out) -> tuple[float, float]:
 
 def main() -> None:
     parser = bench_parser(__doc__, "distillation")
-    parser.add_argument("--steps", type=int, default=300, help="gradient steps per student (default 300)")
-    parser.add_argument("--lr", type=float, default=20.0, help="learning rate of both students (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the text windows and initial tables (default 0)")
+    parser.add_argument("--steps", type=whole(0), default=300, help="gradient steps per student (default 300)")
+    parser.add_argument("--lr", type=positive, default=20.0, help="learning rate of both students (default 20)")
+    parser.add_argument("--seed", type=whole(0), default=0, help="seed of the text windows and tables (default 0)")
     args = parser.parse_args()
     distill_bigram = load_kata(args.target, "distillation").distill_bigram
 

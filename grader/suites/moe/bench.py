@@ -40,7 +40,15 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from grader.measure import timing  # noqa: E402
-from grader.measure.bench import Panel, bench_parser, load_kata, plot, run_main, shipped_or_random  # noqa: E402
+from grader.measure.bench import (  # noqa: E402
+    Panel,
+    bench_parser,
+    load_kata,
+    plot,
+    run_main,
+    shipped_or_random,
+    whole,
+)
 from reference import tokenizer  # noqa: E402
 from reference.model import Model, rms_norm, silu  # noqa: E402
 
@@ -121,7 +129,7 @@ def main() -> None:
         __doc__, "moe", 5, "timed rounds at least (more while they disagree); each row reports the median"
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of random weights (when no teacher) and shuffles (default 0)"
+        "--seed", type=whole(0), default=0, help="seed of random weights (when no teacher) and shuffles (default 0)"
     )
     args = parser.parse_args()
     moe_forward = load_kata(args.target, "moe").moe_forward

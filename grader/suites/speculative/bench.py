@@ -79,6 +79,7 @@ from grader.measure.bench import (  # noqa: E402
     plot,
     run_main,
     shipped_or_random,
+    whole,
 )
 from grader.suites.speculative import projection  # noqa: E402
 from grader.suites.speculative.drafts import Draft, PromptSet, prompt_sets, table_drafts  # noqa: E402
@@ -522,7 +523,7 @@ def costs_and_projection(targets: list[Target], drafts: list[Draft], sets: list[
 
 def main(argv: list[str]) -> int:
     parser = bench_parser(__doc__.splitlines()[0], "speculative", 3, "interleaved rounds per table at least")
-    parser.add_argument("--n-new", type=int, default=128, help="tokens generated per prompt and run")
+    parser.add_argument("--n-new", type=whole(1), default=128, help="tokens generated per prompt and run")
     parser.add_argument(
         "--table", help="an n-gram table file (NGramLM.save) to draft with beside the shipped one: your own, from kata"
     )
