@@ -49,8 +49,8 @@ def check_config(config) -> None:
         object.__setattr__(config, name, int(value))
     for name in ("rope_theta", "norm_eps"):
         value = getattr(config, name)
-        if not is_real(value) or not 0 < float(value) < np.inf:
-            raise ValueError(f"Config.{name} must be a finite positive number, got {value!r}")
+        if not 0 < as_float(value) < np.inf:
+            raise ValueError(f"Config.{name} must be a finite positive number, got {value!r:.60}")
         object.__setattr__(config, name, float(value))
     if config.n_experts < 0:
         raise ValueError(f"Config.n_experts must be 0 (dense) or positive, got {config.n_experts}")
@@ -63,8 +63,19 @@ def check_config(config) -> None:
 
 
 def is_real(value) -> bool:
-    """Whether value is one real number: a Python or NumPy int or float, not a bool."""
+    """Whether value is one real number: a Python or NumPy int or float (or a 0-d array of one), not a bool."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        return True
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def as_float(value) -> float:
+    """value as a float when it is one real number that a float holds, else NaN (which every range check
+    refuses): a bool, a str, None, or an int past 1e308."""
+    try:
+        return float(value) if is_real(value) else np.nan
+    except OverflowError:
+        return np.nan
 
 
 def checked_tokens(config, tokens) -> np.ndarray:
@@ -255,9 +266,9 @@ def checked_path(path, what: str = "path") -> Path:
 def checked_save_dtype(dtype) -> np.dtype:
     """The dtype a model's weights are saved in, float32 or float16, or a ValueError."""
     try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        dtype = None
-    if dtype not in (np.float32, np.float16):
-        raise ValueError(f"save dtype must be float32 or float16, got {dtype}")
-    return dtype
+        chosen = np.dtype(dtype)
+    except TypeError:  # no dtype at all ('fp16', say)
+        chosen = None
+    if chosen not in (np.float32, np.float16):
+        raise ValueError(f"save dtype must be float32 or float16, got {repr(dtype) if chosen is None else chosen}")
+    return chosen

@@ -231,8 +231,12 @@ def generate(lm, prompt, n_new: int, *, temperature: float = 0.0, rng=None) -> l
     ids (lm.logits checks their range), n_new not an int >= 0, or a bad
     temperature or rng."""
     tokens = np.asarray(prompt)
-    if tokens.ndim != 1 or tokens.size == 0 or tokens.dtype.kind not in "iu":
-        raise ValueError(f"prompt must be a non-empty 1-D sequence of int token ids, got {tokens!r:.80}")
+    if tokens.ndim != 1:
+        raise ValueError(f"prompt must be a 1-D sequence of token ids, got shape {tokens.shape}")
+    if tokens.size == 0:
+        raise ValueError("prompt must hold at least one token id")
+    if tokens.dtype.kind not in "iu":
+        raise ValueError(f"prompt must hold int token ids, got dtype {tokens.dtype}: {tokens!r:.60}")
     check_n_new(n_new)
     t = check_sampling(temperature, rng)
     return decode(lambda seq: lm.logits(seq)[-1], tokens, n_new, t, rng)

@@ -409,7 +409,7 @@ class Model:
         wqkv = self._joined_weights(p + "wq", p + "wk", p + "wv")  # (D, (H + 2 Hkv) Dh)
         if h.shape[0] == 1 and wqkv is not None:  # a decode step: the fast path beside this one
             return self._qkv_one_token(h, wqkv, positions.item())
-        if 1 < h.shape[0] <= FEW_TOKENS and wqkv is not None:  # a verify step: the other fast path
+        if h.shape[0] <= FEW_TOKENS and wqkv is not None:  # a verify step: the other fast path
             return self._qkv_few_tokens(h, wqkv, positions)
         return self._qkv_rows(layer, h, positions)
 

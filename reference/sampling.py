@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.checks import is_real
+from reference.checks import as_float
 from reference.model import Model
 
 
 def check_temperature(temperature) -> float:
     """temperature as a float, after checking that it is a finite number >= 0."""
-    t = float(temperature) if is_real(temperature) else np.nan
+    t = as_float(temperature)
     if not np.isfinite(t) or t < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r:.60}")
     return t
 
 
@@ -48,9 +48,14 @@ def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
     if not check_temperature(temperature):
         raise ValueError("a distribution needs a temperature > 0 (temperature 0 is greedy: take the argmax)")
+    return _probs(logits, float(temperature))
+
+
+def _probs(logits, t: float) -> np.ndarray:
+    """probs_from_logits for a temperature t > 0 already checked."""
     z = np.asarray(logits, dtype=np.float64)
     with np.errstate(over="ignore"):  # shifted first, then divided: a tiny temperature gives -inf (a 0), not NaN
-        z = (z - np.max(z, axis=-1, keepdims=True)) / temperature
+        z = (z - np.max(z, axis=-1, keepdims=True)) / t
     e = np.exp(z)
     return e / np.sum(e, axis=-1, keepdims=True)
 
@@ -71,7 +76,8 @@ def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Ge
         return int(np.argmax(logits))
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"sampling at temperature > 0 needs rng=np.random.default_rng(seed), got {rng!r:.60}")
-    return draw_index(probs_from_logits(logits, t), rng)
+    probs = _probs(logits, t)  # finite weights summing to 1, as draw_index checks its own: drawn without that check
+    return _draw(probs, np.cumsum(probs), rng.random(), rescale=True)
 
 
 def draw_index(probs: np.ndarray, rng: np.random.Generator, *, rescale: bool = True) -> int:
@@ -87,7 +93,11 @@ def draw_index(probs: np.ndarray, rng: np.random.Generator, *, rescale: bool = T
     cdf = np.cumsum(probs)
     if not 0 < cdf[-1] < np.inf or probs.min() < 0:
         raise ValueError("probs must be finite weights >= 0, not all 0")
-    u = check_rng(rng).random()
+    return _draw(probs, cdf, check_rng(rng).random(), rescale)
+
+
+def _draw(probs: np.ndarray, cdf: np.ndarray, u: float, rescale: bool) -> int:
+    """draw_index's draw, given weights it checked, their cumulative sums and the one random number u."""
     i = int(np.searchsorted(cdf, u * cdf[-1] if rescale else u, side="right"))
     return min(i, int(np.flatnonzero(probs > 0)[-1]))
 

@@ -35,7 +35,7 @@ def decode(ids: Iterable[int]) -> str:
     """Token ids -> text; the exact inverse of encode. A ValueError names the
     first item that is not an int id in [0, 96) (a bool, a float, an array of
     several ids), or says ids is not a sequence."""
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable) or getattr(ids, "ndim", 1) == 0:
         raise ValueError(f"decode takes a sequence of token ids, got {type(ids).__name__}")
     chars = []
     for pos, i in enumerate(ids):

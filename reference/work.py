@@ -69,4 +69,5 @@ class Work:
         """
         if not is_real(bits_per_weight) or not 0 < bits_per_weight < float("inf"):
             raise ValueError(f"bits_per_weight must be a finite number > 0, got {bits_per_weight!r}")
-        return self.bytes_by_piece["embed"] + self.bytes_by_piece["norm"] + self.matmul_weights * bits_per_weight / 8
+        bits = float(bits_per_weight)  # a float16 width would overflow the product
+        return self.bytes_by_piece["embed"] + self.bytes_by_piece["norm"] + self.matmul_weights * bits / 8

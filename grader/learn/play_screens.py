@@ -461,6 +461,9 @@ def write(prompt: str, model_name: str, tokens: int, temperature: float, seed: i
     (prompt and what it wrote, a line saying how fast it wrote them)."""
     try:
         model = Model.pretrained(model_name)
+    except (ValueError, FileNotFoundError) as exc:  # the weights, not what was asked
+        raise DemoError(str(exc)) from None
+    try:
         ids = encode(prompt)
         problem = room_problem(len(ids), tokens, model.config.max_seq_len)
         if problem:
@@ -472,8 +475,6 @@ def write(prompt: str, model_name: str, tokens: int, temperature: float, seed: i
         else:
             new = generate(CachedLM(model), ids, tokens, temperature=temperature, rng=rng)
         seconds = time.perf_counter() - t0
-    except FileNotFoundError as exc:
-        raise DemoError(str(exc)) from None
     except ValueError as exc:  # the prompt, or the sampling options
         raise DemoError(str(exc), usage=True) from None
     how = "without a KV cache" if no_cache else "with a KV cache"

@@ -135,8 +135,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = parts.path.rstrip("/") or "/"
         flags = [f"{name}={query[name]}" for name in ("autoplay", "stream") if query.get(name, "0") not in ("0", "1")]
         if flags:
-            said = f"{', '.join(flags)}: autoplay and stream are 0 or 1\n"
-            return self._send(HTTPStatus.BAD_REQUEST, "text/plain", said)
+            said = f"{', '.join(flags)}: autoplay and stream are 0 or 1"
+            if path.startswith("/api/"):  # as every refusal of the API: JSON
+                return self._send(HTTPStatus.BAD_REQUEST, "application/json", json.dumps({"error": said}))
+            return self._send(HTTPStatus.BAD_REQUEST, "text/plain", said + "\n")
         if path == "/":
             return self._send(HTTPStatus.OK, "text/html", page(None))
         if path.lstrip("/") in TITLES:
@@ -147,12 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _not_allowed(self) -> None:
         """Any method but GET: 405, in a line (BaseHTTPRequestHandler answers 501 with an HTML page)."""
-        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
-        self.send_header("Allow", "GET")
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
         body = b"only GET: open the URL kata play --web printed\n"
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        self._head(HTTPStatus.METHOD_NOT_ALLOWED, "text/plain", len(body), allow="GET")
         if self.command != "HEAD":
             self.wfile.write(body)
 
@@ -181,8 +179,10 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:  # the page went away: the run stops with its stream
                 parts.close()
 
-    def _head(self, status: HTTPStatus, kind: str, length: int | None = None) -> None:
+    def _head(self, status: HTTPStatus, kind: str, length: int | None = None, allow: str = "") -> None:
         self.send_response(status)
+        if allow:
+            self.send_header("Allow", allow)
         self.send_header("Content-Type", f"{kind}; charset=utf-8")
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")

@@ -451,7 +451,7 @@ def tokens_that_fit(model: Model, budget_bytes: int, cache: str = "float32", wei
         or not 0 < weight_bits < math.inf
     ):
         raise ValueError(f"weight_bits must be a positive finite number such as 32 or 8.5, got {weight_bits!r}")
-    c = model.config
+    c, weight_bits = model.config, float(weight_bits)  # a float16 width would overflow the product
     per_token = 2 * c.n_layers * c.n_kv_heads * (c.head_dim * 4 if cache == "float32" else c.head_dim + 4)
     if not math.isfinite(c.n_params() * weight_bits / 8):  # weights past any float: no budget holds them
         return 0

@@ -90,8 +90,10 @@ def expert_capacity(n_tokens: int, n_experts: int, k: int, capacity_factor: floa
     n_experts = _count(n_experts, "n_experts", 1)
     k = _top_k(k, n_experts)
     capacity_factor = _capacity_factor(capacity_factor)
-    if not math.isfinite(capacity_factor * n_tokens * k / n_experts):
-        raise ValueError(f"capacity_factor {capacity_factor!r} makes the capacity past any number of assignments")
+    if not math.isfinite(capacity_factor * n_tokens * k / n_experts):  # past any float: the same formula, exactly
+        from fractions import Fraction
+
+        return max(1, math.ceil(Fraction(capacity_factor) * n_tokens * k / n_experts))
     return max(1, math.ceil(capacity_factor * n_tokens * k / n_experts))
 
 

@@ -93,6 +93,7 @@ def test_any_method_but_get_is_refused_with_405_in_a_line(server, method):
     with pytest.raises(urllib.error.HTTPError) as info:  # 501 and an HTML page before
         urllib.request.urlopen(request, timeout=60)
     assert info.value.code == 405 and info.value.headers["Allow"] == "GET"
+    assert info.value.headers["X-Content-Type-Options"] == "nosniff"
     assert info.value.read() == (b"" if method == "HEAD" else b"only GET: open the URL kata play --web printed\n")
 
 
@@ -155,7 +156,9 @@ def test_a_whole_number_option_takes_ascii_digits_alone(server, value):
 
 @pytest.mark.parametrize("flag", ["stream=2", "autoplay=x"])
 def test_autoplay_and_stream_are_0_or_1(server, flag):
-    assert _get(server, f"/api/cache?token={server.token}&{flag}") == (400, f"{flag}: autoplay and stream are 0 or 1\n")
+    said = f"{flag}: autoplay and stream are 0 or 1"
+    assert _get(server, f"/cache?token={server.token}&{flag}") == (400, said + "\n")
+    assert _get(server, f"/api/cache?token={server.token}&{flag}") == (400, json.dumps({"error": said}))
 
 
 # ------------------------------------------------------------------ the runs

@@ -124,11 +124,11 @@ def test_adapters_reject_what_is_not_a_model(adapter):
 @pytest.mark.parametrize(
     "prompt, kwargs, words",
     [
-        ([1.7, 2.9], {}, ["prompt", "int token ids", "1.7"]),  # int(1.7) made it [1, 2] before
-        ([[1, 2]], {}, ["prompt", "1-D"]),
-        (["1", "2"], {}, ["prompt", "'1'"]),
-        ([True, False], {}, ["prompt", "True"]),
-        ([], {}, ["prompt", "non-empty"]),
+        ([1.7, 2.9], {}, ["prompt must hold int token ids", "float64", "1.7"]),  # int(1.7) made it [1, 2] before
+        ([[1, 2]], {}, ["prompt must be a 1-D sequence", "(1, 2)"]),
+        (["1", "2"], {}, ["prompt must hold int token ids", "'1'"]),
+        ([True, False], {}, ["prompt must hold int token ids", "bool"]),
+        ([], {}, ["prompt must hold at least one token id"]),
         ([1, 2], {"temperature": 1.0, "rng": 0}, ["rng", "default_rng"]),  # 0.random(): an AttributeError before
         ([1, 2], {"temperature": None}, ["temperature", "None"]),
     ],

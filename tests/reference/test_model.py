@@ -800,7 +800,7 @@ def test_loading_a_missing_file_raises_file_not_found_naming_the_path(tmp_path):
         (lambda: Model(GQA, None), ["weights must be a dict", "NoneType"]),
         (lambda: Model.random(GQA, seed="a"), ["seed must be an int >= 0", "'a'"]),
         (lambda: Model.random(GQA, seed=1.5), ["seed", "1.5"]),
-        (lambda: Model.random(GQA).save("/nowhere.npz", dtype="foo"), ["float32 or float16", "None"]),
+        (lambda: Model.random(GQA).save("/nowhere.npz", dtype="foo"), ["float32 or float16", "got 'foo'"]),
         (lambda: Model.load(None), ["path must be a str or a path", "NoneType"]),
         (lambda: Model.pretrained("draft", None), ["weights_dir must be a str or a path"]),
     ],
@@ -824,10 +824,18 @@ def test_top_k_route_refuses_a_k_outside_one_to_the_expert_count(k):
 def test_no_rows_in_gives_no_rows_out_from_every_piece(config):
     model = Model.random(config, seed=3)
     x, none = np.zeros((0, config.d_model), np.float32), np.arange(0)
-    q, k, v = model.qkv(0, x, none)  # the few-token fast paths take 2..FEW_TOKENS rows, never 0
+    q, k, v = model.qkv(0, x, none)
+    # the MoE's few-token fast path routes 2..FEW_TOKENS rows; 0 rows failed in it ("not enough values to unpack")
     assert (q.shape, k.shape, v.shape) == (
         (config.n_heads, 0, config.head_dim),
         *[(config.n_kv_heads, 0, config.head_dim)] * 2,
     )
     assert model.mlp(0, x).shape == (0, config.d_model)
     assert model.logits(x).shape == (0, config.vocab_size)
+
+
+def test_a_float16_width_counts_as_the_same_width_in_float64():
+    model = Model.random(BLOCKED, seed=35)
+    with model.count_work() as work:
+        model.forward(random_tokens(BLOCKED, 5, seed=36))
+    assert work.weight_bytes_at(np.float16(8.5)) == work.weight_bytes_at(8.5)  # the float16 product overflowed to inf

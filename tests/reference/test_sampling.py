@@ -212,3 +212,9 @@ def test_a_distribution_needs_a_finite_temperature_above_zero(temperature):
     with pytest.raises(ValueError, match="temperature"):
         probs_from_logits(np.array([1.0, 2.0, 3.0]), temperature)
     np.testing.assert_allclose(probs_from_logits(np.array([0.0, math.log(3.0)]), 1), [0.25, 0.75])
+
+
+def test_a_temperature_past_any_float_or_a_0_d_array_of_one_is_read_as_a_number():
+    with pytest.raises(ValueError, match="temperature must be a finite number"):  # an OverflowError from float()
+        sample_token(np.zeros(3), 10**400, np.random.default_rng(0))
+    assert sample_token(np.array([0.0, 5.0]), np.array(0.0)) == 1  # a 0-d array of a number is one number

@@ -4,6 +4,9 @@ a learner's code to the promises they check; these hold the reference to the res
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -53,7 +56,6 @@ def _cases():
             ),
             ["alphas must be a non-empty sequence"],
         ),
-        ("capacity-overflow", lambda: moe.expert_capacity(10, 4, 2, 1e308), ["capacity_factor", "1e+308"]),
     ]
 
 
@@ -65,6 +67,11 @@ def test_bad_input_to_a_reference_solution_raises_a_value_error_naming_it(call, 
         assert word in str(info.value)
 
 
+def test_a_capacity_past_any_float_is_the_formula_worked_exactly():
+    # ceil(1e308 x 10 x 2 / 4) overflowed a float: an OverflowError before
+    assert moe.expert_capacity(10, 4, 2, 1e308) == math.ceil(Fraction(1e308) * 10 * 2 / 4) > 10**308
+
+
 def test_weights_past_any_float_leave_no_token_room_and_raise_nothing():
     # ceil(n_params x 1e308 / 8) overflowed to an OverflowError
     assert kv_cache.tokens_that_fit(Model.random(GQA, seed=1), 10**6, weight_bits=1e308) == 0
@@ -74,4 +81,13 @@ def test_q8_0_blocks_read_from_a_uint8_array_as_from_bytes():
     data = quantization.quantize_q8_0(np.linspace(-1, 1, 64, dtype=np.float32))
     np.testing.assert_array_equal(
         quantization.dequantize_q8_0(np.frombuffer(data, np.uint8), 64), quantization.dequantize_q8_0(data, 64)
+    )
+
+
+def test_a_float16_weight_width_fits_as_many_tokens_as_the_same_width_in_float64():
+    model = Model.random(GQA, seed=1)  # n_params x float16(8) overflowed float16: 0 tokens fit
+    assert (
+        kv_cache.tokens_that_fit(model, 10**6, weight_bits=np.float16(8))
+        == kv_cache.tokens_that_fit(model, 10**6, weight_bits=8.0)
+        > 0
     )

@@ -58,7 +58,7 @@ def test_decoding_an_id_outside_the_vocabulary_raises_a_value_error(ids):
         decode(ids)
 
 
-@pytest.mark.parametrize("ids", [None, 5, "ab", b"ab"], ids=["none", "int", "str", "bytes"])
+@pytest.mark.parametrize("ids", [None, 5, "ab", b"ab", np.array(5)], ids=["none", "int", "str", "bytes", "0-d-array"])
 def test_decoding_what_is_not_a_sequence_of_ids_raises_a_value_error_naming_its_type(ids):
     with pytest.raises(ValueError, match=f"decode takes a sequence of token ids, got {type(ids).__name__}"):
         decode(ids)
