@@ -93,7 +93,7 @@ def expert_capacity(n_tokens: int, n_experts: int, k: int, capacity_factor: floa
     if not math.isfinite(capacity_factor * n_tokens * k / n_experts):  # past any float: the same formula, exactly
         from fractions import Fraction
 
-        return max(1, math.ceil(Fraction(capacity_factor) * n_tokens * k / n_experts))
+        return max(1, -(-Fraction(capacity_factor) * n_tokens * k // n_experts))  # -(-a // b): a / b rounded up
     return max(1, math.ceil(capacity_factor * n_tokens * k / n_experts))
 
 
