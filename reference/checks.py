@@ -30,7 +30,7 @@ def check_config(config) -> None:
     hence object.__setattr__)."""
     for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"):
         value = getattr(config, name)
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
         object.__setattr__(config, name, int(value))  # numpy ints would not survive save()
     if config.d_model % config.n_heads:
@@ -44,7 +44,7 @@ def check_config(config) -> None:
         raise ValueError(f"Config.n_kv_heads ({config.n_kv_heads}) must divide n_heads ({config.n_heads})")
     for name in ("n_experts", "top_k"):
         value = getattr(config, name)
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        if not is_int(value):
             raise ValueError(f"Config.{name} must be an integer, got {value!r}")
         object.__setattr__(config, name, int(value))
     for name in ("rope_theta", "norm_eps"):
@@ -62,11 +62,16 @@ def check_config(config) -> None:
         )
 
 
+def is_int(value) -> bool:
+    """Whether value is one integer: a Python or NumPy int, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def is_real(value) -> bool:
     """Whether value is one real number: a Python or NumPy int or float (or a 0-d array of one), not a bool."""
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
         return True
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    return is_int(value) or isinstance(value, (float, np.floating))
 
 
 def as_float(value) -> float:
@@ -108,7 +113,7 @@ def checked_token_ids(tokens, vocab_size: int, max_seq_len: int) -> np.ndarray:
 def checked_layer(config, layer) -> int:
     if type(layer) is int and 0 <= layer < config.n_layers:  # the usual case, without isinstance's tuple
         return layer
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < config.n_layers:
+    if not is_int(layer) or not 0 <= layer < config.n_layers:
         raise ValueError(f"layer must be an int in [0, {config.n_layers}), got {layer!r}")
     return int(layer)
 
@@ -244,14 +249,14 @@ def checked_weights(config, weights: dict[str, np.ndarray]) -> dict[str, np.ndar
 
 def checked_top_k(k, n: int) -> int:
     """k as an int in [1, n] (experts to keep of n), or a ValueError."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+    if not is_int(k) or not 1 <= k <= n:
         raise ValueError(f"k must be an int in [1, {n}] (the experts to keep), got {k!r}")
     return int(k)
 
 
 def checked_seed(seed) -> int:
     """seed as an int >= 0, as np.random.default_rng takes it, or a ValueError."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     return int(seed)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.checks import checked_token_ids
+from reference.checks import checked_token_ids, is_int
 from reference.lm import PrefixCachedLM
 from reference.model import REBUILD_HINT, WEIGHTS_DIR
 
@@ -62,7 +62,7 @@ class NGramLM(PrefixCachedLM):
         V = probs.shape[1]
         if V > 256:
             raise ValueError(f"NGramLM keys contexts by bytes: the vocabulary may hold at most 256 ids, got {V}")
-        if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, (int, np.integer)) or max_seq_len < 1:
+        if not is_int(max_seq_len) or max_seq_len < 1:
             raise ValueError(f"max_seq_len must be an int >= 1, got {max_seq_len!r}")
         super().__init__(V, int(max_seq_len))
         self.order = contexts.shape[1] + 1
@@ -187,9 +187,9 @@ def merge_tables(tables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tables = [checked_counted(*table) for table in tables]
     if not tables:
         raise ValueError("merge_tables needs at least one table")
-    contexts = np.concatenate([np.asarray(t[0], dtype=np.int64) for t in tables])  # (sum R, C)
-    counts = np.concatenate([np.asarray(t[2], dtype=np.int64) for t in tables])  # (sum R,)
-    sums = np.concatenate([np.asarray(t[1], dtype=np.float64) * np.asarray(t[2])[:, None] for t in tables])
+    contexts = np.concatenate([ctx for ctx, _, _ in tables])  # (sum R, C) int64, as checked_counted gives them
+    counts = np.concatenate([n for _, _, n in tables])  # (sum R,)
+    sums = np.concatenate([p * n[:, None] for _, p, n in tables])  # (sum R, V) float64
     _, first, inverse = np.unique(context_keys(contexts), return_index=True, return_inverse=True)
     merged_counts = np.bincount(inverse, weights=counts).astype(np.int64)  # (R,)
     merged = np.zeros((first.size, sums.shape[1]))  # (R, V)
@@ -207,11 +207,11 @@ def prune_table(contexts, probs, counts, *, max_rows: int, min_count: int = 2):
     contexts, probs, counts = checked_counted(contexts, probs, counts)
     lengths = (contexts >= 0).sum(axis=1)
     always = int(np.count_nonzero(lengths <= 1))
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < always:
+    if not is_int(max_rows) or max_rows < always:
         raise ValueError(
             f"max_rows must be an int >= {always} (the empty and one-id contexts, always kept), got {max_rows!r}"
         )
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)):
+    if not is_int(min_count):
         raise ValueError(f"min_count must be an int, got {min_count!r}")
     parents = contexts.copy()
     parents[np.arange(len(parents)), contexts.shape[1] - lengths.clip(1)] = -1  # drop the oldest id
@@ -266,7 +266,7 @@ def distil(
     progress(done, total) is called after each chunk. What distill returns is
     checked as a table (checked_counted) before it is used."""
     ids = checked_token_ids(ids, teacher.config.vocab_size, np.iinfo(np.int64).max)
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+    if not is_int(chunk) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
     parts = []
     for s in range(0, ids.size, chunk):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.checks import as_float
+from reference.checks import as_float, is_int
 from reference.model import Model
 
 
@@ -31,7 +31,7 @@ def check_rng(rng) -> np.random.Generator:
 
 def check_n_new(n_new) -> int:
     """n_new as an int, after checking that it is an int >= 0."""
-    if isinstance(n_new, bool) or not isinstance(n_new, (int, np.integer)) or n_new < 0:
+    if not is_int(n_new) or n_new < 0:
         raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
     return int(n_new)
 
@@ -40,15 +40,16 @@ def check_sampling(temperature, rng) -> float:
     """The temperature as a float, after checking that a sampled run has an rng."""
     t = check_temperature(temperature)
     if t > 0 and not isinstance(rng, np.random.Generator):
-        raise ValueError("sampling at temperature > 0 needs rng=np.random.default_rng(seed)")
+        raise ValueError(f"sampling at temperature > 0 needs rng=np.random.default_rng(seed), got {rng!r:.60}")
     return t
 
 
 def probs_from_logits(logits: np.ndarray, temperature: float) -> np.ndarray:
     """softmax(logits / temperature) over the last axis, in float64; temperature > 0."""
-    if not check_temperature(temperature):
+    t = check_temperature(temperature)
+    if not t:
         raise ValueError("a distribution needs a temperature > 0 (temperature 0 is greedy: take the argmax)")
-    return _probs(logits, float(temperature))
+    return _probs(logits, t)
 
 
 def _probs(logits, t: float) -> np.ndarray:
@@ -71,11 +72,9 @@ def sample_token(logits: np.ndarray, temperature: float = 0.0, rng: np.random.Ge
         raise ValueError(f"logits must be numbers, got dtype {logits.dtype}")
     if not np.isfinite(logits).all():
         raise ValueError("logits hold NaN or inf")
-    t = check_temperature(temperature)
+    t = check_sampling(temperature, rng)
     if t == 0:
         return int(np.argmax(logits))
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"sampling at temperature > 0 needs rng=np.random.default_rng(seed), got {rng!r:.60}")
     probs = _probs(logits, t)  # finite weights summing to 1, as draw_index checks its own: drawn without that check
     return _draw(probs, np.cumsum(probs), rng.random(), rescale=True)
 
