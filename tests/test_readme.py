@@ -1,6 +1,7 @@
 """The README's sample of a first grade is what that grade prints today: the command its `$` line
 gives, run on the untouched stubs (made from the solutions, in a folder of their own) as a terminal
-shows it, equal line for line but for the time it took and the kata folder's place on this machine."""
+shows it, equal line for line but for the time it took and the kata folder's place on this machine;
+and its Layout names the rooms grader/ holds."""
 
 from __future__ import annotations
 
@@ -53,4 +54,17 @@ def test_the_readmes_first_grade_is_what_a_first_grade_prints(tmp_path, monkeypa
     assert [TIME.sub(r"\1<seconds> s", line) for line in shown] == as_in_the_sample(printed), (
         "README.md's sample grade differs from what the grade prints today; the block should read:\n"
         + "\n".join(as_in_the_sample(printed))
+    )
+
+
+def test_the_readmes_layout_names_every_room_of_grader_and_no_other():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text.split("## Layout", 1)[1].split("```\n", 2)[1]
+    entry = layout.split("grader/", 1)[1].split("\ndocs/", 1)[0]  # the grader/ entry, over its lines
+    words = " ".join(entry.split())
+    listed = words.split("by role: ", 1)[1].split(" (CONTRIBUTING", 1)[0]  # "cli, kata (the registry), ..., dev"
+    named = {part.strip() for part in re.sub(r"\(.*?\)", "", listed).split(",")}
+    rooms = {p.name for p in (ROOT / "grader").iterdir() if (p / "__init__.py").is_file()}
+    assert named == rooms, (
+        f"README's Layout names {sorted(named - rooms)} that grader/ lacks and misses {sorted(rooms - named)}"
     )
