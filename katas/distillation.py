@@ -142,10 +142,12 @@ def distill_ngram(teacher_logits, tokens, order, temperature=1.0):
 
     teacher_logits: float array (N, V), finite: row i is the teacher's logits
         at position i of tokens (its prediction of tokens[i + 1]).
-    tokens: int array (N,) in [0, V), the text the teacher read.
-    order: an int n >= 1: contexts of 0 to n - 1 ids (order 1 is one row,
-        the teacher's mean distribution).
-    temperature: T > 0; the averaged distributions are softmax(logits / T).
+    tokens: int array (N,) in [0, V), of any integer dtype: the text the
+        teacher read.
+    order: an int n >= 1 (a NumPy int too): contexts of 0 to n - 1 ids
+        (order 1 is one row, the teacher's mean distribution).
+    temperature: T > 0; the averaged distributions are softmax(logits / T),
+        stable for logits whose exp overflows.
 
     The context of length c at position i is tokens[i - c + 1 : i + 1], for
     every c from 0 to order - 1 with c <= i + 1 (position i has i + 1 ids
@@ -158,9 +160,9 @@ def distill_ngram(teacher_logits, tokens, order, temperature=1.0):
         probs: float64 (R, V), the mean of softmax(teacher_logits[i] / T)
             over the positions i whose context it is; each row sums to 1;
         counts: int64 (R,), how many positions each row averages.
-    N = 0 gives empty arrays (R = 0).
-    Raises ValueError for shapes that do not fit, ids that are not ints in
-    range, non-finite logits, an order that is not an int >= 1, or
-    temperature <= 0 (on empty text too).
+    N = 0 gives empty arrays (R = 0). teacher_logits and tokens are left
+    unchanged. Raises ValueError for shapes that do not fit, ids that are
+    not ints in range, non-finite logits (NaN, inf, -inf), an order that is
+    not an int >= 1, or temperature <= 0 (on empty text too).
     """
     raise NotImplementedError

@@ -43,7 +43,7 @@ fail without it.
 | `accept_reject` | rng is the only source of randomness | `test_the_same_seed_gives_the_same_tokens` |
 | `accept_reject` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
 | `accept_reject` | shapes that do not fit (2-D tokens, K or K + 1 rows, two V) raise ValueError | `test_accept_reject_rejects_bad_input_with_value_error` |
-| `accept_reject` | rows with a negative entry or a sum straying from 1 by more than ROW_SUM_TOLERANCE raise ValueError | `test_accept_reject_rejects_bad_input_with_value_error` |
+| `accept_reject` | rows with a negative or NaN entry, or a sum straying from 1 by more than ROW_SUM_TOLERANCE, raise ValueError, in rows the round never reads too | `test_accept_reject_rejects_bad_input_with_value_error` |
 | `accept_reject` | rows straying from 1 by less than ROW_SUM_TOLERANCE are distributions | `test_rows_straying_from_1_by_less_than_row_sum_tolerance_are_distributions` |
 | `accept_reject` | token ids outside [0, V), negative ones too, raise ValueError, even after a draft the round rejects | `test_accept_reject_rejects_bad_input_with_value_error` |
 | `greedy_accept` | keeps the longest prefix of drafts equal to the argmax, then the argmax at the first mismatch or at row K | `test_greedy_keeps_matching_drafts_then_appends_the_target_argmax` |
@@ -66,6 +66,8 @@ fail without it.
 | `speculative_generate` | every softmax is stable for logits whose exp overflows | `test_sampling_survives_logits_whose_exp_overflows` |
 | `speculative_generate` | the tokens are a list of Python ints | `test_tokens_come_back_as_a_list_of_python_ints` |
 | `speculative_generate` | the stats are those of the run | `test_stats_count_the_calls_and_drafts_of_the_run` |
+| `speculative_generate` | the caller's prompt is left unchanged | `test_the_callers_prompt_is_left_unchanged` |
+| `speculative_generate` | rng is the run's only source of randomness: one seed, the same tokens | `test_the_loop_given_one_seed_twice_writes_the_same_tokens` |
 | `speculative_generate` | k < 0 and n_new < 0 raise ValueError | `test_speculative_generate_rejects_bad_input_with_value_error` |
 | `speculative_generate` | a negative temperature raises ValueError | `test_speculative_generate_rejects_a_negative_temperature` |
 | `speculative_generate` | a missing rng, an empty prompt and a model without logits raise ValueError, before any model call | `test_speculative_generate_refuses_a_missing_rng_an_empty_prompt_or_a_model_without_logits` |

@@ -291,6 +291,17 @@ BAD_ROUNDS = {
         np.full((2, 3), 1 / 3),
         np.array([[0.0, 0.5, 0.5]] + [[1 / 3] * 3] * 2),
     ),
+    # draft 0 is ruled out (target probability 0): the round ends before it reads the rows holding the NaN
+    "a NaN in the bonus row, which the round never reaches": (
+        np.array([0, 1]),
+        np.full((2, 3), 1 / 3),
+        np.array([[0.0, 0.5, 0.5], [1 / 3] * 3, [np.nan, 0.5, 0.5]]),
+    ),
+    "a NaN in the draft's second row, which the round never reaches": (
+        np.array([0, 1]),
+        np.array([[1 / 3] * 3, [np.nan, 0.5, 0.5]]),
+        np.array([[0.0, 0.5, 0.5]] + [[1 / 3] * 3] * 2),
+    ),
     "a target row straying from 1 by 3 ROW_SUM_TOLERANCE": (
         np.array([0, 1]),
         np.full((2, 3), 1 / 3),

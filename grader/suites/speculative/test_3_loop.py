@@ -321,3 +321,42 @@ def test_a_draft_equal_to_the_target_is_always_accepted_when_sampling(kata):
         f"every draft is accepted: {n_new} tokens at k = {k} make {drafts} drafts, all accepted, in every run; "
         f"(accepted, drafted) over {runs} runs: {stats}"
     )
+
+
+@pytest.mark.task("loop")
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_callers_prompt_is_left_unchanged(kata, temperature):
+    """The prompt is kept in the jail and passed as that very list: after the call it must hold what it held,
+    for the caller that generates from it again (a loop that appends to it writes into the caller's list)."""
+    prompt = jail_client.put(kata.speculative_generate, list(PROMPT))
+    kata.speculative_generate(
+        CachedLM(tiny(9)),
+        CachedLM(tiny(10)),
+        prompt,
+        8,
+        k=3,
+        temperature=temperature,
+        rng=np.random.default_rng(common.rng(29).integers(2**63)),
+    )
+    after = [int(t) for t in prompt.copy()]
+    assert after == PROMPT, (
+        f"speculative_generate changed the caller's prompt: {PROMPT} is now {after}; copy it before adding tokens"
+    )
+
+
+@pytest.mark.task("loop")
+def test_the_loop_given_one_seed_twice_writes_the_same_tokens(kata):
+    """rng is the run's only source of randomness: two runs given generators of one seed write the same
+    tokens (a draft sampled from a generator of its own would not)."""
+    seed = int(common.rng(33).integers(2**63))
+    runs = [
+        kata.speculative_generate(
+            CachedLM(tiny(11)), CachedLM(tiny(12)), PROMPT, 24, k=3, temperature=1.0, rng=np.random.default_rng(seed)
+        )[0]
+        for _ in range(2)
+    ]
+    first, second = ([int(t) for t in run] for run in runs)
+    assert first == second, (
+        f"two runs with np.random.default_rng({seed}) at temperature 1 wrote different tokens:\n  {first}\n  {second}\n"
+        "every random draw (the drafts' too) must come from rng"
+    )
