@@ -65,7 +65,7 @@ fail without it.
 | `distill_ngram` | order 1 is the teacher's mean distribution; N = 0 gives empty arrays | `test_order_one_is_the_teacher_mean_distribution`, `test_empty_text_gives_an_empty_table` |
 | `distill_ngram` | ValueError for shapes that do not fit, ids not ints in range, non-finite logits (NaN, inf, -inf), an order not an int >= 1, T <= 0 on empty text too | `test_distill_ngram_rejects_bad_input` |
 | `distill_ngram` | tokens of any integer dtype (int64, int32, uint8) and an order that is a NumPy int | `test_each_row_is_the_mean_teacher_distribution_of_its_context`, `test_every_length_counts_each_position_that_has_that_many_ids_once` |
-| `distill_ngram` | stable for logits whose exp overflows | `test_each_row_is_the_mean_teacher_distribution_of_its_context` |
-| `distill_ngram` | teacher_logits and tokens are left unchanged | `test_each_row_is_the_mean_teacher_distribution_of_its_context` |
+| `distill_ngram` | stable for logits whose exp overflows | `test_each_row_is_the_mean_teacher_distribution_of_its_context`, `test_a_table_of_huge_logits_worked_out_by_hand` |
+| `distill_ngram` | teacher_logits and tokens are left unchanged | `test_each_row_is_the_mean_teacher_distribution_of_its_context`, `test_distill_ngram_leaves_the_callers_logits_and_tokens_unchanged` |
 | `distill_ngram` | on the shipped teacher, the table drafts like it on its kind of text | `test_a_table_distilled_from_the_shipped_teacher_drafts_like_it_on_its_kind_of_text` |
 """  # noqa: E501 (a row of the audit table is one line, as tests/test_katas.py reads it)

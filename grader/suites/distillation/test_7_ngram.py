@@ -121,6 +121,39 @@ def test_order_one_is_the_teacher_mean_distribution(kata):
 
 
 @pytest.mark.task("ngram")
+def test_a_table_of_huge_logits_worked_out_by_hand(kata):
+    """Order 2 at T = 2 over tokens [1, 0]: softmax([2000, 0] / 2) is [1, 0] (exp(1000) overflows unless the
+    row's maximum comes off first) and softmax([0, 2 ln 3] / 2) is [1/4, 3/4]; the empty context averages
+    both, [5/8, 3/8], and each one-id context holds its position's row."""
+    logits = np.array([[2000.0, 0.0], [0.0, 2 * np.log(3.0)]])
+    contexts, probs, counts = (np.asarray(a) for a in kata.distill_ngram(logits, np.array([1, 0]), 2, 2.0))
+    want = {(-1,): ([5 / 8, 3 / 8], 2), (1,): ([1.0, 0.0], 1), (0,): ([1 / 4, 3 / 4], 1)}
+    got = {tuple(c): (p, int(n)) for c, p, n in zip(contexts.tolist(), probs, counts.tolist())}
+    assert set(got) == set(want), f"the contexts are {sorted(got)}, expected {sorted(want)} (-1 pads the empty one)"
+    for ctx, (row, n) in want.items():
+        assert got[ctx][1] == n and np.allclose(got[ctx][0], row, rtol=0, atol=ROW_TOLERANCE), (
+            f"context {list(ctx)}: row {np.round(got[ctx][0], 6).tolist()} counting {got[ctx][1]}, expected {row} "
+            f"counting {n}: the mean of softmax(logits / T) over its positions, the row's maximum subtracted first"
+        )
+
+
+@pytest.mark.task("ngram")
+def test_distill_ngram_leaves_the_callers_logits_and_tokens_unchanged(kata):
+    """The logits and tokens are kept in the jail and passed as those very arrays (float64 and int64, which
+    np.asarray does not copy): after the call they hold what they held, for the caller that uses them again."""
+    logits, tokens = common.rng(47).standard_normal((6, 3)) * 3, np.array([0, 2, 1, 2, 0, 1])
+    for temperature in (1.0, 2.0):
+        kept = [jail_client.put(kata.distill_ngram, a) for a in (logits, tokens)]
+        kata.distill_ngram(*kept, 3, temperature)
+        for name, proxy, before in zip(("logits", "tokens"), kept, (logits, tokens)):
+            after = np.asarray(proxy.copy())
+            assert np.array_equal(after, before), (
+                f"distill_ngram(T={temperature:g}) changed the caller's {name}: {np.round(before, 3).tolist()} is now "
+                f"{np.round(after, 3).tolist()}"
+            )
+
+
+@pytest.mark.task("ngram")
 def test_empty_text_gives_an_empty_table(kata):
     contexts, probs, counts = (np.asarray(a) for a in kata.distill_ngram(np.zeros((0, 5)), np.zeros(0, np.int64), 3))
     assert (contexts.shape, probs.shape, counts.shape) == ((0, 2), (0, 5), (0,)), (
