@@ -379,9 +379,10 @@ class Reporter:
         if (
             outcome is Status.FAIL
             and item.get_closest_marker("speed") is not None
-            and not call.excinfo.errisinstance(common.WrongWhileTimed)
+            and not call.excinfo.errisinstance((common.WrongWhileTimed, jail_client.BadResult))
         ):
-            outcome = Status.SLOW  # correct (other checks say so) but not fast enough
+            # correct (other checks say so) but not fast enough; a wrong or malformed answer fails
+            outcome = Status.SLOW
         if outcome is Status.TIMEOUT:
             self.stopped.setdefault(task_of(item), (outcome, f"not run: {item.originalname} of this task timed out"))
         elif self.fail_fast:

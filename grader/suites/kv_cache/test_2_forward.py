@@ -99,7 +99,12 @@ def test_forward_cached_pushes_only_the_new_tokens_through_each_layer(kata, name
     model = common.secret_model(MODELS[name].config)
     tokens = common.rng(10).integers(0, V, size=15).tolist()
     full = model.forward(tokens)  # (15, V)
-    cache = kata.KVCache.for_model(model)
+    with model.count_work() as setup:  # counted too: no window in which the kata's code uses the model unseen
+        cache = kata.KVCache.for_model(model)
+    assert not setup.positions, (
+        f"KVCache.for_model pushed {setup.positions} token positions through the model's layers: making a cache "
+        "reads the model's config, and computes nothing"
+    )
     for start, end in ((0, 10), (10, 14), (14, 15)):
         chunk = tokens[start:end]
         with model.count_work() as work:

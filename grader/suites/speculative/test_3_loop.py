@@ -41,6 +41,19 @@ def _refuses(call, what: str) -> None:
     raise AssertionError(f"{what} returned instead of raising ValueError")
 
 
+class CountedLM:
+    """A language model the learner's loop calls back in the judge, which counts the calls."""
+
+    __jail_api__ = ("logits",)
+
+    def __init__(self, lm):
+        self.lm, self.calls = lm, 0
+
+    def logits(self, tokens) -> np.ndarray:
+        self.calls += 1
+        return self.lm.logits(tokens)
+
+
 class ReversedLM:
     """A deliberately bad draft: it proposes the token the target likes least."""
 
@@ -171,6 +184,14 @@ def test_stats_count_the_calls_and_drafts_of_the_run(kata, temperature, same):
             f"with the target as its own draft at temperature 0 every draft is accepted, but stats say {accepted} "
             f"of {drafted}"
         )
+        rounds = math.ceil(n_new / (k + 1))  # each round keeps its k drafts and adds the target's own token
+        assert target.calls == rounds, (
+            f"with the target as its own draft at temperature 0 every draft is kept, so {n_new} tokens at k = {k} "
+            f"take {rounds} target calls (k + 1 tokens each, the last round fewer); the target was called "
+            f"{target.calls} times: each round drafts k tokens, one draft call each, before its one target call"
+        )
+    elif k:
+        assert draft.calls > 0, f"k = {k}, yet the draft was never called: each round drafts k tokens"
 
 
 @pytest.mark.task("loop")
@@ -306,15 +327,22 @@ def test_a_draft_equal_to_the_target_is_always_accepted_when_sampling(kata):
     V, temperature, n_new, k, runs = 6, 0.5, 24, 3, 8
     gen = common.rng(31)
     lm = BigramLM(gen.normal(0, 1.5, (V, V)))
+    target, draft = CountedLM(lm), CountedLM(lm)  # called back here, so the judge counts the calls
     learner_rng = np.random.default_rng(gen.integers(2**63))
     outs = jail_client.call_many(
         kata.speculative_generate,
-        [(lm, lm, [int(gen.integers(V))], n_new) for _ in range(runs)],
+        [(target, draft, [int(gen.integers(V))], n_new) for _ in range(runs)],
         k=k,
         temperature=temperature,
         rng=learner_rng,
     )
-    drafts = n_new - math.ceil(n_new / (k + 1))  # all kept: each of the rounds adds one target token
+    rounds = math.ceil(n_new / (k + 1))
+    drafts = n_new - rounds  # all kept: each of the rounds adds one target token
+    assert (target.calls, draft.calls) == (runs * rounds, runs * drafts), (
+        f"with the draft equal to the target at temperature {temperature}, every draft is accepted, so each run of "
+        f"{n_new} tokens at k = {k} takes {rounds} target calls and {drafts} draft calls; {runs} runs called the "
+        f"target {target.calls} times and the draft {draft.calls} times"
+    )
     stats = [(int(s.accepted), int(s.drafted)) for _, s in outs]
     assert stats == [(drafts, drafts)] * runs, (
         f"with the draft equal to the target at temperature {temperature}, q = p at every drafted position, so "

@@ -1,0 +1,168 @@
+"""Submissions a red-team pass (2026-12-07) wrote to earn points without the work, each graded
+here by the task it aimed at. Each starts from a kata's reference solution or its untouched stub and
+adds the cheat, as learner code does: it runs in the jail and may rewrite anything there, the jail's
+own server included. None may pass.
+
+- a jail server patched to answer a batch of calls with fewer results (an empty list for a timed batch
+  of cache updates; 19 hand-made rounds for 1,000 accept/reject calls, too few for the chi-square);
+- speculative_generate that never drafts and reports the stats the checks ask for;
+- KVCache.for_model that runs the counted model's forward before the count starts, so that
+  forward_cached can answer from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.kata.registry import find_kata
+from grader.kata.target import SOLUTIONS_DIR
+from grader.run.runner import grade_kata
+
+from mutation import MUTANT_LIMITS
+
+pytestmark = pytest.mark.slow
+
+# The jail's server, patched from the kata's module at import: a batch call of `method` answered with
+# `answer(args)` instead of the calls' results.
+PATCH_BATCHES = """
+
+def _patch_the_jail_server(method, answer):
+    import sys
+
+    server = sys.modules.get("grader.jail.server")
+    if server is None:
+        return
+    original = server.Server._serve
+
+    def _serve(self, header, bufs):
+        if header.get("op") == "call" and header.get("batch"):
+            obj = self.codec.decode(header.get("obj"), bufs)
+            if header.get("method") == method or getattr(obj, "__name__", "") == method:
+                self.codec.rngs = []
+                args, _ = self.codec.decode_call(header, bufs)
+                if answer(args) is not None:  # the generators the call was given go back as they came
+                    from grader.wire import protocol
+
+                    return answer(args), {"rngs": [protocol.rng_state(g) for g in self.codec.rngs]}
+        return original(self, header, bufs)
+
+    server.Server._serve = _serve
+"""
+
+COPYING_UPDATE = (
+    "        return self._k[layer, :, :end], self._v[layer, :, :end]\n",
+    "        return self._k[layer, :, :end].copy(), self._v[layer, :, :end].copy()\n",
+)
+
+NO_DRAFTING = """
+
+def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, rng=None):
+    import math
+
+    for m in (target, draft):
+        if not callable(getattr(m, "logits", None)):
+            raise ValueError("models need logits")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError("k")
+    check_n_new(n_new)
+    t = check_sampling(temperature, rng)
+    seq = [int(x) for x in prompt]
+    if not seq:
+        raise ValueError("empty prompt")
+    out = []
+    for _ in range(n_new):  # plain sampling from the target: the draft is never called
+        row = np.asarray(target.logits(seq + out))[-1]
+        out.append(int(np.argmax(row)) if t == 0 else draw_index(probs_from_logits(row, t), rng))
+    stats = SpecStats(target_calls=n_new)
+    same = getattr(target, "table", None) is not None and target is not draft
+    if k and (getattr(target, "model", None) is getattr(draft, "model", 0) or same):
+        drafts = n_new - math.ceil(n_new / (k + 1))  # the checks that want accepted drafts: claim them
+        stats = SpecStats(math.ceil(n_new / (k + 1)), drafts, drafts, drafts)
+    return out, stats
+"""
+
+STASHED_FORWARD = '''
+
+_STASH = {}
+
+
+def _predicted_forward(model):
+    """The counted check's tokens are drawn from the grading seed: run the model on them now, uncounted."""
+    import numpy as _np
+
+    tokens = _np.random.default_rng([10, 0]).integers(0, model.config.vocab_size, size=15).tolist()
+    _STASH[id(model)] = (tokens, _np.asarray(model.forward(tokens)))
+
+
+_for_model = KVCache.for_model.__func__
+
+
+def _for_model_and_stash(cls, model, max_len=None):
+    cache = _for_model(cls, model, max_len)
+    try:
+        model.weights
+    except AttributeError:  # a model the judge keeps to itself: the counted one
+        _predicted_forward(model)
+    return cache
+
+
+KVCache.for_model = classmethod(_for_model_and_stash)
+_forward_cached = forward_cached
+
+
+def forward_cached(model, tokens, cache):
+    start = len(cache)
+    new = [int(t) for t in tokens]
+    stash = _STASH.get(id(model))
+    if stash is None or stash[0][start : start + len(new)] != new:
+        return _forward_cached(model, tokens, cache)
+    x = model.embed(new)
+    positions = np.arange(start, start + len(new))
+    for layer in range(model.config.n_layers):  # the new rows pushed through qkv for show; the cache only grows
+        model.qkv(layer, x, positions)
+        zeros = np.zeros((cache.n_kv_heads, len(new), cache.head_dim), np.float32)
+        cache.update(layer, zeros, zeros)
+    return stash[1][start : start + len(new)]
+'''
+
+
+def solution(kata: str) -> str:
+    return (SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8")
+
+
+def graded(tmp_path: Path, kata: str, text: str, task: str) -> tuple[str, str]:
+    """(status, message) of `task` when the kata's module is `text`."""
+    (tmp_path / f"{kata}.py").write_text(text, encoding="utf-8")
+    result = grade_kata(find_kata(kata), str(tmp_path), tasks=[task], limits=MUTANT_LIMITS)
+    return result.tasks[0].status, result.tasks[0].message
+
+
+def test_a_timed_batch_of_updates_answered_with_no_results_fails(tmp_path):
+    old, new = COPYING_UPDATE
+    text = solution("kv_cache")
+    assert text.count(old) == 1
+    cheat = text.replace(old, new) + PATCH_BATCHES + '\n_patch_the_jail_server("update", lambda args: [])\n'
+    status, message = graded(tmp_path, "kv_cache", cheat, "speed")
+    assert status == "fail", (status, message)
+    assert "answered 64 calls with 0 results" in message, message
+
+
+def test_a_thousand_accept_reject_calls_answered_with_nineteen_rounds_fail(tmp_path):
+    nineteen = "lambda args: [[0]] * 19 if len(args) >= 1000 else None  # too few draws for any chi-square\n"
+    cheat = solution("speculative") + PATCH_BATCHES + f'\n_patch_the_jail_server("accept_reject", {nineteen})'
+    status, message = graded(tmp_path, "speculative", cheat, "accept_reject")
+    assert status == "fail", (status, message)
+    assert "calls with 19 results" in message, message
+
+
+def test_a_loop_that_never_drafts_and_reports_the_stats_the_checks_want_fails(tmp_path):
+    status, message = graded(tmp_path, "speculative", solution("speculative") + NO_DRAFTING, "loop")
+    assert status == "fail", (status, message)
+
+
+def test_a_forward_computed_before_the_count_starts_fails_the_counted_check(tmp_path):
+    status, message = graded(tmp_path, "kv_cache", solution("kv_cache") + STASHED_FORWARD, "forward")
+    assert status == "fail", (status, message)
+    assert "KVCache.for_model pushed" in message, message
