@@ -276,11 +276,33 @@ def settled(ratios: list[float], bar: float, repeats: int) -> bool:
     return len(ratios) >= repeats and (max(ratios) * CLEAR_OF_BAR < bar or min(ratios) > bar * CLEAR_OF_BAR)
 
 
+# The weights of each digest's secret projections: drawn in the judge from fresh entropy, never from the seed,
+# and never sent to a jail, so that no result can be made to match a right one's projections without being it.
+PROJECTIONS, PROJECTION_WIDTH = 4, 1 << 14
+PROJECTION_SLACK = 8.0  # how many typical values' worth of error (a rounding that went the other way) they allow
+_projection_weights: np.ndarray | None = None
+
+
+def _projections(flat: np.ndarray) -> list[float]:
+    """For each of PROJECTIONS secret rows w of standard normal weights, sum_i flat[i] * w[i mod
+    PROJECTION_WIDTH], flat (n,) float64: unlike a plain sum, each moves with every value that is wrong,
+    whatever the others do, so a result whose errors cancel in the sums is told apart."""
+    global _projection_weights
+    if _projection_weights is None:
+        gen = np.random.default_rng(secrets.randbits(128))
+        _projection_weights = gen.standard_normal((PROJECTIONS, PROJECTION_WIDTH))
+    w, whole = _projection_weights, flat.size - flat.size % PROJECTION_WIDTH
+    total = flat[:whole].reshape(-1, PROJECTION_WIDTH).dot(w.T).sum(axis=0) if whole else np.zeros(PROJECTIONS)
+    return (total + w[:, : flat.size - whole].dot(flat[whole:])).tolist()
+
+
 def digest(value):
     """A small summary of a result, made by the judge from the data a timed
-    call returned: for every number or array in it, its shape, kind and
-    float64 sums; None for other objects. Sums read every value, so a result
-    wrong anywhere is told apart (see digests_agree)."""
+    call returned: for every number or array in it, its shape, kind, float64
+    sums, its root sum of squares and its projections on weights secret to
+    the judge; None for other objects. Sums read every value, so a result
+    wrong anywhere is told apart, and the projections tell apart one whose
+    errors cancel in the sums (see digests_agree)."""
     if type(value) in (bool, int, float) or isinstance(value, np.generic):
         value = np.asarray(value)
     if isinstance(value, (list, tuple)):
@@ -297,7 +319,10 @@ def digest(value):
             nonfinite = int(value.size - np.count_nonzero(finite))
             clean = np.where(finite, value, 0).real
             total, size = float(clean.sum(dtype=np.float64)), float(np.abs(clean).sum(dtype=np.float64))
+        flat = (np.where(np.isfinite(value), value, 0) if nonfinite else value).real.astype(np.float64).ravel()
         out.update({"sum": total, "abs": size, "nonfinite": nonfinite})
+        norm = float(np.sqrt(flat.dot(flat)))
+        out.update({"norm": norm, "rms": norm / max(flat.size, 1) ** 0.5, "projections": _projections(flat)})
         return out
     return None
 
@@ -311,13 +336,25 @@ def digests_agree(a, b, rtol: float = 1e-4) -> bool:
             return False
         scale = max(float(b.get("abs", 0)), 1.0)
         return (
-            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs"))
+            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs", "norm", "rms"))
             and abs(a["sum"] - b["sum"]) <= rtol * scale
             and abs(a["abs"] - b["abs"]) <= rtol * scale
+            and _projections_agree(
+                a.get("projections"), b["projections"], rtol * max(b["norm"], 1.0) + PROJECTION_SLACK * b["rms"]
+            )
         )
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
     return b is None or a == b
+
+
+def _projections_agree(got, want: list[float], allowed: float) -> bool:
+    """Each projection moves by about the root sum of squares of the values' errors; it may stray by
+    `allowed`: float rounding's share of the norm, and PROJECTION_SLACK typical values (a few values
+    rounded the other way)."""
+    if type(got) is not list or len(got) != len(want):
+        return False
+    return all(abs(g - w) <= allowed for g, w in zip(got, want))
 
 
 def _right_while_timed(what: str, got: list, want: list) -> None:

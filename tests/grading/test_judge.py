@@ -156,6 +156,30 @@ def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
     assert not common.digests_agree(common.digest(x[:, :31]), common.digest(x))
 
 
+def test_digests_tell_apart_a_result_whose_errors_cancel_in_its_sums_but_not_a_few_roundings_the_other_way(
+    monkeypatch,
+):
+    """The red team's fake grouped quantization: one scale for every group, fitted to the timed input's range,
+    so its codes sum (and their absolute values sum) to within a tolerance of the right ones', wrong at 8%.
+    (The judge draws its projections' weights from fresh entropy; here they are fixed, so the test is.)"""
+    weights = np.random.default_rng(2).standard_normal((common.PROJECTIONS, common.PROJECTION_WIDTH))
+    monkeypatch.setattr(common, "_projection_weights", weights)
+    gen = np.random.default_rng(1)
+    x = gen.random((1024, 1024), dtype=np.float32) - np.float32(0.5)
+    groups = x.reshape(1024, -1, 32)
+    scales = np.abs(groups).max(axis=-1) / np.float32(7)
+    codes = np.clip(np.rint(groups / scales[..., None]), -7, 7).astype(np.int8).reshape(x.shape)
+    fake = np.clip(np.rint(x / np.float32(0.5 * 32 / 33 / 7)), -7, 7).astype(np.int8)
+    right = common.digest([codes, scales])
+    assert (
+        abs(int(fake.sum(dtype=np.int64)) - int(codes.sum(dtype=np.int64))) <= common.DIGEST_RTOL * np.abs(codes).sum()
+    )
+    assert not common.digests_agree(common.digest([fake, scales]), right, common.DIGEST_RTOL)
+    flipped = codes.copy()
+    flipped.flat[gen.choice(codes.size, 3, replace=False)] += 1  # three ties rounded up instead of down
+    assert common.digests_agree(common.digest([flipped, scales]), right, common.DIGEST_RTOL)
+
+
 def test_views_of_one_buffer_cross_as_it_once_and_come_back_read_only_where_they_lay():
     buffer = np.arange(4 * 10 * 3, dtype=np.float32).reshape(4, 10, 3)
     apart = np.ones(5)

@@ -7,7 +7,8 @@ own server included. None may pass.
   of cache updates; 19 hand-made rounds for 1,000 accept/reject calls, too few for the chi-square);
 - speculative_generate that never drafts and reports the stats the checks ask for;
 - KVCache.for_model that runs the counted model's forward before the count starts, so that
-  forward_cached can answer from it.
+  forward_cached can answer from it;
+- a quantize_grouped that tells the timed calls apart and answers them with a fake whose sums match.
 """
 
 from __future__ import annotations
@@ -127,6 +128,41 @@ def forward_cached(model, tokens, cache):
     return stash[1][start : start + len(new)]
 '''
 
+# quantize_grouped as a Python loop over the groups (slow), but when the judge times it (the request its jail's
+# server answers says so) an answer in one whole-array step: one scale fitted to the timed input's range for
+# every group, whose codes sum to within a tolerance of the right ones' (wrong at 8% of the values).
+FAKE_WHEN_TIMED = """
+
+def _timed_by_the_judge():
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        header = frame.f_locals.get("header")
+        if isinstance(header, dict) and header.get("op") == "call":
+            return bool(header.get("views"))
+        frame = frame.f_back
+    return False
+
+
+_quantize_grouped = quantize_grouped
+
+
+def quantize_grouped(x, bits, group_size):
+    x = np.asarray(x)
+    if not _timed_by_the_judge() or x.ndim != 2:
+        return _quantize_grouped(x, bits, group_size)
+    qmax, G = 2 ** (bits - 1) - 1, group_size
+    scale = 0.5 * G / (G + 1) / qmax
+    codes = np.clip(np.rint(x / np.float32(scale * 0.9995)), -qmax, qmax).astype(np.int8)
+    return codes, np.full((x.shape[0], x.shape[1] // G), scale, x.dtype)
+"""
+SLOW_GROUPS = (
+    "    amax = _group_max(q)  # (..., L // G); NaN or inf anywhere shows up here\n",
+    "    amax = np.array([[np.abs(g).max() for g in row] for row in q.reshape(-1, *q.shape[-2:])])"
+    ".reshape(q.shape[:-1]).astype(q.dtype)  # a Python loop over the groups\n",
+)
+
 
 def solution(kata: str) -> str:
     return (SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8")
@@ -166,3 +202,12 @@ def test_a_forward_computed_before_the_count_starts_fails_the_counted_check(tmp_
     status, message = graded(tmp_path, "kv_cache", solution("kv_cache") + STASHED_FORWARD, "forward")
     assert status == "fail", (status, message)
     assert "KVCache.for_model pushed" in message, message
+
+
+def test_an_answer_made_for_the_timed_calls_whose_sums_match_fails(tmp_path):
+    old, new = SLOW_GROUPS
+    text = solution("quantization")
+    assert text.count(old) == 1
+    status, message = graded(tmp_path, "quantization", text.replace(old, new) + FAKE_WHEN_TIMED, "speed")
+    assert status == "fail", (status, message)
+    assert "returned a wrong result while being timed" in message, message
