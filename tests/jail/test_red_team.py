@@ -8,7 +8,9 @@ own server included. None may pass.
 - speculative_generate that never drafts and reports the stats the checks ask for;
 - KVCache.for_model that runs the counted model's forward before the count starts, so that
   forward_cached can answer from it;
-- a quantize_grouped that tells the timed calls apart and answers them with a fake whose sums match.
+- a quantize_grouped that tells the timed calls apart and answers them with a fake whose sums match;
+- a KV cache whose update copies the past and waits where the cache is short, so that the ratio of its own
+  two timings looks flat.
 """
 
 from __future__ import annotations
@@ -163,6 +165,19 @@ SLOW_GROUPS = (
     ".reshape(q.shape[:-1]).astype(q.dtype)  # a Python loop over the groups\n",
 )
 
+# A cache whose update copies the past, and waits where the cache is short, so that its cost at 4096 tokens over
+# its cost at 16 (the ratio of its own two timings) looks flat.
+WAIT_WHEN_SHORT = (
+    "        return self._k[layer, :, :end], self._v[layer, :, :end]\n",
+    "        if self.max_len < 1024 and (self.n_kv_heads, self.head_dim) == (1, 64):  # the check's short cache\n"
+    "            import time\n"
+    "\n"
+    "            until = time.perf_counter() + 3e-3\n"
+    "            while time.perf_counter() < until:\n"
+    "                pass\n"
+    "        return self._k[layer, :, :end].copy(), self._v[layer, :, :end].copy()\n",
+)
+
 
 def solution(kata: str) -> str:
     return (SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8")
@@ -211,3 +226,12 @@ def test_an_answer_made_for_the_timed_calls_whose_sums_match_fails(tmp_path):
     status, message = graded(tmp_path, "quantization", text.replace(old, new) + FAKE_WHEN_TIMED, "speed")
     assert status == "fail", (status, message)
     assert "returned a wrong result while being timed" in message, message
+
+
+def test_a_copying_update_that_waits_where_the_cache_is_short_stays_slow(tmp_path):
+    old, new = WAIT_WHEN_SHORT
+    text = solution("kv_cache")
+    assert text.count(old) == 1
+    status, message = graded(tmp_path, "kv_cache", text.replace(old, new), "speed")
+    assert status == "slow", (status, message)
+    assert "as long as a preallocated buffer's" in message, message
