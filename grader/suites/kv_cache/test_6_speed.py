@@ -106,7 +106,7 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
         "update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower", key="update_growth"
     )
     common.figure(
-        "update cost at 4096 cached tokens over a preallocated buffer's",
+        "update cost at 4096 cached tokens over a buffer's",
         over_buffer,
         MAX_UPDATE_OVER_BUFFER,
         better="lower",
