@@ -106,18 +106,16 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
     """Generate n_new tokens after prompt with the target model, k draft tokens
     per round.
 
-    target, draft: language models with `logits(tokens) -> (T, V)`, the logits
-        at every position of a sequence (one forward pass per call); both share
-        the vocabulary V.
-    prompt: (T,) token ids, at least one; the caller's list or array is
-        left unchanged.
+    target, draft: models with `logits(tokens) -> (T, V)`, the logits at every
+        position of a sequence (one forward pass per call), of one vocabulary V.
+    prompt: (T,) token ids, at least one; the caller's own is left unchanged.
     n_new: how many tokens to generate (>= 0).
     k: draft tokens per round (>= 0; 0 is plain sampling from the target).
     temperature: a number, int or float: 0 for greedy (the draft drafts its
         argmax and `greedy_accept` decides), else both models' logits are divided by it before the
         softmax and `accept_reject` decides.
-    rng: a numpy Generator, the run's only source of randomness (the same
-        seed gives the same tokens); required when temperature > 0.
+    rng: a numpy Generator, required when temperature > 0: the run's only
+        source of randomness (one seed, the same tokens).
 
     Per round: the draft proposes up to k tokens (one draft call each), the
     target scores prompt + tokens so far + drafts in one call, and the round

@@ -58,6 +58,7 @@ from grader.jailer.remote import (  # noqa: F401 (the suites use them as jail_cl
     RemoteMethod,
     SecretModel,
     api_of,
+    checked_batch,
     mirror_class,
     raise_remote,
 )
@@ -420,11 +421,7 @@ class Jail:
         finally:
             if self.peer is not None:
                 self.peer.codec.views_asked = False
-        if batch and not (type(result) is list and len(result) == len(fields["args"])):
-            # every suite reads a batch as one result per call: a shorter list would leave calls unchecked
-            got = f"{len(result)} results" if type(result) is list else f"a {type(result).__name__}"
-            raise BadResult(f"the kata process answered {len(fields['args'])} calls with {got}")
-        return result
+        return checked_batch(result, len(fields["args"])) if batch else result
 
     def put(self, value) -> Remote:
         """Keep value in the jail; its proxy can then be passed without sending it again."""
@@ -589,10 +586,8 @@ def kept(fn, *args, items=None):
 
 
 def call_many(fn, arg_lists, **kwargs) -> list:
-    """[fn(*args, **kwargs) for args in arg_lists] in one round trip: the same
-    calls in the same order (a generator shared by the calls advances through
-    them exactly as in a loop). For suites that call a kata function
-    thousands of times."""
+    """[fn(*args, **kwargs) for args in arg_lists] in one round trip: the same calls in the same order (a
+    generator shared by the calls advances through them as in a loop). For suites that call one thousands of times."""
     owner, method = _owner(fn, "call_many")
     return owner._jail.call(owner, method, [list(a) for a in arg_lists], kwargs, batch=True)
 
