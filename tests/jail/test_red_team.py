@@ -179,8 +179,13 @@ WAIT_WHEN_SHORT = (
 )
 
 
-def solution(kata: str) -> str:
-    return (SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8")
+def solution(kata: str, edit: tuple[str, str] | None = None) -> str:
+    """The kata's reference solution, with edit's old text (present exactly once) replaced by its new."""
+    text = (SOLUTIONS_DIR / f"{kata}.py").read_text(encoding="utf-8")
+    if edit is None:
+        return text
+    assert text.count(edit[0]) == 1, f"{kata}: the text the cheat edits is not in the solution exactly once"
+    return text.replace(*edit)
 
 
 def graded(tmp_path: Path, kata: str, text: str, task: str) -> tuple[str, str]:
@@ -191,10 +196,9 @@ def graded(tmp_path: Path, kata: str, text: str, task: str) -> tuple[str, str]:
 
 
 def test_a_timed_batch_of_updates_answered_with_no_results_fails(tmp_path):
-    old, new = COPYING_UPDATE
-    text = solution("kv_cache")
-    assert text.count(old) == 1
-    cheat = text.replace(old, new) + PATCH_BATCHES + '\n_patch_the_jail_server("update", lambda args: [])\n'
+    cheat = (
+        solution("kv_cache", COPYING_UPDATE) + PATCH_BATCHES + '\n_patch_the_jail_server("update", lambda args: [])\n'
+    )
     status, message = graded(tmp_path, "kv_cache", cheat, "speed")
     assert status == "fail", (status, message)
     assert "answered 64 calls with 0 results" in message, message
@@ -220,18 +224,12 @@ def test_a_forward_computed_before_the_count_starts_fails_the_counted_check(tmp_
 
 
 def test_an_answer_made_for_the_timed_calls_whose_sums_match_fails(tmp_path):
-    old, new = SLOW_GROUPS
-    text = solution("quantization")
-    assert text.count(old) == 1
-    status, message = graded(tmp_path, "quantization", text.replace(old, new) + FAKE_WHEN_TIMED, "speed")
+    status, message = graded(tmp_path, "quantization", solution("quantization", SLOW_GROUPS) + FAKE_WHEN_TIMED, "speed")
     assert status == "fail", (status, message)
     assert "returned a wrong result while being timed" in message, message
 
 
 def test_a_copying_update_that_waits_where_the_cache_is_short_stays_slow(tmp_path):
-    old, new = WAIT_WHEN_SHORT
-    text = solution("kv_cache")
-    assert text.count(old) == 1
-    status, message = graded(tmp_path, "kv_cache", text.replace(old, new), "speed")
+    status, message = graded(tmp_path, "kv_cache", solution("kv_cache", WAIT_WHEN_SHORT), "speed")
     assert status == "slow", (status, message)
     assert "as long as a preallocated buffer's" in message, message
