@@ -5,17 +5,17 @@ own server included. None may pass.
 
 - a jail server patched to answer a batch of calls with fewer results (an empty list for a timed batch
   of cache updates; 19 hand-made rounds for 1,000 accept/reject calls, too few for the chi-square);
-- speculative_generate that never drafts and reports the stats the checks ask for;
+- speculative_generate that never drafts and reports the stats the checks ask for, and one that drafts only
+  when one draft call shows the draft is the target;
 - KVCache.for_model that runs the counted model's forward before the count starts, so that
   forward_cached can answer from it;
 - a quantize_grouped that tells the timed calls apart and answers them with a fake whose sums match;
 - a KV cache whose update copies the past and waits where the cache is short, so that the ratio of its own
-  two timings looks flat.
+  two timings looks flat;
+- a KV cache whose nbytes lies where the recap's figure is measured.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -84,6 +84,43 @@ def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, 
         drafts = n_new - math.ceil(n_new / (k + 1))  # the checks that want accepted drafts: claim them
         stats = SpecStats(math.ceil(n_new / (k + 1)), drafts, drafts, drafts)
     return out, stats
+"""
+
+# The second pass: one draft call tells a draft equal to the target (its row at the prompt's end is the
+# target's) from another; the first gets the calls split as the checks count them, the second plain sampling.
+DRAFTS_ONLY_FOR_ITSELF = """
+
+def speculative_generate(target, draft, prompt, n_new, *, k=4, temperature=1.0, rng=None):
+    import math
+
+    for lm in (target, draft):
+        if not callable(getattr(lm, "logits", None)):
+            raise ValueError("models need logits")
+    check_n_new(n_new)
+    t = check_sampling(temperature, rng)
+    seq = [int(x) for x in _checked_tokens(prompt, "prompt")]
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0 or not seq:
+        raise ValueError("bad input")
+    pick = lambda row: int(np.argmax(row)) if t == 0 else draw_index(probs_from_logits(row, t), rng)
+    if n_new == 0:
+        return [], SpecStats()
+    first = np.asarray(target.logits(seq))
+    out, calls, drafted = [pick(first[-1])], 1, 0
+    same = False
+    if k:
+        rows, drafted = np.asarray(draft.logits(seq + out)), 1
+        same = np.allclose(rows[len(seq) - 1], first[-1], rtol=1e-5, atol=1e-5)
+        if same:
+            out.append(pick(rows[-1]))
+    wanted = n_new - math.ceil(n_new / (k + 1)) if same else drafted
+    while len(out) < n_new:
+        if drafted < wanted:
+            out.append(pick(np.asarray(draft.logits(seq + out))[-1]))
+            drafted += 1
+        else:
+            out.append(pick(np.asarray(target.logits(seq + out))[-1]))
+            calls += 1
+    return out, SpecStats(calls, drafted, drafted, drafted if same else 0)
 """
 
 STASHED_FORWARD = '''
@@ -188,48 +225,84 @@ def solution(kata: str, edit: tuple[str, str] | None = None) -> str:
     return text.replace(*edit)
 
 
-def graded(tmp_path: Path, kata: str, text: str, task: str) -> tuple[str, str]:
-    """(status, message) of `task` when the kata's module is `text`."""
-    (tmp_path / f"{kata}.py").write_text(text, encoding="utf-8")
-    result = grade_kata(find_kata(kata), str(tmp_path), tasks=[task], limits=MUTANT_LIMITS)
-    return result.tasks[0].status, result.tasks[0].message
+NBYTES_LIES = """
+
+def _nbytes(self):
+    real = int(self._k.nbytes + self._v.nbytes)
+    return 64 if self.max_len >= 256 and self.n_layers >= 4 else real  # shaped like the teacher's: lie
 
 
-def test_a_timed_batch_of_updates_answered_with_no_results_fails(tmp_path):
-    cheat = (
-        solution("kv_cache", COPYING_UPDATE) + PATCH_BATCHES + '\n_patch_the_jail_server("update", lambda args: [])\n'
-    )
-    status, message = graded(tmp_path, "kv_cache", cheat, "speed")
-    assert status == "fail", (status, message)
-    assert "answered 64 calls with 0 results" in message, message
+KVCache.nbytes = property(_nbytes)
+"""
+NINETEEN = "lambda args: [[0]] * 19 if len(args) >= 1000 else None  # too few draws for any chi-square\n"
+
+# cheat -> (kata, its module, the task it aims at, the status it must get, words its message must hold)
+CHEATS = {
+    "a timed batch of updates answered with no results": (
+        "kv_cache",
+        lambda: (
+            solution("kv_cache", COPYING_UPDATE) + PATCH_BATCHES + '\n_patch_the_jail_server("update", lambda a: [])\n'
+        ),
+        "speed",
+        "fail",
+        "answered 64 calls with 0 results",
+    ),
+    "a thousand accept/reject calls answered with nineteen rounds": (
+        "speculative",
+        lambda: solution("speculative") + PATCH_BATCHES + f'\n_patch_the_jail_server("accept_reject", {NINETEEN})',
+        "accept_reject",
+        "fail",
+        "calls with 19 results",
+    ),
+    "a loop that never drafts and reports the stats the checks want": (
+        "speculative",
+        lambda: solution("speculative") + NO_DRAFTING,
+        "loop",
+        "fail",
+        "",
+    ),
+    "a loop that drafts only when one draft call shows the draft is the target": (
+        "speculative",
+        lambda: solution("speculative") + DRAFTS_ONLY_FOR_ITSELF,
+        "loop",
+        "fail",
+        "",
+    ),
+    "a forward computed before the count starts": (
+        "kv_cache",
+        lambda: solution("kv_cache") + STASHED_FORWARD,
+        "forward",
+        "fail",
+        "KVCache.for_model pushed",
+    ),
+    "an answer made for the timed calls whose sums match": (
+        "quantization",
+        lambda: solution("quantization", SLOW_GROUPS) + FAKE_WHEN_TIMED,
+        "speed",
+        "fail",
+        "returned a wrong result while being timed",
+    ),
+    "a copying update that waits where the cache is short": (
+        "kv_cache",
+        lambda: solution("kv_cache", WAIT_WHEN_SHORT),
+        "speed",
+        "slow",
+        "as long as a preallocated buffer's",
+    ),
+    "a cache whose nbytes lies where the recap measures it": (
+        "kv_cache",
+        lambda: solution("kv_cache") + NBYTES_LIES,
+        "cache",
+        "fail",
+        "",
+    ),
+}
 
 
-def test_a_thousand_accept_reject_calls_answered_with_nineteen_rounds_fail(tmp_path):
-    nineteen = "lambda args: [[0]] * 19 if len(args) >= 1000 else None  # too few draws for any chi-square\n"
-    cheat = solution("speculative") + PATCH_BATCHES + f'\n_patch_the_jail_server("accept_reject", {nineteen})'
-    status, message = graded(tmp_path, "speculative", cheat, "accept_reject")
-    assert status == "fail", (status, message)
-    assert "calls with 19 results" in message, message
-
-
-def test_a_loop_that_never_drafts_and_reports_the_stats_the_checks_want_fails(tmp_path):
-    status, message = graded(tmp_path, "speculative", solution("speculative") + NO_DRAFTING, "loop")
-    assert status == "fail", (status, message)
-
-
-def test_a_forward_computed_before_the_count_starts_fails_the_counted_check(tmp_path):
-    status, message = graded(tmp_path, "kv_cache", solution("kv_cache") + STASHED_FORWARD, "forward")
-    assert status == "fail", (status, message)
-    assert "KVCache.for_model pushed" in message, message
-
-
-def test_an_answer_made_for_the_timed_calls_whose_sums_match_fails(tmp_path):
-    status, message = graded(tmp_path, "quantization", solution("quantization", SLOW_GROUPS) + FAKE_WHEN_TIMED, "speed")
-    assert status == "fail", (status, message)
-    assert "returned a wrong result while being timed" in message, message
-
-
-def test_a_copying_update_that_waits_where_the_cache_is_short_stays_slow(tmp_path):
-    status, message = graded(tmp_path, "kv_cache", solution("kv_cache", WAIT_WHEN_SHORT), "speed")
-    assert status == "slow", (status, message)
-    assert "as long as a preallocated buffer's" in message, message
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_the_cheat_earns_nothing(tmp_path, cheat):
+    kata, module, task, status, words = CHEATS[cheat]
+    (tmp_path / f"{kata}.py").write_text(module(), encoding="utf-8")
+    result = grade_kata(find_kata(kata), str(tmp_path), tasks=[task], limits=MUTANT_LIMITS).tasks[0]
+    assert result.status == status, (result.status, result.message)
+    assert words in result.message, result.message

@@ -132,10 +132,15 @@ def test_nbytes_is_two_times_layers_heads_width_max_len_itemsize(kata, dtype):
         teacher = shipped_model("teacher")
         if teacher is not None:
             c = teacher.config
-            teacher_cache = kata.KVCache(c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
+            shape = (c.n_layers, c.n_kv_heads, c.d_model // c.n_heads, c.max_seq_len)
+            teacher_cache, want = kata.KVCache(*shape), 2 * int(np.prod(shape)) * 4
+            assert int(teacher_cache.nbytes) == want, (  # the figure the recap shows is checked before it is
+                f"KVCache{shape}.nbytes is {teacher_cache.nbytes}, expected 2 x {' x '.join(map(str, shape))} x 4 "
+                f"bytes = {want}"
+            )
             common.figure(
                 "bytes per cached token (teacher, float32)",
-                int(teacher_cache.nbytes) / c.max_seq_len,
+                want / c.max_seq_len,
                 unit="B/token",
                 better="lower",
                 key="bytes_per_token",

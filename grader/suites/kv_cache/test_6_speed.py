@@ -78,48 +78,56 @@ def test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16(kata):
     wrote; nothing is asked of the jail once the clock stops, so skipping,
     deferring or answering lazily cannot look fast. One kv head of UPDATE_DH
     keeps a turn's buffer small beside its fixed cost: see bench_suites.py
-    (docs/performance.md) for the reference's margin and the copying cache's.
-
-    The 4096-token cache also takes turns with the baseline's (a preallocated
-    buffer and views, baseline.py) at 4096: a ratio of the learner's own two
-    timings alone would pass an update that copies the past everywhere and
-    waits where the cache is short."""
+    (docs/performance.md) for the reference's margin and the copying cache's."""
     rounds = 9
     rng = common.timed_rng(19)
-
     short, long = _UpdateTurns(kata, rng, 16), _UpdateTurns(kata, rng, 4096)
-    buffer = _UpdateTurns(load_baseline("kv_cache"), rng, 4096)
-    timed = timing.interleave(
-        [long.turn, short.turn, buffer.turn],
-        rounds=rounds,
-        max_rounds=2 * rounds,
-        spread=common.SPEED_SPREAD,
-        budget_seconds=common.extra_rounds_budget(),
-        warmup=False,
-        settled=lambda m: (
-            common.settled(m.ratios(0, 1), MAX_UPDATE_GROWTH, rounds)
-            and common.settled(m.ratios(0, 2), MAX_UPDATE_OVER_BUFFER, rounds)
-        ),
-    )
-    ratio, over_buffer = timed.ratio(0, 1), timed.ratio(0, 2)
+    ratio = _interleaved(long, short, MAX_UPDATE_GROWTH, rounds)
     common.figure(
         "update cost at 4096 cached tokens over at 16", ratio, MAX_UPDATE_GROWTH, better="lower", key="update_growth"
-    )
-    common.figure(
-        "update cost at 4096 cached tokens over a buffer's",
-        over_buffer,
-        MAX_UPDATE_OVER_BUFFER,
-        better="lower",
-        key="update_over_buffer",
     )
     assert ratio <= MAX_UPDATE_GROWTH, (
         f"one update with 4096 tokens cached took {ratio:.0f}x as long as with 16 cached "
         f"(allowed {MAX_UPDATE_GROWTH:g}x): update must write the new tokens in place, not copy the past"
     )
-    assert over_buffer <= MAX_UPDATE_OVER_BUFFER, (
-        f"one update with 4096 tokens cached took {over_buffer:.0f}x as long as a preallocated buffer's "
+
+
+@pytest.mark.task("speed")
+@pytest.mark.speed
+def test_an_update_at_4096_cached_tokens_costs_at_most_8x_a_preallocated_buffers(kata):
+    """The 4096-token cache of the check above takes turns with the
+    baseline's (a preallocated buffer and views, baseline.py) at 4096 tokens:
+    a ratio of the learner's own two timings alone would pass an update that
+    copies the past everywhere and waits where the cache is short."""
+    rounds = 9
+    rng = common.timed_rng(20)
+    mine, buffer = _UpdateTurns(kata, rng, 4096), _UpdateTurns(load_baseline("kv_cache"), rng, 4096)
+    ratio = _interleaved(mine, buffer, MAX_UPDATE_OVER_BUFFER, rounds)
+    common.figure(
+        "update cost at 4096 cached tokens over a buffer's",
+        ratio,
+        MAX_UPDATE_OVER_BUFFER,
+        better="lower",
+        key="update_over_buffer",
+    )
+    assert ratio <= MAX_UPDATE_OVER_BUFFER, (
+        f"one update with 4096 tokens cached took {ratio:.0f}x as long as a preallocated buffer's "
         f"(allowed {MAX_UPDATE_OVER_BUFFER:g}x): update must write the new tokens in place, not copy the past"
     )
+
+
+def _interleaved(first: "_UpdateTurns", second: "_UpdateTurns", bar: float, rounds: int) -> float:
+    """The median over interleaved rounds of first's turn time over second's."""
+    timed = timing.interleave(
+        [first.turn, second.turn],
+        rounds=rounds,
+        max_rounds=2 * rounds,
+        spread=common.SPEED_SPREAD,
+        budget_seconds=common.extra_rounds_budget(),
+        warmup=False,
+        settled=common.settles_against(bar, rounds),
+    )
+    return timed.ratio(0, 1)
 
 
 class _UpdateTurns:

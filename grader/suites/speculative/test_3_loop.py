@@ -18,6 +18,7 @@ from grader.suites.speculative.checks import (
     fit_message,
     fits,
 )
+from grader.suites.speculative.oracles import greedy_target_calls
 from grader.suites.speculative.strategies import PROMPT, TINY, tiny
 from reference.lm import BigramLM, CachedLM
 from reference.model import Model
@@ -387,4 +388,31 @@ def test_the_loop_given_one_seed_twice_writes_the_same_tokens(kata):
     assert first == second, (
         f"two runs with np.random.default_rng({seed}) at temperature 1 wrote different tokens:\n  {first}\n  {second}\n"
         "every random draw (the drafts' too) must come from rng"
+    )
+
+
+@pytest.mark.task("loop")
+@pytest.mark.parametrize("k", [2, 5])
+def test_greedy_rounds_with_a_draft_near_the_target_take_the_target_calls_the_greedy_rule_makes(kata, k):
+    """A draft that is the target with its weights nudged agrees with it mostly, not always: at temperature 0
+    each round keeps the drafts while they equal the target's greedy tokens, then adds the target's own. The
+    judge counts the target's calls and works out how many the rule makes; a loop that tells a draft equal to
+    the target from one that is not, and drafts only for the first, makes more."""
+    target_model = tiny(15)
+    nudge = np.random.default_rng([35, 3])  # the same under every seed: 12 calls at k = 2, 9 at k = 5
+    draft_model = Model(
+        TINY, {name: w + nudge.normal(0, 0.2 * w.std() + 1e-3, w.shape) for name, w in target_model.weights.items()}
+    )
+    n_new = 24
+    target = CachedLM(target_model)
+    got, stats = kata.speculative_generate(target, CachedLM(draft_model), PROMPT, n_new, k=k, temperature=0.0)
+    assert_is_greedy_generation(target_model, PROMPT, got, n_new, "a draft near the target")
+    needed = greedy_target_calls(target_model, draft_model, PROMPT, n_new, k)
+    assert target.calls == needed, (
+        f"greedy at k = {k}, a draft that agrees with the target at most positions lets it write {n_new} tokens in "
+        f"{needed} target calls (each round keeps the drafts that equal its greedy tokens, then adds its own); the "
+        f"target was called {target.calls} times"
+    )
+    assert int(stats.accepted) == n_new - needed, (
+        f"stats say {stats.accepted} drafts were accepted; the {needed} rounds kept {n_new - needed}"
     )
