@@ -1,5 +1,5 @@
 """Submissions a red-team pass (2026-12-07) wrote to earn points without the work, each graded
-here by the task it aimed at. Each starts from a kata's reference solution or its untouched stub and
+here by the task it aimed at. Each starts from a kata's reference solution and
 adds the cheat, as learner code does: it runs in the jail and may rewrite anything there, the jail's
 own server included. None may pass.
 
