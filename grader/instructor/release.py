@@ -54,7 +54,7 @@ from grader.kata.registry import (
 from grader.kata.stubs import stub_for
 from grader.kata.target import ROOT
 from grader.run import diagnosis
-from grader.suites.common import baseline_path
+from grader.suites.common import HIDDEN_BASELINE, baseline_path
 
 TOP_FILES = (
     "README.md",
@@ -99,6 +99,8 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
         dropped_tests[k.name] |= {test for tests in hidden.get(k.name, {}).values() for test in tests}
     edition = _Edition(out)
     _copy_trees(edition, katas, registry, drop, dropped_tests, hidden)
+    if not held_back:  # a suite's hidden baseline: only hidden checks load it, and it holds an answer
+        edition.remove(f"grader/suites/{k.name}/{HIDDEN_BASELINE}" for k in katas)
     edition.put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
     for k in katas:
         stub = stub_for(k.name)
@@ -178,6 +180,13 @@ class _Edition:
         else:
             shutil.copy2(source, dest)
         self.written.append(dest)
+
+    def remove(self, rels) -> None:
+        """Take back the files `rels` (those written), when what they serve is left out."""
+        for dest in (self.out / rel for rel in rels):
+            if dest in self.written:
+                dest.unlink()
+                self.written.remove(dest)
 
 
 def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests, hidden) -> None:

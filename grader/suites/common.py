@@ -131,6 +131,10 @@ def load_baseline(kata_or_path):
     return jail_client.baseline_module(path if path.suffix == ".py" else baseline_path(kata_or_path))
 
 
+# A suite's baseline that only hidden checks load (its code would answer a task): never in a student edition.
+HIDDEN_BASELINE = "baseline_hidden.py"
+
+
 def baseline_path(kata: str) -> Path:
     """Where kata's speed-check baselines live (the file may not exist)."""
     return Path(__file__).parent / kata / "baseline.py"

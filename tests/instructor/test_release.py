@@ -257,6 +257,7 @@ def test_a_held_back_speed_task_leaves_no_baseline_hint_or_recap_in_the_student_
     suites = out / "grader" / "suites"
     assert not (suites / "kv_cache" / "baseline.py").exists() and not (suites / "moe" / "baseline.py").exists()
     assert not (suites / "quantization" / "baseline.py").exists()  # released, but the checks that load it are hidden
+    assert not list(suites.glob("*/baseline_hidden.py"))  # a working cache: an answer only hidden checks load
     shipped = [p.read_text(encoding="utf-8") for p in (suites / "kv_cache").glob("*.py")]
     assert shipped and not any(held_back.loads_baseline(text) for text in shipped)
     edition = "".join(p.read_text(encoding="utf-8") for p in suites.glob("*/kata.toml"))
@@ -274,5 +275,6 @@ def test_the_grading_edition_keeps_the_baselines_of_held_back_speed_tasks(tmp_pa
     out = tmp_path / "grading"
     release.write_edition(out, held_back=True, registry=registry)
     assert (out / "grader" / "suites" / "kv_cache" / "baseline.py").is_file()
+    assert (out / "grader" / "suites" / "kv_cache" / "baseline_hidden.py").is_file()  # its hidden check's
     speed = (out / "grader" / "suites" / "kv_cache" / "test_6_speed.py").read_text()
     assert "def test_cached_generation_is_at_least_3x_faster" in speed

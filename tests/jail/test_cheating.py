@@ -607,7 +607,10 @@ def test_lazy_stand_ins_for_timed_results_leave_a_copying_cache_slow(graded, run
     tasks = g.tasks("kv_cache")
     assert tasks["speed"]["status"] == "slow", (tasks["speed"]["status"], tasks["speed"]["message"])
     failed = {f["test"].split("[")[0] for f in tasks["speed"]["failures"]}
-    assert failed == {"test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16"}, failed
+    assert failed == {
+        "test_an_update_at_4096_cached_tokens_costs_at_most_4x_one_at_16",
+        "test_an_update_at_4096_cached_tokens_costs_at_most_8x_a_preallocated_buffers",
+    }, failed
 
 
 def test_answers_from_a_local_copy_with_the_counted_rows_pushed_for_show_fail_the_counted_checks(graded):
