@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.kata.registry import suite_modules
+from grader.suites.common import HIDDEN_BASELINE
+
+_FILE_CONSTANTS = {"HIDDEN_BASELINE": HIDDEN_BASELINE}  # grader.suites.common's names of the baseline files
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 Ref = tuple[str, str]  # (module stem, name): a top-level definition of the suite
@@ -115,8 +118,21 @@ def _marked_public(node: ast.FunctionDef) -> bool:
     return any(ast.unparse(d) in ("pytest.mark.public", "mark.public") for d in node.decorator_list)
 
 
-def _calls_baseline(node: ast.AST) -> bool:
-    return any(isinstance(sub, ast.Call) and _called_name(sub) == "load_baseline" for sub in ast.walk(node))
+def _calls_baseline(node: ast.AST, file: str | None = None) -> bool:
+    """Whether node calls load_baseline; with file, a call whose arguments name that file (by its name in a
+    string, or by the constant grader.suites.common holds it in)."""
+    return any(
+        isinstance(sub, ast.Call) and _called_name(sub) == "load_baseline" and (file is None or _names(sub, file))
+        for sub in ast.walk(node)
+    )
+
+
+def _names(call: ast.Call, file: str) -> bool:
+    return any(
+        (isinstance(n, ast.Constant) and n.value == file)
+        or (isinstance(n, ast.Name) and _FILE_CONSTANTS.get(n.id) == file)
+        for n in ast.walk(call)
+    )
 
 
 def _called_name(call: ast.Call) -> str:
@@ -124,9 +140,10 @@ def _called_name(call: ast.Call) -> str:
 
 
 @functools.lru_cache(maxsize=256)  # an edition asks of each shipped module, and a class's editions ship the same
-def loads_baseline(source: str) -> bool:
-    """Whether a module's code calls load_baseline (an import of the name alone does not count)."""
-    return _calls_baseline(ast.parse(source))
+def loads_baseline(source: str, file: str | None = None) -> bool:
+    """Whether a module's code calls load_baseline (an import of the name alone does not count); with
+    file, whether it loads that file (common.HIDDEN_BASELINE, say)."""
+    return _calls_baseline(ast.parse(source), file)
 
 
 def without_functions(source: str, names: set[str]) -> str:

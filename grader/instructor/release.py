@@ -99,8 +99,6 @@ def write_edition(out: Path, *, held_back: bool = False, registry: Path | None =
         dropped_tests[k.name] |= {test for tests in hidden.get(k.name, {}).values() for test in tests}
     edition = _Edition(out)
     _copy_trees(edition, katas, registry, drop, dropped_tests, hidden)
-    if not held_back:  # a suite's hidden baseline: only hidden checks load it, and it holds an answer
-        edition.remove(f"grader/suites/{k.name}/{HIDDEN_BASELINE}" for k in katas)
     edition.put("katas/__init__.py", source=ROOT / "katas" / "__init__.py")
     for k in katas:
         stub = stub_for(k.name)
@@ -181,13 +179,6 @@ class _Edition:
             shutil.copy2(source, dest)
         self.written.append(dest)
 
-    def remove(self, rels) -> None:
-        """Take back the files `rels` (those written), when what they serve is left out."""
-        for dest in (self.out / rel for rel in rels):
-            if dest in self.written:
-                dest.unlink()
-                self.written.remove(dest)
-
 
 def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[str]], dropped_tests, hidden) -> None:
     """TREES into the edition, but for LEFT_OUT and JUNK: each suite's modules
@@ -200,7 +191,9 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
     texts = {k.name: held_back.suite_texts(k.suite, dropped_tests[k.name]) for k in katas}
     suites = {path.resolve(): text for by_path in texts.values() for path, text in by_path.items()}
     shipped = {kata: [t for t in by_path.values() if t is not None] for kata, by_path in texts.items()}
-    baselines = {baseline_path(k.name).resolve(): k for k in katas}
+    # kata's baseline.py, and its hidden one (an answer only hidden checks load): each ships where shipped code loads it
+    baselines = {baseline_path(k.name).resolve(): (k, None) for k in katas}
+    baselines |= {(k.suite / HIDDEN_BASELINE).resolve(): (k, HIDDEN_BASELINE) for k in katas}
     catalogues = {k.suite.resolve(): k.name for k in katas}  # a suite folder -> its kata, whose mistakes.toml it holds
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
@@ -227,8 +220,8 @@ def _copy_trees(edition: _Edition, katas, registry: Path, drop: dict[str, set[st
                     edition.put(rel, registry_text(text, drop, whole_kata_presets(registry, drop)))
             else:
                 edition.put(rel, source=path)
-    for baseline, kata in baselines.items():
-        if baseline.is_file() and any(held_back.loads_baseline(text) for text in shipped[kata.name]):
+    for baseline, (kata, file) in baselines.items():
+        if baseline.is_file() and any(held_back.loads_baseline(text, file) for text in shipped[kata.name]):
             edition.put(baseline.relative_to(ROOT.resolve()).as_posix(), source=baseline)
 
 
