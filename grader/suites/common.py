@@ -317,13 +317,13 @@ def digest(value):
         out = {"shape": list(value.shape), "kind": value.dtype.kind}
         total = float(value.real.sum(dtype=np.float64))
         size = float(np.abs(value, dtype=np.float64).sum()) if value.dtype.kind != "c" else float(np.abs(value).sum())
-        nonfinite = 0
+        nonfinite, clean = 0, value.real
         if not (np.isfinite(total) and np.isfinite(size)):  # only then pay for a pass that finds them
             finite = np.isfinite(value)
             nonfinite = int(value.size - np.count_nonzero(finite))
             clean = np.where(finite, value, 0).real
             total, size = float(clean.sum(dtype=np.float64)), float(np.abs(clean).sum(dtype=np.float64))
-        flat = (np.where(np.isfinite(value), value, 0) if nonfinite else value).real.astype(np.float64).ravel()
+        flat = clean.astype(np.float64).ravel()  # the finite values, for the norm and the projections
         out.update({"sum": total, "abs": size, "nonfinite": nonfinite})
         norm = float(np.sqrt(flat.dot(flat)))
         out.update({"norm": norm, "rms": norm / max(flat.size, 1) ** 0.5, "projections": _projections(flat)})
