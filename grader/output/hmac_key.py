@@ -71,19 +71,34 @@ class KeyStore:
 
     def make(self, path: Path) -> bytes:
         """The key at path, made first (mode 0600, its folder 0700) if there is none; a KeyFileError saying why
-        if the file there cannot be used (an OSError if its folder cannot be made)."""
+        if the file there cannot be used (an OSError if its folder cannot be made).
+
+        A new key is written whole to a file of its own beside path and then linked to path, which fails if a
+        key is there already: a `kata` started at the same moment reads either no key or a whole one, never
+        the empty file that creating path first and writing it second showed it (it then found no key in it,
+        and a grade's passes went unsealed)."""
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except FileExistsError:
-            pass  # made by an earlier use, or by one starting at the same moment
-        else:
-            with os.fdopen(fd, "w", encoding="ascii") as f:
-                f.write(secrets.token_hex(KEY_BYTES) + "\n")
+        if not path.exists():
+            _link_new_key(path)
         key, problem = self.read(path)
         if key is None:
             raise KeyFileError(problem)
         return key
+
+
+def _link_new_key(path: Path) -> None:
+    """A new key at path, unless one got there first (made by one starting at the same moment)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(draft, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secrets.token_hex(KEY_BYTES) + "\n")
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def canonical_json(value) -> str:

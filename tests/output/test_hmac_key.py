@@ -92,3 +92,22 @@ def test_an_interview_key_that_cannot_be_used_is_an_interview_error_saying_so(tm
     path.chmod(0o600)
     with pytest.raises(seal.InterviewError, match=f"cannot seal the interview: {path} does not hold an interview key"):
         seal.make_key(path)
+
+
+def test_a_key_made_at_the_same_moment_as_another_is_read_whole_by_both(tmp_path, monkeypatch):
+    """A second `kata` making the key while the first is writing it (here: while the first draws its bytes)
+    finds no key or a whole one, never a file still empty: both end with the one key that got there first."""
+    store = KeyStore("KATA_TEST_KEY", "test.key", "test key")
+    path = tmp_path / "test.key"
+    draw, theirs = hmac_key.secrets.token_hex, []
+
+    def drawn_while_another_starts(n):
+        if n == hmac_key.KEY_BYTES and not theirs:
+            theirs.append(None)
+            theirs[0] = store.make(path)  # the other process, between this one's start and its write
+        return draw(n)
+
+    monkeypatch.setattr(hmac_key.secrets, "token_hex", drawn_while_another_starts)
+    mine = store.make(path)
+    assert theirs[0] == mine == store.read(path)[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["test.key"]  # no draft left beside it
