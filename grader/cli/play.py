@@ -258,7 +258,7 @@ def play_distill(text, at, target):
     default=5,
     show_default=True,
     type=click.IntRange(min=1, max=100),
-    help="Rounds behind each row's speed, taking turns with the row before; the median is shown.",
+    help="Rounds behind each row's speed, taking turns with the row before; x before is the median of their ratios.",
 )
 def play_stack(prompt, tokens, k, target, rounds):
     """The deployed model the katas end on: the MoE teacher, its weights in
