@@ -367,7 +367,7 @@ def stack(prompt: str, tokens: int, k: int, target: str, rounds: int, *, columns
         draft, whose = table_draft(teacher, target)
     yield Line(f"draft: {whose}")
     yield Line(f"\n{tokens} characters after {prompt!r}, greedy; {blas_line()}")
-    yield Line(f"each row: at least {rounds} rounds taking turns with the row before, x before the median of their ratios\n")
+    yield Line(f"each row: at least {rounds} rounds taking turns with the row before, x before their median ratio\n")
     yield Line(f"{'':<32}{'chars/s':>8}{'x before':>9}{'weights':>12}{'cache':>10}{'MACs/char':>12}  text as float32")
     rows = []
     with _running("the kata code"):

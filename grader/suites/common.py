@@ -333,23 +333,39 @@ def digest(value):
 
 def digests_agree(a, b, rtol: float = 1e-4) -> bool:
     """Whether two digests describe the same result, up to float summation order."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.get("shape") != b.get("shape") or a.get("nonfinite") != b.get("nonfinite"):
-            return False
-        if (str(a.get("kind")) in "biu") != (str(b.get("kind")) in "biu"):
-            return False
-        scale = max(float(b.get("abs", 0)), 1.0)
-        return (
-            all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs", "norm", "rms"))
-            and abs(a["sum"] - b["sum"]) <= rtol * scale
-            and abs(a["abs"] - b["abs"]) <= rtol * scale
-            and _projections_agree(
-                a.get("projections"), b["projections"], rtol * max(b["norm"], 1.0) + PROJECTION_SLACK * b["rms"]
-            )
-        )
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(digests_agree(x, y, rtol) for x, y in zip(a, b))
-    return b is None or a == b
+    return not digest_difference(a, b, rtol)
+
+
+def digest_difference(got, want, rtol: float = 1e-4) -> str:
+    """What differs between the digest of a result (got) and of the expected one (want), in a few words
+    naming the first difference found; "" when they describe the same result, up to float summation order."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        return _array_difference(got, want, rtol)
+    if isinstance(got, list) and isinstance(want, list):
+        if len(got) != len(want):
+            return f"{len(got)} results where {len(want)} were expected"
+        return next((d for d in (digest_difference(x, y, rtol) for x, y in zip(got, want)) if d), "")
+    return "" if want is None or got == want else "a result of another kind than the expected one"
+
+
+def _array_difference(a: dict, b: dict, rtol: float) -> str:
+    """digest_difference of two arrays' digests."""
+    if a.get("shape") != b.get("shape"):
+        return f"an array of shape {a.get('shape')} where shape {b.get('shape')} was expected"
+    if a.get("nonfinite") != b.get("nonfinite"):
+        n, values = a.get("nonfinite"), "value" if a.get("nonfinite") == 1 else "values"
+        return f"{n} NaN or infinite {values} where the expected result has {b.get('nonfinite')}"
+    if (str(a.get("kind")) in "biu") != (str(b.get("kind")) in "biu"):
+        return f"an array of dtype kind {a.get('kind')!r} where kind {b.get('kind')!r} was expected"
+    if not all(type(x.get(k)) is float for x in (a, b) for k in ("sum", "abs", "norm", "rms")):
+        return "a result that could not be summed"
+    scale = max(float(b.get("abs", 0)), 1.0)
+    if abs(a["sum"] - b["sum"]) > rtol * scale or abs(a["abs"] - b["abs"]) > rtol * scale:
+        return "values whose sums differ from the expected result's"
+    allowed = rtol * max(b["norm"], 1.0) + PROJECTION_SLACK * b["rms"]
+    if not _projections_agree(a.get("projections"), b["projections"], allowed):
+        return "values whose sums match the expected result's but which differ from it"
+    return ""
 
 
 def _projections_agree(got, want: list[float], allowed: float) -> bool:
@@ -362,10 +378,11 @@ def _projections_agree(got, want: list[float], allowed: float) -> bool:
 
 
 def _right_while_timed(what: str, got: list, want: list) -> None:
-    if not digests_agree(got, want, DIGEST_RTOL):
+    difference = digest_difference(got, want, DIGEST_RTOL)
+    if difference:
         raise WrongWhileTimed(
-            f"{what} returned a wrong result while being timed (its sums differ from the "
-            "expected ones on the same input): a fast wrong answer is not fast"
+            f"{what} returned a wrong result while being timed: {difference}, on the same input "
+            "(a fast wrong answer is not fast)"
         )
 
 

@@ -156,6 +156,23 @@ def test_digests_agree_up_to_float_order_and_tell_wrong_results_apart():
     assert not common.digests_agree(common.digest(x[:, :31]), common.digest(x))
 
 
+def test_a_wrong_timed_result_is_told_by_what_differs_first():
+    """The words a WrongWhileTimed says after "returned a wrong result while being timed:"."""
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    said = {
+        "an array of shape [4, 7] where shape [4, 8] was expected": (x[:, :7], x),
+        "1 NaN or infinite value where the expected result has 0": (np.where(x == x[0, 0], np.nan, x), x),
+        "2 NaN or infinite values where the expected result has 0": (np.where(x >= np.sort(x, None)[-2], np.inf, x), x),
+        "an array of dtype kind 'f' where kind 'i' was expected": (x.round(), x.round().astype(np.int64)),
+        "values whose sums differ from the expected result's": (x + 1, x),
+        "1 results where 2 were expected": ([x], [x, x]),
+        "a result of another kind than the expected one": (None, 4),
+        "": ([x.copy(), 3], [x, 3]),
+    }
+    for words, (got, want) in said.items():
+        assert common.digest_difference(common.digest(got), common.digest(want)) == words
+
+
 def test_digests_tell_apart_a_result_whose_errors_cancel_in_its_sums_but_not_a_few_roundings_the_other_way(
     monkeypatch,
 ):
@@ -175,6 +192,8 @@ def test_digests_tell_apart_a_result_whose_errors_cancel_in_its_sums_but_not_a_f
         abs(int(fake.sum(dtype=np.int64)) - int(codes.sum(dtype=np.int64))) <= common.DIGEST_RTOL * np.abs(codes).sum()
     )
     assert not common.digests_agree(common.digest([fake, scales]), right, common.DIGEST_RTOL)
+    said = common.digest_difference(common.digest([fake, scales]), right, common.DIGEST_RTOL)
+    assert said == "values whose sums match the expected result's but which differ from it"
     flipped = codes.copy()
     flipped.flat[gen.choice(codes.size, 3, replace=False)] += 1  # three ties rounded up instead of down
     assert common.digests_agree(common.digest([flipped, scales]), right, common.DIGEST_RTOL)

@@ -11,7 +11,7 @@
     view = { body: el("tbody", {}), end: el("div", {}), drawn: 0, run };
     const head = ["way of serving the teacher", "chars/s", "\u00d7 before", "weights", "cache", "MACs/char", "text as float32"];
     stage.replaceChildren(
-      el("p", { class: "status", text: `${o.n} characters after ${JSON.stringify(o.prompt)}, greedy; each row: at least ${o.rounds} rounds taking turns with the row before, x before the median of their ratios. ${run.blas || ""}` }),
+      el("p", { class: "status", text: `${o.n} characters after ${JSON.stringify(o.prompt)}, greedy; each row: at least ${o.rounds} rounds taking turns with the row before, x before their median ratio. ${run.blas || ""}` }),
       el("table", { class: "stack" }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col", text: h })))), view.body),
       view.end);
     pending();
