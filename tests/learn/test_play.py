@@ -28,7 +28,7 @@ from grader.learn import play_jails, play_screens, play_stack, table_draft, vouc
 from grader.learn import progress as state
 from grader.run.results import GradeResult, KataResult, TaskResult
 from reference.lm import generate, shipped_model
-from reference.model import rms_norm, softmax, top_k_route
+from reference.model import Config, Model, rms_norm, softmax, top_k_route
 from reference.ngram import NGramLM
 from reference.sampling import generate_naive
 from reference.tokenizer import decode, encode
@@ -498,6 +498,20 @@ def test_each_x_before_of_the_stack_is_its_chars_per_second_over_the_row_befores
         shown = float(line[32:].split()[1].rstrip("x"))
         low, high = (now - 0.5) / (before + 0.5), (now + 0.5) / max(before - 0.5, 1e-9)
         assert low - 0.005 <= shown <= high + 0.005, f"{line.strip()}: {shown}x after {before:.0f} chars/s"
+
+
+def test_each_x_before_is_the_median_of_the_rounds_ratios_with_the_row_before(monkeypatch):
+    """A row's speed-up comes from the rounds it took turns with the row before, ratio by ratio, and its
+    seconds are the row before's over it: not the row before's median from its own, earlier pairing over
+    this row's median (here 1.0 / 0.25 = 4x where the rounds' ratios, 2, 5 and 8, say 5x)."""
+    model = Model.random(Config(vocab_size=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8), seed=0)
+    ways = [play_stack._Way(name, [model], lambda: [1, 2], 100, 0, 32) for name in ("slow", "fast")]
+    monkeypatch.setattr(play_stack, "_ways", lambda *args: iter(ways))
+    rounds = iter([[[1.0, 1.0, 1.0]], [[0.5, 0.2, 0.25], [1.0, 1.0, 2.0]]])  # seconds[run][round]: this row, before
+    monkeypatch.setattr(play_stack.timing, "interleave", lambda runs, **kw: play_stack.timing.Rounds(next(rounds)))
+    first, second = play_stack.stack(model, None, [1], 2, 2, {})
+    assert (first.seconds, first.speedup) == (1.0, None)
+    assert second.speedup == 5.0 and second.seconds == pytest.approx(0.2)
 
 
 def test_play_stack_runs_the_learners_quantize_model(cli, tmp_path):
