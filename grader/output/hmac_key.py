@@ -87,18 +87,31 @@ class KeyStore:
 
 
 def _link_new_key(path: Path) -> None:
-    """A new key at path, unless one got there first (made by one starting at the same moment)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    """A new key at path, unless one got there first (made by one starting at the same moment). Where the
+    filesystem makes no hard links, the key is written in place instead (as the key of a kata before this was)."""
+    text = secrets.token_hex(KEY_BYTES) + "\n"
     draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    fd = os.open(draft, flags, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(secrets.token_hex(KEY_BYTES) + "\n")
+        _write_new(draft, text)
         os.link(draft, path)
     except FileExistsError:
         pass
+    except OSError:
+        _write_new(path, text, exist_ok=True)
     finally:
         draft.unlink(missing_ok=True)
+
+
+def _write_new(path: Path, text: str, exist_ok: bool = False) -> None:
+    """text in a new file at path, mode 0600, never through a link; nothing if exist_ok and a file is there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        if exist_ok:
+            return
+        raise
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(text)
 
 
 def canonical_json(value) -> str:

@@ -111,3 +111,13 @@ def test_a_key_made_at_the_same_moment_as_another_is_read_whole_by_both(tmp_path
     mine = store.make(path)
     assert theirs[0] == mine == store.read(path)[0]
     assert [p.name for p in tmp_path.iterdir()] == ["test.key"]  # no draft left beside it
+
+
+def test_a_key_is_made_where_the_filesystem_makes_no_hard_links(tmp_path, monkeypatch):
+    def no_links(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(hmac_key.os, "link", no_links)
+    store = KeyStore("KATA_TEST_KEY", "test.key", "test key")
+    key = store.make(tmp_path / "test.key")
+    assert store.read(tmp_path / "test.key") == (key, "") and [p.name for p in tmp_path.iterdir()] == ["test.key"]
