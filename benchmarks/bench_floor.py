@@ -7,7 +7,8 @@ The bare step is one function with nothing but the math: no argument
 checks, no work counters, no calls of the model's pieces. Each RMSNorm gain
 is folded into the weights after it, the keys and values go into one
 preallocated array, q|k|v and each expert's gate|up are one matmul each, and
-the router runs in Python. It is checked against forward_cached (the same
+the router runs in Python; every weight lies on a 64-byte boundary, as the
+model's do (reference/aligned.py). It is checked against forward_cached (the same
 logits up to float32 rounding). The two take turns (grader.measure.timing.interleave),
 in rounds of STEPS decode steps at position PREFIX; the figure is the
 median round. Printed: microseconds per step of each for both models, and
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from grader.measure import timing  # noqa: E402
 from grader.measure.bench import bench_parser, load_kata, run_main, shipped_or_random  # noqa: E402
+from reference.aligned import aligned  # noqa: E402
 from reference.lm import verify_work  # noqa: E402
 from reference.model import Model, rope_cache  # noqa: E402
 
@@ -56,27 +58,27 @@ class BareStep:
         c, w = model.config, model.weights
         self.c = c
         self.cos2, self.sin2 = rope_cache(c.max_seq_len, c.head_dim, c.rope_theta)
-        folded = lambda gain, *ws: (gain[:, None] * np.concatenate(ws, axis=-1)).astype(np.float32)  # noqa: E731
+        folded = lambda gain, *ws: aligned(gain[:, None] * np.concatenate(ws, axis=-1))  # noqa: E731
         self.layers = []
         for i in range(c.n_layers):
             p = f"layers.{i}."
             mlp_norm = w[p + "mlp_norm"]
             layer = {
                 "qkv": folded(w[p + "attn_norm"], w[p + "wq"], w[p + "wk"], w[p + "wv"]),
-                "wo": w[p + "wo"],
+                "wo": aligned(w[p + "wo"]),
             }
             if c.is_moe:
                 layer["router"] = folded(mlp_norm, w[p + "router"])
                 layer["gate_up"] = [folded(mlp_norm, w[p + "w_gate"][e], w[p + "w_up"][e]) for e in range(c.n_experts)]
-                layer["down"] = [w[p + "w_down"][e] for e in range(c.n_experts)]
+                layer["down"] = [aligned(w[p + "w_down"][e]) for e in range(c.n_experts)]
             else:
                 layer["gate_up"] = folded(mlp_norm, w[p + "w_gate"], w[p + "w_up"])
-                layer["down"] = w[p + "w_down"]
+                layer["down"] = aligned(w[p + "w_down"])
             self.layers.append(layer)
         self.out = folded(w["norm"], w["out"])
-        self.emb = w["tok_emb"]
+        self.emb = aligned(w["tok_emb"])
         shape = (c.n_layers, c.n_kv_heads, c.max_seq_len, c.head_dim)
-        self.keys, self.values = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        self.keys, self.values = aligned(np.zeros(shape)), aligned(np.zeros(shape))
 
     def _unit_rms(self, x: np.ndarray) -> np.ndarray:
         return x * (1.0 / math.sqrt(float(x.dot(x)) / x.size + self.c.norm_eps))

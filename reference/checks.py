@@ -240,7 +240,7 @@ def checked_weights(config, weights: dict[str, np.ndarray]) -> dict[str, np.ndar
             raise ValueError(f"weight {name!r} has shape {w.shape}, the config needs {shape}")
         if not np.issubdtype(w.dtype, np.floating):
             raise ValueError(f"weight {name!r} must be floating point, got {w.dtype}")
-        w = w.astype(np.float32)
+        w = w.astype(np.float32, copy=False)  # the model keeps a copy of its own (reference.aligned)
         if not np.all(np.isfinite(w)):
             raise ValueError(f"weight {name!r} holds NaN or inf")
         out[name] = w

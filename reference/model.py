@@ -87,6 +87,7 @@ from typing import Iterator
 import numpy as np
 
 from reference import checks
+from reference.aligned import aligned
 from reference.work import Work
 
 # Up to this many tokens (a verify step of k <= 8 guesses: k + 1), qkv and an MoE mlp take their few-token fast paths.
@@ -244,7 +245,7 @@ class Model:
 
     def __init__(self, config: Config, weights: dict[str, np.ndarray]):
         self.config = config
-        self.weights = checks.checked_weights(config, weights)  # float32 copies of the config's shapes
+        self.weights = {n: aligned(w) for n, w in checks.checked_weights(config, weights).items()}  # float32 copies
         self._counters: list[Work] = []  # the Work of each count_work block open on this model
         self._joined: dict[tuple[str, ...], tuple[np.ndarray, list[np.ndarray]]] = {}  # see _join
         self._rope = rope_cache(config.max_seq_len, config.head_dim, config.rope_theta)  # cos2, sin2
@@ -322,7 +323,7 @@ class Model:
         their last axis, each weight a view of its columns, so that one matmul
         does the work of two or three (the fast paths). A weight
         edited in place edits the joined array; one replaced leaves it (_joined_weights)."""
-        joined = np.concatenate([self.weights[name] for name in names], axis=-1)
+        joined = aligned(np.concatenate([self.weights[name] for name in names], axis=-1))
         views, start = [], 0
         for name in names:
             width = self.weights[name].shape[-1]

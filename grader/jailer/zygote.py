@@ -78,6 +78,7 @@ RUNTIME_FILES = (
     "grader/wire/views.py",
     "grader/wire/prefork.py",
     "reference/__init__.py",
+    "reference/aligned.py",
     "reference/checks.py",
     "reference/model.py",
     "reference/work.py",

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reference.aligned import ALIGN, aligned
 from reference.model import Config, Model, Work, apply_rope, rope_cache, rope_tables, rotate_halves, top_k_route
 from reference.solutions import quantization
 from reference.solutions.kv_cache import KVCache, forward_cached
@@ -839,3 +840,27 @@ def test_a_float16_width_counts_as_the_same_width_in_float64():
     with model.count_work() as work:
         model.forward(random_tokens(BLOCKED, 5, seed=36))
     assert work.weight_bytes_at(np.float16(8.5)) == work.weight_bytes_at(8.5)  # the float16 product overflowed to inf
+
+
+@pytest.mark.parametrize("config", [DENSE, MOE], ids=["dense", "moe"])
+def test_every_weight_the_model_keeps_whole_and_every_array_it_joins_others_into_lies_on_a_64_byte_boundary(config):
+    """A weight 16 bytes off a cache line makes BLAS's products slower (benchmarks/bench_alignment.py); the
+    model keeps copies of its own, each aligned, whatever the caller's arrays were."""
+    given = Model.random(config, seed=3).weights
+    off = {name: aligned(w, 16) for name, w in given.items()}  # the caller's: 16 bytes off, as NumPy may place them
+    model = Model(config, off)
+    joined = {name: array for names, (array, _) in model._joined.items() for name in names}  # name -> its array
+    assert all(w.ctypes.data % ALIGN == 0 for name, w in model.weights.items() if name not in joined)
+    assert all(array.ctypes.data % ALIGN == 0 for array in joined.values()) and len(joined) == 5 * config.n_layers
+    assert all(
+        np.array_equal(model.weights[name], w) and not np.shares_memory(model.weights[name], w)
+        for name, w in off.items()
+    )
+
+
+def test_aligned_copies_the_values_as_float32_the_given_bytes_past_a_boundary():
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    for offset in (0, 16, 32):
+        y = aligned(x, offset)
+        assert y.dtype == np.float32 and y.shape == x.shape and np.array_equal(y, x) and y.flags.c_contiguous
+        assert y.ctypes.data % ALIGN == offset and not np.shares_memory(y, x)
