@@ -864,3 +864,9 @@ def test_aligned_copies_the_values_as_float32_the_given_bytes_past_a_boundary():
         y = aligned(x, offset)
         assert y.dtype == np.float32 and y.shape == x.shape and np.array_equal(y, x) and y.flags.c_contiguous
         assert y.ctypes.data % ALIGN == offset and not np.shares_memory(y, x)
+
+
+@pytest.mark.parametrize("offset", [-4, 2, 64, 4.0, True])
+def test_aligned_refuses_an_offset_that_is_not_a_whole_float32_inside_a_boundary(offset):
+    with pytest.raises(ValueError, match=r"offset must be a multiple of 4 bytes in \[0, 64\)"):
+        aligned(np.zeros(3), offset)
