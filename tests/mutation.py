@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.kata.registry import SUITES_DIR, find_kata, tomllib  # tomllib, or tomli on Python 3.10
+from grader.kata.registry import SUITES_DIR, find_kata, suite_tasks, tomllib  # tomllib, or tomli on Python 3.10
 from grader.kata.target import SOLUTIONS_DIR
 from grader.run import diagnosis
 from grader.run.diagnosis import Mistake, Sign
@@ -292,11 +292,32 @@ grader/suites/{kata}/mutants.toml that name a looks_like, with every check of th
 seeds {seeds}. Do not edit: change the mutants' looks_like and why, and write it again."""
 
 
+def task_checks(kata: str) -> dict[str, list[str]]:
+    """Each task of kata's suite -> the names of its checks, sorted: what a catalogue was written against."""
+    out: dict[str, list[str]] = {}
+    for check, tasks in suite_tasks(Path(find_kata(kata).suite)).items():
+        for task in tasks:
+            out.setdefault(task, []).append(check)
+    return {task: sorted(checks) for task, checks in sorted(out.items())}
+
+
+def written_against(path: Path) -> dict[str, list[str]]:
+    """The [checks] table of a mistakes.toml (task -> its checks when it was written); {} for a file without one."""
+    with open(path, "rb") as f:
+        return tomllib.load(f).get("checks", {})
+
+
 def write_catalogue(kata: str, mistakes: tuple[Mistake, ...]) -> Path:
-    """Write kata's catalogue of mistakes, grader/suites/<kata>/mistakes.toml; returns its path."""
+    """Write kata's catalogue of mistakes, grader/suites/<kata>/mistakes.toml, and after it the checks of each
+    task it was written against (a [checks] table, which the grader does not read: a check added since
+    leaves signatures the catalogue never saw, and the project's tests say so); returns its path."""
     header = CATALOGUE_HEADER.format(kata=kata, seeds=", ".join(map(str, SEEDS)))
     path = Path(find_kata(kata).suite) / diagnosis.CATALOGUE
-    path.write_text(diagnosis.catalogue_text(mistakes, header), encoding="utf-8")
+    table = ["", "[checks]"]  # no comment: an edition's catalogue keeps every comment line as its header
+    for task, checks in task_checks(kata).items():
+        names = ", ".join('"' + check + '"' for check in checks)  # test function names: nothing to escape
+        table.append(f"{task} = [{names}]")
+    path.write_text(diagnosis.catalogue_text(mistakes, header) + "\n".join(table) + "\n", encoding="utf-8")
     return path
 
 
