@@ -77,6 +77,18 @@ def test_each_catalogue_holds_the_diagnoses_its_mutants_name_now(kata: str):
 
 
 @pytest.mark.parametrize("kata", WITH_CATALOGUE)
+def test_each_fresh_mistake_names_a_mistake_its_catalogue_holds(kata: str):
+    # One that names no catalogued mistake can never get its diagnosis: the slow test would count it as missed.
+    held = {(m.task, m.name) for m in diagnosis.catalogue(find_kata(kata))}
+    unknown = [
+        f"{m.name!r}: {m.task}: {m.looks_like!r}" for m in load_fresh(kata) if (m.task, m.looks_like) not in held
+    ]
+    assert not unknown, f"tests/mutants/fresh/{kata}.toml names mistakes {kata}'s catalogue lacks:\n" + "\n".join(
+        unknown
+    )
+
+
+@pytest.mark.parametrize("kata", WITH_CATALOGUE)
 def test_each_catalogue_was_written_against_the_checks_its_tasks_have_now(kata: str):
     # A check added to a task after its catalogue was written also fails on that task's mutants, and a
     # mistake whose signature lacks it is diagnosed no more: only grading shows that (the thorough test
