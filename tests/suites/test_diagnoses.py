@@ -5,7 +5,9 @@ mistakes written otherwise (tests/mutants/fresh/KATA.toml) in most cases.
 
 The catalogue must be the one its mutants and suite make now: a quick test
 fails when it names a check its task no longer has, or a mutant that is gone
-or now names another diagnosis. The slow test grades every fresh mistake
+or now names another diagnosis, when it was written against other checks than
+its tasks have now (its [checks] table), and when a fresh mistake names a
+diagnosis it lacks. The slow test grades every fresh mistake
 with every check of its task, and the thorough one (`-m thorough`, three
 minutes: out of CI's ten) every catalogued mutant, as the writer did under
 three seeds before it wrote the catalogue; the quick run
