@@ -59,7 +59,7 @@ def measure(
         results = grade_batch(find_kata(kata), gradings, seed=seed, limits=MUTANT_LIMITS, fail_fast=True)
         for m, result in zip(graded, results):
             (missed if result.tasks[0].status in (Status.PASS, Status.SUBMIT) else caught).append(m.name)
-    return Share(kata, tuple(caught), tuple(missed))
+    return Share(kata, tuple(caught), tuple(missed), dict(public))
 
 
 def measure_all(folder: Path, katas: list[str] | None = None) -> dict[str, Share]:

@@ -7,13 +7,13 @@ works, rather than only the hidden checks graded on submission. Grading every mu
 minutes, too long for each release, so the figures are a committed measurement,
 public_share.json beside this module: `python tests/public_share.py --write` writes it, and
 tests/instructor/test_public_share.py grades every mutant again and fails while the file says
-anything else.
+anything else (quickly, when the public checks it records as graded with are not the edition's now).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.output.files import write_json
@@ -27,6 +27,9 @@ class Share:
     kata: str
     caught: tuple[str, ...]  # the mutants (by name) a public check of the edition catches
     missed: tuple[str, ...]  # those only a hidden check catches (on submission)
+    # The public checks of each released task the mutants were graded with: a check added, dropped or hidden since
+    # changes what they catch, and the project's tests compare this with the edition's checks now.
+    checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -47,12 +50,23 @@ def read_shares(path: Path = MEASUREMENT) -> dict[str, Share]:
     if not path.is_file():
         return {}
     data = json.loads(path.read_text(encoding="utf-8"))
-    return {k: Share(k, tuple(v["caught"]), tuple(v["missed"])) for k, v in data["katas"].items()}
+    return {
+        k: Share(k, tuple(v["caught"]), tuple(v["missed"]), {t: tuple(c) for t, c in v.get("checks", {}).items()})
+        for k, v in data["katas"].items()
+    }
 
 
 def write_shares(shares: list[Share], path: Path = MEASUREMENT) -> Path:
-    """Write the measurement: each kata's caught and missed mutants, by name, sorted."""
-    katas = {s.kata: {"caught": sorted(s.caught), "missed": sorted(s.missed)} for s in shares}
+    """Write the measurement: each kata's caught and missed mutants, by name, sorted, and the public checks of
+    each task they were graded with."""
+    katas = {
+        s.kata: {
+            "caught": sorted(s.caught),
+            "missed": sorted(s.missed),
+            "checks": {t: list(c) for t, c in s.checks.items()},
+        }
+        for s in shares
+    }
     return write_json(path, {"version": 1, "katas": katas})
 
 

@@ -5,8 +5,9 @@ tests/suites/test_mutants.py) are graded with the checks the edition ships for t
 
 The thorough test grades every mutant (minutes: `python -m pytest -m thorough`) and holds the
 committed measurement that `kata release` prints, grader/instructor/public_share.json, to what it
-finds; a quick test checks that the measurement names every catalogued mistake and no other, so a
-mutant added without measuring again fails at once (`python tests/public_share.py --write`). The
+finds; quick tests check that the measurement names every catalogued mistake and no other, and that
+it was made with the public checks the edition ships now, so a mutant or a check added without measuring
+again fails at once (`python tests/public_share.py --write`). The
 three mistakes a student edition once passed are graded in the quick run.
 """
 
@@ -58,6 +59,19 @@ def test_the_measurement_names_every_catalogued_mistake_of_a_released_task_and_n
             f"{kata}: the measurement lacks {sorted(catalogue - measured)} and names {sorted(measured - catalogue)}; "
             + AGAIN
         )
+
+
+def test_the_measurement_was_made_with_the_public_checks_the_edition_ships_now(edition):
+    # A public check added, dropped or hidden since changes what the edition catches; only the thorough test
+    # grades that again, so the measurement records the checks it graded with and this quick test compares them.
+    now, shares = edition_checks(edition), read_shares()
+    changed = [
+        f"{kata}:{task}: {sorted(set(then.get(task, ())) ^ set(now[kata].get(task, ())))}"
+        for kata, then in ((kata, share.checks) for kata, share in shares.items())
+        for task in sorted(set(then) | set(now.get(kata, {})))
+        if tuple(then.get(task, ())) != tuple(now.get(kata, {}).get(task, ()))
+    ]
+    assert not changed, "checks added or gone since the measurement: " + "; ".join(changed) + "; " + AGAIN
 
 
 @pytest.mark.parametrize("kata", KATAS)
