@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.kata.registry import SUITES_DIR, find_kata, suite_tasks, tomllib  # tomllib, or tomli on Python 3.10
+from grader.kata.registry import SUITES_DIR, find_kata, tomllib  # tomllib, or tomli on Python 3.10
 from grader.kata.target import SOLUTIONS_DIR
 from grader.run import diagnosis
 from grader.run.diagnosis import Mistake, Sign
@@ -293,12 +293,19 @@ seeds {seeds}. Do not edit: change the mutants' looks_like and why, and write it
 
 
 def task_checks(kata: str) -> dict[str, list[str]]:
-    """Each task of kata's suite -> the names of its checks, sorted: what a catalogue was written against."""
-    out: dict[str, list[str]] = {}
-    for check, tasks in suite_tasks(Path(find_kata(kata).suite)).items():
-        for task in tasks:
-            out.setdefault(task, []).append(check)
-    return {task: sorted(checks) for task, checks in sorted(out.items())}
+    """Each task of kata -> the names of its checks, sorted: what a catalogue was written against."""
+    return {task.name: sorted(task.tests) for task in sorted(find_kata(kata).tasks, key=lambda t: t.name)}
+
+
+def changed_checks(then: dict, now: dict) -> list[str]:
+    """Each task whose checks differ between two tables of task -> its checks (a measurement's, and the
+    suite's now), with the checks added and those gone."""
+    return [
+        f"{task}: {sorted(set(now.get(task, ())) - set(then.get(task, ())))} added, "
+        f"{sorted(set(then.get(task, ())) - set(now.get(task, ())))} gone"
+        for task in sorted(set(now) | set(then))
+        if sorted(now.get(task, ())) != sorted(then.get(task, ()))
+    ]
 
 
 def written_against(path: Path) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ from grader.instructor import public_share, release
 from grader.instructor.public_share import BAR, Share, read_shares, share_lines
 from grader.kata.registry import load_registry
 
-from mutation import load_mutants
+from mutation import changed_checks, load_mutants
 
 KATAS = [k.name for k in load_registry()]
 AGAIN = "measure again: python tests/public_share.py --write"
@@ -64,12 +64,11 @@ def test_the_measurement_names_every_catalogued_mistake_of_a_released_task_and_n
 def test_the_measurement_was_made_with_the_public_checks_the_edition_ships_now(edition):
     # A public check added, dropped or hidden since changes what the edition catches; only the thorough test
     # grades that again, so the measurement records the checks it graded with and this quick test compares them.
-    now, shares = edition_checks(edition), read_shares()
+    now = edition_checks(edition)
     changed = [
-        f"{kata}:{task}: {sorted(set(then.get(task, ())) ^ set(now[kata].get(task, ())))}"
-        for kata, then in ((kata, share.checks) for kata, share in shares.items())
-        for task in sorted(set(then) | set(now.get(kata, {})))
-        if tuple(then.get(task, ())) != tuple(now.get(kata, {}).get(task, ()))
+        f"{kata}:{line}"
+        for kata, share in read_shares().items()
+        for line in changed_checks(share.checks, now.get(kata, {}))
     ]
     assert not changed, "checks added or gone since the measurement: " + "; ".join(changed) + "; " + AGAIN
 

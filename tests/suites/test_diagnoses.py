@@ -27,7 +27,7 @@ from grader.kata.registry import find_kata, load_registry, suite_tasks
 from grader.output import report
 from grader.run import diagnosis
 
-from mutation import grade_mutants, load_fresh, load_mutants, task_checks, written_against
+from mutation import changed_checks, grade_mutants, load_fresh, load_mutants, task_checks, written_against
 
 KATAS = [k.name for k in load_registry()]
 WITH_CATALOGUE = [k for k in KATAS if diagnosis.catalogue(find_kata(k))]
@@ -95,14 +95,7 @@ def test_each_catalogue_was_written_against_the_checks_its_tasks_have_now(kata: 
     # A check added to a task after its catalogue was written also fails on that task's mutants, and a
     # mistake whose signature lacks it is diagnosed no more: only grading shows that (the thorough test
     # below), so the catalogue records the checks it saw and this quick test compares them.
-    then = written_against(find_kata(kata).suite / diagnosis.CATALOGUE)
-    now = task_checks(kata)
-    changed = [
-        f"{task}: {sorted(set(now.get(task, ())) - set(then.get(task, ())))} added, "
-        f"{sorted(set(then.get(task, ())) - set(now.get(task, ())))} gone"
-        for task in sorted(set(now) | set(then))
-        if now.get(task) != then.get(task)
-    ]
+    changed = changed_checks(written_against(find_kata(kata).suite / diagnosis.CATALOGUE), task_checks(kata))
     assert not changed, (
         f"{kata}'s mistakes.toml was written against other checks (python tests/mutation.py {kata} --signatures "
         "--write):\n" + "\n".join(changed)
