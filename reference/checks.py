@@ -130,15 +130,22 @@ def checked_stream(config, x) -> np.ndarray:
 
 
 def _all_in_range(arr: np.ndarray, bound: int) -> bool:
-    """Whether every value of the integer array arr lies in [0, bound): one
-    comparison of arr viewed as unsigned (a negative value wraps to a huge
+    """Whether every value of the integer array arr lies in [0, bound): the
+    highest value of arr viewed as unsigned (a negative value wraps to a huge
     one), cheaper than a min and a max; one element without an array operation."""
-    if arr.size == 1:
-        return 0 <= arr.item() < bound
+    if arr.size <= 1:  # no values (a piece given no rows), or one
+        return not arr.size or 0 <= arr.item() < bound
     unsigned = _UNSIGNED.get(arr.dtype)
     if unsigned is None:  # a byte order not the machine's: a min and a max
         return 0 <= arr.min() and arr.max() < bound
-    return not np.count_nonzero(arr.view(unsigned) >= bound)
+    return _highest(arr.view(unsigned)) < bound
+
+
+def _highest(arr: np.ndarray) -> int:
+    """The highest value of a non-empty array, as a Python number: argmax is a
+    plain method, several times cheaper than the ufunc reduction behind .max()
+    at a decode step's sizes (0.15 against 0.9 us for 129 values)."""
+    return arr.item(arr.argmax())
 
 
 def _span(arr: np.ndarray) -> tuple[int, int]:
@@ -150,7 +157,7 @@ def _span(arr: np.ndarray) -> tuple[int, int]:
     if arr.size <= FEW_VALUES:
         values = arr.tolist()
         return min(values), max(values)
-    return int(arr.min()), int(arr.max())
+    return arr.item(arr.argmin()), _highest(arr)
 
 
 def _checked_positions(config, positions, T: int, what: str) -> tuple[np.ndarray, int, int]:
@@ -203,8 +210,8 @@ def checked_attend_inputs(config, layer, q, k, v, q_positions, k_positions) -> t
     unsigned = _UNSIGNED.get(kpos.dtype)
     if Tq and Tk and kpos.shape == (Tk,) and unsigned is not None:
         # Every key in [0, q_hi] (a decode or verify step's keys: the cache, then the new tokens) is valid.
-        # One comparison, negative positions wrapping to huge ones, instead of a min and a max.
-        if not np.count_nonzero(kpos.view(unsigned) > q_hi):
+        # One highest value, negative positions wrapping to huge ones, instead of a min and a max.
+        if _highest(kpos.view(unsigned)) <= q_hi:
             if Tq == 1:  # none later than the one query
                 return layer, q, k, v, qpos, kpos, False
             if kpos[0].item() <= q_lo < kpos[-1].item():  # every query sees a key, and some key is later
