@@ -57,6 +57,10 @@ def _model_max_len(model: Model, max_len) -> int:
 def _check_kv(k, v, n_kv_heads: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
     """k and v as arrays, or a ValueError unless both are (Hkv, t, Dh) floating point."""
     k, v = np.asarray(k), np.asarray(v)
+    shape = k.shape
+    if shape == v.shape and len(shape) == 3 and shape[0] == n_kv_heads and shape[2] == head_dim:
+        if k.dtype.kind == v.dtype.kind == "f":  # the usual case, in one test; else the loop says what is wrong
+            return k, v
     for name, x in (("k", k), ("v", v)):
         if x.ndim != 3 or x.shape[0] != n_kv_heads or x.shape[2] != head_dim:
             raise ValueError(f"{name} must have shape (Hkv={n_kv_heads}, t, Dh={head_dim}), got {x.shape}")
@@ -175,21 +179,24 @@ def forward_cached(model: Model, tokens, cache: KVCache) -> np.ndarray:
     """
     c = model.config
     x = model.embed(tokens)  # (t, D); a ValueError for bad tokens
-    if not all(hasattr(cache, name) for name in ("n_layers", "n_kv_heads", "head_dim", "update", "__len__")):
-        raise ValueError(f"cache must be a one-sequence cache such as KVCache.for_model(model), got {cache!r:.60}")
-    if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
+    try:  # read once each: cheaper than asking hasattr first
+        sizes, update, start = (cache.n_layers, cache.n_kv_heads, cache.head_dim), cache.update, len(cache)
+    except (AttributeError, TypeError):  # no such attribute, or no len()
+        what = f"cache must be a one-sequence cache such as KVCache.for_model(model), got {cache!r:.60}"
+        raise ValueError(what) from None
+    if sizes != (c.n_layers, c.n_kv_heads, c.head_dim):
         raise ValueError(
-            f"the cache holds {cache.n_layers} layers x {cache.n_kv_heads} kv heads x width {cache.head_dim}, "
+            f"the cache holds {sizes[0]} layers x {sizes[1]} kv heads x width {sizes[2]}, "
             f"the model needs {c.n_layers} x {c.n_kv_heads} x {c.head_dim}; use KVCache.for_model(model)"
         )
-    start, t = len(cache), x.shape[0]
+    t = x.shape[0]
     if start + t > c.max_seq_len:
         raise ValueError(f"the cache holds {start} tokens; {t} more exceed max_seq_len={c.max_seq_len}")
     positions = np.arange(start, start + t)
     key_positions = np.arange(start + t)
     for layer in range(c.n_layers):
         q, k, v = model.qkv(layer, x, positions)  # (H, t, Dh), (Hkv, t, Dh), (Hkv, t, Dh)
-        k_all, v_all = cache.update(layer, k, v)  # (Hkv, start + t, Dh)
+        k_all, v_all = update(layer, k, v)  # (Hkv, start + t, Dh)
         x = x + model.attend(layer, q, k_all, v_all, positions, key_positions)
         x = x + model.mlp(layer, x)
     return model.logits(x)  # (t, V)
