@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -70,6 +71,8 @@ def test_cmd(kata, pytest_args, target):
         f"--target={target}",
         "-c",
         os.devnull,
+        "--confcutdir",  # as the judge runs it: no conftest.py above the suite's folder, no walk down from /
+        str(Path(k.suite).resolve().parent),
         "-p",
         "no:cacheprovider",
         *pytest_args,

@@ -443,12 +443,17 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
     """How the judge runs pytest on a suite: quiet, no tracebacks (the reporter says what failed), only the
-    plugins it needs, no configuration file, and Hypothesis seeded by the grading seed."""
+    plugins it needs, no configuration file, and Hypothesis seeded by the grading seed.
+
+    The suite's folder (a kata's, or the suites' root) is also where conftest files and collection start: with no
+    configuration file pytest would otherwise load a conftest.py from any folder above it, and list every folder
+    from / down, calling a hook for each entry (a suite copied under /tmp: 400 entries, 30 ms a judge)."""
     unused = ("cacheprovider", "unraisableexception", "threadexception", "logging", "junitxml", "doctest", "pastebin")
     plugins_off = [arg for name in (*unused, "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")]
     out = [suite, f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
     out += ["-p", "_hypothesis_pytestplugin", "-W", "ignore", "-c", os.devnull]
-    out += ["--rootdir", os.path.dirname(os.path.abspath(suite))]
+    root = os.path.dirname(os.path.abspath(suite))
+    out += ["--rootdir", root, "--confcutdir", root]
     return out + ([f"--hypothesis-seed={seed}"] if seed else [])
 
 

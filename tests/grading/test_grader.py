@@ -150,6 +150,20 @@ def test_patching_the_judges_changes_nothing_the_wrong_answers_fail(toy, sub):
     assert "while being timed" in result.tasks[2].message
 
 
+def test_a_conftest_py_above_the_suite_never_runs_in_the_judge(tmp_path):
+    # A learner who works in a checkout can write a file above the suites (its root's conftest.py). pytest with no
+    # configuration file imports every conftest.py from / down to the suite: into the judge, which decides the points.
+    planted = tmp_path / "planted"
+    (tmp_path / "conftest.py").write_text(f"open({str(planted)!r}, 'w').close()\n")
+    folder = tmp_path / "katas" / "toy"
+    folder.mkdir(parents=True)
+    for name in ("kata.toml", "test_toy.py", "conftest.py", "baseline_toy.py"):
+        (folder / name).write_text((TOY / name).read_text())
+    graded = grade_kata(load_registry(folder.parent)[0], str(SUBS / "stub"), tasks=["mean"], limits=FAST)
+    assert [(t.name, t.status) for t in graded.tasks] == [("mean", "todo")]
+    assert not planted.exists()
+
+
 def test_importing_the_reference_solution_is_an_error(toy):
     result = grade_kata(toy, str(SUBS / "uses_solution"), limits=FAST)
     assert {t.status for t in result.tasks} == {"error"}
