@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 
@@ -72,7 +71,7 @@ def test_cmd(kata, pytest_args, target):
         "-c",
         os.devnull,
         "--confcutdir",  # as the judge runs it: no conftest.py above the suite's folder, no walk down from /
-        str(Path(k.suite).resolve().parent),
+        os.path.dirname(os.path.abspath(k.suite)),
         "-p",
         "no:cacheprovider",
         *pytest_args,

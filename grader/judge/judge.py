@@ -446,8 +446,9 @@ def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
     plugins it needs, no configuration file, and Hypothesis seeded by the grading seed.
 
     The suite's folder (a kata's, or the suites' root) is also where conftest files and collection start: with no
-    configuration file pytest would otherwise load a conftest.py from any folder above it, and list every folder
-    from / down, calling a hook for each entry (a suite copied under /tmp: 400 entries, 30 ms a judge)."""
+    configuration file pytest would otherwise import a conftest.py from any folder above it, and list each folder
+    from / down to it, a hook call for each entry (a suite under /tmp beside 370 others: 106 against 56 ms of CPU
+    a judge)."""
     unused = ("cacheprovider", "unraisableexception", "threadexception", "logging", "junitxml", "doctest", "pastebin")
     plugins_off = [arg for name in (*unused, "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")]
     out = [suite, f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
