@@ -76,6 +76,12 @@ class JudgeServer:
 KEPT_BYTECODE = "llm-speed-katas/judge-bytecode"
 
 
+# What a judge never takes from the caller's environment: options and plugins for pytest (PYTEST_ADDOPTS="-x" or
+# "--pdb", meant for one's own tests, would stop or hang a grading; "-p NAME" or PYTEST_PLUGINS would load a module
+# into the judge) and warning filters (PYTHONWARNINGS imports the module a filter names, as Python starts).
+IGNORED_SETTINGS = frozenset({"PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONWARNINGS"})
+
+
 def kept_bytecode() -> Path | None:
     """The user's folder of judges' bytecode ($XDG_CACHE_HOME or ~/.cache, then KEPT_BYTECODE), made if missing;
     None unless it is a folder (not a link) of this uid's that no other uid may read or write (mode 0700), for
@@ -145,9 +151,11 @@ class Grader:
     def judge_env(self) -> dict[str, str]:
         """The environment a judge runs in: the caller's, one BLAS thread, no plugins,
         the checkout on sys.path, bytecode kept in pycache(), and where the
-        jail zygote listens (grader.jailer.zygote)."""
+        jail zygote listens (grader.jailer.zygote). Without the caller's
+        settings for pytest and warnings (IGNORED_SETTINGS): the judge runs a
+        suite the same way whatever a shell exports."""
         env = dict(
-            os.environ,
+            {name: value for name, value in os.environ.items() if name not in IGNORED_SETTINGS},
             PYTHONHASHSEED="0",
             **ONE_BLAS_THREAD,
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",

@@ -164,6 +164,19 @@ def test_a_conftest_py_above_the_suite_never_runs_in_the_judge(tmp_path):
     assert not planted.exists()
 
 
+def test_the_callers_settings_for_pytest_never_reach_the_judge(toy, tmp_path, monkeypatch):
+    # Exported for one's own tests: -x would stop the grading at the toy's first failing check, and a plugin named
+    # there would be imported into the judge.
+    planted = tmp_path / "planted"
+    (tmp_path / "planted_plugin.py").write_text(f"open({str(planted)!r}, 'w').close()\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("PYTEST_PLUGINS", "planted_plugin")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x -p planted_plugin")
+    graded = grade_kata(toy, str(SUBS / "nan"), tasks=["mean", "scale"], limits=FAST)
+    assert {t.name: t.status for t in graded.tasks} == {"mean": "fail", "scale": "pass"}
+    assert not planted.exists()
+
+
 def test_importing_the_reference_solution_is_an_error(toy):
     result = grade_kata(toy, str(SUBS / "uses_solution"), limits=FAST)
     assert {t.status for t in result.tasks} == {"error"}
