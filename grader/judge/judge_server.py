@@ -102,6 +102,7 @@ def main() -> None:
         __import__(f"_pytest.{name}")
     use_pycache()  # the grader's own bytecode goes where the judges keep theirs, never beside its sources
     __import__(JUDGE)
+    sys.modules["grader.jailer.jail_client"].warm()  # what every judge asks before its first jail, asked once here
     # What the server loaded stays: the judges' collections never scan it, and their pages stay shared.
     gc.freeze()
     Server(_judge, fds_per_request=2).serve(connections=[socket.socket(fileno=fd)])
