@@ -134,7 +134,7 @@ def is_load_failure(exc: BaseException) -> bool:
     return any(jail.failed is exc for jail in _JAILS.values())
 
 
-def _view() -> list:
+def view() -> list:
     """The file system a confined jail sees (confine.view(); none in the modes that share the grader's),
     worked out once for each sys.path of this judge (pytest adds to it as it collects the suite): it reads
     the installation and sys.path's folders, which no jail can change, and every jail start asks for it."""
@@ -250,7 +250,7 @@ class Jail:
             "env": forks.jail_env(self.work),
             "cwd": self.work,
             "paths": paths,
-            "confine": dict(how, extra=[self.runtime], view=_view()),
+            "confine": dict(how, extra=[self.runtime], view=view()),
         }
         try:
             return zygote.spawn(request, [child.fileno(), self.log.fileno()])
@@ -265,7 +265,7 @@ class Jail:
             self.dir,
             self.work,
             self.uid,
-            _view(),
+            view(),
             (self.runtime,) if shared else (),
         )
         return subprocess.Popen(
@@ -480,16 +480,6 @@ def printed(last: bool = False) -> str:
     taken = _PRINTED_BY_STOPPED + mine
     _PRINTED_BY_STOPPED.clear()
     return shown(taken, last)
-
-
-def warm() -> None:
-    """Work out, once in the judge server before it forks the judges, what each judge asks before its first
-    jail: whether this machine makes namespaces or runs bwrap (confine.mode: a forked child or a bwrap run),
-    the file system a confined jail sees and a jail's sys.path for this sys.path (_view, runtime_paths).
-    A forked judge finds them done: 10-14 ms of CPU a judge, in root mode."""
-    confine.mode()
-    _view()
-    forks.runtime_paths()
 
 
 def prestart(name: str, baseline: Path | None = None) -> None:

@@ -7,10 +7,11 @@ garbage collector's reach (gc.freeze: a judge's collections never walk them,
 and their pages stay shared with the server), and forks a judge for each
 grading, so a judge starts with them already loaded. So is the judge's own
 module (grader.judge.judge, and the grader and model modules it imports),
-its bytecode kept in the judges' private folder. No suite and no kata module
-is ever loaded in the server. A forked judge sets the environment, folder
-and descriptors it is given, and then runs `grader.judge.judge.main`,
-exactly what `python -m grader.judge.judge` runs.
+its bytecode kept in the judges' private folder, and so are the answers to
+what each judge asks before its first jail (_ask_what_every_judge_asks).
+No suite and no kata module is ever loaded in the server. A forked judge
+sets the environment, folder and descriptors it is given, and then runs
+`grader.judge.judge.main`, exactly what `python -m grader.judge.judge` runs.
 
 It is a grader.wire.prefork server on one socketpair with the runner; a
 request is {"argv": [...], "env": {...}, "cwd": "..."}, with two descriptors
@@ -92,6 +93,19 @@ def _judge(request: dict, fds: list[int]):
     return run
 
 
+def _ask_what_every_judge_asks() -> None:
+    """What each judge asks before its first jail, worked out once here before the judges are forked: whether
+    this machine makes namespaces or runs bwrap (confine.mode: a forked child, or a bwrap run), the file system
+    a confined jail sees and a jail's sys.path for this sys.path (jail_client.view, zygote.runtime_paths). A
+    forked judge finds them done: 10-14 ms of CPU a judge, in root mode."""
+    from grader.jail import confine
+    from grader.jailer import jail_client, zygote
+
+    confine.mode()
+    jail_client.view()
+    zygote.runtime_paths()
+
+
 def main() -> None:
     fd = int(sys.argv[1])
     for name in PRELOAD:
@@ -102,7 +116,7 @@ def main() -> None:
         __import__(f"_pytest.{name}")
     use_pycache()  # the grader's own bytecode goes where the judges keep theirs, never beside its sources
     __import__(JUDGE)
-    sys.modules["grader.jailer.jail_client"].warm()  # what every judge asks before its first jail, asked once here
+    _ask_what_every_judge_asks()
     # What the server loaded stays: the judges' collections never scan it, and their pages stay shared.
     gc.freeze()
     Server(_judge, fds_per_request=2).serve(connections=[socket.socket(fileno=fd)])
