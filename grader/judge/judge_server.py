@@ -101,9 +101,12 @@ def _ask_what_every_judge_asks() -> None:
     from grader.jail import confine
     from grader.jailer import jail_client, zygote
 
-    confine.mode()
-    jail_client.view()
-    zygote.runtime_paths()
+    try:
+        confine.mode()
+        jail_client.view()
+        zygote.runtime_paths()
+    except Exception:  # KATA_JAIL naming no mode, say: each judge asks again and reports it as it always did
+        pass
 
 
 def main() -> None:
