@@ -17,7 +17,8 @@ root, uid and plain. Under bubblewrap each jail needs a sandbox of its own,
 so every jail is still a new process (see grader/jail/confine.py).
 
 The runner's Grader (grader.run.judges; under `kata test`, the pytest
-process: grader/suites/conftest.py) starts the zygote (`Zygote`) with a
+process: grader/suites/conftest.py; under `kata play`, the command itself:
+`own`) starts the zygote (`Zygote`) with a
 runtime folder, the read-only copy of the files a jail runs (RUNTIME_FILES, compiled, and the weights), shared by every
 jail it forks; a jail sees that folder besides its own. The judges find the
 zygote by the Unix socket that KATA_JAIL_FORKS names (a file in a folder
@@ -48,6 +49,7 @@ the zygote kills every jail it forked for that judge.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -59,6 +61,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from grader import ONE_BLAS_THREAD
@@ -288,15 +291,36 @@ class Connection(Client):
 
 
 _CONNECTION: list[Connection] = []
+_OWN: list[Zygote] = []  # own()'s
+_OWN_LOCK = threading.Lock()
+
+
+def own() -> str:
+    """A zygote of this process's own, for a process that starts jails with no runner's zygote (`kata test`'s
+    pytest, `kata play` and its page): started on first call, again if it died, and stopped when the process
+    ends. Its address (what KATA_JAIL_FORKS holds), which connection() uses where KATA_JAIL_FORKS is unset;
+    "off" where jails are not forked here or it cannot start."""
+    if not serves_this_mode():
+        return "off"
+    with _OWN_LOCK:  # kata play --web: two runs may start at once
+        if _OWN and _OWN[0].proc.poll() is not None:
+            _OWN.pop().stop()
+        if not _OWN:
+            try:
+                _OWN.append(Zygote())
+            except OSError:
+                return "off"
+            atexit.register(_OWN[0].stop)
+        return _OWN[0].address()
 
 
 def connection() -> Connection | None:
-    """This judge's connection to its runner's zygote, made on first use; None
-    when there is none (no KATA_JAIL_FORKS, bubblewrap, or it is gone)."""
+    """This judge's connection to its runner's zygote (KATA_JAIL_FORKS), or else to own()'s, made on first use;
+    None when there is none (neither, bubblewrap, or it is gone)."""
     if _CONNECTION and not _CONNECTION[0].gone:
         return _CONNECTION[0]
     _CONNECTION.clear()
-    raw = os.environ.get(VAR)
+    raw = os.environ.get(VAR) or (_OWN[0].address() if _OWN else None)
     if not raw or raw == "off" or confine.mode() not in MODES:
         return None
     try:

@@ -12,6 +12,7 @@ import time
 from typing import Iterator
 
 from grader.jailer import jail_client
+from grader.jailer import zygote as forks
 from grader.kata.text import printable
 
 CALL_SECONDS = 60.0  # how long one call of kata code may take in a demo before its jail is stopped
@@ -80,7 +81,10 @@ class Jailed:
 @contextlib.contextmanager
 def jails() -> Iterator[None]:
     """Where a demo runs kata code: every jail its sources started is stopped on the way out (its process
-    and its folder), whether the demo ended, raised or was interrupted (Ctrl-C)."""
+    and its folder), whether the demo ended, raised or was interrupted (Ctrl-C). The jails are forked by a
+    zygote of this process's own (grader.jailer.zygote.own), started with the first demo, with NumPy and the
+    model loaded already: no later demo, and no later run of `kata play --web`'s page, starts a new Python."""
+    forks.own()
     settings = jail_client.SETTINGS
     saved = settings.target, settings.deadline
     try:

@@ -4,7 +4,6 @@ a check's figures go (its user_properties)."""
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 
@@ -51,20 +50,7 @@ def pytest_configure(config):
     common.draw_from_the_suites_alone()
     settings.load_profile("grade" if config.getoption("seed") == 0 else "grade-seeded")
     if forks.VAR not in os.environ:  # plain pytest (kata test), where no runner started a jail zygote
-        os.environ[forks.VAR] = _own_zygote()
-
-
-def _own_zygote() -> str:
-    """KATA_JAIL_FORKS for this pytest process's jails: a zygote of its own, stopped when it ends; "off" where
-    jails are not forked here or it cannot start."""
-    if not forks.serves_this_mode():
-        return "off"
-    try:
-        zygote = forks.Zygote()
-    except OSError:
-        return "off"
-    atexit.register(zygote.stop)
-    return zygote.address()
+        os.environ[forks.VAR] = forks.own()  # this process's own, stopped when it ends; "off" where none can be
 
 
 def pytest_report_header(config):
