@@ -1,9 +1,11 @@
 """What several of the project's test files share: the toy kata's paths,
 short grading limits, finding a grading's leftover processes, and small
-model configs of each kind."""
+model configs of each kind, and Python sources parsed once."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import subprocess
 import sys
@@ -178,3 +180,11 @@ def plant(folder: Path, markers: Path) -> None:
 def planted_ran(markers: Path) -> list[str]:
     """The planted files (plant) that ran: the marks they left."""
     return sorted(os.listdir(markers)) if markers.is_dir() else []
+
+
+@functools.lru_cache(maxsize=64)
+def parsed(source: str) -> ast.Module:
+    """source's syntax tree, parsed once per text in a test process: the katas', interviews' and task tests read the
+    same solutions, stubs and suite modules again and again (1.5 s of parsing in a quick run). Read it, never
+    change it: the next caller gets the same tree."""
+    return ast.parse(source)

@@ -21,6 +21,8 @@ from pathlib import Path
 from grader.kata.registry import Kata, suite_modules, suite_tasks
 from grader.kata.target import SOLUTIONS_DIR
 
+from helpers import parsed
+
 
 def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -43,7 +45,7 @@ def _body_helper(node: ast.AST, defs: dict[str, ast.AST]) -> str | None:
 
 
 def _solution(kata: Kata, solution: Path | None) -> dict[str, ast.AST]:
-    return _definitions(ast.parse((solution or SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")))
+    return _definitions(parsed((solution or SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8")))
 
 
 def _owners(kata: Kata, defs: dict[str, ast.AST]) -> dict[str, str]:
@@ -99,7 +101,7 @@ def _suite_helpers(tree: ast.Module, package: str) -> dict[str, ast.AST]:
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
             path = Path(*node.module.split(".")).with_suffix(".py")
-            theirs = _definitions(ast.parse((Path(__file__).parent.parent / path).read_text(encoding="utf-8")))
+            theirs = _definitions(parsed((Path(__file__).parent.parent / path).read_text(encoding="utf-8")))
             helpers.update({a.name: theirs[a.name] for a in node.names if a.name in theirs})
     return helpers
 
@@ -109,9 +111,9 @@ def suite_calls(kata: Kata, solution: Path | None = None) -> dict[str, set[str]]
     owner = _owners(kata, _solution(kata, solution))
     marks = suite_tasks(kata.suite)
     modules = suite_modules(kata.suite)
-    trees = [ast.parse(m.read_text(encoding="utf-8")) for m in modules]
+    trees = [parsed(m.read_text(encoding="utf-8")) for m in modules]
     conftest = Path(kata.suite) / "conftest.py"
-    fixtures = _kata_fixtures(trees + ([ast.parse(conftest.read_text(encoding="utf-8"))] if conftest.is_file() else []))
+    fixtures = _kata_fixtures(trees + ([parsed(conftest.read_text(encoding="utf-8"))] if conftest.is_file() else []))
     calls: dict[str, set[str]] = {t.name: set() for t in kata.tasks}
     for tree in trees:
         helpers = _suite_helpers(tree, f"grader.suites.{kata.name}")

@@ -59,7 +59,7 @@ def _made_stub(source: str, only: frozenset[str] | None) -> str:
         return _stub(source, lambda name: True, lambda name: True).rstrip("\n") + "\n"  # no blank lines a helper left
     opened = set(only)
     text = _stub(source, lambda name: name in opened, lambda name: False)
-    needed = _helpers_in_use(ast.parse(text))
+    needed = _helpers_in_use(_tree(text))
     return _stub(text, lambda name: False, lambda name: name not in needed).rstrip("\n") + "\n"
 
 
@@ -79,13 +79,20 @@ def _helpers_in_use(tree: ast.Module) -> set[str]:
     return used
 
 
+@functools.lru_cache(maxsize=8)
+def _tree(source: str) -> ast.Module:
+    """source's syntax tree, parsed once per text: the stub and each interview's partial stub of a kata start from
+    the same solution (nothing here changes a tree)."""
+    return ast.parse(source)
+
+
 Edit = tuple[int, int, list[str]]  # lines [start, end) (0-based) and what replaces them
 
 
 def _stub(source: str, opened: Callable[[str], bool], dropped: Callable[[str], bool]) -> str:
     """source with the bodies of the opened top-level functions and classes
     replaced and the dropped private helpers (and the opened classes' private methods) removed."""
-    tree = ast.parse(source)
+    tree = _tree(source)
     lines = source.splitlines(keepends=True)
     classes = [
         c

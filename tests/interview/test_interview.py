@@ -25,7 +25,7 @@ from grader.interview import session as interview
 from grader.kata.registry import RegistryError, load_presets, load_registry
 from grader.kata.target import SOLUTIONS_DIR
 
-from helpers import TOY, write_registry
+from helpers import TOY, parsed, write_registry
 
 KATAS = load_registry()
 SEED = 987654321  # distinctive enough that finding it in an output means it was printed
@@ -349,7 +349,7 @@ def answer_lines(kata: str, names: tuple[str, ...]) -> set[str]:
     """The lines of the reference solution that only the bodies of these functions and classes hold."""
     source = (SOLUTIONS_DIR / f"{kata}.py").read_text()
     lines = source.splitlines()
-    tree = ast.parse(source)
+    tree = parsed(source)
     answer: set[str] = set()
     for node in tree.body:
         if getattr(node, "name", None) not in names:
@@ -399,7 +399,7 @@ def test_the_workspace_never_holds_the_answer_to_the_task_under_interview(starte
 
 @pytest.mark.parametrize("kata,tasks", list(interviews()))
 def test_every_private_helper_left_in_the_module_is_used_by_the_written_code(started_once, kata, tasks):
-    tree = ast.parse(started_once(kata, tasks).module.read_text())
+    tree = parsed(started_once(kata, tasks).module.read_text())
     helpers = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")]
     read = {id(n): {x.id for x in ast.walk(n) if isinstance(x, ast.Name)} for n in tree.body}  # each statement's names
     for helper in helpers:
@@ -419,7 +419,7 @@ def test_the_other_tasks_functions_are_written_as_the_reference_writes_them(star
     lines = reference.splitlines(keepends=True)
     segments = {  # ast.get_source_segment of each top-level definition (column 0), without its splitting per call
         n.name: _through(lines[n.lineno - 1 : n.end_lineno], n.end_col_offset)
-        for n in ast.parse(reference).body
+        for n in parsed(reference).body
         if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
     }
     others = [name for name in segments if name not in session.state.functions]

@@ -17,6 +17,8 @@ from grader.kata.target import KATAS_DIR, ROOT, SOLUTIONS_DIR
 from grader.run.results import Limits
 from grader.run.runner import grade
 
+from helpers import parsed
+
 KATAS = load_registry()
 NAMES = [k.name for k in KATAS]
 # Generous: the project's tests may run beside other work on a 2-core machine.
@@ -28,7 +30,7 @@ def suite_tests(kata) -> list[str]:
     return [
         n.name
         for module in suite_modules(kata.suite)
-        for n in ast.parse(module.read_text(encoding="utf-8")).body
+        for n in parsed(module.read_text(encoding="utf-8")).body
         if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
     ]
 
@@ -128,7 +130,7 @@ def test_the_project_checks_in_one_copy_of_each_stub():
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)
 def test_the_stub_keeps_every_public_name_of_the_reference(kata):
     def public(text: str) -> set[str]:
-        tree = ast.parse(text)
+        tree = parsed(text)
         return {
             n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
         }
@@ -139,7 +141,7 @@ def test_the_stub_keeps_every_public_name_of_the_reference(kata):
 @pytest.mark.parametrize("kata", KATAS, ids=NAMES)
 def test_every_public_function_and_class_of_the_stub_belongs_to_exactly_one_task(kata):
     # kata interview opens a task's functions and writes the rest from the reference.
-    tree = ast.parse(stub_for(kata.name))
+    tree = parsed(stub_for(kata.name))
     public = sorted(
         n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
     )
@@ -237,7 +239,7 @@ AUDIT_ROW = re.compile(r"^\|\s*`(?P<where>[\w.]+)`\s*\|(?P<promise>[^|]+)\|(?P<c
 def audit_rows(kata) -> list[tuple[str, str, list[str]]]:
     """(where, promise, checks) of every row of the audit table in the docstrings of the suite's modules (a
     folder's __init__.py holds it, or its test modules do)."""
-    doc = "\n".join(ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "" for p in suite_sources(kata))
+    doc = "\n".join(ast.get_docstring(parsed(p.read_text(encoding="utf-8"))) or "" for p in suite_sources(kata))
     rows = []
     for line in doc.splitlines():
         m = AUDIT_ROW.match(line.strip())
@@ -254,7 +256,7 @@ def test_the_suite_audits_each_promise_of_the_stub_against_a_check_that_exists(k
     more of the suite's own tests, and every public name has a row."""
     rows = audit_rows(kata)
     assert rows, f"{kata.suite.name} has no audit table (| `where` | promise | `test_...` |) in its docstrings"
-    public = dict(_public_defs(ast.parse(stub_for(kata.name))))
+    public = dict(_public_defs(parsed(stub_for(kata.name))))
     tests = set(suite_tests(kata))
     bad_where = sorted({w for w, _, _ in rows if w not in public})
     assert not bad_where, f"audit rows name what the stub does not define: {bad_where}"
@@ -278,8 +280,8 @@ def test_every_public_function_of_the_stub_documents_itself_and_the_errors_it_ra
     """The stub is all a learner reads: every public function, class and
     method has a docstring, and each exception the solution raises by name
     in it is named there."""
-    stub = dict(_public_defs(ast.parse(stub_for(kata.name))))
-    solution = dict(_public_defs(ast.parse((SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))))
+    stub = dict(_public_defs(parsed(stub_for(kata.name))))
+    solution = dict(_public_defs(parsed((SOLUTIONS_DIR / f"{kata.name}.py").read_text(encoding="utf-8"))))
     undocumented = [
         name
         for name, node in stub.items()
