@@ -249,12 +249,25 @@ def kata_file(name: str, path: Path | None = None) -> Path:
     return registry_folder(path) / name / KATA_FILE
 
 
-def _read(path: Path) -> RegistryFile:
-    """One file of the registry, its format and its top level checked; a RegistryError naming the file otherwise."""
+def _bytes(path: Path) -> bytes:
     try:
-        tables = dict(_parsed(path.read_bytes()))
+        return path.read_bytes()
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _read(path: Path) -> RegistryFile:
+    """One file of the registry, its format and its top level checked; a RegistryError naming the file otherwise."""
+    return _checked_file(path, _bytes(path))
+
+
+# The registry is read by every command, and by `kata watch`, the page of `kata play --web`, the tests and tools many
+# times in one process: what a file says is checked once per content (a file's tables are read, never changed).
+@functools.lru_cache(maxsize=64)
+def _checked_file(path: Path, data: bytes) -> RegistryFile:
+    """_read's answer for the file `path` holding `data`."""
+    try:
+        tables = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path} is not valid TOML: {exc}") from None
     written = tables.pop("format", None)
@@ -263,12 +276,6 @@ def _read(path: Path) -> RegistryFile:
             f"{path}: format = {written!r} is not one this grader reads; write format = {FORMAT} at the top"
         )
     return RegistryFile.from_table(tables, path)
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(data: bytes) -> dict:
-    """A registry file's tables, parsed once per content (read, never changed: the models copy what they keep)."""
-    return tomllib.loads(data.decode("utf-8"))
 
 
 def _kata_files(folder: Path) -> list[Path]:
@@ -297,7 +304,8 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
     folder = registry_folder(path)
     katas = []
     for file in _kata_files(folder):
-        tables = _read(file)
+        data = _bytes(file)
+        tables = _checked_file(file, data)
         if tables.preset:
             raise RegistryError(f"{file}: a [[preset]] table goes in the registry's {PRESETS_FILE}, not a kata's file")
         named = [e.get("name") for e in tables.kata]
@@ -306,8 +314,12 @@ def load_registry(path: Path | None = None, suites_dir: Path | None = None) -> t
                 f"{file}: a kata's file holds one [[kata]] table, named {file.parent.name!r} as its folder; "
                 f"this one holds {named}"
             )
-        table = tables.kata[0]
-        katas.append(_kata(table, file, _suite(table, file, suites_dir or folder)))
+        suite = _suite(tables.kata[0], file, suites_dir or folder)
+        try:
+            marks = suite_tasks(suite) if suite.is_file() or suite.is_dir() else None
+        except RegistryError as exc:
+            raise RegistryError(f"{file}: kata {tables.kata[0].get('name')!r}: {exc}") from None
+        katas.append(_kata(file, data, suite, None if marks is None else tuple(marks.items())))
     _once(folder, "kata orders", [k.order for k in katas])
     return tuple(sorted(katas, key=lambda k: k.order))
 
@@ -320,14 +332,13 @@ def _suite(table: dict, path: Path, suites_dir: Path) -> Path:
     return path.parent / named if named is not None else suites_dir / str(table.get("name"))
 
 
-def _kata(table: dict, path: Path, suite: Path) -> Kata:
-    """A kata's table, read from `path`, as the Kata `suite` grades, its tasks' tests read from the suite's
-    marks when the suite exists; a RegistryError naming the file and the problem otherwise."""
-    try:
-        marks = suite_tasks(suite) if suite.is_file() or suite.is_dir() else None
-    except RegistryError as exc:
-        raise RegistryError(f"{path}: kata {table.get('name')!r}: {exc}") from None
-    return Kata.from_table(table, path, suite, marks)
+@functools.lru_cache(maxsize=64)
+def _kata(path: Path, data: bytes, suite: Path, marks: tuple[tuple[str, tuple[str, ...]], ...] | None) -> Kata:
+    """The kata that the file `path`, holding `data`, describes, as the Kata `suite` grades, its tasks' tests
+    those `marks` (suite_tasks's, as pairs) give them, or none while the suite is missing; a RegistryError
+    naming the file and the problem otherwise. Checked once per file, content, suite and marks (a Kata is
+    frozen)."""
+    return Kata.from_table(_checked_file(path, data).kata[0], path, suite, None if marks is None else dict(marks))
 
 
 def _once(path: Path, what: str, values: list) -> None:
