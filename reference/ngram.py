@@ -67,7 +67,10 @@ class NGramLM(PrefixCachedLM):
         super().__init__(V, int(max_seq_len))
         self.order = contexts.shape[1] + 1
         self.vocab_size = V
-        self._index = {bytes(row[row >= 0].astype(np.uint8).tolist()): r for r, row in enumerate(contexts)}
+        # Each context as the bytes of its ids (right-aligned, so a row of n ids is the last n bytes of its C).
+        C, ids = contexts.shape[1], contexts.astype(np.uint8).tobytes()
+        lengths = (contexts >= 0).sum(axis=1).tolist()
+        self._index = {ids[(r + 1) * C - n : (r + 1) * C]: r for r, n in enumerate(lengths)}
         if len(self._index) != len(contexts):
             raise ValueError("contexts must not hold the same context twice")
         if b"" not in self._index:
