@@ -5,12 +5,13 @@ process, and every timing, count and comparison happens here.
 
     python -m grader.judge.judge --kata NAME --suite PATH --target T --fd N [--seed S]
         [--tasks NAME ...] [--checks NAME ...] [--fail-fast] [--test-seconds S] [--memory-mb M]
-        [--output-mb O] [--batch JSON]
+        [--output-mb O] [--batch JSON] [--modules PATH ...]
 
 Each check grades the task its `@pytest.mark.task("...")` mark names, or its
 `task` parameter (one check for several tasks, case by case); --tasks keeps the checks of those
 tasks only, and --checks only the checks of those names (test functions:
-every case of a parametrized one). After one check of a task times out, the task's other checks are
+every case of a parametrized one); --modules, when the runner knows which of the suite's test modules
+hold those checks, collects only them. After one check of a task times out, the task's other checks are
 reported without running (the same code would most likely hang them too);
 with --fail-fast, so are they after any check of the task that does not
 pass, each with that check's outcome.
@@ -433,6 +434,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tasks", nargs="*", default=[], help="run only the checks of these tasks")
     parser.add_argument("--checks", nargs="*", default=[], help="run only the checks of these names")
     parser.add_argument("--batch", help="grade several targets one after another: a JSON list of gradings")
+    parser.add_argument("--modules", nargs="*", default=[], help="collect only these test modules of the suite")
     parser.add_argument("--fail-fast", action="store_true", help="stop each task at its first check that fails")
     parser.add_argument("--test-seconds", type=float, default=60.0)
     parser.add_argument("--memory-mb", type=int, default=4096)
@@ -441,9 +443,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
-    """How the judge runs pytest on a suite: quiet, no tracebacks (the reporter says what failed), only the
-    plugins it needs, no configuration file, and Hypothesis seeded by the grading seed.
+def _pytest_arguments(suite: str, target: str, seed: int, modules: list[str] = ()) -> list[str]:
+    """How the judge runs pytest on a suite (on those of its test modules `modules` lists, when it lists any):
+    quiet, no tracebacks (the reporter says what failed), only the plugins it needs, no configuration file, and
+    Hypothesis seeded by the grading seed.
 
     The suite's folder (a kata's, or the suites' root) is also where conftest files and collection start: with no
     configuration file pytest would otherwise import a conftest.py from any folder above it, and list each folder
@@ -451,7 +454,7 @@ def _pytest_arguments(suite: str, target: str, seed: int) -> list[str]:
     a judge)."""
     unused = ("cacheprovider", "unraisableexception", "threadexception", "logging", "junitxml", "doctest", "pastebin")
     plugins_off = [arg for name in (*unused, "setuponly", "setupplan", "stepwise") for arg in ("-p", f"no:{name}")]
-    out = [suite, f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
+    out = [*(modules or [suite]), f"--target={target}", f"--seed={seed}", "-q", "--tb=no", *plugins_off]
     out += ["-p", "_hypothesis_pytestplugin", "-W", "ignore", "-c", os.devnull]
     root = os.path.dirname(os.path.abspath(suite))
     out += ["--rootdir", root, "--confcutdir", root]
@@ -498,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     if batch is None:
         jail_client.prestart(args.kata, None if args.tasks or args.checks else common.baseline_path(args.kata))
     try:
-        pytest.main(_pytest_arguments(args.suite, args.target, args.seed), plugins=[reporter])
+        pytest.main(_pytest_arguments(args.suite, args.target, args.seed, args.modules), plugins=[reporter])
     finally:
         jail_client.stop_all()
     if batch is None:

@@ -23,7 +23,7 @@ from grader.jailer import zygote as forks
 from grader.judge import judge_server
 from grader.judge.events import Event
 from grader.kata import target as _target
-from grader.kata.registry import Kata, user_cache
+from grader.kata.registry import Kata, RegistryError, suite_modules, suite_tasks, user_cache
 from grader.run.results import Limits
 from grader.wire.prefork import Child, Client
 
@@ -237,7 +237,30 @@ def judge_argv(kata: Kata, target: str, seed: int, only, limits: Limits, fail_fa
         argv += ["--checks", *checks]
     if batch:
         argv += ["--batch", json.dumps(batch)]
+    else:
+        held = _holding(kata.suite, set(only or ()), set(checks or ())) if only or checks else []
+        argv += ["--modules", *held] if held else []
     return argv + (["--fail-fast"] if fail_fast else [])
+
+
+def _holding(suite: Path, only: set[str], checks: set[str]) -> list[str]:
+    """The test modules of a suite folder that hold a check the judge runs for these tasks (all when none is
+    named) and check names (all when none is named), as its source marks them (grader.kata.registry.suite_tasks);
+    none, and the judge collects the whole suite, for a suite file or when no module holds one or the marks
+    cannot be read. A judge that grades one task (kata grade KATA:TASK, kata watch, an interview) then imports
+    and collects a module or two, not the kata's four to thirteen."""
+    if not suite.is_dir():
+        return []
+    try:
+        held = [
+            str(module)
+            for module in suite_modules(suite)
+            for name, owners in suite_tasks(module).items()
+            if owners and (not only or only & set(owners)) and (not checks or name in checks)
+        ]
+    except RegistryError:
+        return []
+    return list(dict.fromkeys(held))
 
 
 def judge_target(target: str) -> str:

@@ -19,10 +19,11 @@ from click.testing import CliRunner
 from grader.cli import learner
 from grader.cli.commands import main
 from grader.judge.events import INTERRUPTED_MESSAGE, Event, EventKind
-from grader.kata.registry import load_registry
+from grader.kata.registry import find_kata, load_registry, suite_modules
+from grader.kata.stubs import stub_for
 from grader.kata.target import SOLUTIONS_DIR
 from grader.output import report
-from grader.run import runner
+from grader.run import judges, runner
 from grader.run.results import Limits
 from grader.run.runner import grade, grade_kata
 
@@ -565,6 +566,28 @@ def test_a_batch_grades_each_target_as_a_judge_of_its_own_would(toy):
     assert [_graded(b) for b in batch] == [_graded(a) for a in alone]
     assert [t.status for t in batch[1].tasks] == ["pass"] * 3 and batch[0].tasks[0].status == "fail"
     assert [t.status for t in batch[-2].tasks] == ["fail", "pass", "fail"] and batch[-1].tasks[0].status == "pass"
+
+
+def test_a_grading_of_some_tasks_collects_only_the_suite_modules_that_hold_their_checks(monkeypatch, tmp_path):
+    """A judge that grades some tasks of a kata (kata grade KATA:TASK, kata watch, an interview) is handed the
+    test modules that hold their checks, not the whole suite, and grades the same checks the same."""
+    kata = find_kata("moe")
+    (tmp_path / "moe.py").write_text(stub_for("moe"))
+    argvs = []
+    made = runner.judge_argv
+    monkeypatch.setattr(runner, "judge_argv", lambda *args: argvs.append(made(*args)) or argvs[-1])
+    some = ["capacity", "losses"]
+    held = grade_kata(kata, str(tmp_path), tasks=some, limits=FAST)
+    monkeypatch.setattr(judges, "_holding", lambda *args: [])  # the whole suite collected, as before --modules
+    whole = grade_kata(kata, str(tmp_path), tasks=some, limits=FAST)
+    modules = argvs[0][argvs[0].index("--modules") + 1 :]
+    assert 0 < len(modules) < len(suite_modules(kata.suite)) and "--modules" not in argvs[1]
+
+    def graded(result):
+        return [(t.name, t.status, t.checks_total, sorted(f["test"] for f in t.failures)) for t in result.tasks]
+
+    assert graded(held) == graded(whole) and [t[0] for t in graded(held)] == some
+    assert all(t[2] > 1 and t[1] == "todo" for t in graded(held))
 
 
 def test_a_batch_grades_only_the_checks_it_names(toy):
