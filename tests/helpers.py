@@ -182,9 +182,9 @@ def planted_ran(markers: Path) -> list[str]:
     return sorted(os.listdir(markers)) if markers.is_dir() else []
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)  # a quick run parses about 120 texts; their trees take some 40 MB
 def parsed(source: str) -> ast.Module:
     """source's syntax tree, parsed once per text in a test process: the katas', interviews' and task tests read the
-    same solutions, stubs and suite modules again and again (1.5 s of parsing in a quick run). Read it, never
-    change it: the next caller gets the same tree."""
+    same solutions, stubs and suite modules again and again. Read it, never change it: the next caller gets the
+    same tree."""
     return ast.parse(source)

@@ -79,7 +79,7 @@ def _helpers_in_use(tree: ast.Module) -> set[str]:
     return used
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def _tree(source: str) -> ast.Module:
     """source's syntax tree, parsed once per text: the stub and each interview's partial stub of a kata start from
     the same solution (nothing here changes a tree)."""
