@@ -299,9 +299,10 @@ def own() -> str:
     """A zygote of this process's own, for a process that starts jails with no runner's zygote (`kata test`'s
     pytest, `kata play` and its page): started on first call, again if it died, and stopped when the process
     ends. Its address (what KATA_JAIL_FORKS holds), which connection() uses where KATA_JAIL_FORKS is unset;
-    "off" where jails are not forked here or it cannot start."""
-    if not serves_this_mode():
-        return "off"
+    "off" where jails are not forked here or it cannot start. Where KATA_JAIL_FORKS is set, none is started:
+    its value is the answer."""
+    if os.environ.get(VAR) or not serves_this_mode():
+        return os.environ.get(VAR) or "off"
     with _OWN_LOCK:  # kata play --web: two runs may start at once
         if _OWN and _OWN[0].proc.poll() is not None:
             _OWN.pop().stop()

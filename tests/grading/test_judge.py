@@ -710,6 +710,36 @@ def test_the_zygote_kills_its_jails_and_ends_when_its_runner_is_gone(monkeypatch
         started.stop()
 
 
+@pytest.mark.skipif(not forks.serves_this_mode(), reason="no zygote forks jails under bubblewrap")
+def test_a_process_without_a_runner_forks_its_jails_from_a_zygote_of_its_own(monkeypatch, tmp_path):
+    """kata play: zygote.own() starts one zygote, which every later call and every jail of the process uses, a new
+    one once it died; none where KATA_JAIL_FORKS names one already."""
+    monkeypatch.delenv(forks.VAR, raising=False)
+    monkeypatch.setattr(forks, "_OWN", [])
+    monkeypatch.setattr(forks, "_CONNECTION", [])
+    monkeypatch.setattr(jail_client.SETTINGS, "target", str(tmp_path))
+    monkeypatch.setattr(jail_client.SETTINGS, "deadline", None)
+    (tmp_path / "k.py").write_text("def one():\n    return 1\n")
+    try:
+        first = forks.own()
+        assert forks.own() == first and len(forks._OWN) == 1
+        zygote = forks._OWN[0]
+        k = jail_client.kata_module("k")
+        assert k.one() == 1 and _parent_of(k._jail.proc.pid) == zygote.proc.pid, "the jail was not forked by it"
+        jail_client.stop_all()
+        zygote.proc.kill()
+        assert _gone(zygote.proc.pid)
+        assert forks.own() != first and forks._OWN[0].proc.poll() is None, "a dead zygote was not replaced"
+        second = forks._OWN[0]
+        second.proc.kill()
+        monkeypatch.setenv(forks.VAR, "off")
+        assert forks.own() == "off" and forks._OWN == [second], "a zygote was started beside KATA_JAIL_FORKS's"
+    finally:
+        jail_client.stop_all()
+        for started in forks._OWN:
+            started.stop()
+
+
 def test_two_threads_stopping_one_jail_at_once_both_return_and_leave_nothing_behind(jail_of):
     """kata play --web: Ctrl-C stops every jail while the thread of a run cut short stops its own."""
     import threading
