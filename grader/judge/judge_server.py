@@ -44,7 +44,6 @@ PRELOAD = (
     "hypothesis",
     "hypothesis.extra.numpy",
     "_hypothesis_pytestplugin",
-    "pdb",  # pytest's debugging plugin imports it as it configures
 )
 # The judge's module and what it imports (the jail's client, the suites' helpers, the model): none of them reads
 # the environment or the folder as it loads, and what is drawn at import (the entropy of timed inputs) each judge
