@@ -45,10 +45,8 @@ def snapshot(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def small_root(tmp_path) -> Path:
-    """The parts of a checkout `kata new` reads and edits, and the folders it writes into."""
-    root = tmp_path / "checkout"
+def _small_checkout(root: Path) -> Path:
+    """The parts of a checkout `kata new` reads and edits, and the folders it writes into, copied to root."""
     shutil.copytree(
         ROOT / "grader" / "suites", root / "grader" / "suites", ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -57,6 +55,19 @@ def small_root(tmp_path) -> Path:
     for folder in ("reference/solutions", "katas"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     return root
+
+
+@pytest.fixture
+def small_root(tmp_path) -> Path:
+    """A small checkout of the test's own, for a test that writes into it."""
+    return _small_checkout(tmp_path / "checkout")
+
+
+@pytest.fixture(scope="module")
+def shared_root(tmp_path_factory) -> Path:
+    """One small checkout for the tests whose `kata new` must write nothing: each compares the whole tree before
+    and after its own call, so a write fails the test that made it (100 files copied once, not for each)."""
+    return _small_checkout(tmp_path_factory.mktemp("shared") / "checkout")
 
 
 # ------------------------------------------------------------------ refusals (fast)
@@ -78,11 +89,11 @@ def small_root(tmp_path) -> Path:
         ("grader", "already the name of"),
     ],
 )
-def test_a_bad_name_is_refused_and_nothing_is_written(small_root, name, why):
-    before = snapshot(small_root)
+def test_a_bad_name_is_refused_and_nothing_is_written(shared_root, name, why):
+    before = snapshot(shared_root)
     with pytest.raises(scaffold.ScaffoldError, match=why):
-        scaffold.new_kata(name, title="Toy", trade="nothing for a test", root=small_root)
-    assert snapshot(small_root) == before
+        scaffold.new_kata(name, title="Toy", trade="nothing for a test", root=shared_root)
+    assert snapshot(shared_root) == before
 
 
 @pytest.mark.parametrize("existing", NEW_FILES)
@@ -104,13 +115,13 @@ def test_an_existing_suite_folder_is_refused_and_nothing_is_written(small_root):
 
 
 @pytest.mark.parametrize("field", ["title", "trade"])
-def test_an_empty_or_multi_line_title_or_trade_is_refused(small_root, field):
-    before = snapshot(small_root)
+def test_an_empty_or_multi_line_title_or_trade_is_refused(shared_root, field):
+    before = snapshot(shared_root)
     for bad in ("", "   ", "two\nlines"):
         texts = {"title": "Toy", "trade": "nothing for a test", field: bad}
         with pytest.raises(scaffold.ScaffoldError, match=field):
-            scaffold.new_kata("toykata", root=small_root, **texts)
-    assert snapshot(small_root) == before
+            scaffold.new_kata("toykata", root=shared_root, **texts)
+    assert snapshot(shared_root) == before
 
 
 def test_the_command_refuses_an_existing_kata_in_one_line():
