@@ -122,9 +122,11 @@ def test_kata_classroom_without_a_pinned_grader_is_a_usage_error(tmp_path, args,
 def fake_runner(tmp_path: Path, python_dir: Path | None, bwrap_status: int) -> dict[str, str]:
     """The environment of a GitHub runner, but for sudo (it logs what it would run) and bwrap (it exits
     bwrap_status): the install script runs here as it would there, with python_dir's python first on the
-    PATH (a virtual environment's bin/), or, without one, a python that fails if anything runs it."""
+    PATH (a virtual environment's bin/), or, without one, a python that fails if anything runs it; its
+    temporary folder is tmp_path/tmp, empty."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    (tmp_path / "tmp").mkdir()
     tools = {"sudo": f'echo "$*" >> {tmp_path / "sudo.log"}', "bwrap": f"exit {bwrap_status}"}
     if python_dir is None:
         tools["python"] = "echo 'python ran' >&2; exit 99"
@@ -133,7 +135,7 @@ def fake_runner(tmp_path: Path, python_dir: Path | None, bwrap_status: int) -> d
         (bin_dir / tool).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_", "PYTHONPATH", "VIRTUAL_ENV"))}
     path = [str(bin_dir)] + ([str(python_dir)] if python_dir else []) + [env["PATH"]]
-    return dict(env, PATH=":".join(path))
+    return dict(env, PATH=":".join(path), TMPDIR=str(tmp_path / "tmp"))
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +181,7 @@ def run_install(
 def test_the_install_script_installs_the_wheel_it_was_given_with_the_pinned_versions(tmp_path, wheel):
     done, venv = run_install(tmp_path, wheel, hashlib.sha256(wheel.read_bytes()).hexdigest())
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not any((tmp_path / "tmp").iterdir()), "the script left its temporary folder behind"
     assert (tmp_path / "sudo.log").read_text().splitlines()[:2] == [
         "apt-get update",
         "apt-get install -y --no-install-recommends bubblewrap",
@@ -211,6 +214,7 @@ def test_the_install_script_stops_saying_why_where_bubblewrap_cannot_isolate(tmp
     done = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "cannot be graded in isolation" in done.stderr
     assert "python ran" not in done.stderr  # nothing installed, nothing graded
+    assert not any((tmp_path / "tmp").iterdir()), "the script left its temporary folder behind"
 
 
 # ---------------------------------------------------------------- a student's repository, graded as Classroom grades it

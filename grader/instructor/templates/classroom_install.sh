@@ -12,6 +12,7 @@
 # PYTHON* variables on its path).
 set -euo pipefail
 work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT  # the wheel's copy and the pins go with the script, whatever way it ends
 cd "$work"
 grader_url="@GRADER_URL@"
 grader_sha256="@GRADER_SHA256@"
