@@ -14,7 +14,7 @@ Untouched stubs score 0: every test's task is todo. `kata classroom DIR --grader
 writes, into the student repository's template (a student edition from `kata release`):
 
 - .github/classroom/install-grader.sh (templates/classroom_install.sh): from a
-  folder of its own (the student's checkout, whose pip/ or zipfile.py Python would
+  temporary folder of its own, removed as it ends (the student's checkout, whose pip/ or zipfile.py Python would
   import first, is never the working folder of a Python it starts, and each runs
   isolated, `python -I`), installs
   bubblewrap and checks that it can isolate the learner's code on the runner (on
