@@ -36,6 +36,8 @@ def _scratch_in_memory() -> str | None:
     """A folder of this account's own on /dev/shm (a tmpfs) for the run's temporary files, or None where there is
     none to trust (not Linux, no room, mounted noexec, or the name taken by another owner or not a folder)."""
     shm = "/dev/shm"
+    if sys.platform != "linux":
+        return None
     try:
         fs = os.statvfs(shm)
     except OSError:
@@ -61,7 +63,7 @@ def _scratch_in_memory() -> str | None:
 # a disk like this machine's (ext4 without a journal, where each new file is first checked against every one
 # removed in the last minutes) the quick run took 20-26 s of system CPU against 16-17 s in memory (five pairs, in
 # turns). A TMPDIR of the user's own is kept.
-if not os.environ.get("TMPDIR") and sys.platform == "linux":
+if not os.environ.get("TMPDIR"):
     _SCRATCH = _scratch_in_memory()
     if _SCRATCH:
         os.environ["TMPDIR"] = tempfile.tempdir = _SCRATCH
